@@ -1,0 +1,184 @@
+"""``LocalDataset``: random access by sample id to an MDS dataset on local disk."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import numpy as np
+
+from shardstream.errors import IndexFormatError, ShardNotFoundError
+from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index, safe_basename
+from shardstream.format.mds import MDSSchema
+from shardstream.dataset.shard_files import ShardFiles, ShardView
+
+__all__ = ["LocalDataset"]
+
+
+class LocalDataset:
+    """A map-style dataset over a local MDS dataset (``index.json`` plus shards).
+
+    Shards are opened on first use and memory-mapped, so reading a sample costs no system call;
+    compressed shards are decompressed once into ``cache_dir``. ``len(ds)`` is the total sample
+    count, ``ds[i]`` a sample dict, and ``ds[a:b]`` or ``ds[[i, j]]`` a list of them. Works as a
+    map-style dataset for ``torch.utils.data.DataLoader``. Nothing is read until first use.
+
+    Args:
+        local: The dataset folder.
+        split: A sub-folder of ``local`` holding the split's ``index.json``.
+        cache_dir: Where compressed shards are decompressed (default: next to them).
+        validate_hash: Check each shard file against this digest from the index when first opened.
+        allow_unsafe_types: Allow reading ``pkl`` columns, which can execute code.
+
+    Example:
+        >>> ds = LocalDataset("/data/my-dataset")
+        >>> len(ds), ds[0]["label"]
+    """
+
+    def __init__(self, local: str | os.PathLike[str], split: str | None = None, *,
+                 cache_dir: str | os.PathLike[str] | None = None,
+                 validate_hash: str | None = None, allow_unsafe_types: bool = False) -> None:
+        root = os.fspath(local)
+        if split:
+            root = os.path.join(root, safe_basename(split, where="split"))
+        cache_root = os.fspath(cache_dir) if cache_dir is not None else None
+        if cache_root is not None and split:
+            cache_root = os.path.join(cache_root, split)
+        self._files = ShardFiles(root, cache_root, validate_hash)
+        self._allow_unsafe_types = allow_unsafe_types
+        self._lock = threading.Lock()
+        self._entries: list[ShardEntry] | None = None
+        self._schemas: list[MDSSchema | None] = []
+        self._starts = np.zeros(1, np.int64)
+        self._views: list[ShardView | None] = []
+
+    @property
+    def root(self) -> str:
+        """The folder holding ``index.json``."""
+        return self._files.root
+
+    @property
+    def shards(self) -> list[ShardEntry]:
+        """The shard entries of ``index.json``."""
+        return list(self._load())
+
+    @property
+    def size(self) -> int:
+        """The number of samples (the same as ``len``)."""
+        return len(self)
+
+    def __len__(self) -> int:
+        self._load()
+        return int(self._starts[-1])
+
+    @overload
+    def __getitem__(self, key: int | np.integer[Any]) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, key: slice | Sequence[int] | np.ndarray[Any, Any]) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, key: Any) -> Any:
+        """Return one sample by id, or a list of samples for a slice or a sequence of ids."""
+        if isinstance(key, (int, np.integer)):
+            return self.get_item(int(key))
+        if isinstance(key, slice):
+            return [self.get_item(i) for i in range(*key.indices(len(self)))]
+        ids = np.asarray(key)
+        if ids.ndim != 1 or not (ids.size == 0 or np.issubdtype(ids.dtype, np.integer)):
+            raise TypeError(f"index with an int, a slice or a 1-d sequence of ints, not {key!r}")
+        return [self.get_item(int(i)) for i in ids]
+
+    def get_item(self, sample_id: int) -> dict[str, Any]:
+        """Return the sample with id ``sample_id`` (negative ids count from the end).
+
+        Raises:
+            IndexError: The id is out of range.
+        """
+        starts = self._starts if self._entries is not None else self._load_starts()
+        total = int(starts[-1])
+        if sample_id < 0:
+            sample_id += total
+        if not 0 <= sample_id < total:
+            raise IndexError(f"sample id {sample_id} is out of range for {total} samples")
+        shard = int(np.searchsorted(starts, sample_id, side="right")) - 1
+        view = self._views[shard]
+        if view is None:
+            view = self._open(shard)
+        return view[sample_id - int(starts[shard])]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for shard in range(len(self._load())):
+            view = self._views[shard]
+            if view is None:
+                view = self._open(shard)
+            for index in range(len(view)):
+                yield view[index]
+
+    def close(self) -> None:
+        """Release the shards' memory maps (arrays already decoded stay valid)."""
+        with self._lock:
+            self._views = [None] * len(self._views)
+
+    def __enter__(self) -> LocalDataset:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Memory maps do not pickle; each process (DataLoader worker) maps the shards again.
+        state = self.__dict__.copy()
+        state["_lock"] = None
+        state["_views"] = [None] * len(self._views)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _load_starts(self) -> np.ndarray[Any, np.dtype[np.int64]]:
+        self._load()
+        return self._starts
+
+    def _load(self) -> list[ShardEntry]:
+        if self._entries is not None:
+            return self._entries
+        path = os.path.join(self.root, INDEX_BASENAME)
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read()
+        except FileNotFoundError as exc:
+            raise ShardNotFoundError(
+                f"{path} does not exist: is {self.root} an MDS dataset folder (and the split right)?"
+            ) from exc
+        entries = parse_index(text, source=path)
+        schemas: list[MDSSchema | None] = []
+        for number, entry in enumerate(entries):
+            if entry.format != "mds":
+                schemas.append(None)
+                continue
+            schema = MDSSchema(entry.columns, sort=False)
+            if list(schema.sizes) != list(entry.column_sizes):
+                raise IndexFormatError(
+                    f"{path}, shard {number}: column_sizes {list(entry.column_sizes)} disagree with "
+                    f"the encodings {list(entry.columns.values())}"
+                )
+            schema.check_safe(self._allow_unsafe_types, source=f"{path}, shard {number}")
+            schemas.append(schema)
+        starts = np.zeros(len(entries) + 1, np.int64)
+        np.cumsum([entry.samples for entry in entries], out=starts[1:])
+        self._schemas = schemas
+        self._starts = starts
+        self._views = [None] * len(entries)
+        self._entries = entries
+        return entries
+
+    def _open(self, shard: int) -> ShardView:
+        with self._lock:
+            view = self._views[shard]
+            if view is None:
+                assert self._entries is not None
+                view = self._files.open(self._entries[shard], self._schemas[shard])
+                self._views[shard] = view
+            return view

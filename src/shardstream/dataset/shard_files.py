@@ -1,0 +1,124 @@
+"""Opening the files of a shard on local disk: decompress once, check digests, memory-map."""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+from shardstream.errors import ChecksumError, ConfigurationError, ShardFormatError, ShardNotFoundError
+from shardstream.format.compression import get_compression
+from shardstream.format.encodings import Buffer
+from shardstream.format.hashing import HASH_ALGORITHMS, hash_bytes
+from shardstream.format.index import FileInfo, ShardEntry
+from shardstream.format.mds import MDSSchema, MDSShardView
+from shardstream.format.split import SplitShardView
+from shardstream.storage import atomic_write
+
+__all__ = ["ShardFiles", "ShardView"]
+
+ShardView = MDSShardView | SplitShardView
+
+
+class ShardFiles:
+    """Finds, decompresses, verifies and maps the files of shards under one dataset folder.
+
+    Compressed files are decompressed into ``cache_root`` under their uncompressed basename,
+    written to a temporary name and renamed, so a crash never leaves half a shard under its
+    final name; a later open reuses the decompressed file when its size matches the index.
+
+    Args:
+        root: The folder holding ``index.json`` (the split folder, if any).
+        cache_root: Where decompressed shards go (default: ``root``).
+        validate_hash: A digest algorithm to check each stored file against, or ``None``.
+    """
+
+    def __init__(self, root: str, cache_root: str | None = None,
+                 validate_hash: str | None = None) -> None:
+        if validate_hash is not None and validate_hash not in HASH_ALGORITHMS:
+            raise ConfigurationError(
+                f"validate_hash={validate_hash!r} is not a known algorithm; use one of "
+                f"{', '.join(HASH_ALGORITHMS)}"
+            )
+        self.root = root
+        self.cache_root = cache_root or root
+        self.validate_hash = validate_hash
+
+    def open(self, entry: ShardEntry, schema: MDSSchema | None) -> ShardView:
+        """Return a random-access view of a shard's samples.
+
+        Raises:
+            ShardNotFoundError: A file the index names is missing.
+            ChecksumError: ``validate_hash`` is set and a file's digest differs from the index.
+            ShardFormatError: A file is corrupt, truncated or of the wrong size.
+        """
+        data = self._buffer(entry, entry.raw_data, entry.zip_data)
+        source = os.path.join(self.root, entry.data_file.basename)
+        if entry.format == "mds":
+            assert schema is not None
+            return MDSShardView(data, schema, entry.samples, source=source)
+        assert entry.raw_meta is not None
+        meta = self._buffer(entry, entry.raw_meta, entry.zip_meta)
+        return SplitShardView(data, meta, entry, source=source)
+
+    def _buffer(self, entry: ShardEntry, raw: FileInfo, zipped: FileInfo | None) -> Buffer:
+        if zipped is None:
+            path = os.path.join(self.root, raw.basename)
+            buffer = _map(path)
+            self._check(entry, raw, buffer, path)
+            return buffer
+        path = os.path.join(self.cache_root, raw.basename)
+        try:
+            if os.path.getsize(path) == raw.bytes:
+                return _map(path)
+        except FileNotFoundError:
+            pass
+        zip_path = os.path.join(self.root, zipped.basename)
+        packed = _map(zip_path)
+        self._check(entry, zipped, packed, zip_path)
+        assert entry.compression is not None
+        data = get_compression(entry.compression).decompress(bytes(packed), source=zip_path)
+        if len(data) != raw.bytes:
+            raise ShardFormatError(
+                f"{zip_path} decompresses to {len(data)} bytes but index.json says {raw.bytes}; "
+                f"the file is corrupt: delete it so it is fetched again"
+            )
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        atomic_write(path, [data])
+        return _map(path)
+
+    def _check(self, entry: ShardEntry, info: FileInfo, buffer: Buffer, path: str) -> None:
+        if len(buffer) != info.bytes:
+            raise ShardFormatError(
+                f"{path} is {len(buffer)} bytes but index.json says {info.bytes}; the file is "
+                f"truncated or was replaced: delete it so it is fetched again"
+            )
+        algorithm = self.validate_hash
+        if algorithm is None:
+            return
+        expected = info.hashes.get(algorithm)
+        if expected is None:
+            raise ConfigurationError(
+                f"validate_hash={algorithm!r}, but index.json records only "
+                f"{sorted(info.hashes) or 'no'} digests for {path}; choose one of those"
+            )
+        actual = hash_bytes(algorithm, buffer if isinstance(buffer, bytes) else memoryview(buffer))
+        if actual != expected:
+            raise ChecksumError(
+                f"{path}: {algorithm} digest is {actual} but index.json says {expected}; the "
+                f"file is corrupt: delete it so it is fetched again"
+            )
+
+
+def _map(path: str) -> Buffer:
+    """Memory-map a whole file read-only (an empty file gives empty bytes)."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size == 0:
+                return b""
+            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError as exc:
+        raise ShardNotFoundError(
+            f"shard file {path} is missing; the dataset is incomplete or index.json belongs to "
+            f"another dataset"
+        ) from exc

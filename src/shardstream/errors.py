@@ -1,0 +1,110 @@
+"""Every exception shardstream raises, rooted at one base class.
+
+Each error also derives from the builtin exception a caller would naturally catch, so
+``except FileNotFoundError`` still works for a missing shard::
+
+    ShardstreamError(Exception)
+    ├── MissingDependencyError(ImportError)      an optional extra is not installed
+    ├── ConfigurationError(ValueError)           a bad argument (size limit, compression name, ...)
+    ├── UnknownEncodingError(ValueError)         a column encoding name nobody registered
+    ├── SampleEncodingError(TypeError)           a value does not fit its column's encoding
+    ├── MissingColumnError(KeyError)             a sample lacks one of the writer's columns
+    ├── UnsafeEncodingError(ValueError)          a pickle column read without allow_unsafe_types
+    ├── IndexFormatError(ValueError)             index.json is malformed
+    │   └── UnsafePathError                      a shard basename escapes the dataset root
+    ├── ShardFormatError(ValueError)             a shard file is truncated or corrupt
+    ├── ChecksumError(ValueError)                a shard's bytes do not match the index's hash
+    ├── ShardTooLargeError(ValueError)           a shard would pass the 4 GiB offset limit
+    ├── ShardNotFoundError(FileNotFoundError)    a shard named by the index is missing
+    ├── DatasetExistsError(FileExistsError)      the writer's output folder is not empty
+    ├── UnsupportedURLError(ValueError)          no storage backend for a URL scheme
+    └── UploadError(OSError)                     a shard or index could not be uploaded
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChecksumError",
+    "ConfigurationError",
+    "DatasetExistsError",
+    "IndexFormatError",
+    "MissingColumnError",
+    "MissingDependencyError",
+    "SampleEncodingError",
+    "ShardFormatError",
+    "ShardNotFoundError",
+    "ShardTooLargeError",
+    "ShardstreamError",
+    "UnknownEncodingError",
+    "UnsafeEncodingError",
+    "UnsafePathError",
+    "UnsupportedURLError",
+    "UploadError",
+]
+
+
+class ShardstreamError(Exception):
+    """Base class of every error raised by shardstream."""
+
+
+class MissingDependencyError(ShardstreamError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+
+class ConfigurationError(ShardstreamError, ValueError):
+    """An argument has a value shardstream cannot use; the message says which and why."""
+
+
+class UnknownEncodingError(ShardstreamError, ValueError):
+    """A column encoding name is not registered."""
+
+
+class SampleEncodingError(ShardstreamError, TypeError):
+    """A sample value does not match its column's encoding."""
+
+
+class MissingColumnError(ShardstreamError, KeyError):
+    """A sample passed to a writer lacks one of the writer's columns."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnsafeEncodingError(ShardstreamError, ValueError):
+    """A column uses an encoding that can run code on read (pickle) and the user did not opt in."""
+
+
+class IndexFormatError(ShardstreamError, ValueError):
+    """An index.json file is malformed."""
+
+
+class UnsafePathError(IndexFormatError):
+    """A shard basename is absolute or climbs out of the dataset root."""
+
+
+class ShardFormatError(ShardstreamError, ValueError):
+    """A shard file is truncated, corrupt or disagrees with its index entry."""
+
+
+class ChecksumError(ShardstreamError, ValueError):
+    """A shard's bytes do not match the digest recorded in the index."""
+
+
+class ShardTooLargeError(ShardstreamError, ValueError):
+    """A shard would exceed the 4 GiB limit of the format's 32-bit offsets."""
+
+
+class ShardNotFoundError(ShardstreamError, FileNotFoundError):
+    """A shard named by the index is not where the index says it is."""
+
+
+class DatasetExistsError(ShardstreamError, FileExistsError):
+    """The writer's output folder already holds files and ``exist_ok`` is False."""
+
+
+class UnsupportedURLError(ShardstreamError, ValueError):
+    """No storage backend handles this URL's scheme."""
+
+
+class UploadError(ShardstreamError, OSError):
+    """A shard or index upload failed after every retry."""

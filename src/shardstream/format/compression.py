@@ -1,0 +1,146 @@
+"""Whole-file shard compression: ``br``, ``bz2``, ``gz``, ``snappy`` and ``zstd``, with levels.
+
+A compression is named ``<code>`` or ``<code>:<level>``; the name is stored in ``index.json``
+as given, and the compressed file gets ``.<code>`` appended to its basename.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from types import MappingProxyType
+
+from shardstream.errors import ConfigurationError, ShardFormatError
+
+__all__ = ["COMPRESSIONS", "Compression", "CompressionFamily", "get_compression"]
+
+
+@dataclass(frozen=True)
+class CompressionFamily:
+    """One compression code with its valid levels.
+
+    Attributes:
+        code: The name and file extension (``zstd``).
+        levels: The valid levels, empty when the code takes none.
+        default_level: The level used when the name has none.
+    """
+
+    code: str
+    levels: range | None
+    default_level: int | None
+    compress: Callable[[bytes, int | None], bytes] = field(repr=False)
+    decompress: Callable[[bytes], bytes] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Compression:
+    """A compression code at one level, as named in ``index.json`` (``'zstd:7'``)."""
+
+    name: str
+    family: CompressionFamily
+    level: int | None
+
+    @property
+    def extension(self) -> str:
+        """The suffix appended to the compressed file's basename, without the dot."""
+        return self.family.code
+
+    def compress(self, data: bytes) -> bytes:
+        """Compress a whole shard file."""
+        return self.family.compress(data, self.level)
+
+    def decompress(self, data: bytes, *, source: str = "shard") -> bytes:
+        """Decompress a whole shard file; ``source`` names it in the error if the data is bad."""
+        try:
+            return self.family.decompress(data)
+        except Exception as exc:  # noqa: BLE001 - each library raises its own error type
+            raise ShardFormatError(
+                f"{source} is not valid {self.name} data ({type(exc).__name__}: {exc}); "
+                f"the file is corrupt or truncated: delete it so it is fetched again"
+            ) from exc
+
+
+def _brotli_compress(data: bytes, level: int | None) -> bytes:
+    import brotli  # noqa: PLC0415 - imported on use to keep `import shardstream` fast
+
+    return bytes(brotli.compress(data, quality=level))
+
+
+def _brotli_decompress(data: bytes) -> bytes:
+    import brotli  # noqa: PLC0415
+
+    return bytes(brotli.decompress(data))
+
+
+def _snappy_compress(data: bytes, level: int | None) -> bytes:
+    import snappy  # noqa: PLC0415
+
+    return bytes(snappy.compress(data))
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    import snappy  # noqa: PLC0415
+
+    return bytes(snappy.decompress(data))
+
+
+def _zstd_compress(data: bytes, level: int | None) -> bytes:
+    import zstandard  # noqa: PLC0415
+
+    return zstandard.ZstdCompressor(level=level or 3).compress(data)
+
+
+def _zstd_decompress(data: bytes) -> bytes:
+    import zstandard  # noqa: PLC0415
+
+    # Frames written by one-shot compressors record their size; others are streamed.
+    return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+
+
+def _gzip_compress(data: bytes, level: int | None) -> bytes:
+    # mtime=0 makes the output reproducible (the reference stamps the current time).
+    return gzip.compress(data, 9 if level is None else level, mtime=0)
+
+
+_FAMILIES = (
+    CompressionFamily("br", range(12), 11, _brotli_compress, _brotli_decompress),
+    CompressionFamily("bz2", range(1, 10), 9, lambda d, lv: bz2.compress(d, lv or 9), bz2.decompress),
+    CompressionFamily("gz", range(10), 9, _gzip_compress, gzip.decompress),
+    CompressionFamily("snappy", None, None, _snappy_compress, _snappy_decompress),
+    CompressionFamily("zstd", range(1, 23), 3, _zstd_compress, _zstd_decompress),
+)
+
+#: Every compression family by code, sorted.
+COMPRESSIONS: Mapping[str, CompressionFamily] = MappingProxyType(
+    {family.code: family for family in _FAMILIES}
+)
+
+
+@cache
+def get_compression(name: str) -> Compression:
+    """Return the compression named ``name`` (``'zstd'``, ``'zstd:7'``, ``'snappy'`` ...).
+
+    Raises:
+        ConfigurationError: The code is unknown or the level is out of range; the message lists
+            the valid codes and levels.
+    """
+    code, sep, level_text = str(name).partition(":")
+    family = COMPRESSIONS.get(code)
+    if family is None:
+        raise ConfigurationError(
+            f"unknown compression {name!r}; use one of {', '.join(COMPRESSIONS)}, optionally "
+            f"with a level such as 'zstd:7'"
+        )
+    if not sep:
+        return Compression(name, family, family.default_level)
+    if family.levels is None:
+        raise ConfigurationError(f"compression {code!r} takes no level, got {name!r}")
+    if not level_text.isdigit() or int(level_text) not in family.levels:
+        raise ConfigurationError(
+            f"compression {name!r}: the level of {code!r} must be an integer from "
+            f"{family.levels.start} to {family.levels.stop - 1}"
+        )
+    return Compression(name, family, int(level_text))

@@ -1,0 +1,29 @@
+"""``pkl``: any picklable value. Unsafe: decoding can run code, so readers refuse it by default."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+from shardstream.errors import SampleEncodingError
+from shardstream.format.encodings.base import Buffer, Encoding, no_argument, register_encoding
+
+__all__ = ["PickleEncoding"]
+
+
+class PickleEncoding(Encoding):
+    """``pkl``: ``pickle.dumps`` of the value. Read only with ``allow_unsafe_types=True``."""
+
+    unsafe = True
+
+    def encode(self, value: Any) -> bytes:
+        try:
+            return pickle.dumps(value)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise SampleEncodingError(f"encoding 'pkl' cannot pickle the value: {exc}") from exc
+
+    def decode(self, data: Buffer) -> Any:
+        return pickle.loads(data)
+
+
+register_encoding("pkl", no_argument(PickleEncoding))

@@ -1,0 +1,181 @@
+"""Encodings of single values: bytes, text, integers, floats, numbers as text, and JSON."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import numpy as np
+
+from shardstream.errors import SampleEncodingError
+from shardstream.format.encodings.base import Buffer, Encoding, no_argument, register_encoding
+
+__all__ = [
+    "BytesEncoding",
+    "IntEncoding",
+    "JSONEncoding",
+    "NumericScalarEncoding",
+    "StrDecimalEncoding",
+    "StrEncoding",
+    "StrFloatEncoding",
+    "StrIntEncoding",
+]
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class BytesEncoding(Encoding):
+    """``bytes``: the value's bytes as they are."""
+
+    def encode(self, value: Any) -> bytes:
+        if isinstance(value, bytes):
+            return value
+        if isinstance(value, (bytearray, memoryview)):
+            return bytes(value)
+        raise self.reject(value, "bytes, bytearray or memoryview")
+
+    def decode(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
+class StrEncoding(Encoding):
+    """``str``: text as UTF-8."""
+
+    def encode(self, value: Any) -> bytes:
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        hint = " (decode bytes to str first, or use the 'bytes' encoding)" if isinstance(
+            value, (bytes, bytearray)
+        ) else ""
+        raise self.reject(value, "str" + hint)
+
+    def decode(self, data: Buffer) -> str:
+        return str(data, "utf-8")
+
+
+def _as_int(encoding: Encoding, value: Any) -> int:
+    if isinstance(value, (int, np.integer)):  # bool is an int, as in the reference
+        return int(value)
+    raise encoding.reject(value, "int or a numpy integer")
+
+
+class IntEncoding(Encoding):
+    """``int``: a Python or numpy integer stored as 8 bytes of little-endian int64."""
+
+    size = 8
+
+    def encode(self, value: Any) -> bytes:
+        number = _as_int(self, value)
+        if not _INT64_MIN <= number <= _INT64_MAX:
+            raise SampleEncodingError(
+                f"encoding 'int' stores int64, and {number} is out of range; use 'str_int'"
+            )
+        return number.to_bytes(8, "little", signed=True)
+
+    def decode(self, data: Buffer) -> int:
+        return int.from_bytes(data, "little", signed=True)
+
+
+class NumericScalarEncoding(Encoding):
+    """``int8`` ... ``float64``: one numpy scalar of a fixed dtype, little-endian."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.dtype = np.dtype(name).newbyteorder("<")
+        self.size = self.dtype.itemsize
+        self._integer = self.dtype.kind in "iu"
+        if self._integer:
+            info = np.iinfo(self.dtype)
+            self._bounds = (int(info.min), int(info.max))
+
+    def encode(self, value: Any) -> bytes:
+        if isinstance(value, np.ndarray) and value.ndim == 0:
+            value = value[()]
+        if self._integer:
+            if isinstance(value, (float, np.floating)) and float(value).is_integer():
+                value = int(value)
+            number = _as_int(self, value)
+            low, high = self._bounds
+            if not low <= number <= high:
+                raise SampleEncodingError(
+                    f"encoding {self.name!r} holds {low}..{high}; {number} is out of range"
+                )
+            return np.array(number, self.dtype).tobytes()
+        if isinstance(value, (int, float, np.integer, np.floating)):
+            return np.array(value, self.dtype).tobytes()
+        raise self.reject(value, "a real number (int, float or numpy scalar)")
+
+    def decode(self, data: Buffer) -> Any:
+        return np.frombuffer(data, self.dtype, 1)[0]
+
+
+class StrIntEncoding(Encoding):
+    """``str_int``: an integer of any size stored as its decimal text."""
+
+    def encode(self, value: Any) -> bytes:
+        return str(_as_int(self, value)).encode("ascii")
+
+    def decode(self, data: Buffer) -> int:
+        return int(str(data, "ascii"))
+
+
+class StrFloatEncoding(Encoding):
+    """``str_float``: a float stored as its shortest round-tripping text (``str(float)``)."""
+
+    def encode(self, value: Any) -> bytes:
+        if isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(
+            value, bool
+        ):
+            text = str(value) if isinstance(value, (float, int)) else str(float(value))
+            return text.encode("ascii")
+        raise self.reject(value, "float")
+
+    def decode(self, data: Buffer) -> float:
+        return float(str(data, "ascii"))
+
+
+class StrDecimalEncoding(Encoding):
+    """``str_decimal``: a :class:`decimal.Decimal` stored as its text."""
+
+    def encode(self, value: Any) -> bytes:
+        if isinstance(value, Decimal):
+            return str(value).encode("ascii")
+        raise self.reject(value, "decimal.Decimal")
+
+    def decode(self, data: Buffer) -> Decimal:
+        try:
+            return Decimal(str(data, "ascii"))
+        except InvalidOperation as exc:
+            raise SampleEncodingError(f"not a decimal number: {bytes(data)[:40]!r}") from exc
+
+
+class JSONEncoding(Encoding):
+    """``json``: any JSON-serialisable value (numpy arrays become lists), as UTF-8 text."""
+
+    def encode(self, value: Any) -> bytes:
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        try:
+            text = json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise SampleEncodingError(f"encoding 'json' cannot serialise the value: {exc}") from exc
+        return text.encode("utf-8")
+
+    def decode(self, data: Buffer) -> Any:
+        return json.loads(str(data, "utf-8"))
+
+
+for _name, _cls in (
+    ("bytes", BytesEncoding),
+    ("str", StrEncoding),
+    ("int", IntEncoding),
+    ("str_int", StrIntEncoding),
+    ("str_float", StrFloatEncoding),
+    ("str_decimal", StrDecimalEncoding),
+    ("json", JSONEncoding),
+):
+    register_encoding(_name, no_argument(_cls))
+for _name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+              "float16", "float32", "float64"):
+    register_encoding(_name, no_argument(NumericScalarEncoding))

@@ -1,0 +1,269 @@
+"""``index.json``: the list of a dataset's shards, parsed strictly and written byte-for-byte.
+
+Each shard entry becomes a frozen :class:`ShardEntry`. Entries come from files we did not write,
+so every key, type and basename is checked: a basename that is absolute or climbs out of the
+dataset root is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardstream.errors import IndexFormatError, UnsafePathError
+
+__all__ = [
+    "INDEX_BASENAME",
+    "INDEX_VERSION",
+    "FileInfo",
+    "ShardEntry",
+    "dump_index",
+    "parse_index",
+    "safe_basename",
+]
+
+INDEX_BASENAME = "index.json"
+INDEX_VERSION = 2
+
+_COMMON_KEYS = frozenset(
+    {"compression", "format", "hashes", "raw_data", "samples", "size_limit", "version", "zip_data"}
+)
+# The exact key set of each shard format's entry (the reference rejects any other key).
+_FORMAT_KEYS: Mapping[str, frozenset[str]] = {
+    "mds": _COMMON_KEYS | {"column_encodings", "column_names", "column_sizes"},
+    "json": _COMMON_KEYS | {"columns", "newline", "raw_meta", "zip_meta"},
+    "csv": _COMMON_KEYS | {"column_encodings", "column_names", "newline", "raw_meta", "zip_meta"},
+    "tsv": _COMMON_KEYS | {"column_encodings", "column_names", "newline", "raw_meta", "zip_meta"},
+    "xsv": _COMMON_KEYS
+    | {"column_encodings", "column_names", "newline", "raw_meta", "separator", "zip_meta"},
+}
+
+
+def safe_basename(basename: object, *, where: str) -> str:
+    """Return ``basename`` if it is a relative path that stays inside the dataset root.
+
+    Raises:
+        UnsafePathError: It is empty, absolute, has ``..``, a backslash or a NUL byte.
+    """
+    if not isinstance(basename, str) or not basename:
+        raise IndexFormatError(f"{where}: basename must be a non-empty string, got {basename!r}")
+    parts = basename.split("/")
+    if (
+        basename.startswith("/")
+        or "\\" in basename
+        or "\x00" in basename
+        or (len(basename) > 1 and basename[1] == ":")
+        or any(part in ("", ".", "..") for part in parts)
+    ):
+        raise UnsafePathError(
+            f"{where}: basename {basename!r} is not a plain relative path inside the dataset "
+            f"root (no leading '/', no '..', no '\\\\'); the index is corrupt or hostile"
+        )
+    return posixpath.normpath(basename)
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file of a shard: its path relative to the index, size in bytes and digests."""
+
+    basename: str
+    bytes: int
+    hashes: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``{"basename", "bytes", "hashes"}`` object of ``index.json``."""
+        return {"basename": self.basename, "bytes": self.bytes, "hashes": dict(self.hashes)}
+
+    @classmethod
+    def from_json(cls, obj: object, *, where: str) -> FileInfo:
+        """Parse and check a file object of ``index.json``."""
+        if not isinstance(obj, dict) or set(obj) != {"basename", "bytes", "hashes"}:
+            raise IndexFormatError(
+                f"{where}: expected an object with exactly basename, bytes and hashes, got {obj!r}"
+            )
+        size, hashes = obj["bytes"], obj["hashes"]
+        if not _is_int(size) or size < 0:
+            raise IndexFormatError(f"{where}: bytes must be a non-negative integer, got {size!r}")
+        if not isinstance(hashes, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()
+        ):
+            raise IndexFormatError(f"{where}: hashes must map names to hex digests, got {hashes!r}")
+        return cls(safe_basename(obj["basename"], where=where), size, dict(hashes))
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One shard of ``index.json``.
+
+    ``columns`` maps column names to encodings in stored order (for ``mds``: sorted names).
+    ``meta`` fields are set only for the split formats (json, csv, tsv, xsv).
+    """
+
+    format: str
+    samples: int
+    raw_data: FileInfo
+    zip_data: FileInfo | None
+    compression: str | None
+    hashes: tuple[str, ...]
+    size_limit: int | None
+    columns: Mapping[str, str]
+    column_sizes: tuple[int | None, ...] = ()
+    raw_meta: FileInfo | None = None
+    zip_meta: FileInfo | None = None
+    newline: str | None = None
+    separator: str | None = None
+
+    @property
+    def data_file(self) -> FileInfo:
+        """The file that is stored: the compressed one when there is one."""
+        return self.zip_data or self.raw_data
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as ``index.json`` stores it (MDS entries only)."""
+        if self.format != "mds":
+            raise IndexFormatError(f"writing {self.format!r} shard entries is not supported")
+        return {
+            "column_encodings": list(self.columns.values()),
+            "column_names": list(self.columns),
+            "column_sizes": list(self.column_sizes),
+            "compression": self.compression,
+            "format": "mds",
+            "hashes": list(self.hashes),
+            "raw_data": self.raw_data.to_json(),
+            "samples": self.samples,
+            "size_limit": self.size_limit,
+            "version": INDEX_VERSION,
+            "zip_data": None if self.zip_data is None else self.zip_data.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, obj: object, *, where: str) -> ShardEntry:
+        """Parse and check one shard entry of ``index.json``."""
+        if not isinstance(obj, dict):
+            raise IndexFormatError(f"{where}: a shard entry must be an object, got {obj!r}")
+        fmt = obj.get("format")
+        keys = _FORMAT_KEYS.get(fmt) if isinstance(fmt, str) else None
+        if keys is None:
+            raise IndexFormatError(
+                f"{where}: unknown shard format {fmt!r}; expected one of {', '.join(_FORMAT_KEYS)}"
+            )
+        if set(obj) != keys:
+            missing, extra = sorted(keys - set(obj)), sorted(set(obj) - keys)
+            raise IndexFormatError(
+                f"{where}: a {fmt!r} shard entry has keys {sorted(keys)}; missing {missing}, "
+                f"unexpected {extra}"
+            )
+        if obj["version"] != INDEX_VERSION:
+            raise IndexFormatError(f"{where}: shard version must be 2, got {obj['version']!r}")
+        samples = obj["samples"]
+        if not _is_int(samples) or samples < 0:
+            raise IndexFormatError(f"{where}: samples must be a non-negative integer, got {samples!r}")
+        compression = _optional_str(obj["compression"], f"{where}: compression")
+        size_limit = obj["size_limit"]
+        if size_limit is not None and not _is_int(size_limit):
+            raise IndexFormatError(f"{where}: size_limit must be an integer or null")
+        hashes = obj["hashes"]
+        if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
+            raise IndexFormatError(f"{where}: hashes must be a list of names, got {hashes!r}")
+        raw_data = FileInfo.from_json(obj["raw_data"], where=f"{where}: raw_data")
+        zip_data = _optional_file(obj["zip_data"], f"{where}: zip_data")
+        if (compression is None) != (zip_data is None):
+            raise IndexFormatError(f"{where}: zip_data must be present exactly when compressed")
+        fields: dict[str, Any] = {}
+        if fmt == "json":
+            columns = obj["columns"]
+            if not isinstance(columns, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in columns.items()
+            ):
+                raise IndexFormatError(f"{where}: columns must map names to encodings")
+        else:
+            columns = _columns(obj, where)
+        if fmt == "mds":
+            sizes = obj["column_sizes"]
+            if not isinstance(sizes, list) or len(sizes) != len(columns) or not all(
+                s is None or (_is_int(s) and s >= 0) for s in sizes
+            ):
+                raise IndexFormatError(f"{where}: column_sizes must hold one size or null per column")
+            fields["column_sizes"] = tuple(sizes)
+        else:
+            fields["raw_meta"] = FileInfo.from_json(obj["raw_meta"], where=f"{where}: raw_meta")
+            fields["zip_meta"] = _optional_file(obj["zip_meta"], f"{where}: zip_meta")
+            fields["newline"] = _optional_str(obj["newline"], f"{where}: newline") or "\n"
+            if fmt != "json":
+                fields["separator"] = {"csv": ",", "tsv": "\t"}.get(fmt) or _optional_str(
+                    obj.get("separator"), f"{where}: separator"
+                )
+                if not fields["separator"]:
+                    raise IndexFormatError(f"{where}: an xsv shard needs a non-empty separator")
+        return cls(
+            format=fmt,
+            samples=samples,
+            raw_data=raw_data,
+            zip_data=zip_data,
+            compression=compression,
+            hashes=tuple(hashes),
+            size_limit=size_limit,
+            columns=dict(columns),
+            **fields,
+        )
+
+
+def parse_index(data: bytes | str, *, source: str) -> list[ShardEntry]:
+    """Parse the text of an ``index.json``; ``source`` (its path or URL) names it in errors.
+
+    Raises:
+        IndexFormatError: The text is not a version-2 index or an entry is malformed.
+    """
+    try:
+        obj = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IndexFormatError(f"{source} is not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict) or not isinstance(obj.get("shards"), list):
+        raise IndexFormatError(f"{source} must be an object with a 'shards' list")
+    if obj.get("version") != INDEX_VERSION:
+        raise IndexFormatError(
+            f"{source} has version {obj.get('version')!r}; only MDS index version 2 is supported"
+        )
+    return [
+        ShardEntry.from_json(entry, where=f"{source}, shard {number}")
+        for number, entry in enumerate(obj["shards"])
+    ]
+
+
+def dump_index(entries: Sequence[ShardEntry]) -> bytes:
+    """Serialise shard entries as ``index.json`` bytes, as the reference writer lays them out."""
+    obj = {"shards": [entry.to_json() for entry in entries], "version": INDEX_VERSION}
+    return json.dumps(obj, sort_keys=True).encode("utf-8")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _optional_str(value: object, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise IndexFormatError(f"{where} must be a string or null, got {value!r}")
+    return value
+
+
+def _optional_file(value: object, where: str) -> FileInfo | None:
+    return None if value is None else FileInfo.from_json(value, where=where)
+
+
+def _columns(obj: dict[str, Any], where: str) -> dict[str, str]:
+    names, encodings = obj["column_names"], obj["column_encodings"]
+    if (
+        not isinstance(names, list)
+        or not isinstance(encodings, list)
+        or len(names) != len(encodings)
+        or not all(isinstance(x, str) for x in names + encodings)
+        or len(set(names)) != len(names)
+    ):
+        raise IndexFormatError(
+            f"{where}: column_names and column_encodings must be lists of strings of equal "
+            f"length with unique names"
+        )
+    return dict(zip(names, encodings))

@@ -1,0 +1,220 @@
+"""The MDS shard file: header, offset table, embedded config, and samples.
+
+Layout (uint32 little-endian): ``N``, ``N + 1`` absolute offsets (the last is the file size),
+the shard's config JSON, then the samples. A sample holds one uint32 size per variable-size
+column, then every column's payload in column order. This module works on bytes and buffers
+only; opening files is the caller's job.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from shardstream.errors import (
+    MissingColumnError,
+    SampleEncodingError,
+    ShardFormatError,
+    ShardTooLargeError,
+    UnsafeEncodingError,
+)
+from shardstream.format.encodings import Buffer, Encoding, get_encoding
+from shardstream.format.index import INDEX_VERSION
+
+__all__ = ["MAX_SHARD_BYTES", "MDSSchema", "MDSShardView", "shard_header"]
+
+#: Offsets are uint32, so a shard file must be smaller than this.
+MAX_SHARD_BYTES = 1 << 32
+
+
+class MDSSchema:
+    """The columns of an MDS dataset: names, encodings and the per-sample layout they imply.
+
+    Args:
+        columns: Column name to encoding name. Writers sort the names (as the format requires);
+            readers pass the order stored in the index.
+        sort: Sort the column names.
+    """
+
+    def __init__(self, columns: Mapping[str, str], *, sort: bool = True) -> None:
+        names = sorted(columns) if sort else list(columns)
+        self.names: list[str] = names
+        self.encodings: list[Encoding] = [get_encoding(columns[name]) for name in names]
+        self.sizes: list[int | None] = [encoding.size for encoding in self.encodings]
+        self._plan = list(zip(self.names, self.encodings, self.sizes))
+        variable = sum(size is None for size in self.sizes)
+        self._sizes_struct = struct.Struct(f"<{variable}I")
+        self._head = 4 * variable
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """Column name to encoding name, in stored order."""
+        return {name: enc.name for name, enc in zip(self.names, self.encodings)}
+
+    def check_safe(self, allow_unsafe_types: bool, *, source: str) -> None:
+        """Refuse columns whose decoding can run code unless the user opted in.
+
+        Raises:
+            UnsafeEncodingError: A column is ``pkl`` and ``allow_unsafe_types`` is False.
+        """
+        if allow_unsafe_types:
+            return
+        for name, encoding in zip(self.names, self.encodings):
+            if encoding.unsafe:
+                raise UnsafeEncodingError(
+                    f"{source}: column {name!r} uses the {encoding.name!r} encoding, which can "
+                    f"execute code when read. Pass allow_unsafe_types=True only if you trust "
+                    f"whoever wrote this dataset."
+                )
+
+    def config_bytes(self, *, compression: str | None, hashes: Sequence[str],
+                     size_limit: int | None) -> bytes:
+        """The config JSON embedded in every shard (the index entry less files and samples)."""
+        config = {
+            "column_encodings": [encoding.name for encoding in self.encodings],
+            "column_names": self.names,
+            "column_sizes": self.sizes,
+            "compression": compression,
+            "format": "mds",
+            "hashes": list(hashes),
+            "size_limit": size_limit,
+            "version": INDEX_VERSION,
+        }
+        return json.dumps(config, sort_keys=True).encode("utf-8")
+
+    def encode_sample(self, sample: Mapping[str, Any]) -> list[bytes]:
+        """Encode one sample as the list of its byte parts (sizes first, then payloads).
+
+        Raises:
+            MissingColumnError: The sample lacks a column.
+            SampleEncodingError: A value does not fit its column's encoding; the message
+                names the column.
+        """
+        parts: list[bytes] = [b""]
+        sizes: list[int] = []
+        for name, encoding, fixed in self._plan:
+            try:
+                value = sample[name]
+            except KeyError:
+                raise MissingColumnError(
+                    f"sample has no column {name!r}; the writer's columns are {self.names}"
+                ) from None
+            try:
+                data = encoding.encode(value)
+            except SampleEncodingError as exc:
+                raise SampleEncodingError(f"column {name!r}: {exc}") from exc
+            if fixed is None:
+                sizes.append(len(data))
+            elif len(data) != fixed:
+                raise SampleEncodingError(
+                    f"column {name!r}: encoding {encoding.name!r} is {fixed} bytes, got {len(data)}"
+                )
+            parts.append(data)
+        parts[0] = self._sizes_struct.pack(*sizes)
+        return parts
+
+    def decode_sample(self, data: Buffer) -> dict[str, Any]:
+        """Decode one sample's bytes into a dict of column values.
+
+        Raises:
+            ShardFormatError: The column sizes disagree with the sample's length.
+        """
+        view = memoryview(data)
+        sizes = iter(self._sizes_struct.unpack_from(view, 0))
+        position = self._head
+        sample: dict[str, Any] = {}
+        for name, encoding, fixed in self._plan:
+            size = next(sizes) if fixed is None else fixed
+            end = position + size
+            sample[name] = encoding.decode(view[position:end])
+            position = end
+        if position != len(view):
+            raise ShardFormatError(
+                f"sample is {len(view)} bytes but its columns add up to {position}"
+            )
+        return sample
+
+
+def shard_header(config: bytes, sample_sizes: Sequence[int]) -> bytes:
+    """The bytes before the first sample: count, offsets and config.
+
+    Raises:
+        ShardTooLargeError: The shard would reach 4 GiB, past the reach of 32-bit offsets.
+    """
+    count = len(sample_sizes)
+    start = 4 + 4 * (count + 1) + len(config)
+    offsets = np.empty(count + 1, np.int64)
+    offsets[0] = start
+    np.cumsum(np.asarray(sample_sizes, np.int64), out=offsets[1:])
+    offsets[1:] += start
+    if offsets[-1] >= MAX_SHARD_BYTES:
+        raise ShardTooLargeError(
+            f"a shard of {count} samples would be {int(offsets[-1])} bytes, but MDS offsets are "
+            f"32-bit: keep size_limit under 4 GiB and each sample well below it"
+        )
+    return struct.pack("<I", count) + offsets.astype("<u4").tobytes() + config
+
+
+class MDSShardView:
+    """Random access to the samples of one MDS shard held in a buffer (bytes or an mmap).
+
+    Args:
+        buffer: The whole uncompressed shard file.
+        schema: The shard's columns, from its index entry.
+        samples: The sample count the index records.
+        source: The file's path or URL, named in errors.
+
+    Raises:
+        ShardFormatError: The header or offset table is truncated or inconsistent.
+    """
+
+    def __init__(self, buffer: Buffer, schema: MDSSchema, samples: int, *, source: str) -> None:
+        view = memoryview(buffer)
+        size = len(view)
+        if size < 8:
+            raise ShardFormatError(f"{source}: {size} bytes is too short for an MDS shard")
+        (count,) = struct.unpack_from("<I", view, 0)
+        if count != samples:
+            raise ShardFormatError(
+                f"{source}: the shard holds {count} samples but index.json says {samples}"
+            )
+        if 4 + 4 * (count + 1) > size:
+            raise ShardFormatError(f"{source}: truncated offset table ({size} bytes)")
+        offsets = np.frombuffer(view, "<u4", count + 1, 4).astype(np.int64)
+        header_end = 4 + 4 * (count + 1)
+        if (
+            offsets[-1] != size
+            or offsets[0] < header_end
+            or (count and bool(np.any(np.diff(offsets) < 0)))
+        ):
+            raise ShardFormatError(
+                f"{source}: corrupt offset table (first {int(offsets[0])}, last "
+                f"{int(offsets[-1])}, file {size} bytes); delete the file so it is fetched again"
+            )
+        self.source = source
+        self.schema = schema
+        self._view = view
+        self._offsets = offsets.tolist()
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def sample_bytes(self, index: int) -> memoryview:
+        """The raw bytes of sample ``index`` (a zero-copy view)."""
+        return self._view[self._offsets[index] : self._offsets[index + 1]]
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        """Decode sample ``index`` of this shard (0 <= index < len)."""
+        offsets = self._offsets
+        try:
+            return self.schema.decode_sample(self._view[offsets[index] : offsets[index + 1]])
+        except (ShardFormatError, SampleEncodingError, ValueError, struct.error) as exc:
+            raise ShardFormatError(f"{self.source}, sample {index}: cannot decode: {exc}") from exc
+
+    def release(self) -> None:
+        """Drop the reference to the buffer (decoded arrays keep what they need alive)."""
+        self._view.release()

@@ -1,0 +1,83 @@
+"""Shards of the split formats: JSON lines (``json``) and delimited text (``csv``/``tsv``/``xsv``).
+
+Each keeps its samples in a data file and an offsets table in a ``.meta`` file: uint32 ``N``,
+then ``N + 1`` uint32 offsets into the data file, then the config JSON. Read-only here.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from shardstream.errors import IndexFormatError, ShardFormatError
+from shardstream.format.encodings import Buffer
+from shardstream.format.index import ShardEntry
+
+__all__ = ["SplitShardView"]
+
+_TEXT_DECODERS: dict[str, Callable[[str], Any]] = {"str": str, "int": int, "float": float}
+
+
+class SplitShardView:
+    """Random access to a json, csv, tsv or xsv shard held in two buffers.
+
+    Args:
+        data: The whole uncompressed data file.
+        meta: The whole uncompressed ``.meta`` file.
+        entry: The shard's index entry.
+        source: The data file's path or URL, named in errors.
+    """
+
+    def __init__(self, data: Buffer, meta: Buffer, entry: ShardEntry, *, source: str) -> None:
+        meta_view = memoryview(meta)
+        if len(meta_view) < 4:
+            raise ShardFormatError(f"{source}: the .meta file is truncated")
+        (count,) = struct.unpack_from("<I", meta_view, 0)
+        if count != entry.samples or len(meta_view) < 4 * (count + 2):
+            raise ShardFormatError(
+                f"{source}: the .meta file lists {count} samples but index.json says {entry.samples}"
+            )
+        offsets = np.frombuffer(meta_view, "<u4", count + 1, 4).astype(np.int64)
+        data_view = memoryview(data)
+        if count and (offsets[-1] > len(data_view) or bool(np.any(np.diff(offsets) < 0))):
+            raise ShardFormatError(f"{source}: corrupt offsets in the .meta file")
+        self.source = source
+        self._data = data_view
+        self._offsets = offsets.tolist()
+        self._newline = entry.newline or "\n"
+        self._json = entry.format == "json"
+        self._separator = entry.separator or ","
+        self._columns: list[tuple[str, Callable[[str], Any]]] = []
+        for name, encoding in entry.columns.items():
+            decoder = _TEXT_DECODERS.get(encoding)
+            if decoder is None:
+                raise IndexFormatError(
+                    f"{source}: column {name!r} has encoding {encoding!r}; {entry.format} shards "
+                    f"hold only {', '.join(_TEXT_DECODERS)}"
+                )
+            self._columns.append((name, decoder))
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        """Decode sample ``index`` of this shard."""
+        text = str(self._data[self._offsets[index] : self._offsets[index + 1]], "utf-8")
+        try:
+            if self._json:
+                value = json.loads(text)
+                if not isinstance(value, dict):
+                    raise ValueError("a JSON sample must be an object")
+                return value
+            if text.endswith(self._newline):
+                text = text[: -len(self._newline)]
+            fields = text.split(self._separator)
+            if len(fields) != len(self._columns):
+                raise ValueError(f"{len(fields)} fields for {len(self._columns)} columns")
+            return {name: decode(field) for (name, decode), field in zip(self._columns, fields)}
+        except ValueError as exc:
+            raise ShardFormatError(f"{self.source}, sample {index}: cannot decode: {exc}") from exc

@@ -1,0 +1,276 @@
+"""``MDSWriter``: samples in, MDS shards and ``index.json`` out, locally or to a store."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from shardstream.errors import ConfigurationError, DatasetExistsError
+from shardstream.format.compression import Compression, get_compression
+from shardstream.format.hashing import check_hash_names, hash_bytes
+from shardstream.format.index import INDEX_BASENAME, FileInfo, ShardEntry, dump_index
+from shardstream.format.mds import MAX_SHARD_BYTES, MDSSchema, shard_header
+from shardstream.storage import atomic_write, is_remote, local_path, open_store
+from shardstream.units import parse_bytes
+from shardstream.writer.upload import Uploader
+
+__all__ = ["MDSWriter"]
+
+logger = logging.getLogger(__name__)
+
+Out = str | os.PathLike[str] | tuple[str | os.PathLike[str], str]
+
+
+class MDSWriter:
+    """Writes samples into an MDS dataset that mosaicml-streaming and shardstream both read.
+
+    Shards are written under a temporary name and renamed into place, so a reader never sees
+    half a shard; ``index.json`` is written last, after every shard is in place (and, for a
+    remote ``out``, uploaded). Nothing is touched on disk until the first ``write``.
+
+    Args:
+        out: Where the dataset goes: a local folder, a URL (written to a temporary folder and
+            uploaded), or a ``(local, remote)`` pair (written to ``local``, uploaded to ``remote``).
+        columns: Column name to encoding, e.g. ``{"text": "str", "label": "int"}``.
+        compression: ``None``, or a compression such as ``"zstd"`` or ``"zstd:7"``.
+        hashes: Digests to record for every file, e.g. ``["sha1", "xxh64"]`` (sorted, unique).
+        size_limit: Start a new shard before a sample that would make the current one larger
+            than this many uncompressed bytes (an int, or a string such as ``"64mb"``). ``None``
+            or ``0`` means one shard. Must be under 4 GiB.
+        keep_local: With a remote ``out``, keep the local copy after uploading.
+        progress_bar: Show a progress bar of shards written.
+        max_workers: Upload threads (default ``min(32, cpus + 4)``).
+        retry: How many times a failed upload is retried.
+        exist_ok: Allow a non-empty local folder; its contents are deleted first.
+
+    Example:
+        >>> with MDSWriter(out="/tmp/ds", columns={"x": "int"}, exist_ok=True) as writer:
+        ...     for i in range(10):
+        ...         writer.write({"x": i})
+    """
+
+    def __init__(
+        self,
+        *,
+        out: Out,
+        columns: Mapping[str, str],
+        compression: str | None = None,
+        hashes: Sequence[str] | None = None,
+        size_limit: int | str | None = 1 << 26,
+        keep_local: bool = False,
+        progress_bar: bool = False,
+        max_workers: int | None = None,
+        retry: int = 2,
+        exist_ok: bool = False,
+    ) -> None:
+        if not isinstance(columns, Mapping) or not columns:
+            raise ConfigurationError(f"columns must be a non-empty dict of name to encoding, got {columns!r}")
+        self._schema = MDSSchema(columns)
+        self._compression: Compression | None = get_compression(compression) if compression else None
+        self._hashes = check_hash_names(hashes)
+        limit = parse_bytes(size_limit, what="size_limit") if size_limit else 0
+        if limit >= MAX_SHARD_BYTES:
+            raise ConfigurationError(
+                f"size_limit={size_limit!r} is {limit} bytes; MDS offsets are 32-bit, so it must "
+                f"be under 4 GiB ({MAX_SHARD_BYTES} bytes). 64mb shards are a good default."
+            )
+        self._size_limit = limit or None
+        if not isinstance(retry, int) or retry < 0:
+            raise ConfigurationError(f"retry must be a non-negative integer, got {retry!r}")
+        if max_workers is not None and (not isinstance(max_workers, int) or max_workers < 1):
+            raise ConfigurationError(f"max_workers must be a positive integer, got {max_workers!r}")
+        self._local, self._remote = _split_out(out)
+        self._keep_local = keep_local
+        self._progress_bar = progress_bar
+        self._max_workers = max_workers
+        self._retry = retry
+        self._exist_ok = exist_ok
+        self._config = self._schema.config_bytes(
+            compression=compression or None, hashes=self._hashes, size_limit=self._size_limit
+        )
+        self._compression_name = compression or None
+        self._shard_overhead = 8 + len(self._config)
+        self._parts: list[bytes] = []
+        self._sizes: list[int] = []
+        self._shard_bytes = self._shard_overhead
+        self._entries: list[ShardEntry] = []
+        self._uploader: Uploader | None = None
+        self._progress: Any = None
+        self._started = False
+        self._finished = False
+
+    @property
+    def local(self) -> str | None:
+        """The local folder shards are written to (known once writing started)."""
+        return self._local
+
+    @property
+    def remote(self) -> str | None:
+        """The URL shards are uploaded to, or ``None``."""
+        return self._remote
+
+    def write(self, sample: Mapping[str, Any]) -> None:
+        """Encode one sample and append it, starting a new shard when the limit is reached.
+
+        Raises:
+            MissingColumnError: The sample lacks a column.
+            SampleEncodingError: A value does not fit its column's encoding.
+            UploadError: An earlier upload failed.
+        """
+        if self._finished:
+            raise ConfigurationError("this MDSWriter is finished; create a new one to write more")
+        if not self._started:
+            self._start()
+        parts = self._schema.encode_sample(sample)
+        size = 4
+        for part in parts:
+            size += len(part)
+        if self._size_limit and self._sizes and self._shard_bytes + size > self._size_limit:
+            self._flush()
+        self._parts += parts
+        self._sizes.append(size - 4)
+        self._shard_bytes += size
+
+    def finish(self) -> None:
+        """Write the last shard and ``index.json``, wait for uploads, then publish the index.
+
+        Raises:
+            UploadError: A shard could not be uploaded; no index was published.
+        """
+        if self._finished:
+            return
+        if not self._started:
+            self._start()
+        self._finished = True
+        try:
+            if self._sizes:
+                self._flush()
+            index_path = os.path.join(self._local, INDEX_BASENAME)
+            atomic_write(index_path, [dump_index(self._entries)])
+            if self._uploader is not None:
+                self._uploader.wait()
+                self._uploader.upload(INDEX_BASENAME)
+                self._uploader.close()
+        except BaseException:
+            self._abort()
+            raise
+        self._close_progress()
+        logger.info("wrote %d shards to %s", len(self._entries), self._remote or self._local)
+        if self._remote is not None and not self._keep_local:
+            shutil.rmtree(self._local, ignore_errors=True)
+
+    def __enter__(self) -> MDSWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if exc_type is None:
+            self.finish()
+        elif not self._finished:
+            # The caller failed mid-way: publishing an index would present a partial dataset
+            # as a whole one, so the shards written so far are left without one.
+            self._finished = True
+            self._abort()
+            logger.warning("writing stopped by %s; no index.json was published for %s",
+                           exc_type.__name__, self._remote or self._local)
+
+    def _start(self) -> None:
+        self._started = True
+        store = None if self._remote is None else open_store(self._remote)
+        if self._local is None:
+            self._local = tempfile.mkdtemp(prefix="shardstream-write-")
+        elif os.path.isdir(self._local) and os.listdir(self._local):
+            if not self._exist_ok:
+                raise DatasetExistsError(
+                    f"output folder {self._local} is not empty; pass exist_ok=True to replace "
+                    f"its contents, or choose an empty folder"
+                )
+            logger.warning("deleting the contents of %s (exist_ok=True)", self._local)
+            shutil.rmtree(self._local)
+        os.makedirs(self._local, exist_ok=True)
+        if self._progress_bar:
+            from tqdm.auto import tqdm  # noqa: PLC0415 - only when asked for
+
+            self._progress = tqdm(desc="shards", unit="shard", dynamic_ncols=True)
+        if store is not None:
+            self._uploader = Uploader(store, self._local,
+                                      max_workers=self._max_workers, retry=self._retry)
+
+    def _flush(self) -> None:
+        number = len(self._entries)
+        raw_name = f"shard.{number:05}.mds"
+        parts = [shard_header(self._config, self._sizes), *self._parts]
+        if self._compression is None and not self._hashes:
+            size = sum(map(len, parts))
+            raw_info = FileInfo(raw_name, size, {})
+            zip_info = None
+            atomic_write(os.path.join(self._local, raw_name), parts)  # type: ignore[arg-type]
+        else:
+            raw = b"".join(parts)
+            raw_info = FileInfo(raw_name, len(raw), self._digests(raw))
+            zip_info = None
+            if self._compression is None:
+                atomic_write(os.path.join(self._local, raw_name), [raw])  # type: ignore[arg-type]
+            else:
+                zipped = self._compression.compress(raw)
+                zip_name = f"{raw_name}.{self._compression.extension}"
+                zip_info = FileInfo(zip_name, len(zipped), self._digests(zipped))
+                atomic_write(os.path.join(self._local, zip_name), [zipped])  # type: ignore[arg-type]
+        self._entries.append(
+            ShardEntry(
+                format="mds",
+                samples=len(self._sizes),
+                raw_data=raw_info,
+                zip_data=zip_info,
+                compression=self._compression_name,
+                hashes=tuple(self._hashes),
+                size_limit=self._size_limit,
+                columns=self._schema.columns,
+                column_sizes=tuple(self._schema.sizes),
+            )
+        )
+        logger.debug("wrote %s: %d samples, %d bytes", raw_name, len(self._sizes), raw_info.bytes)
+        self._parts = []
+        self._sizes = []
+        self._shard_bytes = self._shard_overhead
+        if self._uploader is not None:
+            self._uploader.submit((zip_info or raw_info).basename)
+        if self._progress is not None:
+            self._progress.update(1)
+
+    def _digests(self, data: bytes) -> dict[str, str]:
+        return {algorithm: hash_bytes(algorithm, data) for algorithm in self._hashes}
+
+    def _abort(self) -> None:
+        if self._uploader is not None:
+            self._uploader.close(cancel=True)
+        self._close_progress()
+        if self._remote is not None and not self._keep_local and self._local is not None:
+            shutil.rmtree(self._local, ignore_errors=True)
+
+    def _close_progress(self) -> None:
+        if self._progress is not None:
+            self._progress.close()
+            self._progress = None
+
+
+def _split_out(out: Out) -> tuple[str | None, str | None]:
+    """Return ``(local folder or None for a temporary one, remote URL or None)``."""
+    if isinstance(out, tuple):
+        if len(out) != 2:
+            raise ConfigurationError(f"out must be a path, a URL or a (local, remote) pair, got {out!r}")
+        local, remote = (os.fspath(part) for part in out)
+        if is_remote(local):
+            raise ConfigurationError(f"the first item of out={out!r} must be a local folder")
+        return local_path(local), remote
+    if not isinstance(out, (str, os.PathLike)):
+        raise ConfigurationError(f"out must be a path, a URL or a (local, remote) pair, got {out!r}")
+    text = os.fspath(out)
+    if is_remote(text):
+        return None, text
+    return local_path(text), None

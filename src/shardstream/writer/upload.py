@@ -1,0 +1,99 @@
+"""Background, parallel, retried publication of a writer's files to an object store."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from shardstream.errors import UploadError
+from shardstream.storage import ObjectStore
+
+__all__ = ["Uploader", "backoff_delays"]
+
+logger = logging.getLogger(__name__)
+
+
+def backoff_delays(retries: int, rng: np.random.Generator, *, base: float = 0.5,
+                   cap: float = 30.0) -> list[float]:
+    """Seconds to wait before each retry: exponential with full jitter, capped."""
+    return [float(rng.uniform(0, min(cap, base * 2**attempt))) for attempt in range(retries)]
+
+
+class Uploader:
+    """Publishes files from ``local_root`` to ``store`` in worker threads, with retries.
+
+    Args:
+        store: The destination.
+        local_root: The folder holding the files to publish.
+        max_workers: Upload threads (default: ``min(32, cpus + 4)``).
+        retry: Retries after a failed attempt (so ``retry + 1`` attempts in all).
+        on_done: Called with the number of bytes of each published file.
+    """
+
+    def __init__(self, store: ObjectStore, local_root: str, *, max_workers: int | None,
+                 retry: int, on_done: Any = None) -> None:
+        self.store = store
+        self.local_root = local_root
+        self.retry = retry
+        self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="shardstream-upload")
+        self._futures: list[tuple[str, Future[None]]] = []
+        self._failed = threading.Event()
+        self._rng = np.random.default_rng()
+        self._on_done = on_done
+
+    def submit(self, key: str) -> None:
+        """Start publishing ``<local_root>/<key>`` in the background."""
+        self.raise_if_failed()
+        future = self._executor.submit(self.upload, key)
+        future.add_done_callback(lambda f: f.exception() and self._failed.set())
+        self._futures.append((key, future))
+
+    def upload(self, key: str) -> None:
+        """Publish ``<local_root>/<key>`` now, retrying; raise :class:`UploadError` at the end."""
+        path = os.path.join(self.local_root, key)
+        delays = backoff_delays(self.retry, self._rng)
+        for attempt in range(self.retry + 1):
+            try:
+                self.store.put_file(path, key)
+            except OSError as exc:
+                if attempt == self.retry:
+                    raise UploadError(
+                        f"uploading {key} to {self.store.url(key)} failed after "
+                        f"{attempt + 1} attempts: {exc}"
+                    ) from exc
+                logger.warning("upload of %s failed (%s); retry %d of %d", key, exc,
+                               attempt + 1, self.retry)
+                time.sleep(delays[attempt])
+            else:
+                if self._on_done is not None:
+                    self._on_done(os.path.getsize(path))
+                return
+
+    def raise_if_failed(self) -> None:
+        """Raise the first upload error seen so far, if any."""
+        if self._failed.is_set():
+            self.wait()
+
+    def wait(self) -> None:
+        """Block until every submitted upload is done; raise the first failure, naming its file.
+
+        Raises:
+            UploadError: An upload failed after every retry.
+        """
+        for _key, future in self._futures:
+            exc = future.exception()
+            if exc is not None:
+                self.close(cancel=True)
+                if isinstance(exc, UploadError):
+                    raise exc
+                raise UploadError(f"uploading {_key} failed: {exc}") from exc
+
+    def close(self, *, cancel: bool = False) -> None:
+        """Stop the worker threads; with ``cancel``, drop uploads not yet started."""
+        self._executor.shutdown(wait=True, cancel_futures=cancel)

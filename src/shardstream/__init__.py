@@ -6,7 +6,7 @@ The public names live here; everything else is an implementation detail.
 from shardstream._version import __version__
 from shardstream.dataset import LocalDataset
 from shardstream.format.encodings import Encoding, get_encoding, register_encoding
-from shardstream.writer import MDSWriter
+from shardstream.writer import MDSWriter, merge_index
 
 __all__ = [
     "Encoding",
@@ -14,6 +14,7 @@ __all__ = [
     "MDSWriter",
     "__version__",
     "get_encoding",
+    "merge_index",
     "register_encoding",
 ]
 

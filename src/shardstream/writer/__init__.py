@@ -1,5 +1,6 @@
-"""Samples to shards: the MDS writer and the background uploader it publishes with."""
+"""Samples to shards: the MDS writer, its background uploader, and index merging."""
 
+from shardstream.writer.merge import merge_index
 from shardstream.writer.mds_writer import MDSWriter
 
-__all__ = ["MDSWriter"]
+__all__ = ["MDSWriter", "merge_index"]

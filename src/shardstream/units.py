@@ -32,13 +32,17 @@ def parse_bytes(value: int | str, *, what: str = "size") -> int:
         67108864
     """
     if isinstance(value, bool):
-        raise ConfigurationError(f"{what} must be a byte count or a string like '64mb', got {value!r}")
+        raise ConfigurationError(
+            f"{what} must be a byte count or a string like '64mb', got {value!r}"
+        )
     if isinstance(value, int):
         if value < 0:
             raise ConfigurationError(f"{what} must not be negative, got {value}")
         return value
     if not isinstance(value, str):
-        raise ConfigurationError(f"{what} must be a byte count or a string like '64mb', got {value!r}")
+        raise ConfigurationError(
+            f"{what} must be a byte count or a string like '64mb', got {value!r}"
+        )
     match = _PATTERN.match(value.lower())
     if match is None or (match.group(2) or "b") not in _UNITS:
         raise ConfigurationError(

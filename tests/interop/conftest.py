@@ -7,7 +7,6 @@ import os
 import pickle
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,7 +112,7 @@ def write_ours(case: dict[str, Any], out: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def interop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Interop]:
+def interop(tmp_path_factory: pytest.TempPathFactory) -> Interop:
     """Every case written by both libraries, and the reference's reading of ours."""
     python = reference_python()
     base = tmp_path_factory.mktemp("interop")
@@ -131,7 +130,10 @@ def interop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Interop]:
         ],
         # The reference decompresses next to the shards: it reads copies, keeping ours pristine.
         "read": [
-            {"dir": str(base / "copies" / folder.name), "dump": str(result.dumps / f"{folder.name}.pkl")}
+            {
+                "dir": str(base / "copies" / folder.name),
+                "dump": str(result.dumps / f"{folder.name}.pkl"),
+            }
             for folder in sorted(result.ours.iterdir())
         ],
     }
@@ -144,5 +146,4 @@ def interop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Interop]:
     )  # fmt: skip
     if completed.returncode != 0:
         pytest.fail(f"the reference worker failed:\n{completed.stdout}\n{completed.stderr}")
-    yield result
-
+    return result

@@ -1,5 +1,6 @@
-"""Runs in the reference's virtual environment (mosaicml-streaming 0.13): writes and reads
-the interop datasets as a job file describes, so the test suite can compare both libraries.
+"""Writes and reads the interop datasets with mosaicml-streaming 0.13, in its own venv.
+
+The job file says what to write and read, so the test suite can compare both libraries.
 
 Usage: python ref_worker.py JOB.json
 """
@@ -9,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cases import COLUMNS, dump, make_samples  # noqa: E402
+from cases import COLUMNS, dump, make_samples
 
 
-def _write(case: dict, out: str) -> None:
+def _write(case: dict[str, Any], out: str) -> None:
     from streaming import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter
 
     writers = {"mds": MDSWriter, "json": JSONWriter, "csv": CSVWriter, "tsv": TSVWriter}

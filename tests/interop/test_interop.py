@@ -44,7 +44,7 @@ def _ours_read(folder: Path) -> list[Any]:
 
 def _assert_samples_match(actual: list[Any], expected: list[Any]) -> None:
     assert len(actual) == len(expected)
-    for number, (got, want) in enumerate(zip(actual, expected)):
+    for number, (got, want) in enumerate(zip(actual, expected, strict=True)):
         for column, value in want.items():
             if column in LOSSY_COLUMNS:
                 # Lossy: same number of images, each of the same size and mode.
@@ -131,7 +131,8 @@ def test_oversized_samples_get_a_shard_of_their_own(interop: Interop) -> None:
     for folder in (interop.ours, interop.ref):
         shards = json.loads((folder / "oversized_sample" / "index.json").read_bytes())["shards"]
         big = [s for s in shards if s["raw_data"]["bytes"] > 2048]
-        assert big and all(s["samples"] == 1 for s in big)
+        assert big
+        assert all(s["samples"] == 1 for s in big)
         assert sum(s["samples"] for s in shards) == 12
 
 

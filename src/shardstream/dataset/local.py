@@ -9,10 +9,10 @@ from typing import Any, overload
 
 import numpy as np
 
+from shardstream.dataset.shard_files import ShardFiles, ShardView
 from shardstream.errors import IndexFormatError, ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index, safe_basename
 from shardstream.format.mds import MDSSchema
-from shardstream.dataset.shard_files import ShardFiles, ShardView
 
 __all__ = ["LocalDataset"]
 
@@ -37,9 +37,15 @@ class LocalDataset:
         >>> len(ds), ds[0]["label"]
     """
 
-    def __init__(self, local: str | os.PathLike[str], split: str | None = None, *,
-                 cache_dir: str | os.PathLike[str] | None = None,
-                 validate_hash: str | None = None, allow_unsafe_types: bool = False) -> None:
+    def __init__(
+        self,
+        local: str | os.PathLike[str],
+        split: str | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        validate_hash: str | None = None,
+        allow_unsafe_types: bool = False,
+    ) -> None:
         root = os.fspath(local)
         if split:
             root = os.path.join(root, safe_basename(split, where="split"))
@@ -76,7 +82,9 @@ class LocalDataset:
     @overload
     def __getitem__(self, key: int | np.integer[Any]) -> dict[str, Any]: ...
     @overload
-    def __getitem__(self, key: slice | Sequence[int] | np.ndarray[Any, Any]) -> list[dict[str, Any]]: ...
+    def __getitem__(
+        self, key: slice | Sequence[int] | np.ndarray[Any, Any]
+    ) -> list[dict[str, Any]]: ...
 
     def __getitem__(self, key: Any) -> Any:
         """Return one sample by id, or a list of samples for a slice or a sequence of ids."""
@@ -150,7 +158,7 @@ class LocalDataset:
                 text = handle.read()
         except FileNotFoundError as exc:
             raise ShardNotFoundError(
-                f"{path} does not exist: is {self.root} an MDS dataset folder (and the split right)?"
+                f"{path} does not exist: is {self.root} an MDS dataset folder, and the split right?"
             ) from exc
         entries = parse_index(text, source=path)
         schemas: list[MDSSchema | None] = []
@@ -161,7 +169,8 @@ class LocalDataset:
             schema = MDSSchema(entry.columns, sort=False)
             if list(schema.sizes) != list(entry.column_sizes):
                 raise IndexFormatError(
-                    f"{path}, shard {number}: column_sizes {list(entry.column_sizes)} disagree with "
+                    f"{path}, shard {number}: column_sizes {list(entry.column_sizes)} disagree "
+                    f"with "
                     f"the encodings {list(entry.columns.values())}"
                 )
             schema.check_safe(self._allow_unsafe_types, source=f"{path}, shard {number}")

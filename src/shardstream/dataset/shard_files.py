@@ -5,7 +5,12 @@ from __future__ import annotations
 import mmap
 import os
 
-from shardstream.errors import ChecksumError, ConfigurationError, ShardFormatError, ShardNotFoundError
+from shardstream.errors import (
+    ChecksumError,
+    ConfigurationError,
+    ShardFormatError,
+    ShardNotFoundError,
+)
 from shardstream.format.compression import get_compression
 from shardstream.format.encodings import Buffer
 from shardstream.format.hashing import HASH_ALGORITHMS, hash_bytes
@@ -32,8 +37,9 @@ class ShardFiles:
         validate_hash: A digest algorithm to check each stored file against, or ``None``.
     """
 
-    def __init__(self, root: str, cache_root: str | None = None,
-                 validate_hash: str | None = None) -> None:
+    def __init__(
+        self, root: str, cache_root: str | None = None, validate_hash: str | None = None
+    ) -> None:
         if validate_hash is not None and validate_hash not in HASH_ALGORITHMS:
             raise ConfigurationError(
                 f"validate_hash={validate_hash!r} is not a known algorithm; use one of "

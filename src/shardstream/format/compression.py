@@ -56,7 +56,7 @@ class Compression:
         """Decompress a whole shard file; ``source`` names it in the error if the data is bad."""
         try:
             return self.family.decompress(data)
-        except Exception as exc:  # noqa: BLE001 - each library raises its own error type
+        except Exception as exc:
             raise ShardFormatError(
                 f"{source} is not valid {self.name} data ({type(exc).__name__}: {exc}); "
                 f"the file is corrupt or truncated: delete it so it is fetched again"
@@ -64,37 +64,37 @@ class Compression:
 
 
 def _brotli_compress(data: bytes, level: int | None) -> bytes:
-    import brotli  # noqa: PLC0415 - imported on use to keep `import shardstream` fast
+    import brotli
 
     return bytes(brotli.compress(data, quality=level))
 
 
 def _brotli_decompress(data: bytes) -> bytes:
-    import brotli  # noqa: PLC0415
+    import brotli
 
     return bytes(brotli.decompress(data))
 
 
 def _snappy_compress(data: bytes, level: int | None) -> bytes:
-    import snappy  # noqa: PLC0415
+    import snappy
 
     return bytes(snappy.compress(data))
 
 
 def _snappy_decompress(data: bytes) -> bytes:
-    import snappy  # noqa: PLC0415
+    import snappy
 
     return bytes(snappy.decompress(data))
 
 
 def _zstd_compress(data: bytes, level: int | None) -> bytes:
-    import zstandard  # noqa: PLC0415
+    import zstandard
 
     return zstandard.ZstdCompressor(level=level or 3).compress(data)
 
 
 def _zstd_decompress(data: bytes) -> bytes:
-    import zstandard  # noqa: PLC0415
+    import zstandard
 
     # Frames written by one-shot compressors record their size; others are streamed.
     return zstandard.ZstdDecompressor().decompressobj().decompress(data)
@@ -107,7 +107,9 @@ def _gzip_compress(data: bytes, level: int | None) -> bytes:
 
 _FAMILIES = (
     CompressionFamily("br", range(12), 11, _brotli_compress, _brotli_decompress),
-    CompressionFamily("bz2", range(1, 10), 9, lambda d, lv: bz2.compress(d, lv or 9), bz2.decompress),
+    CompressionFamily(
+        "bz2", range(1, 10), 9, lambda d, lv: bz2.compress(d, lv or 9), bz2.decompress
+    ),
     CompressionFamily("gz", range(10), 9, _gzip_compress, gzip.decompress),
     CompressionFamily("snappy", None, None, _snappy_compress, _snappy_decompress),
     CompressionFamily("zstd", range(1, 23), 3, _zstd_compress, _zstd_decompress),

@@ -29,7 +29,7 @@ def _hasher(algorithm: str) -> Callable[..., Any]:
     if HASH_ALGORITHMS.get(algorithm) == "hashlib":
         return getattr(hashlib, algorithm)  # type: ignore[no-any-return]
     if HASH_ALGORITHMS.get(algorithm) == "xxhash":
-        import xxhash  # noqa: PLC0415 - imported on use to keep `import shardstream` fast
+        import xxhash
 
         return getattr(xxhash, algorithm)  # type: ignore[no-any-return]
     raise ConfigurationError(

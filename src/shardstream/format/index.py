@@ -146,7 +146,7 @@ class ShardEntry:
             raise IndexFormatError(f"{where}: a shard entry must be an object, got {obj!r}")
         fmt = obj.get("format")
         keys = _FORMAT_KEYS.get(fmt) if isinstance(fmt, str) else None
-        if keys is None:
+        if keys is None or not isinstance(fmt, str):
             raise IndexFormatError(
                 f"{where}: unknown shard format {fmt!r}; expected one of {', '.join(_FORMAT_KEYS)}"
             )
@@ -160,7 +160,9 @@ class ShardEntry:
             raise IndexFormatError(f"{where}: shard version must be 2, got {obj['version']!r}")
         samples = obj["samples"]
         if not _is_int(samples) or samples < 0:
-            raise IndexFormatError(f"{where}: samples must be a non-negative integer, got {samples!r}")
+            raise IndexFormatError(
+                f"{where}: samples must be a non-negative integer, got {samples!r}"
+            )
         compression = _optional_str(obj["compression"], f"{where}: compression")
         size_limit = obj["size_limit"]
         if size_limit is not None and not _is_int(size_limit):
@@ -183,10 +185,14 @@ class ShardEntry:
             columns = _columns(obj, where)
         if fmt == "mds":
             sizes = obj["column_sizes"]
-            if not isinstance(sizes, list) or len(sizes) != len(columns) or not all(
-                s is None or (_is_int(s) and s >= 0) for s in sizes
+            if (
+                not isinstance(sizes, list)
+                or len(sizes) != len(columns)
+                or not all(s is None or (_is_int(s) and s >= 0) for s in sizes)
             ):
-                raise IndexFormatError(f"{where}: column_sizes must hold one size or null per column")
+                raise IndexFormatError(
+                    f"{where}: column_sizes must hold one size or null per column"
+                )
             fields["column_sizes"] = tuple(sizes)
         else:
             fields["raw_meta"] = FileInfo.from_json(obj["raw_meta"], where=f"{where}: raw_meta")
@@ -266,4 +272,4 @@ def _columns(obj: dict[str, Any], where: str) -> dict[str, str]:
             f"{where}: column_names and column_encodings must be lists of strings of equal "
             f"length with unique names"
         )
-    return dict(zip(names, encodings))
+    return dict(zip(names, encodings, strict=True))

@@ -45,7 +45,7 @@ class MDSSchema:
         self.names: list[str] = names
         self.encodings: list[Encoding] = [get_encoding(columns[name]) for name in names]
         self.sizes: list[int | None] = [encoding.size for encoding in self.encodings]
-        self._plan = list(zip(self.names, self.encodings, self.sizes))
+        self._plan = list(zip(self.names, self.encodings, self.sizes, strict=True))
         variable = sum(size is None for size in self.sizes)
         self._sizes_struct = struct.Struct(f"<{variable}I")
         self._head = 4 * variable
@@ -53,7 +53,7 @@ class MDSSchema:
     @property
     def columns(self) -> dict[str, str]:
         """Column name to encoding name, in stored order."""
-        return {name: enc.name for name, enc in zip(self.names, self.encodings)}
+        return {name: enc.name for name, enc in zip(self.names, self.encodings, strict=True)}
 
     def check_safe(self, allow_unsafe_types: bool, *, source: str) -> None:
         """Refuse columns whose decoding can run code unless the user opted in.
@@ -63,7 +63,7 @@ class MDSSchema:
         """
         if allow_unsafe_types:
             return
-        for name, encoding in zip(self.names, self.encodings):
+        for name, encoding in zip(self.names, self.encodings, strict=True):
             if encoding.unsafe:
                 raise UnsafeEncodingError(
                     f"{source}: column {name!r} uses the {encoding.name!r} encoding, which can "
@@ -71,8 +71,9 @@ class MDSSchema:
                     f"whoever wrote this dataset."
                 )
 
-    def config_bytes(self, *, compression: str | None, hashes: Sequence[str],
-                     size_limit: int | None) -> bytes:
+    def config_bytes(
+        self, *, compression: str | None, hashes: Sequence[str], size_limit: int | None
+    ) -> bytes:
         """The config JSON embedded in every shard (the index entry less files and samples)."""
         config = {
             "column_encodings": [encoding.name for encoding in self.encodings],

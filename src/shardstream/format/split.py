@@ -39,7 +39,8 @@ class SplitShardView:
         (count,) = struct.unpack_from("<I", meta_view, 0)
         if count != entry.samples or len(meta_view) < 4 * (count + 2):
             raise ShardFormatError(
-                f"{source}: the .meta file lists {count} samples but index.json says {entry.samples}"
+                f"{source}: the .meta file lists {count} samples but index.json says "
+                f"{entry.samples}"
             )
         offsets = np.frombuffer(meta_view, "<u4", count + 1, 4).astype(np.int64)
         data_view = memoryview(data)
@@ -78,6 +79,9 @@ class SplitShardView:
             fields = text.split(self._separator)
             if len(fields) != len(self._columns):
                 raise ValueError(f"{len(fields)} fields for {len(self._columns)} columns")
-            return {name: decode(field) for (name, decode), field in zip(self._columns, fields)}
+            return {
+                name: decode(field)
+                for (name, decode), field in zip(self._columns, fields, strict=True)
+            }
         except ValueError as exc:
             raise ShardFormatError(f"{self.source}, sample {index}: cannot decode: {exc}") from exc

@@ -69,9 +69,13 @@ class MDSWriter:
         exist_ok: bool = False,
     ) -> None:
         if not isinstance(columns, Mapping) or not columns:
-            raise ConfigurationError(f"columns must be a non-empty dict of name to encoding, got {columns!r}")
+            raise ConfigurationError(
+                f"columns must be a non-empty dict of name to encoding, got {columns!r}"
+            )
         self._schema = MDSSchema(columns)
-        self._compression: Compression | None = get_compression(compression) if compression else None
+        self._compression: Compression | None = (
+            get_compression(compression) if compression else None
+        )
         self._hashes = check_hash_names(hashes)
         limit = parse_bytes(size_limit, what="size_limit") if size_limit else 0
         if limit >= MAX_SHARD_BYTES:
@@ -150,7 +154,7 @@ class MDSWriter:
         try:
             if self._sizes:
                 self._flush()
-            index_path = os.path.join(self._local, INDEX_BASENAME)
+            index_path = os.path.join(self._folder, INDEX_BASENAME)
             atomic_write(index_path, [dump_index(self._entries)])
             if self._uploader is not None:
                 self._uploader.wait()
@@ -162,13 +166,17 @@ class MDSWriter:
         self._close_progress()
         logger.info("wrote %d shards to %s", len(self._entries), self._remote or self._local)
         if self._remote is not None and not self._keep_local:
-            shutil.rmtree(self._local, ignore_errors=True)
+            shutil.rmtree(self._folder, ignore_errors=True)
 
     def __enter__(self) -> MDSWriter:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         if exc_type is None:
             self.finish()
         elif not self._finished:
@@ -176,8 +184,16 @@ class MDSWriter:
             # as a whole one, so the shards written so far are left without one.
             self._finished = True
             self._abort()
-            logger.warning("writing stopped by %s; no index.json was published for %s",
-                           exc_type.__name__, self._remote or self._local)
+            logger.warning(
+                "writing stopped by %s; no index.json was published for %s",
+                exc_type.__name__,
+                self._remote or self._local,
+            )
+
+    @property
+    def _folder(self) -> str:
+        assert self._local is not None, "the local folder is set when writing starts"
+        return self._local
 
     def _start(self) -> None:
         self._started = True
@@ -194,12 +210,13 @@ class MDSWriter:
             shutil.rmtree(self._local)
         os.makedirs(self._local, exist_ok=True)
         if self._progress_bar:
-            from tqdm.auto import tqdm  # noqa: PLC0415 - only when asked for
+            from tqdm.auto import tqdm
 
             self._progress = tqdm(desc="shards", unit="shard", dynamic_ncols=True)
         if store is not None:
-            self._uploader = Uploader(store, self._local,
-                                      max_workers=self._max_workers, retry=self._retry)
+            self._uploader = Uploader(
+                store, self._local, max_workers=self._max_workers, retry=self._retry
+            )
 
     def _flush(self) -> None:
         number = len(self._entries)
@@ -209,18 +226,18 @@ class MDSWriter:
             size = sum(map(len, parts))
             raw_info = FileInfo(raw_name, size, {})
             zip_info = None
-            atomic_write(os.path.join(self._local, raw_name), parts)  # type: ignore[arg-type]
+            atomic_write(os.path.join(self._folder, raw_name), parts)
         else:
             raw = b"".join(parts)
             raw_info = FileInfo(raw_name, len(raw), self._digests(raw))
             zip_info = None
             if self._compression is None:
-                atomic_write(os.path.join(self._local, raw_name), [raw])  # type: ignore[arg-type]
+                atomic_write(os.path.join(self._folder, raw_name), [raw])
             else:
                 zipped = self._compression.compress(raw)
                 zip_name = f"{raw_name}.{self._compression.extension}"
                 zip_info = FileInfo(zip_name, len(zipped), self._digests(zipped))
-                atomic_write(os.path.join(self._local, zip_name), [zipped])  # type: ignore[arg-type]
+                atomic_write(os.path.join(self._folder, zip_name), [zipped])
         self._entries.append(
             ShardEntry(
                 format="mds",
@@ -263,13 +280,17 @@ def _split_out(out: Out) -> tuple[str | None, str | None]:
     """Return ``(local folder or None for a temporary one, remote URL or None)``."""
     if isinstance(out, tuple):
         if len(out) != 2:
-            raise ConfigurationError(f"out must be a path, a URL or a (local, remote) pair, got {out!r}")
+            raise ConfigurationError(
+                f"out must be a path, a URL or a (local, remote) pair, got {out!r}"
+            )
         local, remote = (os.fspath(part) for part in out)
         if is_remote(local):
             raise ConfigurationError(f"the first item of out={out!r} must be a local folder")
         return local_path(local), remote
     if not isinstance(out, (str, os.PathLike)):
-        raise ConfigurationError(f"out must be a path, a URL or a (local, remote) pair, got {out!r}")
+        raise ConfigurationError(
+            f"out must be a path, a URL or a (local, remote) pair, got {out!r}"
+        )
     text = os.fspath(out)
     if is_remote(text):
         return None, text

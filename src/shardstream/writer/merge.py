@@ -53,7 +53,9 @@ def merge_index(root: str) -> int:
             entries = parse_index(handle.read(), source=path)
         for entry in entries:
             if entry.format != "mds":
-                raise IndexFormatError(f"{path}: only MDS shards can be merged, got {entry.format!r}")
+                raise IndexFormatError(
+                    f"{path}: only MDS shards can be merged, got {entry.format!r}"
+                )
             merged.append(
                 dataclasses.replace(
                     entry,

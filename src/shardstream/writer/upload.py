@@ -19,8 +19,9 @@ __all__ = ["Uploader", "backoff_delays"]
 logger = logging.getLogger(__name__)
 
 
-def backoff_delays(retries: int, rng: np.random.Generator, *, base: float = 0.5,
-                   cap: float = 30.0) -> list[float]:
+def backoff_delays(
+    retries: int, rng: np.random.Generator, *, base: float = 0.5, cap: float = 30.0
+) -> list[float]:
     """Seconds to wait before each retry: exponential with full jitter, capped."""
     return [float(rng.uniform(0, min(cap, base * 2**attempt))) for attempt in range(retries)]
 
@@ -36,8 +37,15 @@ class Uploader:
         on_done: Called with the number of bytes of each published file.
     """
 
-    def __init__(self, store: ObjectStore, local_root: str, *, max_workers: int | None,
-                 retry: int, on_done: Any = None) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        local_root: str,
+        *,
+        max_workers: int | None,
+        retry: int,
+        on_done: Any = None,
+    ) -> None:
         self.store = store
         self.local_root = local_root
         self.retry = retry
@@ -51,8 +59,12 @@ class Uploader:
         """Start publishing ``<local_root>/<key>`` in the background."""
         self.raise_if_failed()
         future = self._executor.submit(self.upload, key)
-        future.add_done_callback(lambda f: f.exception() and self._failed.set())
+        future.add_done_callback(self._note_failure)
         self._futures.append((key, future))
+
+    def _note_failure(self, future: Future[None]) -> None:
+        if future.exception() is not None:
+            self._failed.set()
 
     def upload(self, key: str) -> None:
         """Publish ``<local_root>/<key>`` now, retrying; raise :class:`UploadError` at the end."""
@@ -61,14 +73,15 @@ class Uploader:
         for attempt in range(self.retry + 1):
             try:
                 self.store.put_file(path, key)
-            except OSError as exc:
+            except OSError as exc:  # noqa: PERF203 - one try per attempt is the point
                 if attempt == self.retry:
                     raise UploadError(
                         f"uploading {key} to {self.store.url(key)} failed after "
                         f"{attempt + 1} attempts: {exc}"
                     ) from exc
-                logger.warning("upload of %s failed (%s); retry %d of %d", key, exc,
-                               attempt + 1, self.retry)
+                logger.warning(
+                    "upload of %s failed (%s); retry %d of %d", key, exc, attempt + 1, self.retry
+                )
                 time.sleep(delays[attempt])
             else:
                 if self._on_done is not None:

@@ -42,9 +42,10 @@ class PILEncoding(Encoding):
     def encode(self, value: Any) -> bytes:
         if not _is_image(value):
             raise self.reject(value, "a PIL.Image.Image")
-        mode = value.mode.encode("utf-8")
+        mode: bytes = value.mode.encode("utf-8")
         width, height = value.size
-        return struct.pack("<3I", width, height, len(mode)) + mode + value.tobytes()
+        pixels: bytes = value.tobytes()
+        return struct.pack("<3I", width, height, len(mode)) + mode + pixels
 
     def decode(self, data: Buffer) -> Any:
         width, height, mode_size = struct.unpack_from("<3I", data, 0)
@@ -103,7 +104,7 @@ def _original_file(image: Any) -> bytes | None:
 
 
 class ImageListEncoding(Encoding):
-    """``list[pil]``, ``list[jpeg]``, ``list[png]``: uint32 0, uint32 n, n uint32 sizes, payloads."""
+    """``list[pil|jpeg|png]``: uint32 0, uint32 n, n uint32 sizes, then the payloads."""
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
@@ -147,7 +148,9 @@ class JPEGArrayEncoding(Encoding):
         return _split_decode(ImageFileEncoding("jpeg"), data, 4 + 4 * count, sizes)
 
 
-def _split_decode(inner: Encoding, data: Buffer, position: int, sizes: tuple[int, ...]) -> list[Any]:
+def _split_decode(
+    inner: Encoding, data: Buffer, position: int, sizes: tuple[int, ...]
+) -> list[Any]:
     items = []
     view = memoryview(data)
     for size in sizes:

@@ -92,10 +92,13 @@ class NDArrayEncoding(Encoding):
         if self.shape is None:
             if value.ndim > _MAX_NDIM:
                 raise SampleEncodingError(
-                    f"encoding {self.name!r} stores at most {_MAX_NDIM} dimensions, got {value.ndim}"
+                    f"encoding {self.name!r} stores at most {_MAX_NDIM} dimensions, "
+                    f"got {value.ndim}"
                 )
             largest = max(value.shape)
-            width = 0 if largest < 1 << 8 else 1 if largest < 1 << 16 else 2 if largest < 1 << 32 else 3
+            width = (
+                0 if largest < 1 << 8 else 1 if largest < 1 << 16 else 2 if largest < 1 << 32 else 3
+            )
             parts.append(bytes(((value.ndim << 2) | width,)))
             parts.append(np.asarray(value.shape, _SHAPE_WIDTHS[width]).tobytes())
         elif value.shape != self.shape:

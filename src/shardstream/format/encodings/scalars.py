@@ -45,9 +45,11 @@ class StrEncoding(Encoding):
     def encode(self, value: Any) -> bytes:
         if isinstance(value, str):
             return value.encode("utf-8")
-        hint = " (decode bytes to str first, or use the 'bytes' encoding)" if isinstance(
-            value, (bytes, bytearray)
-        ) else ""
+        hint = (
+            " (decode bytes to str first, or use the 'bytes' encoding)"
+            if isinstance(value, (bytes, bytearray))
+            else ""
+        )
         raise self.reject(value, "str" + hint)
 
     def decode(self, data: Buffer) -> str:
@@ -124,9 +126,7 @@ class StrFloatEncoding(Encoding):
     """``str_float``: a float stored as its shortest round-tripping text (``str(float)``)."""
 
     def encode(self, value: Any) -> bytes:
-        if isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(
-            value, bool
-        ):
+        if isinstance(value, (float, int, np.floating, np.integer)) and not isinstance(value, bool):
             text = str(value) if isinstance(value, (float, int)) else str(float(value))
             return text.encode("ascii")
         raise self.reject(value, "float")
@@ -176,6 +176,17 @@ for _name, _cls in (
     ("json", JSONEncoding),
 ):
     register_encoding(_name, no_argument(_cls))
-for _name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-              "float16", "float32", "float64"):
+for _name in (
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "float32",
+    "float64",
+):
     register_encoding(_name, no_argument(NumericScalarEncoding))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
@@ -58,6 +59,7 @@ class LocalDataset:
         self._entries: list[ShardEntry] | None = None
         self._schemas: list[MDSSchema | None] = []
         self._starts = np.zeros(1, np.int64)
+        self._start_list: list[int] = [0]
         self._views: list[ShardView | None] = []
 
     @property
@@ -88,6 +90,8 @@ class LocalDataset:
 
     def __getitem__(self, key: Any) -> Any:
         """Return one sample by id, or a list of samples for a slice or a sequence of ids."""
+        if type(key) is int:
+            return self.get_item(key)
         if isinstance(key, (int, np.integer)):
             return self.get_item(int(key))
         if isinstance(key, slice):
@@ -103,17 +107,19 @@ class LocalDataset:
         Raises:
             IndexError: The id is out of range.
         """
-        starts = self._starts if self._entries is not None else self._load_starts()
-        total = int(starts[-1])
+        if self._entries is None:
+            self._load()
+        starts = self._start_list
+        total = starts[-1]
         if sample_id < 0:
             sample_id += total
         if not 0 <= sample_id < total:
             raise IndexError(f"sample id {sample_id} is out of range for {total} samples")
-        shard = int(np.searchsorted(starts, sample_id, side="right")) - 1
+        shard = bisect_right(starts, sample_id) - 1
         view = self._views[shard]
         if view is None:
             view = self._open(shard)
-        return view[sample_id - int(starts[shard])]
+        return view.get(sample_id - starts[shard])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for shard in range(len(self._load())):
@@ -145,10 +151,6 @@ class LocalDataset:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def _load_starts(self) -> np.ndarray[Any, np.dtype[np.int64]]:
-        self._load()
-        return self._starts
-
     def _load(self) -> list[ShardEntry]:
         if self._entries is not None:
             return self._entries
@@ -179,6 +181,7 @@ class LocalDataset:
         np.cumsum([entry.samples for entry in entries], out=starts[1:])
         self._schemas = schemas
         self._starts = starts
+        self._start_list = starts.tolist()
         self._views = [None] * len(entries)
         self._entries = entries
         return entries

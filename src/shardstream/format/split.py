@@ -65,8 +65,8 @@ class SplitShardView:
     def __len__(self) -> int:
         return len(self._offsets) - 1
 
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        """Decode sample ``index`` of this shard."""
+    def get(self, index: int) -> dict[str, Any]:
+        """Decode sample ``index`` of this shard (0 <= index < len)."""
         text = str(self._data[self._offsets[index] : self._offsets[index + 1]], "utf-8")
         try:
             if self._json:
@@ -85,3 +85,5 @@ class SplitShardView:
             }
         except ValueError as exc:
             raise ShardFormatError(f"{self.source}, sample {index}: cannot decode: {exc}") from exc
+
+    __getitem__ = get

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import math
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -23,6 +26,7 @@ __all__ = [
 ]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT64_FROM_BYTES = functools.partial(int.from_bytes, byteorder="little", signed=True)
 
 
 class BytesEncoding(Encoding):
@@ -37,6 +41,11 @@ class BytesEncoding(Encoding):
 
     def decode(self, data: Buffer) -> bytes:
         return bytes(data)
+
+    @property
+    def decoder(self) -> Callable[[Buffer], Any]:
+        """The ``bytes`` constructor itself: no Python frame per value."""
+        return bytes
 
 
 class StrEncoding(Encoding):
@@ -78,6 +87,11 @@ class IntEncoding(Encoding):
     def decode(self, data: Buffer) -> int:
         return int.from_bytes(data, "little", signed=True)
 
+    @property
+    def decoder(self) -> Callable[[Buffer], Any]:
+        """``int.from_bytes`` with its arguments bound: no Python frame per value."""
+        return _INT64_FROM_BYTES
+
 
 class NumericScalarEncoding(Encoding):
     """``int8`` ... ``float64``: one numpy scalar of a fixed dtype, little-endian."""
@@ -105,7 +119,18 @@ class NumericScalarEncoding(Encoding):
                 )
             return np.array(number, self.dtype).tobytes()
         if isinstance(value, (int, float, np.integer, np.floating)):
-            return np.array(value, self.dtype).tobytes()
+            try:
+                with np.errstate(over="ignore"):
+                    stored = np.array(value, self.dtype)
+                overflow = bool(np.isinf(stored))
+            except OverflowError:  # a Python int too large for any float
+                overflow = True
+            if overflow and not (isinstance(value, (float, np.floating)) and math.isinf(value)):
+                raise SampleEncodingError(
+                    f"encoding {self.name!r} holds at most {float(np.finfo(self.dtype).max)!r} in "
+                    f"magnitude; {value!r} is out of range"
+                )
+            return stored.tobytes()
         raise self.reject(value, "a real number (int, float or numpy scalar)")
 
     def decode(self, data: Buffer) -> Any:

@@ -111,15 +111,14 @@ class LocalDataset:
             self._load()
         starts = self._start_list
         total = starts[-1]
-        if sample_id < 0:
-            sample_id += total
-        if not 0 <= sample_id < total:
+        index = sample_id + total if sample_id < 0 else sample_id
+        if not 0 <= index < total:
             raise IndexError(f"sample id {sample_id} is out of range for {total} samples")
-        shard = bisect_right(starts, sample_id) - 1
+        shard = bisect_right(starts, index) - 1
         view = self._views[shard]
         if view is None:
             view = self._open(shard)
-        return view.get(sample_id - starts[shard])
+        return view.get(index - starts[shard])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for shard in range(len(self._load())):

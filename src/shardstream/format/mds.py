@@ -51,6 +51,18 @@ class MDSSchema:
         self._head = 4 * variable
         self._make_getter = self._compile_getter_factory()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # LocalDataset pickles its schemas (DataLoader workers); a struct.Struct and the generated
+        # getter factory do not pickle, so they are rebuilt on unpickling.
+        state = self.__dict__.copy()
+        state["_sizes_struct"] = self._sizes_struct.format
+        del state["_make_getter"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _sizes_struct=struct.Struct(state["_sizes_struct"]))
+        self._make_getter = self._compile_getter_factory()
+
     @property
     def columns(self) -> dict[str, str]:
         """Column name to encoding name, in stored order."""

@@ -67,8 +67,9 @@ class SplitShardView:
 
     def get(self, index: int) -> dict[str, Any]:
         """Decode sample ``index`` of this shard (0 <= index < len)."""
-        text = str(self._data[self._offsets[index] : self._offsets[index + 1]], "utf-8")
+        data = self._data[self._offsets[index] : self._offsets[index + 1]]
         try:
+            text = str(data, "utf-8")
             if self._json:
                 value = json.loads(text)
                 if not isinstance(value, dict):

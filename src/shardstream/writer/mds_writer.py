@@ -196,7 +196,7 @@ class MDSWriter:
         return self._local
 
     def _start(self) -> None:
-        self._started = True
+        # _started is set last: a start that failed (a non-empty folder, say) fails again.
         store = None if self._remote is None else open_store(self._remote)
         if self._local is None:
             self._local = tempfile.mkdtemp(prefix="shardstream-write-")
@@ -217,6 +217,7 @@ class MDSWriter:
             self._uploader = Uploader(
                 store, self._local, max_workers=self._max_workers, retry=self._retry
             )
+        self._started = True
 
     def _flush(self) -> None:
         number = len(self._entries)

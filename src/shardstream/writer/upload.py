@@ -7,7 +7,6 @@ import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 
@@ -34,7 +33,6 @@ class Uploader:
         local_root: The folder holding the files to publish.
         max_workers: Upload threads (default: ``min(32, cpus + 4)``).
         retry: Retries after a failed attempt (so ``retry + 1`` attempts in all).
-        on_done: Called with the number of bytes of each published file.
     """
 
     def __init__(
@@ -44,7 +42,6 @@ class Uploader:
         *,
         max_workers: int | None,
         retry: int,
-        on_done: Any = None,
     ) -> None:
         self.store = store
         self.local_root = local_root
@@ -53,7 +50,6 @@ class Uploader:
         self._futures: list[tuple[str, Future[None]]] = []
         self._failed = threading.Event()
         self._rng = np.random.default_rng()
-        self._on_done = on_done
 
     def submit(self, key: str) -> None:
         """Start publishing ``<local_root>/<key>`` in the background."""
@@ -84,8 +80,6 @@ class Uploader:
                 )
                 time.sleep(delays[attempt])
             else:
-                if self._on_done is not None:
-                    self._on_done(os.path.getsize(path))
                 return
 
     def raise_if_failed(self) -> None:

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import importlib
+import json
+import pkgutil
+import re
+import subprocess
+import sys
+
+import pytest
+
+import shardstream
+
+PUBLIC = [
+    "Encoding",
+    "LocalDataset",
+    "MDSWriter",
+    "__version__",
+    "get_encoding",
+    "merge_index",
+    "register_encoding",
+]
+HEAVY = ["torch", "pyarrow", "PIL", "zstandard", "brotli", "snappy"]
+
+
+def all_modules() -> list[str]:
+    names = [shardstream.__name__]
+    names += [info.name for info in pkgutil.walk_packages(shardstream.__path__, "shardstream.")]
+    return sorted(names)
+
+
+def isort_key(name: str) -> tuple[int, list[object]]:
+    """The order ruff's RUF022 (isort-style) wants in ``__all__``.
+
+    CONSTANTS first, then Classes, then everything else, each in natural order (runs of digits
+    compare as numbers).
+    """
+    if len(name) > 1 and name.isupper():
+        kind = 0
+    elif name[:1].isupper():
+        kind = 1
+    else:
+        kind = 2
+    natural = [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+    return kind, natural
+
+
+def test_public_names_are_pinned():
+    assert shardstream.__all__ == PUBLIC
+    for name in PUBLIC:
+        assert hasattr(shardstream, name)
+
+
+def test_public_classes_show_as_shardstream():
+    for name in ("Encoding", "LocalDataset", "MDSWriter"):
+        assert getattr(shardstream, name).__module__ == "shardstream"
+
+
+def test_version_is_a_string():
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", shardstream.__version__)
+
+
+def test_isort_key_orders_like_ruff():
+    names = ["b", "A", "CONST", "a10", "a2", "Z", "_x"]
+    assert sorted(names, key=isort_key) == ["CONST", "A", "Z", "_x", "a2", "a10", "b"]
+
+
+@pytest.mark.parametrize("module_name", all_modules())
+def test_every_module_declares_a_sorted_all(module_name: str):
+    module = importlib.import_module(module_name)
+    exported = getattr(module, "__all__", None)
+    assert exported is not None, f"{module_name} has no __all__"
+    assert isinstance(exported, (list, tuple))
+    assert len(set(exported)) == len(exported)
+    assert list(exported) == sorted(exported, key=isort_key)
+    missing = [name for name in exported if not hasattr(module, name)]
+    assert missing == []
+
+
+def heavy_modules_after(imports: str) -> list[str]:
+    """The heavy modules in ``sys.modules`` of a fresh interpreter after ``import <imports>``."""
+    code = (
+        f"import json, sys, {imports}; "
+        f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_import_is_light():
+    assert heavy_modules_after("shardstream") == []
+
+
+def test_the_check_for_heavy_modules_can_fail():
+    assert heavy_modules_after("zstandard, shardstream") == ["zstandard"]

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import bz2
+import gzip
+
+import brotli
+import pytest
+import zstandard
+
+from shardstream.errors import ConfigurationError, ShardFormatError
+from shardstream.format.compression import COMPRESSIONS, Compression, get_compression
+
+# Codes, levels and defaults as the format document lists them.
+DOC_LEVELS = {
+    "br": (range(12), 11),
+    "bz2": (range(1, 10), 9),
+    "gz": (range(10), 9),
+    "snappy": (None, None),
+    "zstd": (range(1, 23), 3),
+}
+DATA = b"shardstream " * 500 + bytes(range(256))
+
+
+def test_codes_are_the_documented_ones_sorted():
+    assert list(COMPRESSIONS) == sorted(DOC_LEVELS)
+
+
+@pytest.mark.parametrize("code", sorted(DOC_LEVELS))
+def test_levels_and_defaults(code: str):
+    levels, default = DOC_LEVELS[code]
+    family = COMPRESSIONS[code]
+    assert family.code == code
+    assert family.levels == levels
+    assert family.default_level == default
+    compression = get_compression(code)
+    assert isinstance(compression, Compression)
+    assert (compression.name, compression.level, compression.extension) == (code, default, code)
+
+
+@pytest.mark.parametrize("code", sorted(DOC_LEVELS))
+def test_round_trip_at_the_default_level(code: str):
+    compression = get_compression(code)
+    packed = compression.compress(DATA)
+    assert packed != DATA
+    assert len(packed) < len(DATA)
+    assert compression.decompress(packed) == DATA
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        f"{code}:{level}"
+        for code, (levels, _) in DOC_LEVELS.items()
+        if levels
+        for level in (levels[0], levels[-1])
+    ],
+)
+def test_round_trip_at_the_extreme_levels(name: str):
+    compression = get_compression(name)
+    assert compression.name == name
+    assert compression.level == int(name.partition(":")[2])
+    assert compression.extension == name.partition(":")[0]
+    assert compression.decompress(compression.compress(DATA)) == DATA
+
+
+@pytest.mark.parametrize("level", [1, 3, 19])
+def test_zstd_level_reaches_the_compressor(level: int):
+    expected = zstandard.ZstdCompressor(level=level).compress(DATA)
+    assert get_compression(f"zstd:{level}").compress(DATA) == expected
+
+
+@pytest.mark.parametrize("level", [0, 1, 9])
+def test_gz_level_reaches_the_compressor(level: int):
+    assert get_compression(f"gz:{level}").compress(DATA) == gzip.compress(DATA, level, mtime=0)
+
+
+def test_bz2_and_br_levels_reach_the_compressor():
+    assert get_compression("bz2:1").compress(DATA) == bz2.compress(DATA, 1)
+    assert get_compression("br:0").compress(DATA) == brotli.compress(DATA, quality=0)
+    assert get_compression("br").compress(DATA) == brotli.compress(DATA, quality=11)
+
+
+def test_gzip_output_is_reproducible():
+    packed = get_compression("gz").compress(DATA)
+    assert packed == get_compression("gz").compress(DATA)
+    assert packed[4:8] == b"\x00\x00\x00\x00"  # MTIME field of the gzip header (RFC 1952)
+    assert gzip.decompress(packed) == DATA
+
+
+def test_zstd_reads_streamed_frames_without_a_content_size():
+    compressor = zstandard.ZstdCompressor().compressobj()
+    streamed = compressor.compress(DATA) + compressor.flush()
+    assert get_compression("zstd").decompress(streamed) == DATA
+
+
+def test_empty_data_round_trips():
+    for code in DOC_LEVELS:
+        compression = get_compression(code)
+        assert compression.decompress(compression.compress(b"")) == b""
+
+
+@pytest.mark.parametrize("name", ["lz4", "zip", "", "ZSTD", "gzip:5"])
+def test_unknown_code(name: str):
+    with pytest.raises(
+        ConfigurationError, match=rf"unknown compression {name!r}; use one of br, bz2"
+    ):
+        get_compression(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "low", "high"),
+    [
+        ("zstd:0", 1, 22),
+        ("zstd:23", 1, 22),
+        ("zstd:-1", 1, 22),
+        ("zstd:x", 1, 22),
+        ("zstd:", 1, 22),
+        ("zstd:1.5", 1, 22),
+        ("gz:10", 0, 9),
+        ("bz2:0", 1, 9),
+        ("br:12", 0, 11),
+    ],
+)
+def test_level_out_of_range(name: str, low: int, high: int):
+    with pytest.raises(ConfigurationError, match=rf"{name!r}: the level .* from {low} to {high}"):
+        get_compression(name)
+
+
+def test_snappy_takes_no_level():
+    with pytest.raises(ConfigurationError, match=r"'snappy' takes no level, got 'snappy:1'"):
+        get_compression("snappy:1")
+
+
+@pytest.mark.parametrize("code", sorted(DOC_LEVELS))
+def test_corrupt_data_raises_shard_format_error(code: str):
+    with pytest.raises(ShardFormatError, match=rf"shard.00003.mds.{code} is not valid {code} data"):
+        get_compression(code).decompress(
+            b"\x00garbage, not compressed", source=f"shard.00003.mds.{code}"
+        )

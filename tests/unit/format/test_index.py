@@ -1,0 +1,371 @@
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+import pytest
+
+from shardstream.errors import IndexFormatError, UnsafePathError
+from shardstream.format.index import (
+    INDEX_BASENAME,
+    INDEX_VERSION,
+    FileInfo,
+    ShardEntry,
+    dump_index,
+    parse_index,
+    safe_basename,
+)
+
+# The 11 keys of an MDS shard entry, as the format document lists them.
+MDS_KEYS = {
+    "column_encodings",
+    "column_names",
+    "column_sizes",
+    "compression",
+    "format",
+    "hashes",
+    "raw_data",
+    "samples",
+    "size_limit",
+    "version",
+    "zip_data",
+}
+SOURCE = "/data/ds/index.json"
+
+
+def mds_entry(**changes: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "column_encodings": ["ndarray:float32:2", "str", "int"],
+        "column_names": ["a", "s", "x"],
+        "column_sizes": [8, None, 8],
+        "compression": "zstd:5",
+        "format": "mds",
+        "hashes": ["sha1"],
+        "raw_data": {"basename": "shard.00000.mds", "bytes": 282, "hashes": {"sha1": "ab12"}},
+        "samples": 2,
+        "size_limit": 67108864,
+        "version": 2,
+        "zip_data": {"basename": "shard.00000.mds.zstd", "bytes": 205, "hashes": {"sha1": "cd34"}},
+    }
+    entry.update(changes)
+    return entry
+
+
+def index_text(*entries: dict[str, Any], **top: Any) -> str:
+    return json.dumps({"shards": list(entries), "version": 2, **top})
+
+
+def parse_one(entry: dict[str, Any]) -> ShardEntry:
+    (parsed,) = parse_index(index_text(entry), source=SOURCE)
+    return parsed
+
+
+def expect_error(
+    entry: dict[str, Any], message: str, error: type[Exception] = IndexFormatError
+) -> None:
+    with pytest.raises(error, match=re.escape(f"{SOURCE}, shard 0") + ".*" + message):
+        parse_one(entry)
+
+
+def test_constants():
+    assert INDEX_BASENAME == "index.json"
+    assert INDEX_VERSION == 2
+
+
+def test_parse_an_mds_entry():
+    entry = parse_one(mds_entry())
+    assert entry.format == "mds"
+    assert entry.samples == 2
+    assert list(entry.columns.items()) == [("a", "ndarray:float32:2"), ("s", "str"), ("x", "int")]
+    assert entry.column_sizes == (8, None, 8)
+    assert entry.compression == "zstd:5"
+    assert entry.hashes == ("sha1",)
+    assert entry.size_limit == 67108864
+    assert entry.raw_data == FileInfo("shard.00000.mds", 282, {"sha1": "ab12"})
+    assert entry.zip_data == FileInfo("shard.00000.mds.zstd", 205, {"sha1": "cd34"})
+    assert entry.data_file is entry.zip_data
+
+
+def test_uncompressed_entry_stores_the_raw_file():
+    entry = parse_one(mds_entry(compression=None, zip_data=None, size_limit=None, hashes=[]))
+    assert entry.data_file is entry.raw_data
+    assert entry.compression is None
+    assert entry.size_limit is None
+
+
+def test_column_order_of_the_index_is_kept():
+    entry = parse_one(
+        mds_entry(
+            column_names=["x", "a", "s"],
+            column_encodings=["int", "ndarray:float32:2", "str"],
+            column_sizes=[8, 8, None],
+        )
+    )
+    assert list(entry.columns) == ["x", "a", "s"]
+
+
+def test_to_json_has_exactly_the_documented_keys_and_round_trips():
+    raw = mds_entry()
+    entry = parse_one(raw)
+    assert set(entry.to_json()) == MDS_KEYS
+    assert entry.to_json() == raw
+
+
+def test_dump_index_is_sorted_json_that_parses_back():
+    entries = parse_index(index_text(mds_entry(), mds_entry(samples=0)), source=SOURCE)
+    data = dump_index(entries)
+    assert isinstance(data, bytes)
+    obj = json.loads(data)
+    assert obj["version"] == 2
+    assert data == json.dumps(obj, sort_keys=True).encode()
+    assert parse_index(data, source=SOURCE) == entries
+
+
+def test_dump_of_no_entries():
+    assert json.loads(dump_index([])) == {"shards": [], "version": 2}
+    assert parse_index(dump_index([]), source=SOURCE) == []
+
+
+def test_unknown_top_level_keys_are_ignored():
+    assert len(parse_index(index_text(mds_entry(), writer="other"), source=SOURCE)) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "is not valid JSON"),
+        (b"\xff\xfe", "is not valid JSON"),
+        ("[]", "must be an object with a 'shards' list"),
+        ('{"version": 2}', "must be an object with a 'shards' list"),
+        ('{"shards": {}, "version": 2}', "must be an object with a 'shards' list"),
+        ('{"shards": []}', "has version None; only MDS index version 2"),
+        ('{"shards": [], "version": 1}', "has version 1; only MDS index version 2"),
+        ('{"shards": [], "version": "2"}', "has version '2'"),
+    ],
+)
+def test_bad_index_documents(text: str | bytes, message: str):
+    with pytest.raises(IndexFormatError, match=re.escape(SOURCE) + " " + re.escape(message)):
+        parse_index(text, source=SOURCE)
+
+
+@pytest.mark.parametrize("key", sorted(MDS_KEYS - {"format"}))
+def test_missing_key(key: str):
+    entry = mds_entry()
+    del entry[key]
+    expect_error(entry, re.escape(f"missing ['{key}'], unexpected []"))
+
+
+def test_extra_key():
+    expect_error(mds_entry(extra=1), re.escape("missing [], unexpected ['extra']"))
+
+
+@pytest.mark.parametrize("fmt", ["parquet", None, 3, "MDS"])
+def test_unknown_format(fmt: Any):
+    expect_error(mds_entry(format=fmt), rf"unknown shard format {re.escape(repr(fmt))}")
+
+
+def test_missing_format():
+    entry = mds_entry()
+    del entry["format"]
+    expect_error(entry, "unknown shard format None")
+
+
+def test_entry_must_be_an_object():
+    with pytest.raises(IndexFormatError, match="shard 1: a shard entry must be an object, got"):
+        parse_index(index_text(mds_entry(), ["list"]), source=SOURCE)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"version": 3}, "shard version must be 2, got 3"),
+        ({"samples": -1}, "samples must be a non-negative integer, got -1"),
+        ({"samples": "2"}, "samples must be a non-negative integer, got '2'"),
+        ({"samples": True}, "samples must be a non-negative integer, got True"),
+        ({"samples": 2.0}, "samples must be a non-negative integer, got 2.0"),
+        ({"compression": 5}, "compression must be a string or null, got 5"),
+        ({"size_limit": "64mb"}, "size_limit must be an integer or null"),
+        ({"hashes": "sha1"}, "hashes must be a list of names"),
+        ({"hashes": [1]}, "hashes must be a list of names"),
+        ({"compression": None}, "zip_data must be present exactly when compressed"),
+        ({"zip_data": None}, "zip_data must be present exactly when compressed"),
+        (
+            {"raw_data": None},
+            "raw_data: expected an object with exactly basename, bytes and hashes",
+        ),
+        ({"raw_data": {"basename": "a", "bytes": 1}}, "raw_data: expected an object with exactly"),
+        (
+            {"raw_data": {"basename": "a", "bytes": -1, "hashes": {}}},
+            "raw_data: bytes must be a non-negative integer, got -1",
+        ),
+        (
+            {"raw_data": {"basename": "a", "bytes": "1", "hashes": {}}},
+            "raw_data: bytes must be a non-negative integer",
+        ),
+        (
+            {"raw_data": {"basename": "a", "bytes": 1, "hashes": ["sha1"]}},
+            "raw_data: hashes must map names to hex digests",
+        ),
+        (
+            {"raw_data": {"basename": "a", "bytes": 1, "hashes": {"sha1": 5}}},
+            "raw_data: hashes must map names to hex digests",
+        ),
+        (
+            {"zip_data": {"basename": 5, "bytes": 1, "hashes": {}}},
+            "zip_data: basename must be a non-empty string, got 5",
+        ),
+        (
+            {"raw_data": {"basename": "", "bytes": 1, "hashes": {}}},
+            "raw_data: basename must be a non-empty string, got ''",
+        ),
+        (
+            {"column_names": ["a", "s"]},
+            "column_names and column_encodings must be lists of strings of equal length",
+        ),
+        ({"column_names": ["a", "a", "x"]}, "with unique names"),
+        ({"column_encodings": "int"}, "column_names and column_encodings must be lists"),
+        (
+            {"column_encodings": ["int", 5, "int"]},
+            "column_names and column_encodings must be lists of strings",
+        ),
+        ({"column_sizes": [8, None]}, "column_sizes must hold one size or null per column"),
+        ({"column_sizes": [8, None, -8]}, "column_sizes must hold one size or null per column"),
+        ({"column_sizes": [8, None, "8"]}, "column_sizes must hold one size or null per column"),
+        ({"column_sizes": None}, "column_sizes must hold one size or null per column"),
+    ],
+)
+def test_wrong_types_and_values(changes: dict[str, Any], message: str):
+    expect_error(mds_entry(**changes), re.escape(message))
+
+
+@pytest.mark.parametrize(
+    "basename",
+    [
+        "/etc/passwd",
+        "../shard.00000.mds",
+        "a/../../shard.00000.mds",
+        "7/../shard.00000.mds",
+        "./shard.00000.mds",
+        "a//b.mds",
+        "dir/",
+        "a\\b.mds",
+        "..\\x.mds",
+        "C:/shard.mds",
+        "c:shard.mds",
+        "shard\x00.mds",
+        "..",
+    ],
+)
+def test_unsafe_basenames_are_refused(basename: str):
+    for key in ("raw_data", "zip_data"):
+        entry = mds_entry()
+        entry[key] = {**entry[key], "basename": basename}
+        expect_error(
+            entry,
+            f"{key}: basename {re.escape(repr(basename))} is not a plain relative path",
+            UnsafePathError,
+        )
+
+
+def test_unsafe_path_error_is_an_index_format_error():
+    with pytest.raises(IndexFormatError, match="the index is corrupt or hostile"):
+        safe_basename("../../x", where="here")
+
+
+@pytest.mark.parametrize(
+    "basename", ["shard.00000.mds", "7/shard.00003.mds.zstd", "a/b/c.mds", "shard.123456.mds"]
+)
+def test_relative_basenames_in_subfolders_are_allowed(basename: str):
+    assert safe_basename(basename, where="here") == basename
+    entry = mds_entry(compression=None, zip_data=None)
+    entry["raw_data"] = {**entry["raw_data"], "basename": basename}
+    assert parse_one(entry).raw_data.basename == basename
+
+
+def test_safe_basename_names_the_place():
+    with pytest.raises(UnsafePathError, match="split: basename '/abs'"):
+        safe_basename("/abs", where="split")
+    with pytest.raises(
+        IndexFormatError, match=r"split: basename must be a non-empty string, got None"
+    ):
+        safe_basename(None, where="split")
+
+
+# --- split formats ---------------------------------------------------------------------------
+
+
+def split_entry(fmt: str, **changes: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "compression": None,
+        "format": fmt,
+        "hashes": [],
+        "newline": "\n",
+        "raw_data": {"basename": f"shard.00000.{fmt}", "bytes": 10, "hashes": {}},
+        "raw_meta": {"basename": f"shard.00000.{fmt}.meta", "bytes": 20, "hashes": {}},
+        "samples": 1,
+        "size_limit": None,
+        "version": 2,
+        "zip_data": None,
+        "zip_meta": None,
+    }
+    if fmt == "json":
+        entry["columns"] = {"id": "int", "text": "str"}
+    else:
+        entry["column_names"] = ["id", "text"]
+        entry["column_encodings"] = ["int", "str"]
+    if fmt == "xsv":
+        entry["separator"] = "|"
+    entry.update(changes)
+    return entry
+
+
+@pytest.mark.parametrize(
+    ("fmt", "separator"), [("csv", ","), ("tsv", "\t"), ("xsv", "|"), ("json", None)]
+)
+def test_parse_split_entries(fmt: str, separator: str | None):
+    entry = parse_one(split_entry(fmt))
+    assert entry.format == fmt
+    assert dict(entry.columns) == {"id": "int", "text": "str"}
+    assert entry.separator == separator
+    assert entry.newline == "\n"
+    assert entry.raw_meta == FileInfo(f"shard.00000.{fmt}.meta", 20, {})
+    assert entry.zip_meta is None
+
+
+def test_split_entry_newline_defaults():
+    assert parse_one(split_entry("csv", newline=None)).newline == "\n"
+    assert parse_one(split_entry("csv", newline="\r\n")).newline == "\r\n"
+
+
+def test_xsv_needs_a_separator():
+    expect_error(split_entry("xsv", separator=""), "an xsv shard needs a non-empty separator")
+    expect_error(split_entry("xsv", separator=None), "an xsv shard needs a non-empty separator")
+
+
+def test_split_entries_check_their_keys_and_meta():
+    entry = split_entry("json")
+    del entry["raw_meta"]
+    expect_error(entry, re.escape("missing ['raw_meta']"))
+    expect_error(split_entry("csv", separator=","), re.escape("unexpected ['separator']"))
+    expect_error(split_entry("json", columns=["id"]), "columns must map names to encodings")
+    expect_error(
+        split_entry("tsv", raw_meta={"basename": "../m", "bytes": 1, "hashes": {}}),
+        "raw_meta: basename",
+        UnsafePathError,
+    )
+
+
+def test_split_entries_are_not_written():
+    with pytest.raises(IndexFormatError, match="writing 'json' shard entries is not supported"):
+        parse_one(split_entry("json")).to_json()
+
+
+def test_entries_are_frozen():
+    entry = parse_one(mds_entry())
+    with pytest.raises(AttributeError):
+        entry.samples = 3  # type: ignore[misc]
+    changed = copy.deepcopy(mds_entry())
+    changed["samples"] = 3
+    assert parse_one(changed) != entry

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shardstream.storage import LocalStore, atomic_write
+from shardstream.storage.local import temporary_sibling
+
+
+def test_temporary_sibling_is_hidden_unique_and_in_the_same_folder(tmp_path: Path):
+    target = str(tmp_path / "shard.00000.mds")
+    names = {temporary_sibling(target) for _ in range(50)}
+    assert len(names) == 50
+    for name in names:
+        assert os.path.dirname(name) == str(tmp_path)
+        assert os.path.basename(name).startswith(".shard.00000.mds.tmp-")
+
+
+def test_atomic_write_writes_every_part(tmp_path: Path):
+    path = tmp_path / "out.bin"
+    written = atomic_write(str(path), [b"abc", memoryview(b"def"), b""])
+    assert written == 6
+    assert path.read_bytes() == b"abcdef"
+    assert os.listdir(tmp_path) == ["out.bin"]
+
+
+def test_atomic_write_replaces_an_existing_file(tmp_path: Path):
+    path = tmp_path / "index.json"
+    path.write_bytes(b"old contents, longer than the new")
+    assert atomic_write(str(path), [b"new"]) == 3
+    assert path.read_bytes() == b"new"
+    assert os.listdir(tmp_path) == ["index.json"]
+
+
+def test_atomic_write_failure_keeps_the_old_file_and_no_temporary(tmp_path: Path):
+    path = tmp_path / "index.json"
+    path.write_bytes(b"old")
+
+    def parts() -> Iterator[bytes]:
+        yield b"partial"
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        atomic_write(str(path), parts())
+    assert path.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["index.json"]
+
+
+def test_atomic_write_into_a_missing_folder_fails_cleanly(tmp_path: Path):
+    with pytest.raises(FileNotFoundError):
+        atomic_write(str(tmp_path / "missing" / "x"), [b"data"])
+    assert os.listdir(tmp_path) == []
+
+
+def test_local_store_copies_into_sub_folders(tmp_path: Path):
+    source = tmp_path / "local" / "shard.00000.mds"
+    source.parent.mkdir()
+    source.write_bytes(b"shard bytes")
+    root = tmp_path / "remote"
+    store = LocalStore(str(root))
+    store.put_file(str(source), "7/shard.00003.mds")
+    assert (root / "7" / "shard.00003.mds").read_bytes() == b"shard bytes"
+    assert os.listdir(root / "7") == ["shard.00003.mds"]
+    assert source.read_bytes() == b"shard bytes"  # copied, not moved
+    assert store.url("7/shard.00003.mds") == os.path.join(str(root), "7/shard.00003.mds")
+
+
+def test_local_store_overwrites(tmp_path: Path):
+    source = tmp_path / "index.json"
+    source.write_bytes(b"new")
+    root = tmp_path / "remote"
+    root.mkdir()
+    (root / "index.json").write_bytes(b"old")
+    LocalStore(str(root)).put_file(str(source), "index.json")
+    assert (root / "index.json").read_bytes() == b"new"
+    assert os.listdir(root) == ["index.json"]
+
+
+def test_local_store_missing_source_raises_oserror_and_leaves_nothing(tmp_path: Path):
+    root = tmp_path / "remote"
+    with pytest.raises(OSError, match="nope"):
+        LocalStore(str(root)).put_file(str(tmp_path / "nope"), "shard.00000.mds")
+    assert not (root / "shard.00000.mds").exists()
+    assert os.listdir(root) == []

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+
+from shardstream import _optional, errors
+from shardstream.errors import (
+    ChecksumError,
+    ConfigurationError,
+    DatasetExistsError,
+    IndexFormatError,
+    MissingColumnError,
+    MissingDependencyError,
+    SampleEncodingError,
+    ShardFormatError,
+    ShardNotFoundError,
+    ShardstreamError,
+    ShardTooLargeError,
+    UnknownEncodingError,
+    UnsafeEncodingError,
+    UnsafePathError,
+    UnsupportedURLError,
+    UploadError,
+)
+
+# The builtin each error must also be, so that callers can catch the natural exception.
+HIERARCHY = [
+    (MissingDependencyError, ImportError),
+    (ConfigurationError, ValueError),
+    (UnknownEncodingError, ValueError),
+    (SampleEncodingError, TypeError),
+    (MissingColumnError, KeyError),
+    (UnsafeEncodingError, ValueError),
+    (IndexFormatError, ValueError),
+    (UnsafePathError, IndexFormatError),
+    (ShardFormatError, ValueError),
+    (ChecksumError, ValueError),
+    (ShardTooLargeError, ValueError),
+    (ShardNotFoundError, FileNotFoundError),
+    (DatasetExistsError, FileExistsError),
+    (UnsupportedURLError, ValueError),
+    (UploadError, OSError),
+]
+
+
+@pytest.mark.parametrize(("error", "builtin"), HIERARCHY)
+def test_error_derives_from_base_and_builtin(error: type[Exception], builtin: type[Exception]):
+    assert issubclass(error, ShardstreamError)
+    assert issubclass(error, builtin)
+    with pytest.raises(builtin, match="boom"):
+        raise error("boom")
+
+
+def test_every_error_class_is_exported_and_covered():
+    defined = {
+        name
+        for name, value in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(value, ShardstreamError)
+    }
+    assert set(errors.__all__) == defined
+    assert {error.__name__ for error, _ in HIERARCHY} | {"ShardstreamError"} == defined
+
+
+def test_shard_not_found_is_caught_as_file_not_found():
+    caught = None
+    try:
+        raise ShardNotFoundError("shard.00000.mds is missing")
+    except FileNotFoundError as exc:
+        caught = exc
+    assert isinstance(caught, ShardNotFoundError)
+
+
+def test_missing_column_error_prints_its_message_not_a_repr():
+    message = "sample has no column 'label'"
+    assert str(MissingColumnError(message)) == message
+    assert str(KeyError(message)) != message  # the plain KeyError would quote it
+    assert str(MissingColumnError()) == ""
+
+
+def test_require_returns_the_module():
+    assert _optional.require("json", extra="core", purpose="Parsing") is json
+
+
+def test_require_names_the_extra_when_the_module_is_missing():
+    with pytest.raises(MissingDependencyError, match=r"shardstream\[images\]") as info:
+        _optional.require("shardstream_no_such_module", extra="images", purpose="Image columns")
+    message = str(info.value)
+    assert "shardstream_no_such_module" in message
+    assert "Image columns" in message
+    assert isinstance(info.value, ImportError)
+    assert isinstance(info.value.__cause__, ImportError)

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shardstream.errors import UploadError
+from shardstream.writer import upload
+from shardstream.writer.upload import Uploader, backoff_delays
+
+
+class FlakyStore:
+    """An ObjectStore test double: the first ``failures`` attempts per key fail, then it copies."""
+
+    def __init__(self, root: Path, failures: int | float) -> None:
+        self.root = root
+        self.failures = failures
+        self.attempts: dict[str, int] = {}
+        self.published: list[str] = []
+        self._lock = threading.Lock()
+
+    def put_file(self, local_path: str, key: str) -> None:
+        with self._lock:
+            self.attempts[key] = self.attempts.get(key, 0) + 1
+            if self.attempts[key] <= self.failures:
+                raise ConnectionError(f"injected failure {self.attempts[key]} for {key}")
+        target = self.root / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(local_path, target)
+        with self._lock:
+            self.published.append(key)
+
+    def url(self, key: str) -> str:
+        return f"fake://bucket/{key}"
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(upload, "backoff_delays", lambda retries, rng, **kwargs: [0.0] * retries)
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Path:
+    folder = tmp_path / "local"
+    folder.mkdir()
+    for name in ("shard.00000.mds", "shard.00001.mds"):
+        (folder / name).write_bytes(name.encode() * 3)
+    return folder
+
+
+def test_backoff_delays_are_capped_exponential_jitter():
+    rng = np.random.default_rng(0)
+    for retries in range(8):
+        delays = backoff_delays(retries, rng, base=0.5, cap=4.0)
+        assert len(delays) == retries
+        for attempt, delay in enumerate(delays):
+            assert 0 <= delay <= min(4.0, 0.5 * 2**attempt)
+    assert backoff_delays(0, rng) == []
+
+
+@pytest.mark.parametrize("retry", [0, 1, 2, 5])
+def test_upload_succeeds_on_the_last_allowed_attempt(tmp_path: Path, local: Path, retry: int):
+    store = FlakyStore(tmp_path / "remote", failures=retry)
+    uploader = Uploader(store, str(local), max_workers=1, retry=retry)
+    uploader.upload("shard.00000.mds")
+    uploader.close()
+    assert store.attempts == {"shard.00000.mds": retry + 1}
+    assert (tmp_path / "remote" / "shard.00000.mds").read_bytes() == (
+        local / "shard.00000.mds"
+    ).read_bytes()
+
+
+@pytest.mark.parametrize("retry", [0, 2])
+def test_upload_gives_up_after_retry_plus_one_attempts(tmp_path: Path, local: Path, retry: int):
+    store = FlakyStore(tmp_path / "remote", failures=retry + 1)
+    uploader = Uploader(store, str(local), max_workers=1, retry=retry)
+    message = f"shard.00001.mds to fake://bucket/shard.00001.mds failed after {retry + 1} attempts"
+    with pytest.raises(UploadError, match=re.escape(message)) as info:
+        uploader.upload("shard.00001.mds")
+    uploader.close()
+    assert store.attempts == {"shard.00001.mds": retry + 1}
+    assert isinstance(info.value.__cause__, ConnectionError)
+    assert not (tmp_path / "remote" / "shard.00001.mds").exists()
+
+
+def test_background_uploads_and_wait(tmp_path: Path, local: Path):
+    store = FlakyStore(tmp_path / "remote", failures=1)
+    uploader = Uploader(store, str(local), max_workers=2, retry=1)
+    uploader.submit("shard.00000.mds")
+    uploader.submit("shard.00001.mds")
+    uploader.wait()
+    uploader.close()
+    assert sorted(store.published) == ["shard.00000.mds", "shard.00001.mds"]
+    assert store.attempts == {"shard.00000.mds": 2, "shard.00001.mds": 2}
+
+
+def test_wait_raises_the_failure_naming_the_file(tmp_path: Path, local: Path):
+    store = FlakyStore(tmp_path / "remote", failures=float("inf"))
+    uploader = Uploader(store, str(local), max_workers=1, retry=1)
+    uploader.submit("shard.00000.mds")
+    message = "uploading shard.00000.mds to fake://bucket/shard.00000.mds failed after 2 attempts"
+    with pytest.raises(UploadError, match=re.escape(message)):
+        uploader.wait()
+    with pytest.raises(UploadError, match=r"shard\.00000\.mds"):
+        uploader.raise_if_failed()
+    assert store.published == []
+
+
+def test_a_missing_local_file_is_an_upload_error(tmp_path: Path, local: Path):
+    uploader = Uploader(
+        FlakyStore(tmp_path / "remote", failures=0), str(local), max_workers=1, retry=0
+    )
+    with pytest.raises(UploadError, match=r"shard\.00009\.mds"):
+        uploader.upload("shard.00009.mds")
+    uploader.close()
+    assert not os.path.exists(tmp_path / "remote" / "shard.00009.mds")

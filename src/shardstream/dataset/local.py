@@ -91,6 +91,13 @@ class LocalDataset:
     def __getitem__(self, key: Any) -> Any:
         """Return one sample by id, or a list of samples for a slice or a sequence of ids."""
         if type(key) is int:
+            # The hot path, inlined from get_item for a sample id in range of an open shard.
+            starts = self._start_list
+            if 0 <= key < starts[-1]:
+                shard = bisect_right(starts, key) - 1
+                view = self._views[shard]
+                if view is not None:
+                    return view.get(key - starts[shard])
             return self.get_item(key)
         if isinstance(key, (int, np.integer)):
             return self.get_item(int(key))

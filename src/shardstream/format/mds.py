@@ -9,6 +9,7 @@ only; opening files is the caller's job.
 from __future__ import annotations
 
 import json
+import mmap
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -24,6 +25,7 @@ from shardstream.errors import (
 )
 from shardstream.format.encodings import Buffer, Encoding, get_encoding
 from shardstream.format.index import INDEX_VERSION
+from shardstream.format.sample_codec import compile_encoder, compile_getter_factory
 
 __all__ = ["MAX_SHARD_BYTES", "MDSSchema", "MDSShardView", "shard_header"]
 
@@ -49,19 +51,23 @@ class MDSSchema:
         variable = sum(size is None for size in self.sizes)
         self._sizes_struct = struct.Struct(f"<{variable}I")
         self._head = 4 * variable
-        self._make_getter = self._compile_getter_factory()
+        self._make_getter = compile_getter_factory(self._plan)
+        #: Encode one sample: ``(parts, total bytes)``, offset-table entry included.
+        self.encode_sample_sized = compile_encoder(self._plan, self.encode_sample)
 
     def __getstate__(self) -> dict[str, Any]:
         # LocalDataset pickles its schemas (DataLoader workers); a struct.Struct and the generated
         # getter factory do not pickle, so they are rebuilt on unpickling.
         state = self.__dict__.copy()
         state["_sizes_struct"] = self._sizes_struct.format
-        del state["_make_getter"]
+        del state["_make_getter"], state["encode_sample_sized"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _sizes_struct=struct.Struct(state["_sizes_struct"]))
-        self._make_getter = self._compile_getter_factory()
+        self._make_getter = compile_getter_factory(self._plan)
+        #: Encode one sample: ``(parts, total bytes)``, offset-table entry included.
+        self.encode_sample_sized = compile_encoder(self._plan, self.encode_sample)
 
     @property
     def columns(self) -> dict[str, str]:
@@ -137,74 +143,21 @@ class MDSSchema:
         Raises:
             ShardFormatError: The bytes do not hold a sample of these columns.
         """
-        view = memoryview(data)
-        return self.sample_getter(view, [0, len(view)], "sample")(0)
+        buffer = data if isinstance(data, (bytes, mmap.mmap)) else bytes(data)
+        return self.sample_getter(buffer, memoryview(buffer), [0, len(buffer)], "sample")(0)
 
     def sample_getter(
-        self, view: memoryview, offsets: Sequence[int], source: str
+        self, buffer: bytes | mmap.mmap, view: memoryview, offsets: Sequence[int], source: str
     ) -> Callable[[int], dict[str, Any]]:
-        """Return ``get(k)``, which decodes the sample at ``view[offsets[k]:offsets[k + 1]]``.
+        """Return ``get(k)``, which decodes the sample at ``buffer[offsets[k]:offsets[k + 1]]``.
+
+        ``view`` is ``memoryview(buffer)``; releasing it releases the getter's hold on the buffer.
 
         Raises (from ``get``):
             IndexError: ``k`` is out of range.
             ShardFormatError: The sample's bytes do not fit these columns; names ``source``.
         """
-        return self._make_getter(view, offsets, source)  # type: ignore[no-any-return]
-
-    def _compile_getter_factory(self) -> Callable[..., Any]:
-        """Build the factory behind :meth:`sample_getter`, specialised to these columns.
-
-        Decoding is the per-sample hot path; a generated function with no loop and no
-        per-column bookkeeping is about twice as fast as a generic one. The generated text holds
-        only indices and sizes: column names and decoders are bound as values, so nothing read
-        from an (untrusted) index ever becomes code.
-        """
-        namespace: dict[str, Any] = {
-            "unpack_from": self._sizes_struct.unpack_from,
-            "fail": _decode_failure,
-            "Errors": (ShardFormatError, SampleEncodingError, ValueError, struct.error),
-        }
-        lines = [
-            "def make(view, offsets, source):",
-            "    def get(index):",
-            "        begin = offsets[index]",
-            "        end = offsets[index + 1]",
-            "        try:",
-        ]
-        if self._head:
-            lines.append("            sizes = unpack_from(view, begin)")
-        lines.append(f"            p0 = begin + {self._head}")
-        items, variable = [], 0
-        for k, (name, encoding, fixed) in enumerate(self._plan):
-            namespace[f"n{k}"], namespace[f"d{k}"] = name, encoding.decoder
-            if fixed is None:
-                lines.append(f"            p{k + 1} = p{k} + sizes[{variable}]")
-                variable += 1
-            else:
-                lines.append(f"            p{k + 1} = p{k} + {int(fixed)}")
-            items.append(f"n{k}: d{k}(view[p{k}:p{k + 1}])")
-        last = len(self._plan)
-        lines += [
-            f"            if p{last} != end:",
-            f"                raise ShardFormatError(end - begin, p{last} - begin)",
-            "            return {" + ", ".join(items) + "}",
-            "        except Errors as exc:",
-            "            fail(source, index, exc)",
-            "    return get",
-        ]
-        namespace["ShardFormatError"] = _SizeMismatch
-        exec("\n".join(lines), namespace)  # noqa: S102 - text built from integers only, above
-        return namespace["make"]  # type: ignore[no-any-return]
-
-
-class _SizeMismatch(ShardFormatError):
-    def __str__(self) -> str:
-        length, columns = self.args
-        return f"sample is {length} bytes but its columns add up to {columns}"
-
-
-def _decode_failure(source: str, index: int, exc: Exception) -> None:
-    raise ShardFormatError(f"{source}, sample {index}: cannot decode: {exc}") from exc
+        return self._make_getter(buffer, view, offsets, source)
 
 
 def shard_header(config: bytes, sample_sizes: Sequence[int]) -> bytes:
@@ -265,10 +218,13 @@ class MDSShardView:
             )
         self.source = source
         self.schema = schema
-        self._view = view
         self._offsets = offsets.tolist()
+        if not isinstance(buffer, (bytes, mmap.mmap)):  # getters slice bytes or an mmap
+            buffer = bytes(view)
+            view = memoryview(buffer)
+        self._view = view
         #: ``get(k)`` decodes sample ``k``; the same as ``self[k]``, one call cheaper.
-        self.get = schema.sample_getter(view, self._offsets, source)
+        self.get = schema.sample_getter(buffer, view, self._offsets, source)
 
     def __len__(self) -> int:
         return len(self._offsets) - 1

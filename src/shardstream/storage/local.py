@@ -24,16 +24,47 @@ def atomic_write(path: str, parts: Iterable[bytes | memoryview]) -> int:
         The number of bytes written.
     """
     temporary = temporary_sibling(path)
-    written = 0
     try:
         with open(temporary, "wb") as handle:
-            for part in parts:
-                written += handle.write(part)
+            written = _write_all(handle.fileno(), list(parts))
         os.replace(temporary, path)
     except BaseException:
         _remove_quietly(temporary)
         raise
     return written
+
+
+def _write_all(fd: int, parts: list[bytes | memoryview]) -> int:
+    """Write every part with as few system calls as possible (``writev``, batched)."""
+    if not hasattr(os, "writev"):  # not on Windows
+        return sum(os.write(fd, part) for part in parts)
+    written = 0
+    start = 0
+    while start < len(parts):
+        batch = parts[start : start + _IOV_MAX]
+        count = os.writev(fd, batch)
+        written += count
+        expected = sum(map(len, batch))
+        if count < expected:  # a short write: finish this batch part by part
+            done = count
+            for part in batch:
+                size = len(part)
+                if done >= size:
+                    done -= size
+                    continue
+                view = memoryview(part)[done:]
+                while view:
+                    step = os.write(fd, view)
+                    written += step
+                    view = view[step:]
+                done = 0
+        start += _IOV_MAX
+    return written
+
+
+_IOV_MAX = 1024  # Linux's limit on buffers per writev; POSIX promises at least 16 ...
+if hasattr(os, "sysconf"):
+    _IOV_MAX = max(16, min(_IOV_MAX, os.sysconf("SC_IOV_MAX")))  # ... so ask when we can
 
 
 class LocalStore:

@@ -73,6 +73,7 @@ class MDSWriter:
                 f"columns must be a non-empty dict of name to encoding, got {columns!r}"
             )
         self._schema = MDSSchema(columns)
+        self._encode = self._schema.encode_sample_sized
         self._compression: Compression | None = (
             get_compression(compression) if compression else None
         )
@@ -130,10 +131,7 @@ class MDSWriter:
             raise ConfigurationError("this MDSWriter is finished; create a new one to write more")
         if not self._started:
             self._start()
-        parts = self._schema.encode_sample(sample)
-        size = 4
-        for part in parts:
-            size += len(part)
+        parts, size = self._encode(sample)
         if self._size_limit and self._sizes and self._shard_bytes + size > self._size_limit:
             self._flush()
         self._parts += parts

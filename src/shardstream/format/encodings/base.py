@@ -43,10 +43,16 @@ class Encoding(ABC):
         size: The fixed byte size of every encoded value, or ``None`` when it varies.
         unsafe: True when decoding can execute code (pickle); readers refuse such columns
             unless the user passes ``allow_unsafe_types=True``.
+        raw_bytes: True when the value is the stored bytes as they are (a reader fast path).
+        struct_format: The ``struct`` format that decodes the value, if one does (a fast path).
     """
 
     size: int | None = None
     unsafe: bool = False
+    #: True when ``decode(data) == bytes(data)``: readers may then slice the shard directly.
+    raw_bytes: bool = False
+    #: A struct format when ``decode(data) == struct.unpack(struct_format, data)[0]``.
+    struct_format: str | None = None
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -32,6 +32,8 @@ _INT64_FROM_BYTES = functools.partial(int.from_bytes, byteorder="little", signed
 class BytesEncoding(Encoding):
     """``bytes``: the value's bytes as they are."""
 
+    raw_bytes = True
+
     def encode(self, value: Any) -> bytes:
         if isinstance(value, bytes):
             return value
@@ -75,6 +77,7 @@ class IntEncoding(Encoding):
     """``int``: a Python or numpy integer stored as 8 bytes of little-endian int64."""
 
     size = 8
+    struct_format = "<q"
 
     def encode(self, value: Any) -> bytes:
         number = _as_int(self, value)

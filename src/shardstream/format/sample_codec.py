@@ -1,0 +1,140 @@
+"""Per-schema generated functions that encode and decode one MDS sample.
+
+Encoding and decoding are the per-sample hot paths of writers and readers. A function written
+for one schema, with no loop and no per-column bookkeeping, runs about twice as fast as a
+generic one. The generated text holds only indices and sizes: column names, encodings and
+decoders are bound as values in the function's namespace, so nothing read from an (untrusted)
+index ever becomes code.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from shardstream.errors import SampleEncodingError, ShardFormatError
+from shardstream.format.encodings import Encoding
+
+__all__ = ["GetterFactory", "SampleEncoder", "compile_encoder", "compile_getter_factory"]
+
+#: ``make(buffer, view, offsets, source)`` returns ``get(k)`` decoding sample ``k``.
+GetterFactory = Callable[[Any, memoryview, Sequence[int], str], Callable[[int], dict[str, Any]]]
+#: ``encode(sample)`` returns the sample's byte parts and their total length.
+SampleEncoder = Callable[[Mapping[str, Any]], tuple[list[bytes], int]]
+
+Plan = Sequence[tuple[str, Encoding, "int | None"]]
+
+
+def _compile(lines: list[str], namespace: dict[str, Any], name: str) -> Any:
+    exec("\n".join(lines), namespace)  # noqa: S102 - text built from integers only (see module doc)
+    return namespace[name]
+
+
+def compile_getter_factory(plan: Plan) -> GetterFactory:
+    """Build the factory of sample getters for columns ``plan`` (name, encoding, fixed size).
+
+    ``get(k)`` decodes ``buffer[offsets[k]:offsets[k + 1]]`` and raises ``IndexError`` for a
+    ``k`` out of range, or :class:`ShardFormatError` (naming ``source``) for bytes that do not
+    hold a sample of these columns.
+    """
+    variable = sum(size is None for _name, _encoding, size in plan)
+    namespace: dict[str, Any] = {
+        "unpack_sizes": struct.Struct(f"<{variable}I").unpack_from,
+        "fail": _decode_failure,
+        "Mismatch": _SizeMismatch,
+        "Errors": (ShardFormatError, SampleEncodingError, ValueError, struct.error),
+    }
+    lines = [
+        "def make(buf, view, offsets, source):",
+        "    def get(index):",
+        "        begin = offsets[index]",
+        "        end = offsets[index + 1]",
+        "        try:",
+    ]
+    if variable:
+        lines.append("            sizes = unpack_sizes(buf, begin)")
+    lines.append(f"            p0 = begin + {4 * variable}")
+    items, seen = [], 0
+    for k, (name, encoding, fixed) in enumerate(plan):
+        namespace[f"n{k}"], namespace[f"d{k}"] = name, encoding.decoder
+        if fixed is None:
+            lines.append(f"            p{k + 1} = p{k} + sizes[{seen}]")
+            seen += 1
+        else:
+            lines.append(f"            p{k + 1} = p{k} + {int(fixed)}")
+        if encoding.raw_bytes:  # slicing bytes or an mmap copies once, straight to bytes
+            items.append(f"n{k}: buf[p{k}:p{k + 1}]")
+        elif encoding.struct_format is not None and fixed is not None:
+            namespace[f"u{k}"] = struct.Struct(encoding.struct_format).unpack_from
+            items.append(f"n{k}: u{k}(buf, p{k})[0]")
+        else:
+            items.append(f"n{k}: d{k}(view[p{k}:p{k + 1}])")
+    last = len(plan)
+    lines += [
+        f"            if p{last} != end:",
+        f"                raise Mismatch(end - begin, p{last} - begin)",
+        "            return {" + ", ".join(items) + "}",
+        "        except Errors as exc:",
+        "            fail(source, index, exc)",
+        "    return get",
+    ]
+    factory: GetterFactory = _compile(lines, namespace, "make")
+    return factory
+
+
+def compile_encoder(
+    plan: Plan, fallback: Callable[[Mapping[str, Any]], list[bytes]]
+) -> SampleEncoder:
+    """Build ``encode(sample)`` for columns ``plan``.
+
+    The generated function takes the fast path for well-typed values. On any failure it calls
+    ``fallback`` (the generic encoder), which either encodes the sample or raises the precise
+    error, naming the column; so both paths accept and refuse exactly the same values.
+    """
+    variable = sum(size is None for _name, _encoding, size in plan)
+    namespace: dict[str, Any] = {
+        "pack_sizes": struct.Struct(f"<{variable}I").pack,
+        "fallback": fallback,
+        "bytes_type": bytes,
+    }
+    lines = ["def encode(sample):", "    try:"]
+    sizes, fixed_total = [], 4 + 4 * variable
+    for k, (name, encoding, fixed) in enumerate(plan):
+        namespace[f"n{k}"], namespace[f"e{k}"] = name, encoding.encode
+        lines.append(f"        v{k} = sample[n{k}]")
+        if encoding.raw_bytes:
+            lines.append(f"        b{k} = v{k} if type(v{k}) is bytes_type else e{k}(v{k})")
+        elif encoding.struct_format is not None and fixed is not None:
+            namespace[f"s{k}"] = struct.Struct(encoding.struct_format).pack
+            lines.append(f"        b{k} = s{k}(v{k})")
+        else:
+            lines.append(f"        b{k} = e{k}(v{k})")
+        if fixed is None:
+            sizes.append(f"len(b{k})")
+        else:
+            lines.append(f"        if len(b{k}) != {int(fixed)}:")
+            lines.append("            return finish(fallback(sample))")
+            fixed_total += int(fixed)
+    payloads = ", ".join(f"b{k}" for k in range(len(plan)))
+    lines += [
+        f"        header = pack_sizes({', '.join(sizes)})",
+        f"        return [header, {payloads}], {' + '.join([str(fixed_total), *sizes])}",
+        "    except Exception:",
+        "        return finish(fallback(sample))",
+        "",
+        "def finish(parts):",
+        "    return parts, 4 + sum(map(len, parts))",
+    ]
+    encoder: SampleEncoder = _compile(lines, namespace, "encode")
+    return encoder
+
+
+class _SizeMismatch(ShardFormatError):
+    def __str__(self) -> str:
+        length, columns = self.args
+        return f"sample is {length} bytes but its columns add up to {columns}"
+
+
+def _decode_failure(source: str, index: int, exc: Exception) -> None:
+    raise ShardFormatError(f"{source}, sample {index}: cannot decode: {exc}") from exc

@@ -37,8 +37,8 @@ import numpy as np  # noqa: E402 - the import is timed
 COLUMNS = {"data": "bytes", "label": "int"}
 
 
-def import_library(lib: str) -> tuple[Any, Any, str]:
-    """Return ``(MDSWriter, dataset_factory, version)`` of the library under test."""
+def import_library(lib: str) -> tuple[Any, Any, Any, str]:
+    """Return ``(MDSWriter, dataset_factory, zero_copy_factory or None, version)``."""
     if lib == "shardstream":
         import shardstream
         from shardstream import LocalDataset, MDSWriter
@@ -46,7 +46,10 @@ def import_library(lib: str) -> tuple[Any, Any, str]:
         def open_dataset(path: str) -> Any:
             return LocalDataset(path)
 
-        return MDSWriter, open_dataset, shardstream.__version__
+        def open_zero_copy(path: str) -> Any:
+            return LocalDataset(path, zero_copy=True)
+
+        return MDSWriter, open_dataset, open_zero_copy, shardstream.__version__
     if lib == "streaming":
         # Imported by name: mosaicml-streaming lives only in the reference venv.
         streaming = importlib.import_module("streaming")
@@ -54,7 +57,7 @@ def import_library(lib: str) -> tuple[Any, Any, str]:
         def open_reference(path: str) -> Any:
             return streaming.LocalDataset(local=path)
 
-        return streaming.MDSWriter, open_reference, streaming.__version__
+        return streaming.MDSWriter, open_reference, None, streaming.__version__
     raise SystemExit(f"--lib must be shardstream or streaming, not {lib!r}")
 
 
@@ -129,13 +132,16 @@ def time_write(writer_class: Any, folder: str, samples: list[dict[str, Any]]) ->
 
 
 def time_read(
-    open_dataset: Any, folder: str, order: list[int], lengths: list[int]
-) -> tuple[float, float, int, list[Any]]:
-    """Read each sample once in ``order``; return wall and CPU seconds, failures, data by id."""
+    open_dataset: Any, folder: str, order: list[int], ends: list[tuple[int, bytes, bytes]]
+) -> tuple[float, float, int]:
+    """Read each sample once in ``order``; return wall and CPU seconds and failures.
+
+    Each sample is checked as it arrives (label, length, and its first and last 16 bytes) and
+    then dropped, as a training loop drops it; a separate pass checks every byte.
+    """
     dataset = open_dataset(folder)
-    if len(dataset) != len(lengths):
-        raise SystemExit(f"the dataset has {len(dataset)} samples, expected {len(lengths)}")
-    returned: list[Any] = [None] * len(lengths)
+    if len(dataset) != len(ends):
+        raise SystemExit(f"the dataset has {len(dataset)} samples, expected {len(ends)}")
     bad = 0
     gc.collect()
     cpu_started = time.process_time()
@@ -143,12 +149,26 @@ def time_read(
     for index in order:
         sample = dataset[index]
         data = sample["data"]
-        if sample["label"] != index or len(data) != lengths[index]:
+        length, head, tail = ends[index]
+        if (
+            sample["label"] != index
+            or len(data) != length
+            or data[:16] != head
+            or data[-16:] != tail
+        ):
             bad += 1
-        returned[index] = data
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
-    return elapsed, cpu, bad, returned
+    return elapsed, cpu, bad
+
+
+def read_all(open_dataset: Any, folder: str, order: list[int]) -> list[Any]:
+    """Untimed: every sample's data by id, read in ``order``, for the full digest check."""
+    dataset = open_dataset(folder)
+    returned: list[Any] = [None] * len(order)
+    for index in order:
+        returned[index] = bytes(dataset[index]["data"])
+    return returned
 
 
 def main() -> None:
@@ -172,7 +192,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import_started = time.perf_counter()
-    writer_class, open_dataset, version = import_library(args.lib)
+    writer_class, open_dataset, open_zero_copy, version = import_library(args.lib)
     import_seconds = time.perf_counter() - import_started
     numpy_import_seconds = import_started - _import_started
 
@@ -203,22 +223,28 @@ def main() -> None:
         for name in names
     )
 
-    # --- Read: warm the page cache once, then one untimed pass (it also grows the heap to hold
-    # every returned sample, see README), then time each pass over a fresh dataset object. ---
+    # --- Read: warm the page cache once and check every byte in an untimed pass, then time
+    # each pass over a fresh dataset object. ---
     warm_page_cache(folder)
-    read_times: list[float] = []
-    read_cpu: list[float] = []
+    ends = [(len(p), bytes(p[:16]), bytes(p[-16:])) for p in payloads]
     failures = 0
     digests_ok = True
-    for repeat in range(-1, args.repeats):
-        elapsed, cpu, bad, returned = time_read(open_dataset, folder, order, lengths)
-        if repeat >= 0:
-            read_times.append(elapsed)
-            read_cpu.append(cpu)
-        failures += bad
-        if any(data is None for data in returned) or digest_payloads(returned) != expected_digest:
-            digests_ok = False
+    timings: dict[str, tuple[list[float], list[float]]] = {}
+    modes = {"read": open_dataset}
+    if open_zero_copy is not None:  # shardstream also reads without copying, on request
+        modes["read_zero_copy"] = open_zero_copy
+    for mode, opener in modes.items():
+        returned = read_all(opener, folder, order)
+        digests_ok &= None not in returned and digest_payloads(returned) == expected_digest
         del returned
+        times, cpus = timings[mode] = ([], [])
+        for repeat in range(-1, args.repeats):
+            elapsed, cpu, bad = time_read(opener, folder, order, ends)
+            if repeat >= 0:
+                times.append(elapsed)
+                cpus.append(cpu)
+            failures += bad
+    read_times, read_cpu = timings["read"]
 
     files = file_digests(folder)
     if not args.keep:
@@ -249,6 +275,12 @@ def main() -> None:
         "read_samples_per_s": {
             "best": args.samples / min(read_times),
             "median": args.samples / statistics.median(read_times),
+        },
+        "read_zero_copy_samples_per_s": None
+        if "read_zero_copy" not in timings
+        else {
+            "best": args.samples / min(timings["read_zero_copy"][0]),
+            "median": args.samples / statistics.median(timings["read_zero_copy"][0]),
         },
         "checks": {
             "sample_failures": failures,

@@ -32,6 +32,9 @@ class LocalDataset:
         cache_dir: Where compressed shards are decompressed (default: next to them).
         validate_hash: Check each shard file against this digest from the index when first opened.
         allow_unsafe_types: Allow reading ``pkl`` columns, which can execute code.
+        zero_copy: Return ``bytes`` columns as read-only memoryviews into the memory-mapped
+            shard instead of ``bytes`` copies: no copy per sample, which matters for large
+            values. A view keeps its shard mapped while it lives.
 
     Example:
         >>> ds = LocalDataset("/data/my-dataset")
@@ -46,6 +49,7 @@ class LocalDataset:
         cache_dir: str | os.PathLike[str] | None = None,
         validate_hash: str | None = None,
         allow_unsafe_types: bool = False,
+        zero_copy: bool = False,
     ) -> None:
         root = os.fspath(local)
         if split:
@@ -53,7 +57,7 @@ class LocalDataset:
         cache_root = os.fspath(cache_dir) if cache_dir is not None else None
         if cache_root is not None and split:
             cache_root = os.path.join(cache_root, split)
-        self._files = ShardFiles(root, cache_root, validate_hash)
+        self._files = ShardFiles(root, cache_root, validate_hash, zero_copy=zero_copy)
         self._allow_unsafe_types = allow_unsafe_types
         self._lock = threading.Lock()
         self._entries: list[ShardEntry] | None = None
@@ -170,18 +174,21 @@ class LocalDataset:
             ) from exc
         entries = parse_index(text, source=path)
         schemas: list[MDSSchema | None] = []
+        shared: dict[tuple[tuple[str, str], ...], MDSSchema] = {}  # one per distinct column set
         for number, entry in enumerate(entries):
             if entry.format != "mds":
                 schemas.append(None)
                 continue
-            schema = MDSSchema(entry.columns, sort=False)
+            key = tuple(entry.columns.items())
+            schema = shared.get(key)
+            if schema is None:
+                schema = shared[key] = MDSSchema(entry.columns, sort=False)
+                schema.check_safe(self._allow_unsafe_types, source=f"{path}, shard {number}")
             if list(schema.sizes) != list(entry.column_sizes):
                 raise IndexFormatError(
                     f"{path}, shard {number}: column_sizes {list(entry.column_sizes)} disagree "
-                    f"with "
-                    f"the encodings {list(entry.columns.values())}"
+                    f"with the encodings {list(entry.columns.values())}"
                 )
-            schema.check_safe(self._allow_unsafe_types, source=f"{path}, shard {number}")
             schemas.append(schema)
         starts = np.zeros(len(entries) + 1, np.int64)
         np.cumsum([entry.samples for entry in entries], out=starts[1:])

@@ -35,10 +35,16 @@ class ShardFiles:
         root: The folder holding ``index.json`` (the split folder, if any).
         cache_root: Where decompressed shards go (default: ``root``).
         validate_hash: A digest algorithm to check each stored file against, or ``None``.
+        zero_copy: Views return ``bytes`` columns as memoryviews of the mapped file.
     """
 
     def __init__(
-        self, root: str, cache_root: str | None = None, validate_hash: str | None = None
+        self,
+        root: str,
+        cache_root: str | None = None,
+        validate_hash: str | None = None,
+        *,
+        zero_copy: bool = False,
     ) -> None:
         if validate_hash is not None and validate_hash not in HASH_ALGORITHMS:
             raise ConfigurationError(
@@ -48,6 +54,7 @@ class ShardFiles:
         self.root = root
         self.cache_root = cache_root or root
         self.validate_hash = validate_hash
+        self.zero_copy = zero_copy
 
     def open(self, entry: ShardEntry, schema: MDSSchema | None) -> ShardView:
         """Return a random-access view of a shard's samples.
@@ -61,7 +68,9 @@ class ShardFiles:
         source = os.path.join(self.root, entry.data_file.basename)
         if entry.format == "mds":
             assert schema is not None
-            return MDSShardView(data, schema, entry.samples, source=source)
+            return MDSShardView(
+                data, schema, entry.samples, source=source, zero_copy=self.zero_copy
+            )
         assert entry.raw_meta is not None
         meta = self._buffer(entry, entry.raw_meta, entry.zip_meta)
         return SplitShardView(data, meta, entry, source=source)

@@ -8,6 +8,7 @@ only; opening files is the caller's job.
 
 from __future__ import annotations
 
+import functools
 import json
 import mmap
 import struct
@@ -25,7 +26,12 @@ from shardstream.errors import (
 )
 from shardstream.format.encodings import Buffer, Encoding, get_encoding
 from shardstream.format.index import INDEX_VERSION
-from shardstream.format.sample_codec import compile_encoder, compile_getter_factory
+from shardstream.format.sample_codec import (
+    GetterFactory,
+    SampleEncoder,
+    compile_encoder,
+    compile_getter_factory,
+)
 
 __all__ = ["MAX_SHARD_BYTES", "MDSSchema", "MDSShardView", "shard_header"]
 
@@ -51,23 +57,28 @@ class MDSSchema:
         variable = sum(size is None for size in self.sizes)
         self._sizes_struct = struct.Struct(f"<{variable}I")
         self._head = 4 * variable
-        self._make_getter = compile_getter_factory(self._plan)
-        #: Encode one sample: ``(parts, total bytes)``, offset-table entry included.
-        self.encode_sample_sized = compile_encoder(self._plan, self.encode_sample)
+        self._getter_factories: dict[bool, GetterFactory] = {}  # compiled on first use
 
     def __getstate__(self) -> dict[str, Any]:
-        # LocalDataset pickles its schemas (DataLoader workers); a struct.Struct and the generated
-        # getter factory do not pickle, so they are rebuilt on unpickling.
+        # LocalDataset pickles its schemas (DataLoader workers); a struct.Struct and generated
+        # functions do not pickle, so they are rebuilt after unpickling.
         state = self.__dict__.copy()
         state["_sizes_struct"] = self._sizes_struct.format
-        del state["_make_getter"], state["encode_sample_sized"]
+        state["_getter_factories"] = {}
+        state.pop("encode_sample_sized", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _sizes_struct=struct.Struct(state["_sizes_struct"]))
-        self._make_getter = compile_getter_factory(self._plan)
-        #: Encode one sample: ``(parts, total bytes)``, offset-table entry included.
-        self.encode_sample_sized = compile_encoder(self._plan, self.encode_sample)
+
+    @functools.cached_property
+    def encode_sample_sized(self) -> SampleEncoder:
+        """Encode one sample to ``(parts, total bytes)``, its offset-table entry included.
+
+        The fast twin of :meth:`encode_sample`, generated for these columns; it accepts and
+        refuses exactly the same values.
+        """
+        return compile_encoder(self._plan, self.encode_sample)
 
     @property
     def columns(self) -> dict[str, str]:
@@ -147,17 +158,28 @@ class MDSSchema:
         return self.sample_getter(buffer, memoryview(buffer), [0, len(buffer)], "sample")(0)
 
     def sample_getter(
-        self, buffer: bytes | mmap.mmap, view: memoryview, offsets: Sequence[int], source: str
+        self,
+        buffer: bytes | mmap.mmap,
+        view: memoryview,
+        offsets: Sequence[int],
+        source: str,
+        *,
+        zero_copy: bool = False,
     ) -> Callable[[int], dict[str, Any]]:
         """Return ``get(k)``, which decodes the sample at ``buffer[offsets[k]:offsets[k + 1]]``.
 
         ``view`` is ``memoryview(buffer)``; releasing it releases the getter's hold on the buffer.
+        With ``zero_copy``, ``bytes`` columns are returned as read-only memoryviews of the buffer.
 
         Raises (from ``get``):
             IndexError: ``k`` is out of range.
             ShardFormatError: The sample's bytes do not fit these columns; names ``source``.
         """
-        return self._make_getter(buffer, view, offsets, source)
+        factory = self._getter_factories.get(zero_copy)
+        if factory is None:
+            factory = compile_getter_factory(self._plan, zero_copy=zero_copy)
+            self._getter_factories[zero_copy] = factory
+        return factory(buffer, view, offsets, source)
 
 
 def shard_header(config: bytes, sample_sizes: Sequence[int]) -> bytes:
@@ -188,12 +210,21 @@ class MDSShardView:
         schema: The shard's columns, from its index entry.
         samples: The sample count the index records.
         source: The file's path or URL, named in errors.
+        zero_copy: Return ``bytes`` columns as read-only memoryviews of ``buffer``.
 
     Raises:
         ShardFormatError: The header or offset table is truncated or inconsistent.
     """
 
-    def __init__(self, buffer: Buffer, schema: MDSSchema, samples: int, *, source: str) -> None:
+    def __init__(
+        self,
+        buffer: Buffer,
+        schema: MDSSchema,
+        samples: int,
+        *,
+        source: str,
+        zero_copy: bool = False,
+    ) -> None:
         view = memoryview(buffer)
         size = len(view)
         if size < 8:
@@ -224,7 +255,7 @@ class MDSShardView:
             view = memoryview(buffer)
         self._view = view
         #: ``get(k)`` decodes sample ``k``; the same as ``self[k]``, one call cheaper.
-        self.get = schema.sample_getter(buffer, view, self._offsets, source)
+        self.get = schema.sample_getter(buffer, view, self._offsets, source, zero_copy=zero_copy)
 
     def __len__(self) -> int:
         return len(self._offsets) - 1

@@ -31,8 +31,11 @@ def _compile(lines: list[str], namespace: dict[str, Any], name: str) -> Any:
     return namespace[name]
 
 
-def compile_getter_factory(plan: Plan) -> GetterFactory:
+def compile_getter_factory(plan: Plan, *, zero_copy: bool = False) -> GetterFactory:
     """Build the factory of sample getters for columns ``plan`` (name, encoding, fixed size).
+
+    With ``zero_copy``, ``bytes`` columns come back as read-only memoryviews of the buffer
+    instead of ``bytes`` copies.
 
     ``get(k)`` decodes ``buffer[offsets[k]:offsets[k + 1]]`` and raises ``IndexError`` for a
     ``k`` out of range, or :class:`ShardFormatError` (naming ``source``) for bytes that do not
@@ -63,8 +66,9 @@ def compile_getter_factory(plan: Plan) -> GetterFactory:
             seen += 1
         else:
             lines.append(f"            p{k + 1} = p{k} + {int(fixed)}")
-        if encoding.raw_bytes:  # slicing bytes or an mmap copies once, straight to bytes
-            items.append(f"n{k}: buf[p{k}:p{k + 1}]")
+        if encoding.raw_bytes:
+            # Slicing bytes or an mmap copies once, straight to bytes; a memoryview never copies.
+            items.append(f"n{k}: {'view' if zero_copy else 'buf'}[p{k}:p{k + 1}]")
         elif encoding.struct_format is not None and fixed is not None:
             namespace[f"u{k}"] = struct.Struct(encoding.struct_format).unpack_from
             items.append(f"n{k}: u{k}(buf, p{k})[0]")

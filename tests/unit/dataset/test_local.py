@@ -459,3 +459,18 @@ def test_json_and_csv_shards(tmp_path: Path):
     ds = LocalDataset(root)
     assert list(ds) == [{"id": i, "text": t} for i, t in enumerate("abcde")]
     assert ds[3] == {"id": 3, "text": "d"}
+
+
+def test_zero_copy_returns_memoryviews_with_the_same_content(tmp_path):
+    from shardstream import LocalDataset, MDSWriter
+
+    with MDSWriter(out=str(tmp_path / "ds"), columns={"b": "bytes", "i": "int"}) as writer:
+        for i in range(20):
+            writer.write({"b": bytes([i]) * i, "i": i})
+    copied = LocalDataset(tmp_path / "ds")
+    viewed = LocalDataset(tmp_path / "ds", zero_copy=True)
+    for i in range(20):
+        assert type(copied[i]["b"]) is bytes
+        assert isinstance(viewed[i]["b"], memoryview)
+        assert bytes(viewed[i]["b"]) == copied[i]["b"] == bytes([i]) * i
+        assert viewed[i]["i"] == i

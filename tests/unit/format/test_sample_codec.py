@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from shardstream.format.mds import MDSSchema, MDSShardView, shard_header
 COLUMNS = {"blob": "bytes", "label": "int", "name": "str", "vec": "ndarray:int16:3", "f": "float32"}
 
 
-def _sample(blob, label, name):
+def _sample(blob: bytes, label: Any, name: str) -> dict[str, Any]:
     return {"blob": blob, "label": label, "name": name, "vec": np.arange(3, dtype=np.int16),
             "f": np.float32(1.5)}  # fmt: skip
 
@@ -91,3 +92,14 @@ def test_getter_detects_sizes_that_disagree_with_the_offsets():
     data[-7] = 200  # the size prefix of 'blob' now claims 200 bytes
     with pytest.raises(ShardFormatError, match="sample 0"):
         MDSShardView(bytes(data), schema, 1, source="s").get(0)
+
+
+def test_zero_copy_getter_returns_views_of_the_buffer():
+    schema = MDSSchema(COLUMNS)
+    parts, size = schema.encode_sample_sized(_sample(b"payload", 7, "n"))
+    data = shard_header(b"{}", [size - 4]) + b"".join(parts)
+    sample = MDSShardView(data, schema, 1, source="s", zero_copy=True).get(0)
+    assert isinstance(sample["blob"], memoryview)
+    assert sample["blob"].readonly
+    assert sample["blob"].obj is data  # a view of the shard itself: nothing was copied
+    assert bytes(sample["blob"]) == b"payload"

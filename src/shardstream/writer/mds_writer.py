@@ -98,7 +98,6 @@ class MDSWriter:
         self._config = self._schema.config_bytes(
             compression=compression or None, hashes=self._hashes, size_limit=self._size_limit
         )
-        self._compression_name = compression or None
         self._shard_overhead = 8 + len(self._config)
         self._parts: list[bytes] = []
         self._sizes: list[int] = []
@@ -243,7 +242,7 @@ class MDSWriter:
                 samples=len(self._sizes),
                 raw_data=raw_info,
                 zip_data=zip_info,
-                compression=self._compression_name,
+                compression=None if self._compression is None else self._compression.name,
                 hashes=tuple(self._hashes),
                 size_limit=self._size_limit,
                 columns=self._schema.columns,

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import pytest
+from tests.spec import MDS_KEYS
 
 from shardstream.errors import IndexFormatError, UnsafePathError
 from shardstream.format.index import (
@@ -18,20 +19,6 @@ from shardstream.format.index import (
     safe_basename,
 )
 
-# The 11 keys of an MDS shard entry, as the format document lists them.
-MDS_KEYS = {
-    "column_encodings",
-    "column_names",
-    "column_sizes",
-    "compression",
-    "format",
-    "hashes",
-    "raw_data",
-    "samples",
-    "size_limit",
-    "version",
-    "zip_data",
-}
 SOURCE = "/data/ds/index.json"
 
 

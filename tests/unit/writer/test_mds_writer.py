@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tests.spec import MDS_KEYS
 
 from shardstream import Encoding, LocalDataset, MDSWriter, register_encoding
 from shardstream.errors import (
@@ -29,20 +30,6 @@ from shardstream.format.hashing import hash_bytes
 from shardstream.storage import LocalStore
 from shardstream.writer import mds_writer, upload
 
-# The 11 keys of an MDS shard entry, as the format document lists them.
-MDS_KEYS = {
-    "column_encodings",
-    "column_names",
-    "column_sizes",
-    "compression",
-    "format",
-    "hashes",
-    "raw_data",
-    "samples",
-    "size_limit",
-    "version",
-    "zip_data",
-}
 COLUMNS = {"id": "int", "text": "str", "vec": "ndarray:float32:4"}
 
 

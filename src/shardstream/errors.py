@@ -18,6 +18,7 @@ Each error also derives from the builtin exception a caller would naturally catc
     ├── ShardNotFoundError(FileNotFoundError)    a shard named by the index is missing
     ├── DatasetExistsError(FileExistsError)      the writer's output folder is not empty
     ├── UnsupportedURLError(ValueError)          no storage backend for a URL scheme
+    ├── TopologyError(ValueError)                ranks, nodes and workers that do not add up
     └── UploadError(OSError)                     a shard or index could not be uploaded
 """
 
@@ -35,6 +36,7 @@ __all__ = [
     "ShardNotFoundError",
     "ShardTooLargeError",
     "ShardstreamError",
+    "TopologyError",
     "UnknownEncodingError",
     "UnsafeEncodingError",
     "UnsafePathError",
@@ -104,6 +106,10 @@ class DatasetExistsError(ShardstreamError, FileExistsError):
 
 class UnsupportedURLError(ShardstreamError, ValueError):
     """No storage backend handles this URL's scheme."""
+
+
+class TopologyError(ShardstreamError, ValueError):
+    """Nodes, ranks and workers do not add up; the message says where each value came from."""
 
 
 class UploadError(ShardstreamError, OSError):

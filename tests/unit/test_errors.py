@@ -18,6 +18,7 @@ from shardstream.errors import (
     ShardNotFoundError,
     ShardstreamError,
     ShardTooLargeError,
+    TopologyError,
     UnknownEncodingError,
     UnsafeEncodingError,
     UnsafePathError,
@@ -42,6 +43,7 @@ HIERARCHY = [
     (DatasetExistsError, FileExistsError),
     (UnsupportedURLError, ValueError),
     (UploadError, OSError),
+    (TopologyError, ValueError),
 ]
 
 

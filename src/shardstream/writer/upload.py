@@ -49,6 +49,8 @@ class Uploader:
         self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="shardstream-upload")
         self._futures: list[tuple[str, Future[None]]] = []
         self._failed = threading.Event()
+        # Retry jitter only: fresh OS entropy on purpose, so that many writers that fail together
+        # do not retry together. No data depends on it.
         self._rng = np.random.default_rng()
 
     def submit(self, key: str) -> None:
@@ -93,13 +95,13 @@ class Uploader:
         Raises:
             UploadError: An upload failed after every retry.
         """
-        for _key, future in self._futures:
+        for key, future in self._futures:
             exc = future.exception()
             if exc is not None:
                 self.close(cancel=True)
                 if isinstance(exc, UploadError):
                     raise exc
-                raise UploadError(f"uploading {_key} failed: {exc}") from exc
+                raise UploadError(f"uploading {key} failed: {exc}") from exc
 
     def close(self, *, cancel: bool = False) -> None:
         """Stop the worker threads; with ``cancel``, drop uploads not yet started."""

@@ -1,5 +1,29 @@
 """Who reads what, in which order: pure functions over numpy arrays, no I/O and no torch."""
 
+from shardstream.sampling.shuffle import (
+    DEFAULT_SHUFFLE_ALGORITHM,
+    SHUFFLE_ALGORITHMS,
+    NodeSpans,
+    ShuffleFunction,
+    canonical_node_bounds,
+    canonical_node_spans,
+    default_block_size,
+    get_shuffle,
+    shuffle_canonical_node,
+)
 from shardstream.sampling.topology import Sourced, Topology, resolve_topology
 
-__all__ = ["Sourced", "Topology", "resolve_topology"]
+__all__ = [
+    "DEFAULT_SHUFFLE_ALGORITHM",
+    "SHUFFLE_ALGORITHMS",
+    "NodeSpans",
+    "ShuffleFunction",
+    "Sourced",
+    "Topology",
+    "canonical_node_bounds",
+    "canonical_node_spans",
+    "default_block_size",
+    "get_shuffle",
+    "resolve_topology",
+    "shuffle_canonical_node",
+]

@@ -1,0 +1,203 @@
+"""Canonical nodes and their spans: the run-level layout every span-based shuffle starts from.
+
+Once per run the shards are put in a random order (it depends on the seed only, never on the
+epoch), and the resulting sequence of samples is cut into ``num_canonical_nodes`` contiguous,
+near-equal ranges. A shard that straddles a boundary is split in two; each piece is a *span*.
+A canonical node owns its spans for the whole run; each epoch only reorders them.
+
+Randomness: every random decision takes its own :class:`numpy.random.Generator`, built from a
+:class:`numpy.random.SeedSequence` whose entropy is a fixed-width tuple of unsigned 64-bit words
+ending in a purpose tag (see the ``TAG_*`` constants). The global numpy RNG is never used, and
+seed and epoch are never added together, so ``(seed, epoch)`` pairs cannot collide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shardstream.errors import ConfigurationError
+
+__all__ = [
+    "TAG_BLOCKS",
+    "TAG_NAIVE",
+    "TAG_SHARD_ORDER",
+    "TAG_SHARD_SAMPLES",
+    "TAG_SHIFTS",
+    "TAG_SPAN_ORDER",
+    "TAG_SPAN_SAMPLES",
+    "NodeSpans",
+    "canonical_node_bounds",
+    "canonical_node_spans",
+    "make_rng",
+]
+
+# Purpose tags, the last entropy word of each generator. Entropy layouts:
+TAG_SHARD_ORDER = 1  # [seed, TAG]: the run's shard order.
+TAG_SHARD_SAMPLES = 2  # [seed, shard, TAG]: py2s's run-level shuffle of one shard's samples.
+TAG_NAIVE = 3  # [seed, epoch, TAG]: naive's global permutation.
+TAG_SPAN_ORDER = 4  # [seed, epoch, node, TAG]: the order of a canonical node's spans.
+TAG_SPAN_SAMPLES = 5  # [seed, epoch, node, TAG]: samples within each span (py2s: per epoch).
+TAG_BLOCKS = 6  # [seed, epoch, node, TAG]: py1b/py1br block shuffles, py1br block sizes.
+TAG_SHIFTS = 7  # [seed, epoch, node, TAG]: py1e's block widths and position shifts.
+
+_WORD = 1 << 64
+_SPLIT_ALGORITHMS = ("py1b", "py1br", "py1e", "py1s", "py2s")
+
+
+def make_rng(*words: int) -> np.random.Generator:
+    """A generator seeded by ``SeedSequence(words)``, each word taken as one unsigned 64-bit int.
+
+    Fixed-width words keep tuples unambiguous: Python ints of different sizes would otherwise
+    be split into a varying number of 32-bit words, so ``(2**32, 1)`` could meet ``(0, 1, 1)``.
+    """
+    return np.random.default_rng(np.random.SeedSequence(np.array(words, dtype=np.uint64)))
+
+
+def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
+    """``value`` as an int in ``[low, high)``, or a :class:`ConfigurationError` that names it."""
+    number = int(value) if isinstance(value, (int, np.integer)) else None
+    if number is None or isinstance(value, bool) or number < low or (high and number >= high):
+        bound = f"in {low}..{high - 1}" if high else f">= {low}"
+        raise ConfigurationError(f"{name} must be an integer {bound}, got {value!r}")
+    return number
+
+
+def check_shard_sizes(shard_sizes: object) -> NDArray[np.int64]:
+    """The shard sizes as a 1-D int64 array, or a :class:`ConfigurationError` saying what is off."""
+    sizes = np.asarray(shard_sizes)
+    if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
+        raise ConfigurationError(
+            "shard_sizes must be a 1-D array of integers (samples per shard, in dataset order), "
+            f"got dtype {sizes.dtype} with shape {sizes.shape}"
+        )
+    sizes = sizes.astype(np.int64)
+    if sizes.size and sizes.min() < 0:
+        shard = int(np.argmin(sizes))
+        raise ConfigurationError(
+            f"shard_sizes must be non-negative, got {int(sizes[shard])} for shard {shard}"
+        )
+    return sizes
+
+
+def canonical_node_bounds(total: int, num_canonical_nodes: int) -> NDArray[np.int64]:
+    """Where each canonical node's epoch positions begin and end.
+
+    Args:
+        total: Samples in the epoch.
+        num_canonical_nodes: Canonical nodes (NCN).
+
+    Returns:
+        ``NCN + 1`` int64 boundaries ``b``: node ``c`` owns positions ``[b[c], b[c + 1])``, with
+        ``b[c] = total * c // NCN``.
+
+    Raises:
+        ConfigurationError: ``total`` is negative or ``num_canonical_nodes`` is below 1.
+
+    Example:
+        >>> canonical_node_bounds(10, 3).tolist()
+        [0, 3, 6, 10]
+    """
+    total = check_int("total", total, 0)
+    ncn = check_int("num_canonical_nodes", num_canonical_nodes, 1)
+    return np.array([total * c // ncn for c in range(ncn + 1)], dtype=np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class NodeSpans:
+    """The spans one canonical node owns for a whole run, in the run's shard order.
+
+    Args:
+        node: The canonical node's index.
+        samples: Global sample ids of the node's spans, span after span (int64).
+        sizes: Samples in each span, all positive, summing to ``len(samples)`` (int64).
+        shards: The shard each span comes from (int64).
+    """
+
+    node: int
+    samples: NDArray[np.int64]
+    sizes: NDArray[np.int64]
+    shards: NDArray[np.int64]
+
+
+@dataclass(frozen=True, eq=False)
+class RunLayout:
+    """The run's shard order and where each shard lies, in that order and in the dataset."""
+
+    order: NDArray[np.int64]  # shard ids in run order
+    starts: NDArray[np.int64]  # first run-order position of each shard in ``order``
+    sizes: NDArray[np.int64]  # size of each shard in ``order``
+    bases: NDArray[np.int64]  # global id of sample 0 of each shard in ``order``
+    bounds: NDArray[np.int64]  # canonical node boundaries
+
+
+def run_layout(shard_sizes: NDArray[np.int64], num_canonical_nodes: int, seed: int) -> RunLayout:
+    """Shuffle the shard order for the run and lay the shards end to end (validated inputs)."""
+    order = make_rng(seed, TAG_SHARD_ORDER).permutation(len(shard_sizes)).astype(np.int64)
+    bases = np.cumsum(shard_sizes) - shard_sizes
+    sizes = shard_sizes[order]
+    starts = np.cumsum(sizes) - sizes
+    bounds = canonical_node_bounds(int(shard_sizes.sum()), num_canonical_nodes)
+    return RunLayout(order, starts, sizes, bases[order], bounds)
+
+
+def node_spans(layout: RunLayout, node: int, seed: int, split_shuffled: bool) -> NodeSpans:
+    """Cut canonical node ``node``'s spans out of the run layout (validated inputs)."""
+    low, high = int(layout.bounds[node]), int(layout.bounds[node + 1])
+    first = int(np.searchsorted(layout.starts + layout.sizes, low, side="right"))
+    stop = int(np.searchsorted(layout.starts, high, side="left"))
+    pick = np.arange(first, stop)
+    begins = np.maximum(layout.starts[pick], low)
+    sizes = np.minimum(layout.starts[pick] + layout.sizes[pick], high) - begins
+    keep = sizes > 0
+    pick, begins, sizes = pick[keep], begins[keep], sizes[keep]
+    offsets = begins - layout.starts[pick]  # where each span begins inside its shard
+    if split_shuffled:
+        parts = []
+        for k, offset, size in zip(pick.tolist(), offsets.tolist(), sizes.tolist(), strict=True):
+            shard = int(layout.order[k])
+            rng = make_rng(seed, shard, TAG_SHARD_SAMPLES)
+            within = rng.permutation(int(layout.sizes[k]))[offset : offset + size]
+            parts.append(layout.bases[k] + within)
+        samples = np.concatenate(parts) if parts else np.empty(0, np.int64)
+    else:
+        span_starts = np.cumsum(sizes) - sizes
+        first_ids = layout.bases[pick] + offsets
+        samples = np.repeat(first_ids - span_starts, sizes) + np.arange(high - low)
+    return NodeSpans(node, samples.astype(np.int64), sizes, layout.order[pick])
+
+
+def canonical_node_spans(
+    algo: str, shard_sizes: NDArray[np.int64], num_canonical_nodes: int, seed: int, node: int
+) -> NodeSpans:
+    """The spans canonical node ``node`` owns for the run, as shuffle ``algo`` sees them.
+
+    Depends on the seed but not on the epoch. ``py2s`` also shuffles each shard's samples once
+    per run before the shards are split; the other span-based algorithms keep them in order.
+
+    Args:
+        algo: A span-based shuffle: ``py1b``, ``py1br``, ``py1e``, ``py1s`` or ``py2s``.
+        shard_sizes: Samples per shard, in dataset order.
+        num_canonical_nodes: Canonical nodes (NCN).
+        seed: The run's shuffle seed, in ``0 .. 2**64 - 1``.
+        node: The canonical node, in ``0 .. NCN - 1``.
+
+    Returns:
+        The node's spans; their samples fill exactly the node's positions (see
+        :func:`canonical_node_bounds`).
+
+    Raises:
+        ConfigurationError: ``algo`` has no spans (``naive``, unknown) or an argument is invalid.
+    """
+    if algo not in _SPLIT_ALGORITHMS:
+        raise ConfigurationError(
+            f"shuffle algorithm {algo!r} has no canonical-node spans; "
+            f"use one of {', '.join(_SPLIT_ALGORITHMS)}"
+        )
+    sizes = check_shard_sizes(shard_sizes)
+    ncn = check_int("num_canonical_nodes", num_canonical_nodes, 1)
+    seed = check_int("seed", seed, 0, _WORD)
+    node = check_int("node", node, 0, ncn)
+    return node_spans(run_layout(sizes, ncn, seed), node, seed, algo == "py2s")

@@ -33,7 +33,9 @@ def steps_of(sizes: Any, shape: tuple[int, int, int], **kwargs: Any) -> dict[int
 
 def sequence(sizes: Any, **kwargs: Any) -> list[int]:
     """The epoch's samples in order, from a one-worker job with device batch 1."""
-    return EpochPlan.for_worker(sizes, topology=Topology(), **kwargs).batches.ravel().tolist()
+    plan = EpochPlan.for_worker(sizes, topology=Topology(), **kwargs)
+    result: list[int] = plan.batches.ravel().tolist()
+    return result
 
 
 @st.composite
@@ -90,7 +92,7 @@ def test_global_steps_do_not_depend_on_the_topology(case: dict[str, Any]) -> Non
 @given(case=cases())
 def test_every_rank_gets_the_same_count(case: dict[str, Any]) -> None:
     for nodes, per_node, workers in shapes_for(case["gbs"]):
-        counts = Counter()
+        counts: Counter[int] = Counter()
         for rank, worker in itertools.product(range(nodes * per_node), range(workers)):
             topology = Topology(nodes=nodes, ranks_per_node=per_node, workers_per_rank=workers,
                                 rank=rank, worker=worker)  # fmt: skip

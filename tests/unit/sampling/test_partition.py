@@ -91,7 +91,8 @@ def test_shuffled_plan_depends_on_the_epoch_and_seed():
         config = ShuffleConfig(shuffle=True, seed=seed, block_size=8)
         plan = EpochPlan.for_worker(np.full(10, 20), topology=Topology(), num_canonical_nodes=2,
                                     global_batch_size=4, epoch=epoch, shuffle=config)  # fmt: skip
-        return plan.batches.ravel().tolist()
+        result: list[int] = plan.batches.ravel().tolist()
+        return result
 
     assert sorted(ids(0, 1)) == list(range(200))
     assert ids(0, 1) == ids(0, 1)

@@ -1,5 +1,12 @@
 """Who reads what, in which order: pure functions over numpy arrays, no I/O and no torch."""
 
+from shardstream.sampling.mixing import (
+    EpochUnits,
+    StreamWeight,
+    parse_epoch_size,
+    resample,
+    stream_choices,
+)
 from shardstream.sampling.partition import EpochPartition, interleave
 from shardstream.sampling.plan import EpochPlan, ShuffleConfig, canonical_node_order
 from shardstream.sampling.shuffle import (
@@ -20,10 +27,12 @@ __all__ = [
     "SHUFFLE_ALGORITHMS",
     "EpochPartition",
     "EpochPlan",
+    "EpochUnits",
     "NodeSpans",
     "ShuffleConfig",
     "ShuffleFunction",
     "Sourced",
+    "StreamWeight",
     "Topology",
     "canonical_node_bounds",
     "canonical_node_order",
@@ -31,6 +40,9 @@ __all__ = [
     "default_block_size",
     "get_shuffle",
     "interleave",
+    "parse_epoch_size",
+    "resample",
     "resolve_topology",
     "shuffle_canonical_node",
+    "stream_choices",
 ]

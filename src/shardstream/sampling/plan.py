@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
+from shardstream.sampling.mixing import EpochUnits
 from shardstream.sampling.partition import EpochPartition, interleave
 from shardstream.sampling.shuffle import (
     SHUFFLE_ALGORITHMS,
@@ -86,7 +87,7 @@ class EpochPlan:
     @classmethod
     def for_worker(
         cls,
-        shard_sizes: NDArray[np.int64],
+        source: NDArray[np.int64] | EpochUnits,
         *,
         topology: Topology,
         num_canonical_nodes: int,
@@ -97,13 +98,17 @@ class EpochPlan:
     ) -> EpochPlan:
         """Compute the plan of the worker ``topology`` points at.
 
+        ``source`` is the epoch's units (from :func:`~shardstream.sampling.mixing.resample`),
+        or just the shard sizes of one unweighted stream.
+
         Example:
             >>> plan = EpochPlan.for_worker(np.array([5, 5]), topology=Topology(),
             ...     num_canonical_nodes=1, global_batch_size=4, epoch=0, shuffle=ShuffleConfig())
             >>> plan.batches.tolist()
             [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]
         """
-        sizes = np.asarray(shard_sizes, np.int64)
+        units = source if isinstance(source, EpochUnits) else EpochUnits.whole(source)
+        sizes = units.sizes
         partition = EpochPartition(
             epoch_size=int(sizes.sum()),
             num_canonical_nodes=num_canonical_nodes,
@@ -115,10 +120,10 @@ class EpochPlan:
         if shuffle.shuffle and shuffle.algo == "naive":  # one permutation serves every node
             bounds = canonical_node_bounds(partition.epoch_size, num_canonical_nodes)
             order = get_shuffle("naive", sizes, num_canonical_nodes, shuffle.seed, epoch)
-            return cls(order[bounds[nodes] + local], partition)
+            return cls(units.sample_ids(order[bounds[nodes] + local]), partition)
         batches = np.empty_like(positions)
         for node in np.unique(nodes).tolist():  # only the canonical nodes this worker reads
             order = canonical_node_order(sizes, num_canonical_nodes, node, epoch, shuffle)
             mask = nodes == node
             batches[mask] = order[local[mask]]
-        return cls(batches, partition)
+        return cls(units.sample_ids(batches), partition)

@@ -1,0 +1,51 @@
+"""Finding this process's place in the job: explicit arguments, torch.distributed, environment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from shardstream._torch import distributed_rank_and_size
+from shardstream.config import distributed_environment
+from shardstream.sampling.topology import Sourced, Topology, resolve_topology
+
+__all__ = ["detect_topology"]
+
+
+def detect_topology(
+    *,
+    rank: int | None = None,
+    world_size: int | None = None,
+    ranks_per_node: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Topology:
+    """The rank-level topology of this process (one worker per rank; workers come later).
+
+    Each value comes from the first source that has it: the explicit argument, then
+    torch.distributed (when its default group is initialised), then the launcher's environment
+    variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE). Sources that disagree are an
+    error, so a launcher that sets the variables wrong is caught before any data is read.
+
+    Raises:
+        TopologyError: Values disagree or do not add up; the message names each value's source.
+
+    Example:
+        >>> detect_topology(rank=0, world_size=1).world_size
+        1
+    """
+    env = distributed_environment(environ)
+    torch_values = distributed_rank_and_size()
+
+    def candidates(explicit: int | None, torch_index: int | None, variable: str) -> list[Sourced]:
+        found = [] if explicit is None else [Sourced(explicit, "argument")]
+        if torch_values is not None and torch_index is not None:
+            found.append(Sourced(torch_values[torch_index], "torch.distributed"))
+        if variable in env:
+            found.append(env[variable])
+        return found
+
+    return resolve_topology(
+        rank=candidates(rank, 0, "RANK"),
+        world_size=candidates(world_size, 1, "WORLD_SIZE"),
+        ranks_per_node=candidates(ranks_per_node, None, "LOCAL_WORLD_SIZE"),
+        local_rank=candidates(None, None, "LOCAL_RANK"),
+    )

@@ -91,6 +91,34 @@ class Topology:
         """This worker's index among all the job's workers."""
         return self.rank * self.workers_per_rank + self.worker
 
+    def replicated(self, replication: int) -> Topology:
+        """The data-parallel view when ``replication`` consecutive ranks share every sample.
+
+        With tensor or sequence parallelism, groups of ranks must read the same samples. Each
+        group counts as one rank: rank ``r`` reads as rank ``r // replication``. Groups within a
+        node keep the node; groups spanning whole nodes merge those nodes.
+
+        Raises:
+            TopologyError: The world size is not a multiple of ``replication``, or groups would
+                straddle node boundaries unevenly.
+        """
+        if not isinstance(replication, int) or isinstance(replication, bool) or replication < 1:
+            raise TopologyError(f"replication must be a positive integer, got {replication!r}")
+        if self.world_size % replication:
+            raise TopologyError(
+                f"replication {replication} does not divide the world size {self.world_size}"
+            )
+        if self.ranks_per_node % replication == 0:
+            nodes, per_node = self.nodes, self.ranks_per_node // replication
+        elif replication % self.ranks_per_node == 0:
+            nodes, per_node = self.world_size // replication, 1
+        else:
+            raise TopologyError(
+                f"replication {replication} neither divides nor is a multiple of the "
+                f"{self.ranks_per_node} ranks per node: replica groups would straddle nodes"
+            )
+        return replace(self, nodes=nodes, ranks_per_node=per_node, rank=self.rank // replication)
+
     def with_worker(self, workers_per_rank: int, worker: int) -> Topology:
         """The same job seen from one DataLoader worker (known only once workers start)."""
         return replace(self, workers_per_rank=workers_per_rank, worker=worker)

@@ -103,3 +103,20 @@ def test_shuffled_plan_depends_on_the_epoch_and_seed():
 def test_unknown_shuffle_algorithm():
     with pytest.raises(ConfigurationError, match="unknown shuffle_algo 'py3x'; use one of naive"):
         ShuffleConfig(algo="py3x")
+
+
+def test_replica_groups_get_identical_batches_and_cover_the_epoch_once():
+    sizes = np.full(6, 10, np.int64)
+    config = ShuffleConfig(shuffle=True, block_size=16)
+    plans = []
+    for rank in range(8):
+        data_view = Topology(nodes=2, ranks_per_node=4, rank=rank).replicated(2)
+        plan = EpochPlan.for_worker(sizes, topology=data_view, num_canonical_nodes=2,
+                                    global_batch_size=8, epoch=0, shuffle=config)  # fmt: skip
+        plans.append(plan)
+    for first in range(0, 8, 2):
+        assert plans[first].batches.tolist() == plans[first + 1].batches.tolist()
+    delivered = np.concatenate([plans[r].batches.ravel() for r in range(0, 8, 2)])
+    counts = np.bincount(delivered, minlength=60)
+    assert counts.min() == 1  # every sample delivered ...
+    assert counts.sum() == 64  # ... plus 4 repeats of padding, to whole global batches

@@ -124,3 +124,27 @@ def test_malformed_environment_variables(text):
 
 def test_unset_and_empty_variables_are_ignored():
     assert distributed_environment({"RANK": "", "OTHER": "3"}) == {}
+
+
+def test_replicas_read_as_one_rank():
+    job = [Topology(nodes=2, ranks_per_node=4, rank=rank) for rank in range(8)]
+    pairs = [t.replicated(2) for t in job]
+    assert [(t.nodes, t.ranks_per_node, t.rank) for t in pairs[:4]] == [
+        (2, 2, 0), (2, 2, 0), (2, 2, 1), (2, 2, 1)
+    ]  # fmt: skip
+    spanning = [t.replicated(8) for t in job]
+    assert {(t.nodes, t.ranks_per_node, t.rank) for t in spanning} == {(1, 1, 0)}
+
+
+@pytest.mark.parametrize(
+    ("replication", "match"),
+    [(3, "does not divide the world size 8"), (0, "positive integer")],
+)
+def test_bad_replication(replication, match):
+    with pytest.raises(TopologyError, match=match):
+        Topology(nodes=2, ranks_per_node=4).replicated(replication)
+
+
+def test_replica_groups_may_not_straddle_nodes():
+    with pytest.raises(TopologyError, match="straddle nodes"):
+        Topology(nodes=4, ranks_per_node=6).replicated(4)

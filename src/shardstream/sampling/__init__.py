@@ -8,7 +8,8 @@ from shardstream.sampling.mixing import (
     stream_choices,
 )
 from shardstream.sampling.partition import EpochPartition, interleave
-from shardstream.sampling.plan import EpochPlan, ShuffleConfig, canonical_node_order
+from shardstream.sampling.plan import BATCHING_METHODS, EpochPlan
+from shardstream.sampling.sequence import ShuffleConfig, canonical_node_order, sequence_ids
 from shardstream.sampling.shuffle import (
     DEFAULT_SHUFFLE_ALGORITHM,
     SHUFFLE_ALGORITHMS,
@@ -23,6 +24,7 @@ from shardstream.sampling.shuffle import (
 from shardstream.sampling.topology import Sourced, Topology, resolve_topology
 
 __all__ = [
+    "BATCHING_METHODS",
     "DEFAULT_SHUFFLE_ALGORITHM",
     "SHUFFLE_ALGORITHMS",
     "EpochPartition",
@@ -43,6 +45,7 @@ __all__ = [
     "parse_epoch_size",
     "resample",
     "resolve_topology",
+    "sequence_ids",
     "shuffle_canonical_node",
     "stream_choices",
 ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -161,6 +161,7 @@ class EpochUnits:
         shard_sizes: Samples in every shard of the dataset, streams end to end.
         seed: The run's seed.
         draw: The epoch the subsets were drawn for (a fixed marker for ``'fixed'`` sampling).
+        streams: The stream each unit comes from (``None``: all from stream 0).
     """
 
     sizes: NDArray[np.int64]
@@ -169,6 +170,20 @@ class EpochUnits:
     shard_sizes: NDArray[np.int64]
     seed: int = 0
     draw: int = 0
+    streams: NDArray[np.int64] | None = None
+
+    @property
+    def stream_of_unit(self) -> NDArray[np.int64]:
+        """The stream of each unit."""
+        if self.streams is None:
+            return np.zeros(len(self.sizes), np.int64)
+        return self.streams
+
+    def of_stream(self, stream: int) -> EpochUnits:
+        """The units of one stream only (sample ids stay dataset-wide)."""
+        mask = self.stream_of_unit == stream
+        return replace(self, sizes=self.sizes[mask], shards=self.shards[mask],
+                       subset=self.subset[mask], streams=self.stream_of_unit[mask])  # fmt: skip
 
     @classmethod
     def whole(cls, shard_sizes: NDArray[np.int64]) -> EpochUnits:
@@ -234,6 +249,7 @@ def resample(
     sizes_parts: list[NDArray[Any]] = []
     shard_parts: list[NDArray[Any]] = []
     subset_parts: list[NDArray[Any]] = []
+    stream_parts: list[NDArray[Any]] = []
     first = 0
     for stream, (shard_sizes, choice) in enumerate(
         zip(stream_shard_sizes, choices.tolist(), strict=True)
@@ -257,10 +273,12 @@ def resample(
         sizes_parts.append(np.repeat(sizes, copies))
         shard_parts.append(np.repeat(ids, copies))
         subset_parts.append(np.zeros(int(copies.sum()), bool))
+        stream_parts.append(np.full(int(copies.sum()), stream, np.int64))
         partial = (taken > 0) & ~extra_whole
         sizes_parts.append(taken[partial])
         shard_parts.append(ids[partial])
         subset_parts.append(np.ones(int(partial.sum()), bool))
+        stream_parts.append(np.full(int(partial.sum()), stream, np.int64))
         first += len(sizes)
 
     order = np.argsort(_join(shard_parts, np.int64), kind="stable")  # a shard's units together
@@ -271,6 +289,7 @@ def resample(
         shard_sizes=all_sizes,
         seed=seed,
         draw=draw,
+        streams=_join(stream_parts, np.int64)[order],
     )
 
 

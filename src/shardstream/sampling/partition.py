@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from shardstream.errors import ConfigurationError
 from shardstream.sampling.topology import Topology
 
-__all__ = ["EpochPartition", "interleave"]
+__all__ = ["EpochPartition", "device_offsets", "interleave", "worker_steps"]
 
 
 @dataclass(frozen=True)
@@ -99,12 +99,8 @@ class EpochPartition:
         global step ``topology.worker + i * workers_per_rank`` after ``drop_first``.
         """
         batch = self.device_batch_size(topology)
-        steps = np.arange(
-            topology.worker, self.num_steps, topology.workers_per_rank, dtype=np.int64
-        )
-        within = topology.node + topology.nodes * (
-            topology.rank_of_node + topology.ranks_per_node * np.arange(batch, dtype=np.int64)
-        )
+        steps = worker_steps(0, self.num_steps, topology)
+        within = device_offsets(topology, batch)
         positions: NDArray[np.int64] = (
             self.drop_first + steps[:, None] * self.global_batch_size + within[None, :]
         )
@@ -135,3 +131,22 @@ def interleave(
         nodes = np.where(tail, longer[np.clip(positions - head, 0, len(longer) - 1)], nodes)
         local = np.where(tail, rows, local)
     return nodes.astype(np.int64), local.astype(np.int64)
+
+
+def device_offsets(topology: Topology, batch_size: int) -> NDArray[np.int64]:
+    """The offsets within each global batch that this worker's device takes, in batch order.
+
+    Physical node ``p`` takes ``p, p + P, p + 2P ...``; its ranks take turns among those.
+    """
+    sequence = np.arange(batch_size, dtype=np.int64)
+    return topology.node + topology.nodes * (
+        topology.rank_of_node + topology.ranks_per_node * sequence
+    )
+
+
+def worker_steps(first: int, stop: int, topology: Topology) -> NDArray[np.int64]:
+    """The global steps in ``first .. stop - 1`` whose device batch this DataLoader worker makes.
+
+    A rank's device batches go round-robin to its workers, counted from the first step run.
+    """
+    return np.arange(first + topology.worker, stop, topology.workers_per_rank, dtype=np.int64)

@@ -1,0 +1,125 @@
+"""Global batches that draw on streams by rule: ``stratified`` and ``per_stream``.
+
+``stratified``: every global batch holds each stream's share of the epoch, rounded (largest
+remainders get the leftover places); stream ``s`` fills its ``g_s`` places of step ``k`` with
+positions ``k * g_s .. (k + 1) * g_s - 1`` of its own order. ``per_stream``: each global batch
+comes whole from one stream; with shuffling the order of the streams' batches is shuffled.
+
+Both keep only whole, pure global batches: the samples left over are counted in ``dropped``
+(the plan reports them; they are never silently lost). Each stream is shuffled with its own
+seed, derived from the run's. Both resume at the global batch ``drop_first`` falls in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shardstream.sampling.mixing import EpochUnits
+from shardstream.sampling.partition import device_offsets, worker_steps
+from shardstream.sampling.sequence import ShuffleConfig, sequence_ids, stream_shuffle
+from shardstream.sampling.spans import make_rng
+from shardstream.sampling.topology import Topology
+
+__all__ = ["StepBatches", "per_stream_batches", "stratified_batches", "stream_portions"]
+
+TAG_STEP_ORDER = 31  # [seed, epoch, TAG]: the order of per_stream's batches.
+
+
+@dataclass(frozen=True)
+class StepBatches:
+    """A worker's device batches under a stream-aware batching method."""
+
+    ids: NDArray[np.int64]
+    num_steps: int
+    dropped: int
+
+
+def stream_portions(stream_sizes: NDArray[np.int64], global_batch_size: int) -> NDArray[np.int64]:
+    """Places per global batch for each stream: its share, rounded by largest remainders."""
+    total = int(stream_sizes.sum())
+    if total == 0:
+        return np.zeros(len(stream_sizes), np.int64)
+    exact = stream_sizes * global_batch_size / total
+    portions = np.floor(exact).astype(np.int64)
+    leftover = global_batch_size - int(portions.sum())
+    ranked = np.argsort(-(exact - portions), kind="stable")  # ties: the lower stream first
+    portions[ranked[:leftover]] += 1
+    return portions
+
+
+def _streams(units: EpochUnits) -> list[EpochUnits]:
+    count = int(units.stream_of_unit.max()) + 1 if len(units.sizes) else 0
+    return [units.of_stream(stream) for stream in range(count)]
+
+
+def stratified_batches(
+    units: EpochUnits,
+    topology: Topology,
+    global_batch_size: int,
+    batch_size: int,
+    drop_first: int,
+    *,
+    num_canonical_nodes: int,
+    epoch: int,
+    shuffle: ShuffleConfig,
+) -> StepBatches:
+    """The worker's device batches when every global batch holds each stream in proportion."""
+    parts = _streams(units)
+    sizes = np.array([part.epoch_size for part in parts], np.int64)
+    portions = stream_portions(sizes, global_batch_size)
+    active = portions > 0
+    steps = int((sizes[active] // portions[active]).min()) if active.any() else 0
+    first = min(drop_first // global_batch_size, steps)
+    step_ids = worker_steps(first, steps, topology)
+    offsets = device_offsets(topology, batch_size)
+    starts = np.concatenate([[0], np.cumsum(portions)])
+    stream_of_offset = np.searchsorted(starts[1:], offsets, side="right")
+    ids = np.empty((len(step_ids), batch_size), np.int64)
+    for stream in np.unique(stream_of_offset).tolist():
+        columns = stream_of_offset == stream
+        positions = step_ids[:, None] * portions[stream] + (offsets[columns] - starts[stream])
+        ids[:, columns] = sequence_ids(
+            parts[stream], positions, num_canonical_nodes=num_canonical_nodes, epoch=epoch,
+            shuffle=stream_shuffle(shuffle, stream),
+        )  # fmt: skip
+    return StepBatches(ids, steps - first, units.epoch_size - steps * global_batch_size)
+
+
+def per_stream_batches(
+    units: EpochUnits,
+    topology: Topology,
+    global_batch_size: int,
+    batch_size: int,
+    drop_first: int,
+    *,
+    num_canonical_nodes: int,
+    epoch: int,
+    shuffle: ShuffleConfig,
+) -> StepBatches:
+    """The worker's device batches when each global batch comes from one stream."""
+    parts = _streams(units)
+    sizes = np.array([part.epoch_size for part in parts], np.int64)
+    counts = sizes // global_batch_size
+    stream_of_step = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
+    batch_of_step = np.arange(len(stream_of_step), dtype=np.int64) - np.repeat(
+        np.cumsum(counts) - counts, counts
+    )
+    if shuffle.shuffle:
+        order = make_rng(shuffle.seed, epoch, TAG_STEP_ORDER).permutation(len(stream_of_step))
+        stream_of_step, batch_of_step = stream_of_step[order], batch_of_step[order]
+    steps = len(stream_of_step)
+    first = min(drop_first // global_batch_size, steps)
+    step_ids = worker_steps(first, steps, topology)
+    offsets = device_offsets(topology, batch_size)
+    ids = np.empty((len(step_ids), batch_size), np.int64)
+    for stream in np.unique(stream_of_step[step_ids]).tolist():
+        rows = stream_of_step[step_ids] == stream
+        positions = batch_of_step[step_ids[rows]][:, None] * global_batch_size + offsets
+        ids[rows] = sequence_ids(
+            parts[stream], positions, num_canonical_nodes=num_canonical_nodes, epoch=epoch,
+            shuffle=stream_shuffle(shuffle, stream),
+        )  # fmt: skip
+    return StepBatches(ids, steps - first, int((sizes % global_batch_size).sum()))

@@ -1,0 +1,122 @@
+"""Stratified and per-stream batching: pure batches, topology-free steps, nothing lost unseen."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardstream.errors import ConfigurationError
+from shardstream.sampling import (
+    EpochPlan,
+    ShuffleConfig,
+    StreamWeight,
+    Topology,
+    resample,
+    stream_choices,
+)
+from shardstream.sampling.batching import stream_portions
+
+SHAPES = [(1, 1, 1), (2, 1, 2), (2, 2, 1), (1, 4, 3)]
+
+
+def steps_of(
+    units: Any, shape: tuple[int, int, int], **kwargs: Any
+) -> tuple[dict[int, list[int]], EpochPlan]:
+    nodes, per_node, workers = shape
+    steps: dict[int, list[int]] = {}
+    plan = None
+    for rank, worker in itertools.product(range(nodes * per_node), range(workers)):
+        topology = Topology(nodes=nodes, ranks_per_node=per_node, workers_per_rank=workers,
+                            rank=rank, worker=worker)  # fmt: skip
+        plan = EpochPlan.for_worker(units, topology=topology, **kwargs)
+        for row, batch in enumerate(plan.batches.tolist()):
+            steps.setdefault(worker + row * workers, []).extend(batch)
+    assert plan is not None
+    return steps, plan
+
+
+@st.composite
+def epochs(draw: st.DrawFn) -> tuple[Any, list[int]]:
+    count = draw(st.integers(1, 3))
+    streams = [np.array(draw(st.lists(st.integers(1, 12), min_size=1, max_size=4)), np.int64)
+               for _ in range(count)]  # fmt: skip
+    sizes = [int(s.sum()) for s in streams]
+    weights = [StreamWeight(proportion=draw(st.floats(0.2, 2))) for _ in streams]
+    choices = stream_choices(sizes, weights, epoch_size=draw(st.integers(8, 80)), seed=4)
+    units = resample(streams, choices, seed=4, epoch=2)
+    firsts = np.cumsum([0, *sizes]).tolist()
+    return units, firsts
+
+
+def stream_of(sample: int, firsts: list[int]) -> int:
+    return int(np.searchsorted(firsts, sample, side="right")) - 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(epoch=epochs(), shuffle=st.booleans(), gbs=st.sampled_from([4, 8, 12]))
+def test_stratified_batches_hold_each_stream_in_proportion(epoch, shuffle, gbs):
+    units, firsts = epoch
+    kwargs = {"num_canonical_nodes": 2, "global_batch_size": gbs, "epoch": 2,
+              "shuffle": ShuffleConfig(shuffle=shuffle, block_size=4),
+              "batching_method": "stratified"}  # fmt: skip
+    stream_sizes = np.bincount(units.stream_of_unit, weights=units.sizes).astype(np.int64)
+    portions = stream_portions(stream_sizes, gbs).tolist()
+    expected, plan = steps_of(units, (1, 1, 1), **kwargs)
+    delivered = Counter(i for batch in expected.values() for i in batch)
+    drawn = Counter(units.sample_ids(np.arange(units.epoch_size, dtype=np.int64)).tolist())
+    assert not (delivered - drawn)  # nothing beyond the epoch's draw
+    assert sum(delivered.values()) + plan.dropped == units.epoch_size
+    for batch in expected.values():
+        per_stream = Counter(stream_of(i, firsts) for i in batch)
+        assert [per_stream[s] for s in range(len(portions))] == portions
+    for shape in SHAPES[1:]:
+        if gbs % (shape[0] * shape[1]) == 0:
+            got, _ = steps_of(units, shape, **kwargs)
+            assert {k: sorted(v) for k, v in got.items()} == {
+                k: sorted(v) for k, v in expected.items()
+            }
+
+
+@settings(max_examples=40, deadline=None)
+@given(epoch=epochs(), shuffle=st.booleans(), gbs=st.sampled_from([2, 4, 8]), data=st.data())
+def test_per_stream_batches_come_from_one_stream(epoch, shuffle, gbs, data):
+    units, firsts = epoch
+    kwargs = {"num_canonical_nodes": 2, "global_batch_size": gbs, "epoch": 2,
+              "shuffle": ShuffleConfig(shuffle=shuffle, block_size=4),
+              "batching_method": "per_stream"}  # fmt: skip
+    expected, plan = steps_of(units, (1, 1, 1), **kwargs)
+    drawn = Counter(units.sample_ids(np.arange(units.epoch_size, dtype=np.int64)).tolist())
+    delivered = Counter(i for batch in expected.values() for i in batch)
+    assert not (delivered - drawn)
+    assert sum(delivered.values()) + plan.dropped == units.epoch_size
+    for batch in expected.values():
+        assert len({stream_of(i, firsts) for i in batch}) == 1
+    for shape in SHAPES[1:]:
+        if gbs % (shape[0] * shape[1]) == 0:
+            got, _ = steps_of(units, shape, **kwargs)
+            assert {k: sorted(v) for k, v in got.items()} == {
+                k: sorted(v) for k, v in expected.items()
+            }
+    # Resuming at a global batch gives the remaining global batches.
+    step = data.draw(st.integers(0, len(expected)))
+    resumed, _ = steps_of(units, (1, 1, 1), drop_first=min(step * gbs, units.epoch_size), **kwargs)
+    assert resumed == {k - step: v for k, v in expected.items() if k >= step}
+
+
+def test_unknown_batching_method():
+    with pytest.raises(ConfigurationError, match="unknown batching_method 'mixed'"):
+        EpochPlan.for_worker(np.array([4]), topology=Topology(), num_canonical_nodes=1,
+                             global_batch_size=2, epoch=0, shuffle=ShuffleConfig(),
+                             batching_method="mixed")  # fmt: skip
+
+
+def test_portions_round_by_largest_remainder():
+    assert stream_portions(np.array([1, 1, 1]), 8).tolist() == [3, 3, 2]
+    assert stream_portions(np.array([90, 10]), 4).tolist() == [4, 0]
+    assert stream_portions(np.array([0, 0]), 4).tolist() == [0, 0]

@@ -120,3 +120,34 @@ def test_portions_round_by_largest_remainder():
     assert stream_portions(np.array([1, 1, 1]), 8).tolist() == [3, 3, 2]
     assert stream_portions(np.array([90, 10]), 4).tolist() == [4, 0]
     assert stream_portions(np.array([0, 0]), 4).tolist() == [0, 0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(epoch=epochs(), shuffle=st.booleans(), data=st.data())
+def test_device_per_stream_batches_come_from_one_stream(epoch, shuffle, data):
+    units, firsts = epoch
+    shape = data.draw(st.sampled_from(SHAPES))
+    world = shape[0] * shape[1]
+    kwargs = {"num_canonical_nodes": 2, "global_batch_size": 2 * world, "epoch": 2,
+              "shuffle": ShuffleConfig(shuffle=shuffle, block_size=4),
+              "batching_method": "device_per_stream"}  # fmt: skip
+    nodes, per_node, workers = shape
+    drawn = Counter(units.sample_ids(np.arange(units.epoch_size, dtype=np.int64)).tolist())
+    delivered: Counter[int] = Counter()
+    counts = set()
+    plan = None
+    for rank in range(world):
+        rank_batches = 0
+        for worker in range(workers):
+            topology = Topology(nodes=nodes, ranks_per_node=per_node, workers_per_rank=workers,
+                                rank=rank, worker=worker)  # fmt: skip
+            plan = EpochPlan.for_worker(units, topology=topology, **kwargs)
+            for batch in plan.batches.tolist():
+                assert len({stream_of(i, firsts) for i in batch}) == 1  # one stream per device
+                delivered.update(batch)
+            rank_batches += len(plan.batches)
+        counts.add(rank_batches)
+    assert plan is not None
+    assert len(counts) == 1  # every rank the same number of device batches
+    assert not (delivered - drawn)
+    assert sum(delivered.values()) + plan.dropped == units.epoch_size

@@ -1,9 +1,13 @@
-"""Global batches that draw on streams by rule: ``stratified`` and ``per_stream``.
+"""Global batches that draw on streams by rule: stratified, per stream, device per stream.
 
 ``stratified``: every global batch holds each stream's share of the epoch, rounded (largest
 remainders get the leftover places); stream ``s`` fills its ``g_s`` places of step ``k`` with
 positions ``k * g_s .. (k + 1) * g_s - 1`` of its own order. ``per_stream``: each global batch
 comes whole from one stream; with shuffling the order of the streams' batches is shuffled.
+``device_per_stream``: each *device* batch comes whole from one stream; the streams' device-size
+chunks are ordered (shuffled with shuffling) and dealt to the devices of each step in turn. A
+device batch's size depends on the number of ranks, so unlike the others this method gives the
+same global steps only for the same number of ranks.
 
 Both keep only whole, pure global batches: the samples left over are counted in ``dropped``
 (the plan reports them; they are never silently lost). Each stream is shuffled with its own
@@ -23,7 +27,13 @@ from shardstream.sampling.sequence import ShuffleConfig, sequence_ids, stream_sh
 from shardstream.sampling.spans import make_rng
 from shardstream.sampling.topology import Topology
 
-__all__ = ["StepBatches", "per_stream_batches", "stratified_batches", "stream_portions"]
+__all__ = [
+    "StepBatches",
+    "device_per_stream_batches",
+    "per_stream_batches",
+    "stratified_batches",
+    "stream_portions",
+]
 
 TAG_STEP_ORDER = 31  # [seed, epoch, TAG]: the order of per_stream's batches.
 
@@ -88,6 +98,18 @@ def stratified_batches(
     return StepBatches(ids, steps - first, units.epoch_size - steps * global_batch_size)
 
 
+def _chunks_in_order(
+    counts: NDArray[np.int64], shuffle: ShuffleConfig, epoch: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``(stream, index within the stream)`` of every chunk, streams in turn or shuffled."""
+    stream = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    index = np.arange(len(stream), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    if shuffle.shuffle:
+        order = make_rng(shuffle.seed, epoch, TAG_STEP_ORDER).permutation(len(stream))
+        stream, index = stream[order], index[order]
+    return stream, index
+
+
 def per_stream_batches(
     units: EpochUnits,
     topology: Topology,
@@ -102,14 +124,7 @@ def per_stream_batches(
     """The worker's device batches when each global batch comes from one stream."""
     parts = _streams(units)
     sizes = np.array([part.epoch_size for part in parts], np.int64)
-    counts = sizes // global_batch_size
-    stream_of_step = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
-    batch_of_step = np.arange(len(stream_of_step), dtype=np.int64) - np.repeat(
-        np.cumsum(counts) - counts, counts
-    )
-    if shuffle.shuffle:
-        order = make_rng(shuffle.seed, epoch, TAG_STEP_ORDER).permutation(len(stream_of_step))
-        stream_of_step, batch_of_step = stream_of_step[order], batch_of_step[order]
+    stream_of_step, batch_of_step = _chunks_in_order(sizes // global_batch_size, shuffle, epoch)
     steps = len(stream_of_step)
     first = min(drop_first // global_batch_size, steps)
     step_ids = worker_steps(first, steps, topology)
@@ -123,3 +138,35 @@ def per_stream_batches(
             shuffle=stream_shuffle(shuffle, stream),
         )  # fmt: skip
     return StepBatches(ids, steps - first, int((sizes % global_batch_size).sum()))
+
+
+def device_per_stream_batches(
+    units: EpochUnits,
+    topology: Topology,
+    global_batch_size: int,
+    batch_size: int,
+    drop_first: int,
+    *,
+    num_canonical_nodes: int,
+    epoch: int,
+    shuffle: ShuffleConfig,
+) -> StepBatches:
+    """The worker's device batches when each device batch comes from one stream."""
+    parts = _streams(units)
+    sizes = np.array([part.epoch_size for part in parts], np.int64)
+    stream_of_chunk, index_of_chunk = _chunks_in_order(sizes // batch_size, shuffle, epoch)
+    devices = topology.world_size
+    steps = len(stream_of_chunk) // devices
+    first = min(drop_first // global_batch_size, steps)
+    step_ids = worker_steps(first, steps, topology)
+    chunks = step_ids * devices + topology.rank  # this rank's chunk of each of its steps
+    ids = np.empty((len(step_ids), batch_size), np.int64)
+    within = np.arange(batch_size, dtype=np.int64)
+    for stream in np.unique(stream_of_chunk[chunks]).tolist():
+        rows = stream_of_chunk[chunks] == stream
+        positions = index_of_chunk[chunks[rows]][:, None] * batch_size + within
+        ids[rows] = sequence_ids(
+            parts[stream], positions, num_canonical_nodes=num_canonical_nodes, epoch=epoch,
+            shuffle=stream_shuffle(shuffle, stream),
+        )  # fmt: skip
+    return StepBatches(ids, steps - first, units.epoch_size - steps * global_batch_size)

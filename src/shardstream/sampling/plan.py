@@ -13,7 +13,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
-from shardstream.sampling.batching import per_stream_batches, stratified_batches
+from shardstream.sampling.batching import (
+    device_per_stream_batches,
+    per_stream_batches,
+    stratified_batches,
+)
 from shardstream.sampling.mixing import EpochUnits
 from shardstream.sampling.partition import EpochPartition
 from shardstream.sampling.sequence import ShuffleConfig, sequence_ids
@@ -22,7 +26,7 @@ from shardstream.sampling.topology import Topology
 __all__ = ["BATCHING_METHODS", "EpochPlan"]
 
 #: The ways global batches draw on the streams.
-BATCHING_METHODS = ("per_stream", "random", "stratified")
+BATCHING_METHODS = ("device_per_stream", "per_stream", "random", "stratified")
 
 
 @dataclass(frozen=True)
@@ -34,8 +38,8 @@ class EpochPlan:
             device batch ``worker + i * workers_per_rank`` of this (possibly resumed) run.
         num_steps: Global steps this run delivers.
         padding: Repeated samples topping the last global batch up (``random`` batching).
-        dropped: Samples of the epoch no global batch holds (``stratified`` and ``per_stream``
-            batching keep whole, pure global batches only); reported, never silent.
+        dropped: Samples of the epoch no global batch holds (the stream-aware batching methods
+            keep whole, pure batches only); reported, never silent.
     """
 
     batches: NDArray[np.int64]
@@ -69,8 +73,9 @@ class EpochPlan:
             drop_first: Samples of the epoch already consumed. ``random`` batching resumes
                 at that very sample; the others at the global batch it falls in.
             batching_method: ``random`` (streams mixed at random), ``stratified`` (every
-                global batch holds each stream in proportion) or ``per_stream`` (each global
-                batch comes from one stream).
+                global batch holds each stream in proportion), ``per_stream`` (each global
+                batch comes from one stream) or ``device_per_stream`` (each device batch comes
+                from one stream).
 
         Raises:
             ConfigurationError: An unknown batching method, or a global batch that does not
@@ -95,7 +100,11 @@ class EpochPlan:
             ids = sequence_ids(units, positions, num_canonical_nodes=num_canonical_nodes,
                                epoch=epoch, shuffle=shuffle)  # fmt: skip
             return cls(ids, partition.num_steps, partition.padding)
-        builders = {"stratified": stratified_batches, "per_stream": per_stream_batches}
+        builders = {
+            "device_per_stream": device_per_stream_batches,
+            "per_stream": per_stream_batches,
+            "stratified": stratified_batches,
+        }
         build = builders.get(batching_method)
         if build is not None:
             batches = build(units, topology, global_batch_size, batch_size, drop_first,

@@ -29,11 +29,13 @@ from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
 from shardstream.sampling.spans import (
+    SPAN_ALGORITHMS,
     TAG_BLOCKS,
     TAG_NAIVE,
     TAG_SHIFTS,
     TAG_SPAN_ORDER,
     TAG_SPAN_SAMPLES,
+    WORD,
     NodeSpans,
     canonical_node_bounds,
     canonical_node_spans,
@@ -61,8 +63,6 @@ DEFAULT_SHUFFLE_ALGORITHM = "py1e"
 ShuffleFunction = Callable[[NDArray[np.int64], int, int, int, "int | None"], NDArray[np.int64]]
 """``(shard_sizes, num_canonical_nodes, seed, epoch, block_size) -> permutation``."""
 
-_WORD = 1 << 64
-_SPAN_ALGORITHMS = ("py1b", "py1br", "py1e", "py1s", "py2s")
 # Segments shuffled one ``Generator.shuffle`` call each while that is cheaper than one sort:
 # when there are few of them, or they are long enough on average.
 _LOOP_SEGMENTS = 4096
@@ -190,13 +190,13 @@ def shuffle_canonical_node(
     Raises:
         ConfigurationError: ``algo`` is not span-based, or an argument is out of range.
     """
-    if algo not in _SPAN_ALGORITHMS:
+    if algo not in SPAN_ALGORITHMS:
         raise ConfigurationError(
             f"shuffle algorithm {algo!r} does not shuffle per canonical node; "
-            f"use one of {', '.join(_SPAN_ALGORITHMS)}"
+            f"use one of {', '.join(SPAN_ALGORITHMS)}"
         )
-    seed = check_int("seed", seed, 0, _WORD)
-    epoch = check_int("epoch", epoch, 0, _WORD)
+    seed = check_int("seed", seed, 0, WORD)
+    epoch = check_int("epoch", epoch, 0, WORD)
     block_size = check_int("block_size", block_size, 1)
     return _shuffle_node(algo, spans, seed, epoch, block_size)
 
@@ -210,8 +210,8 @@ def _check_all(
 ) -> tuple[NDArray[np.int64], int, int, int, int]:
     sizes = check_shard_sizes(shard_sizes)
     ncn = check_int("num_canonical_nodes", num_canonical_nodes, 1)
-    seed = check_int("seed", seed, 0, _WORD)
-    epoch = check_int("epoch", epoch, 0, _WORD)
+    seed = check_int("seed", seed, 0, WORD)
+    epoch = check_int("epoch", epoch, 0, WORD)
     if block_size is None:
         block_size = default_block_size(ncn)
     return sizes, ncn, seed, epoch, check_int("block_size", block_size, 1)
@@ -256,7 +256,7 @@ def _span_shuffle(algo: str) -> ShuffleFunction:
 
 
 SHUFFLE_ALGORITHMS: MappingProxyType[str, ShuffleFunction] = MappingProxyType(
-    {"naive": _shuffle_naive} | {algo: _span_shuffle(algo) for algo in _SPAN_ALGORITHMS}
+    {"naive": _shuffle_naive} | {algo: _span_shuffle(algo) for algo in SPAN_ALGORITHMS}
 )
 """Every shuffle algorithm by name, sorted; read-only."""
 

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from shardstream.errors import ConfigurationError
 
 __all__ = [
+    "SPAN_ALGORITHMS",
     "TAG_BLOCKS",
     "TAG_NAIVE",
     "TAG_SHARD_ORDER",
@@ -28,6 +29,7 @@ __all__ = [
     "TAG_SHIFTS",
     "TAG_SPAN_ORDER",
     "TAG_SPAN_SAMPLES",
+    "WORD",
     "NodeSpans",
     "canonical_node_bounds",
     "canonical_node_spans",
@@ -43,8 +45,10 @@ TAG_SPAN_SAMPLES = 5  # [seed, epoch, node, TAG]: samples within each span (py2s
 TAG_BLOCKS = 6  # [seed, epoch, node, TAG]: py1b/py1br block shuffles, py1br block sizes.
 TAG_SHIFTS = 7  # [seed, epoch, node, TAG]: py1e's block widths and position shifts.
 
-_WORD = 1 << 64
-_SPLIT_ALGORITHMS = ("py1b", "py1br", "py1e", "py1s", "py2s")
+#: Seeds and epochs are unsigned 64-bit words.
+WORD = 1 << 64
+#: The shuffles that work per canonical node, on its spans.
+SPAN_ALGORITHMS = ("py1b", "py1br", "py1e", "py1s", "py2s")
 
 
 def make_rng(*words: int) -> np.random.Generator:
@@ -191,13 +195,13 @@ def canonical_node_spans(
     Raises:
         ConfigurationError: ``algo`` has no spans (``naive``, unknown) or an argument is invalid.
     """
-    if algo not in _SPLIT_ALGORITHMS:
+    if algo not in SPAN_ALGORITHMS:
         raise ConfigurationError(
             f"shuffle algorithm {algo!r} has no canonical-node spans; "
-            f"use one of {', '.join(_SPLIT_ALGORITHMS)}"
+            f"use one of {', '.join(SPAN_ALGORITHMS)}"
         )
     sizes = check_shard_sizes(shard_sizes)
     ncn = check_int("num_canonical_nodes", num_canonical_nodes, 1)
-    seed = check_int("seed", seed, 0, _WORD)
+    seed = check_int("seed", seed, 0, WORD)
     node = check_int("node", node, 0, ncn)
     return node_spans(run_layout(sizes, ncn, seed), node, seed, algo == "py2s")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
@@ -173,6 +174,7 @@ class LocalDataset:
                 f"{path} does not exist: is {self.root} an MDS dataset folder, and the split right?"
             ) from exc
         entries = parse_index(text, source=path)
+        _check_decompressed_names(entries, source=path)
         schemas: list[MDSSchema | None] = []
         shared: dict[tuple[tuple[str, str], ...], MDSSchema] = {}  # one per distinct column set
         for number, entry in enumerate(entries):
@@ -207,3 +209,28 @@ class LocalDataset:
                 view = self._files.open(self._entries[shard], self._schemas[shard])
                 self._views[shard] = view
             return view
+
+
+def _check_decompressed_names(entries: Sequence[ShardEntry], *, source: str) -> None:
+    """Refuse an index whose compressed files would be decompressed over another file.
+
+    A compressed file is decompressed (and later found again) under its uncompressed basename;
+    a name the index also gives another file would let one shard stand in for another, or
+    overwrite it (or ``index.json``).
+
+    Raises:
+        IndexFormatError: An uncompressed basename of a compressed file is not its own.
+    """
+    names = Counter(
+        info.basename
+        for entry in entries
+        for info in (entry.raw_data, entry.zip_data, entry.raw_meta, entry.zip_meta)
+        if info is not None
+    )
+    for number, entry in enumerate(entries):
+        for raw, zipped in ((entry.raw_data, entry.zip_data), (entry.raw_meta, entry.zip_meta)):
+            if raw and zipped and (raw.basename == INDEX_BASENAME or names[raw.basename] > 1):
+                raise IndexFormatError(
+                    f"{source}, shard {number}: a compressed file is decompressed to "
+                    f"{raw.basename!r}, which names another file of the dataset"
+                )

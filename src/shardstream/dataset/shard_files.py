@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 
@@ -85,20 +86,31 @@ class ShardFiles:
         try:
             if os.path.getsize(path) == raw.bytes:
                 return _map(path)
-        except FileNotFoundError:
-            pass
+        except OSError as exc:
+            if exc.errno not in _NOT_A_FILE:
+                raise
         zip_path = os.path.join(self.root, zipped.basename)
         packed = _map(zip_path)
         self._check(entry, zipped, packed, zip_path)
         assert entry.compression is not None
-        data = get_compression(entry.compression).decompress(bytes(packed), source=zip_path)
+        data = get_compression(entry.compression).decompress(
+            bytes(packed), source=zip_path, max_size=raw.bytes
+        )
         if len(data) != raw.bytes:
             raise ShardFormatError(
                 f"{zip_path} decompresses to {len(data)} bytes but index.json says {raw.bytes}; "
                 f"the file is corrupt: delete it so it is fetched again"
             )
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        atomic_write(path, [data])
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            atomic_write(path, [data])
+        except OSError as exc:
+            if exc.errno not in _NOT_A_FILE | {errno.EEXIST}:
+                raise
+            raise ShardFormatError(
+                f"cannot store the decompressed shard at {path} ({exc}): index.json's "
+                f"raw_data.basename {raw.basename!r} does not name a file"
+            ) from exc
         return _map(path)
 
     def _check(self, entry: ShardEntry, info: FileInfo, buffer: Buffer, path: str) -> None:
@@ -124,6 +136,12 @@ class ShardFiles:
             )
 
 
+# The errors of a path that names no regular file (a basename from index.json is untrusted).
+_NOT_A_FILE = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP}
+)
+
+
 def _map(path: str) -> Buffer:
     """Memory-map a whole file read-only (an empty file gives empty bytes)."""
     try:
@@ -132,8 +150,10 @@ def _map(path: str) -> Buffer:
             if size == 0:
                 return b""
             return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError as exc:
+    except OSError as exc:
+        if exc.errno not in _NOT_A_FILE:
+            raise
         raise ShardNotFoundError(
-            f"shard file {path} is missing; the dataset is incomplete or index.json belongs to "
-            f"another dataset"
+            f"shard file {path} is missing (or not a file); the dataset is incomplete or "
+            f"index.json belongs to another dataset"
         ) from exc

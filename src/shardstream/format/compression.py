@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -26,13 +27,15 @@ class CompressionFamily:
         code: The name and file extension (``zstd``).
         levels: The valid levels, empty when the code takes none.
         default_level: The level used when the name has none.
+        decompress: ``decompress(data, max_size)``; where the codec allows, it stops early
+            rather than produce more than ``max_size`` bytes (``None``: no limit).
     """
 
     code: str
     levels: range | None
     default_level: int | None
     compress: Callable[[bytes, int | None], bytes] = field(repr=False)
-    decompress: Callable[[bytes], bytes] = field(repr=False)
+    decompress: Callable[[bytes, int | None], bytes] = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -52,10 +55,25 @@ class Compression:
         """Compress a whole shard file."""
         return self.family.compress(data, self.level)
 
-    def decompress(self, data: bytes, *, source: str = "shard") -> bytes:
-        """Decompress a whole shard file; ``source`` names it in the error if the data is bad."""
+    def decompress(
+        self, data: bytes, *, source: str = "shard", max_size: int | None = None
+    ) -> bytes:
+        """Decompress a whole shard file; ``source`` names it in the error if the data is bad.
+
+        ``max_size`` (the size index.json records) bounds the memory untrusted data can take:
+        ``zstd``, ``gz`` and ``bz2`` data that would decompress to more is refused before it
+        has all been decompressed.
+
+        Raises:
+            ShardFormatError: The data is corrupt, or decompresses to more than ``max_size``.
+        """
         try:
-            return self.family.decompress(data)
+            return self.family.decompress(data, max_size)
+        except _OutputTooLarge as exc:
+            raise ShardFormatError(
+                f"{source} decompresses to more than the {max_size} bytes index.json records; "
+                f"the file is corrupt: delete it so it is fetched again"
+            ) from exc
         except Exception as exc:
             raise ShardFormatError(
                 f"{source} is not valid {self.name} data ({type(exc).__name__}: {exc}); "
@@ -69,7 +87,26 @@ def _brotli_compress(data: bytes, level: int | None) -> bytes:
     return bytes(brotli.compress(data, quality=level))
 
 
-def _brotli_decompress(data: bytes) -> bytes:
+class _OutputTooLarge(Exception):
+    """Decompressing would produce more bytes than the caller allows."""
+
+
+_CHUNK = 1 << 20
+
+
+def _read_bounded(read: Callable[[int], bytes], max_size: int | None) -> bytes:
+    """Read a decompressing stream to its end, one chunk at a time, up to ``max_size`` bytes."""
+    chunks = []
+    total = 0
+    while chunk := read(_CHUNK):
+        total += len(chunk)
+        if max_size is not None and total > max_size:
+            raise _OutputTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _brotli_decompress(data: bytes, max_size: int | None) -> bytes:
     import brotli
 
     return bytes(brotli.decompress(data))
@@ -81,7 +118,7 @@ def _snappy_compress(data: bytes, level: int | None) -> bytes:
     return bytes(snappy.compress(data))
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_decompress(data: bytes, max_size: int | None) -> bytes:
     import snappy
 
     return bytes(snappy.decompress(data))
@@ -93,11 +130,26 @@ def _zstd_compress(data: bytes, level: int | None) -> bytes:
     return zstandard.ZstdCompressor(level=level or 3).compress(data)
 
 
-def _zstd_decompress(data: bytes) -> bytes:
+def _zstd_decompress(data: bytes, max_size: int | None) -> bytes:
     import zstandard
 
-    # Frames written by one-shot compressors record their size; others are streamed.
-    return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    # Streamed, so a frame header claiming a huge content size allocates nothing up front.
+    with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True) as reader:
+        return _read_bounded(reader.read, max_size)
+
+
+def _gzip_decompress(data: bytes, max_size: int | None) -> bytes:
+    if max_size is None:
+        return gzip.decompress(data)
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as file:
+        return _read_bounded(file.read, max_size)
+
+
+def _bz2_decompress(data: bytes, max_size: int | None) -> bytes:
+    if max_size is None:
+        return bz2.decompress(data)
+    with bz2.BZ2File(io.BytesIO(data)) as file:
+        return _read_bounded(file.read, max_size)
 
 
 def _gzip_compress(data: bytes, level: int | None) -> bytes:
@@ -108,9 +160,9 @@ def _gzip_compress(data: bytes, level: int | None) -> bytes:
 _FAMILIES = (
     CompressionFamily("br", range(12), 11, _brotli_compress, _brotli_decompress),
     CompressionFamily(
-        "bz2", range(1, 10), 9, lambda d, lv: bz2.compress(d, lv or 9), bz2.decompress
+        "bz2", range(1, 10), 9, lambda d, lv: bz2.compress(d, lv or 9), _bz2_decompress
     ),
-    CompressionFamily("gz", range(10), 9, _gzip_compress, gzip.decompress),
+    CompressionFamily("gz", range(10), 9, _gzip_compress, _gzip_decompress),
     CompressionFamily("snappy", None, None, _snappy_compress, _snappy_decompress),
     CompressionFamily("zstd", range(1, 23), 3, _zstd_compress, _zstd_decompress),
 )
@@ -140,7 +192,9 @@ def get_compression(name: str) -> Compression:
         return Compression(name, family, family.default_level)
     if family.levels is None:
         raise ConfigurationError(f"compression {code!r} takes no level, got {name!r}")
-    if not level_text.isdigit() or int(level_text) not in family.levels:
+    if not (level_text.isascii() and level_text.isdigit() and len(level_text) <= 3) or (
+        int(level_text) not in family.levels
+    ):
         raise ConfigurationError(
             f"compression {name!r}: the level of {code!r} must be an integer from "
             f"{family.levels.start} to {family.levels.stop - 1}"

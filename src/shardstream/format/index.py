@@ -27,6 +27,8 @@ __all__ = [
 
 INDEX_BASENAME = "index.json"
 INDEX_VERSION = 2
+_UINT32_LIMIT = 1 << 32  # a shard file stores its sample count as uint32
+_MAX_PATH_PARTS = 64
 
 _COMMON_KEYS = frozenset(
     {"compression", "format", "hashes", "raw_data", "samples", "size_limit", "version", "zip_data"}
@@ -46,10 +48,14 @@ def safe_basename(basename: object, *, where: str) -> str:
     """Return ``basename`` if it is a relative path that stays inside the dataset root.
 
     Raises:
-        UnsafePathError: It is empty, absolute, has ``..``, a backslash or a NUL byte.
+        UnsafePathError: It is absolute, has ``..``, a backslash or a NUL byte.
+        IndexFormatError: It is not a non-empty string of valid Unicode, or is nested absurdly
+            deep.
     """
     if not isinstance(basename, str) or not basename:
         raise IndexFormatError(f"{where}: basename must be a non-empty string, got {basename!r}")
+    if not _is_utf8(basename):
+        raise IndexFormatError(f"{where}: basename {basename!r} is not valid Unicode")
     parts = basename.split("/")
     if (
         basename.startswith("/")
@@ -61,6 +67,11 @@ def safe_basename(basename: object, *, where: str) -> str:
         raise UnsafePathError(
             f"{where}: basename {basename!r} is not a plain relative path inside the dataset "
             f"root (no leading '/', no '..', no '\\\\'); the index is corrupt or hostile"
+        )
+    if len(parts) > _MAX_PATH_PARTS:  # a cache would make each folder, recursively
+        raise IndexFormatError(
+            f"{where}: basename {basename[:60]!r}... is {len(parts) - 1} folders deep; at most "
+            f"{_MAX_PATH_PARTS - 1} are allowed"
         )
     return posixpath.normpath(basename)
 
@@ -163,6 +174,10 @@ class ShardEntry:
             raise IndexFormatError(
                 f"{where}: samples must be a non-negative integer, got {samples!r}"
             )
+        if samples >= _UINT32_LIMIT:
+            raise IndexFormatError(
+                f"{where}: samples is {samples}, but a shard stores its count as uint32"
+            )
         compression = _optional_str(obj["compression"], f"{where}: compression")
         size_limit = obj["size_limit"]
         if size_limit is not None and not _is_int(size_limit):
@@ -225,7 +240,7 @@ def parse_index(data: bytes | str, *, source: str) -> list[ShardEntry]:
     """
     try:
         obj = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # also: too deep, or an int of 4300+ digits
         raise IndexFormatError(f"{source} is not valid JSON: {exc}") from exc
     if not isinstance(obj, dict) or not isinstance(obj.get("shards"), list):
         raise IndexFormatError(f"{source} must be an object with a 'shards' list")
@@ -243,6 +258,14 @@ def dump_index(entries: Sequence[ShardEntry]) -> bytes:
     """Serialise shard entries as ``index.json`` bytes, as the reference writer lays them out."""
     obj = {"shards": [entry.to_json() for entry in entries], "version": INDEX_VERSION}
     return json.dumps(obj, sort_keys=True).encode("utf-8")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no file can have this name
+        return False
+    return True
 
 
 def _is_int(value: object) -> bool:

@@ -46,7 +46,17 @@ def compile_getter_factory(plan: Plan, *, zero_copy: bool = False) -> GetterFact
         "unpack_sizes": struct.Struct(f"<{variable}I").unpack_from,
         "fail": _decode_failure,
         "Mismatch": _SizeMismatch,
-        "Errors": (ShardFormatError, SampleEncodingError, ValueError, struct.error),
+        # What decoders raise on bytes that are not a value of their encoding (say, an ndarray
+        # shorter than its header, or JSON nested too deep); ``get`` reports it as corruption.
+        "Errors": (
+            ShardFormatError,
+            SampleEncodingError,
+            ValueError,
+            struct.error,
+            LookupError,
+            OverflowError,
+            RecursionError,
+        ),
     }
     lines = [
         "def make(buf, view, offsets, source):",

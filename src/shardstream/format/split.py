@@ -84,7 +84,7 @@ class SplitShardView:
                 name: decode(field)
                 for (name, decode), field in zip(self._columns, fields, strict=True)
             }
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep
             raise ShardFormatError(f"{self.source}, sample {index}: cannot decode: {exc}") from exc
 
     __getitem__ = get

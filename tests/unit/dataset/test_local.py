@@ -474,3 +474,48 @@ def test_zero_copy_returns_memoryviews_with_the_same_content(tmp_path):
         assert isinstance(viewed[i]["b"], memoryview)
         assert bytes(viewed[i]["b"]) == copied[i]["b"] == bytes([i]) * i
         assert viewed[i]["i"] == i
+
+
+# --- hostile index.json (found by tests/property/test_fuzz_reader.py) ------------------------
+
+
+def test_compressed_shards_decompressing_to_one_name_are_refused(tmp_path: Path):
+    # Shards of the same size: shard 1 would silently read shard 0's cached decompressed copy.
+    path = write(tmp_path / "ds", columns={"id": "int"}, compression="zstd", size_limit=200)
+    index = index_of(path)
+    assert index["shards"][0]["raw_data"]["bytes"] == index["shards"][1]["raw_data"]["bytes"]
+    index["shards"][1]["raw_data"]["basename"] = index["shards"][0]["raw_data"]["basename"]
+    set_index(path, index)
+    with pytest.raises(
+        IndexFormatError,
+        match=r"shard 0: a compressed file is decompressed to 'shard.00000.mds', which names",
+    ):
+        LocalDataset(path)[0]
+
+
+def test_a_compressed_shard_is_never_decompressed_over_index_json(tmp_path: Path):
+    path = write(tmp_path / "ds", compression="zstd")
+    index = index_of(path)
+    index["shards"][1]["raw_data"]["basename"] = "index.json"
+    set_index(path, index)
+    with pytest.raises(IndexFormatError, match=r"shard 1: .* decompressed to 'index.json'"):
+        len(LocalDataset(path))
+    assert index_of(path) == index
+
+
+def test_uncompressed_shards_may_share_a_file(tmp_path: Path):
+    path = write(tmp_path / "ds", size_limit=None)
+    index = index_of(path)
+    index["shards"] = index["shards"] * 2
+    set_index(path, index)
+    ds = LocalDataset(path)
+    assert [s["id"] for s in ds] == list(range(N)) * 2
+
+
+def test_a_sample_count_past_the_int64_range_is_an_index_format_error(tmp_path: Path):
+    path = write(tmp_path / "ds")
+    index = index_of(path)
+    index["shards"][0]["samples"] = 2**63
+    set_index(path, index)
+    with pytest.raises(IndexFormatError, match="samples is 9223372036854775808"):
+        len(LocalDataset(path))

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 import os
+import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 
 from shardstream import MDSWriter
 from shardstream.dataset.shard_files import ShardFiles
@@ -163,3 +166,59 @@ def test_validate_hash_without_any_digest(tmp_path: Path):
     entry, schema = make(tmp_path)
     with pytest.raises(ConfigurationError, match="records only no digests"):
         ShardFiles(str(tmp_path), validate_hash="sha1").open(entry, schema)
+
+
+# --- hostile input (found by tests/property/test_fuzz_reader.py) -----------------------------
+
+
+def renamed(entry: ShardEntry, basename: str, which: str = "raw_data") -> ShardEntry:
+    info = getattr(entry, which)
+    return replace(entry, **{which: replace(info, basename=basename)})
+
+
+@pytest.mark.parametrize(
+    "basename",
+    [
+        "x" * 300,  # ENAMETOOLONG
+        "shard.00000.mds/inner",  # ENOTDIR: under a file
+        "folder",  # EISDIR
+    ],
+)
+def test_a_basename_that_names_no_file_is_a_missing_shard(tmp_path: Path, basename: str):
+    entry, schema = make(tmp_path)
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(ShardNotFoundError, match="is missing \\(or not a file\\)"):
+        ShardFiles(str(tmp_path)).open(renamed(entry, basename), schema)
+
+
+def test_a_compressed_basename_that_names_no_file_is_a_missing_shard(tmp_path: Path):
+    entry, schema = make(tmp_path, compression="zstd")
+    with pytest.raises(ShardNotFoundError, match="is missing \\(or not a file\\)"):
+        ShardFiles(str(tmp_path)).open(renamed(entry, "x" * 300, "zip_data"), schema)
+
+
+@pytest.mark.parametrize("basename", ["x" * 300, "shard.00000.mds.zstd/inner", "folder"])
+def test_a_decompressed_basename_that_cannot_be_a_file(tmp_path: Path, basename: str):
+    entry, schema = make(tmp_path, compression="zstd")
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(ShardFormatError, match="cannot store the decompressed shard at"):
+        ShardFiles(str(tmp_path)).open(renamed(entry, basename), schema)
+
+
+def test_decompression_stops_at_the_size_the_index_records(tmp_path: Path):
+    entry, schema = make(tmp_path, compression="zstd")
+    path = tmp_path / "shard.00000.mds.zstd"
+    bomb = zstandard.ZstdCompressor().compress(bytes(256 << 20))  # 256 MiB in a few KiB
+    path.write_bytes(bomb)
+    entry = replace(entry, zip_data=replace(entry.zip_data, bytes=len(bomb)))  # type: ignore[type-var]
+    tracemalloc.start()
+    try:
+        with pytest.raises(
+            ShardFormatError,
+            match=rf"{path} decompresses to more than the {entry.raw_data.bytes} bytes index.json",
+        ):
+            ShardFiles(str(tmp_path)).open(entry, schema)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20

@@ -137,3 +137,42 @@ def test_corrupt_data_raises_shard_format_error(code: str):
         get_compression(code).decompress(
             b"\x00garbage, not compressed", source=f"shard.00003.mds.{code}"
         )
+
+
+# --- hostile input (found by tests/property/test_fuzz_reader.py) -----------------------------
+
+
+@pytest.mark.parametrize("name", ["zstd:\u00b2", "zstd:\u0663", "zstd:" + "9" * 5000])
+def test_level_that_int_cannot_parse_is_a_configuration_error(name: str):
+    with pytest.raises(ConfigurationError, match=r"the level of 'zstd' must be an integer"):
+        get_compression(name)
+
+
+@pytest.mark.parametrize("code", ["bz2", "gz", "zstd"])
+def test_max_size_refuses_a_bomb_before_inflating_it(code: str):
+    compression = get_compression(code)
+    bomb = compression.compress(bytes(64 << 20))  # 64 MiB of zeros, a few KiB packed
+    with pytest.raises(ShardFormatError, match=r"s\.mds decompresses to more than the 1000 bytes"):
+        compression.decompress(bomb, source="s.mds", max_size=1000)
+
+
+@pytest.mark.parametrize("code", sorted(DOC_LEVELS))
+def test_max_size_at_the_exact_size_decompresses(code: str):
+    compression = get_compression(code)
+    assert compression.decompress(compression.compress(DATA), max_size=len(DATA)) == DATA
+
+
+def test_zstd_frame_claiming_a_huge_content_size_allocates_nothing():
+    # Frame header: magic, descriptor (8-byte content size), window 128 KiB, size 2**40; then
+    # one last RLE block of 1000 zero bytes.
+    frame = b"\x28\xb5\x2f\xfd\xc0\x38" + (2**40).to_bytes(8, "little")
+    frame += (1 | 1 << 1 | 1000 << 3).to_bytes(3, "little") + b"\x00"
+    with pytest.raises(ShardFormatError, match="is not valid zstd data"):
+        get_compression("zstd").decompress(frame, max_size=10_000)
+
+
+def test_zstd_reads_every_frame_of_a_concatenation():
+    two = zstandard.ZstdCompressor().compress(b"a" * 100) + zstandard.ZstdCompressor().compress(
+        b"b" * 50
+    )
+    assert get_compression("zstd").decompress(two, max_size=150) == b"a" * 100 + b"b" * 50

@@ -713,3 +713,57 @@ def test_images_without_pillow_name_the_extra(monkeypatch: pytest.MonkeyPatch):
         images._pil.cache_clear()
     monkeypatch.undo()
     assert get_encoding("png").encode(image()).startswith(b"\x89PNG")
+
+
+# --- hostile input (found by tests/property/test_fuzz_reader.py) -----------------------------
+
+
+def test_ndarray_static_size_of_a_huge_shape_is_exact():
+    # np.prod wraps at 2**64: this shape used to claim a fixed size of 0 bytes.
+    assert get_encoding("ndarray:uint8:4294967296,4294967296").size == 2**64
+    assert get_encoding("ndarray:uint16:3,6148914691236517206").size == 2 * 3 * 6148914691236517206
+
+
+@pytest.mark.parametrize(
+    ("width", "height"),
+    [(60000, 60000), (2**31 - 1, 2**31 - 1), (2**32 - 1, 2**32 - 1), (2**32 - 1, 0)],
+)
+def test_pil_decode_refuses_a_size_its_pixels_cannot_fill(width: int, height: int):
+    # Pillow would first allocate the whole image (14 GB for 60000 x 60000), or fail with a
+    # MemoryError or OverflowError.
+    data = struct.pack("<3I", width, height, 3) + b"RGB" + b"x" * 10
+    with pytest.raises(SampleEncodingError, match=rf"a {width}x{height} image cannot fit in 10"):
+        get_encoding("pil").decode(data)
+
+
+def test_pil_decode_of_a_one_bit_image():  # the tightest mode: 8 pixels per byte
+    img = Image.frombytes("1", (9, 3), bytes([0xFF, 0x80, 0, 0, 0xAA, 0]))
+    decoded = get_encoding("pil").decode(get_encoding("pil").encode(img))
+    assert decoded.tobytes() == img.tobytes()
+
+
+@pytest.mark.parametrize("spec", ["jpeg", "png", "list[png]", "jpeg_array"])
+def test_image_file_decode_of_garbage_is_a_sample_encoding_error(spec: str):
+    data = {
+        "jpeg": b"not an image",
+        "png": b"\x89PNG\r\n\x1a\n but then garbage",
+        "list[png]": struct.pack("<4I", 0, 2, 3, 3) + b"abcdef",
+        "jpeg_array": struct.pack("<2I", 1, 4) + b"\xff\xd8\xff\x00",
+    }[spec]
+    with pytest.raises(SampleEncodingError, match="cannot identify image file"):
+        get_encoding(spec).decode(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",  # EOFError
+        b"not a pickle",  # UnpicklingError
+        pickle.dumps({"a": 1})[:-3],  # truncated
+        b"\x80\x05\x95\xff\xff\xff\xff\xff\xff\xff\x7f.",  # a frame of 2**63 bytes
+        b"\x80\x04\x8c\x02osX\x09\x00\x00\x00no_such_x\x93.",  # a global that does not exist
+    ],
+)
+def test_pkl_decode_of_garbage_is_a_sample_encoding_error(data: bytes):
+    with pytest.raises(SampleEncodingError, match="encoding 'pkl' cannot unpickle the value"):
+        get_encoding("pkl").decode(data)

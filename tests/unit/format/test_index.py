@@ -356,3 +356,40 @@ def test_entries_are_frozen():
     changed = copy.deepcopy(mds_entry())
     changed["samples"] = 3
     assert parse_one(changed) != entry
+
+
+# --- hostile input (found by tests/property/test_fuzz_reader.py) -----------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"shards": [], "version": ' + "2" * 5000 + "}",  # past int()'s 4300-digit limit
+        '{"shards": ' + "[" * 50000 + "]" * 50000 + ', "version": 2}',  # past the recursion limit
+    ],
+)
+def test_json_that_python_refuses_is_an_index_format_error(text: str):
+    with pytest.raises(IndexFormatError, match=re.escape(SOURCE) + " is not valid JSON"):
+        parse_index(text, source=SOURCE)
+
+
+@pytest.mark.parametrize("samples", [2**32, 2**63 - 1, 2**63, 2**64])
+def test_sample_count_past_uint32_is_refused(samples: int):
+    expect_error(mds_entry(samples=samples), f"samples is {samples}, but a shard stores its count")
+
+
+def test_largest_uint32_sample_count_parses():
+    assert parse_one(mds_entry(samples=2**32 - 1)).samples == 2**32 - 1
+
+
+@pytest.mark.parametrize("basename", ["\ud800", "shard\udcff.mds"])
+def test_basename_that_is_not_valid_unicode_is_refused(basename: str):
+    entry = mds_entry()
+    entry["raw_data"] = {**entry["raw_data"], "basename": basename}
+    expect_error(entry, "raw_data: basename .* is not valid Unicode")
+
+
+def test_basename_nested_too_deep_is_refused():
+    assert safe_basename("a/" * 63 + "b", where="here") == "a/" * 63 + "b"
+    with pytest.raises(IndexFormatError, match=r"here: basename .* is 64 folders deep; at most 63"):
+        safe_basename("a/" * 64 + "b", where="here")

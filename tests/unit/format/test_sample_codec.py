@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+import struct
 from typing import Any
 
 import numpy as np
@@ -103,3 +104,30 @@ def test_zero_copy_getter_returns_views_of_the_buffer():
     assert sample["blob"].readonly
     assert sample["blob"].obj is data  # a view of the shard itself: nothing was copied
     assert bytes(sample["blob"]) == b"payload"
+
+
+# --- hostile input (found by tests/property/test_fuzz_reader.py) -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "payload", "cause"),
+    [
+        ("ndarray", b"", IndexError),  # no dtype code byte
+        ("ndarray", b"\x08", IndexError),  # no shape byte
+        ("json", b"[" * 50000, RecursionError),
+        ("pil", struct.pack("<3I", 1 << 20, 1 << 20, 1) + b"L", SampleEncodingError),
+    ],
+)
+def test_getter_reports_any_decoder_failure_as_a_shard_format_error(spec, payload, cause):
+    schema = MDSSchema({"x": spec})
+    data = shard_header(b"{}", [4 + len(payload)]) + struct.pack("<I", len(payload)) + payload
+    with pytest.raises(ShardFormatError, match="s, sample 0: cannot decode") as info:
+        MDSShardView(data, schema, 1, source="s").get(0)
+    assert isinstance(info.value.__cause__, cause)
+
+
+def test_getter_still_raises_index_error_for_an_id_out_of_range():
+    schema = MDSSchema({"x": "ndarray"})
+    data = shard_header(b"{}", [])
+    with pytest.raises(IndexError):
+        MDSShardView(data, schema, 0, source="s").get(0)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import struct
 from typing import Any
 
@@ -161,3 +162,10 @@ def test_invalid_utf8_is_a_shard_format_error(fmt: str):
     view = SplitShardView(data, meta_file([0, len(data)]), entry(fmt, 1), source=SOURCE)
     with pytest.raises(ShardFormatError, match=f"{SOURCE}, sample 0: cannot decode: .*utf-8"):
         view[0]
+
+
+def test_json_nested_too_deep_is_a_shard_format_error():  # found by test_fuzz_reader.py
+    data, meta = split_files(["[" * 50000 + "\n"])
+    view = SplitShardView(data, meta, entry("json", 1), source=SOURCE)
+    with pytest.raises(ShardFormatError, match=re.escape(SOURCE) + ", sample 0: cannot decode"):
+        view.get(0)

@@ -50,7 +50,14 @@ class PILEncoding(Encoding):
     def decode(self, data: Buffer) -> Any:
         width, height, mode_size = struct.unpack_from("<3I", data, 0)
         mode = str(data[12 : 12 + mode_size], "utf-8")
-        return _pil().frombytes(mode, (width, height), bytes(data[12 + mode_size :]))
+        pixels = bytes(data[12 + mode_size :])
+        # Pillow allocates the image before it finds the pixels short: check the size first
+        # (every mode takes at least one bit per pixel; Pillow's sizes are C ints).
+        if width * height > 8 * len(pixels) or max(width, height) >= 1 << 31:
+            raise SampleEncodingError(
+                f"encoding 'pil': a {width}x{height} image cannot fit in {len(pixels)} bytes"
+            )
+        return _pil().frombytes(mode, (width, height), pixels)
 
 
 class ImageFileEncoding(Encoding):
@@ -87,7 +94,11 @@ class ImageFileEncoding(Encoding):
         return out.getvalue()
 
     def decode(self, data: Buffer) -> Any:
-        return _pil().open(io.BytesIO(bytes(data)))
+        pil = _pil()
+        try:
+            return pil.open(io.BytesIO(bytes(data)))
+        except (OSError, pil.DecompressionBombError) as exc:  # not an image file, or a bomb
+            raise SampleEncodingError(f"encoding {self.name!r}: {exc}") from exc
 
 
 def _original_file(image: Any) -> bytes | None:

@@ -7,6 +7,7 @@ smallest that holds every dimension) unless the shape is in the name; then the v
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ class NDArrayEncoding(Encoding):
         self.dtype_name = dtype
         self.shape = shape
         if self.dtype is not None and shape is not None:
-            self.size = int(np.prod(shape)) * self.dtype.itemsize
+            self.size = math.prod(shape) * self.dtype.itemsize  # np.prod would wrap at 2**64
 
     @classmethod
     def from_name(cls, name: str, argument: str | None) -> NDArrayEncoding:

@@ -23,7 +23,10 @@ class PickleEncoding(Encoding):
             raise SampleEncodingError(f"encoding 'pkl' cannot pickle the value: {exc}") from exc
 
     def decode(self, data: Buffer) -> Any:
-        return pickle.loads(data)
+        try:
+            return pickle.loads(data)
+        except Exception as exc:  # corrupt pickles fail in many ways (EOFError, MemoryError, ...)
+            raise SampleEncodingError(f"encoding 'pkl' cannot unpickle the value: {exc}") from exc
 
 
 register_encoding("pkl", no_argument(PickleEncoding))

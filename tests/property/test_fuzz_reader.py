@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
+from tests.spec import MDS_KEYS
 
 from shardstream import LocalDataset, MDSWriter, get_encoding
 from shardstream.errors import ChecksumError, ShardFormatError, ShardstreamError
@@ -432,21 +433,7 @@ COMPRESSION_NAMES = st.sampled_from(
         ":",
     ]
 )
-SHARD_KEYS = sorted(
-    [
-        "column_encodings",
-        "column_names",
-        "column_sizes",
-        "compression",
-        "format",
-        "hashes",
-        "raw_data",
-        "samples",
-        "size_limit",
-        "version",
-        "zip_data",
-    ]
-)
+SHARD_KEYS = sorted(MDS_KEYS)
 
 
 def dump_with_specials(obj: Any) -> bytes:

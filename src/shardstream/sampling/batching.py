@@ -128,15 +128,10 @@ def per_stream_batches(
     steps = len(stream_of_step)
     first = min(drop_first // global_batch_size, steps)
     step_ids = worker_steps(first, steps, topology)
-    offsets = device_offsets(topology, batch_size)
-    ids = np.empty((len(step_ids), batch_size), np.int64)
-    for stream in np.unique(stream_of_step[step_ids]).tolist():
-        rows = stream_of_step[step_ids] == stream
-        positions = batch_of_step[step_ids[rows]][:, None] * global_batch_size + offsets
-        ids[rows] = sequence_ids(
-            parts[stream], positions, num_canonical_nodes=num_canonical_nodes, epoch=epoch,
-            shuffle=stream_shuffle(shuffle, stream),
-        )  # fmt: skip
+    ids = _chunk_samples(
+        parts, stream_of_step[step_ids], batch_of_step[step_ids], global_batch_size,
+        device_offsets(topology, batch_size), num_canonical_nodes, epoch, shuffle,
+    )  # fmt: skip
     return StepBatches(ids, steps - first, int((sizes % global_batch_size).sum()))
 
 
@@ -160,13 +155,30 @@ def device_per_stream_batches(
     first = min(drop_first // global_batch_size, steps)
     step_ids = worker_steps(first, steps, topology)
     chunks = step_ids * devices + topology.rank  # this rank's chunk of each of its steps
-    ids = np.empty((len(step_ids), batch_size), np.int64)
-    within = np.arange(batch_size, dtype=np.int64)
-    for stream in np.unique(stream_of_chunk[chunks]).tolist():
-        rows = stream_of_chunk[chunks] == stream
-        positions = index_of_chunk[chunks[rows]][:, None] * batch_size + within
+    ids = _chunk_samples(
+        parts, stream_of_chunk[chunks], index_of_chunk[chunks], batch_size,
+        np.arange(batch_size, dtype=np.int64), num_canonical_nodes, epoch, shuffle,
+    )  # fmt: skip
+    return StepBatches(ids, steps - first, units.epoch_size - steps * global_batch_size)
+
+
+def _chunk_samples(
+    parts: list[EpochUnits],
+    streams: NDArray[np.int64],
+    chunks: NDArray[np.int64],
+    chunk_size: int,
+    offsets: NDArray[np.int64],
+    num_canonical_nodes: int,
+    epoch: int,
+    shuffle: ShuffleConfig,
+) -> NDArray[np.int64]:
+    """Row ``i``: the samples at ``offsets`` of chunk ``chunks[i]`` of stream ``streams[i]``."""
+    ids = np.empty((len(chunks), len(offsets)), np.int64)
+    for stream in np.unique(streams).tolist():
+        rows = streams == stream
+        positions = chunks[rows][:, None] * chunk_size + offsets
         ids[rows] = sequence_ids(
             parts[stream], positions, num_canonical_nodes=num_canonical_nodes, epoch=epoch,
             shuffle=stream_shuffle(shuffle, stream),
         )  # fmt: skip
-    return StepBatches(ids, steps - first, units.epoch_size - steps * global_batch_size)
+    return ids

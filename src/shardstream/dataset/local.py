@@ -6,7 +6,7 @@ import os
 import threading
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -65,6 +65,9 @@ class LocalDataset:
         self._schemas: list[MDSSchema | None] = []
         self._starts = np.zeros(1, np.int64)
         self._start_list: list[int] = [0]
+        self._total = 0  # known once the index is loaded
+        # Each open shard's sample getter (view.get), looked up on the hot path.
+        self._getters: list[Callable[[int], dict[str, Any]] | None] = []
         self._views: list[ShardView | None] = []
 
     @property
@@ -98,11 +101,11 @@ class LocalDataset:
         if type(key) is int:
             # The hot path, inlined from get_item for a sample id in range of an open shard.
             starts = self._start_list
-            if 0 <= key < starts[-1]:
+            if 0 <= key < self._total:
                 shard = bisect_right(starts, key) - 1
-                view = self._views[shard]
-                if view is not None:
-                    return view.get(key - starts[shard])
+                get = self._getters[shard]
+                if get is not None:
+                    return get(key - starts[shard])
             return self.get_item(key)
         if isinstance(key, (int, np.integer)):
             return self.get_item(int(key))
@@ -144,6 +147,7 @@ class LocalDataset:
         """Release the shards' memory maps (arrays already decoded stay valid)."""
         with self._lock:
             self._views = [None] * len(self._views)
+            self._getters = [None] * len(self._views)
 
     def __enter__(self) -> LocalDataset:
         return self
@@ -156,6 +160,7 @@ class LocalDataset:
         state = self.__dict__.copy()
         state["_lock"] = None
         state["_views"] = [None] * len(self._views)
+        state["_getters"] = [None] * len(self._views)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -197,7 +202,9 @@ class LocalDataset:
         self._schemas = schemas
         self._starts = starts
         self._start_list = starts.tolist()
+        self._total = self._start_list[-1]
         self._views = [None] * len(entries)
+        self._getters = [None] * len(entries)
         self._entries = entries
         return entries
 
@@ -208,6 +215,7 @@ class LocalDataset:
                 assert self._entries is not None
                 view = self._files.open(self._entries[shard], self._schemas[shard])
                 self._views[shard] = view
+                self._getters[shard] = view.get
             return view
 
 

@@ -19,7 +19,10 @@ Each error also derives from the builtin exception a caller would naturally catc
     ├── DatasetExistsError(FileExistsError)      the writer's output folder is not empty
     ├── UnsupportedURLError(ValueError)          no storage backend for a URL scheme
     ├── TopologyError(ValueError)                ranks, nodes and workers that do not add up
-    └── UploadError(OSError)                     a shard or index could not be uploaded
+    ├── UploadError(OSError)                     a shard or index could not be uploaded
+    └── StorageError(OSError)                    an object store refused or failed a request
+        ├── CredentialsError                     the store rejected (or found no) credentials
+        └── ObjectNotFoundError(FileNotFoundError)  no object under a key
 """
 
 from __future__ import annotations
@@ -27,15 +30,18 @@ from __future__ import annotations
 __all__ = [
     "ChecksumError",
     "ConfigurationError",
+    "CredentialsError",
     "DatasetExistsError",
     "IndexFormatError",
     "MissingColumnError",
     "MissingDependencyError",
+    "ObjectNotFoundError",
     "SampleEncodingError",
     "ShardFormatError",
     "ShardNotFoundError",
     "ShardTooLargeError",
     "ShardstreamError",
+    "StorageError",
     "TopologyError",
     "UnknownEncodingError",
     "UnsafeEncodingError",
@@ -114,3 +120,15 @@ class TopologyError(ShardstreamError, ValueError):
 
 class UploadError(ShardstreamError, OSError):
     """A shard or index upload failed after every retry."""
+
+
+class StorageError(ShardstreamError, OSError):
+    """An object store refused or failed a request; the message names the URL."""
+
+
+class CredentialsError(StorageError):
+    """The store rejected the credentials or found none; the message says where they come from."""
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """No object exists under the requested key."""

@@ -9,15 +9,18 @@ from shardstream import _optional, errors
 from shardstream.errors import (
     ChecksumError,
     ConfigurationError,
+    CredentialsError,
     DatasetExistsError,
     IndexFormatError,
     MissingColumnError,
     MissingDependencyError,
+    ObjectNotFoundError,
     SampleEncodingError,
     ShardFormatError,
     ShardNotFoundError,
     ShardstreamError,
     ShardTooLargeError,
+    StorageError,
     TopologyError,
     UnknownEncodingError,
     UnsafeEncodingError,
@@ -44,6 +47,10 @@ HIERARCHY = [
     (UnsupportedURLError, ValueError),
     (UploadError, OSError),
     (TopologyError, ValueError),
+    (StorageError, OSError),
+    (CredentialsError, StorageError),
+    (ObjectNotFoundError, StorageError),
+    (ObjectNotFoundError, FileNotFoundError),
 ]
 
 

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from shardstream.errors import UnsupportedURLError
 from shardstream.storage.base import ObjectStore
 from shardstream.storage.local import LocalStore
+from shardstream.storage.s3 import S3Store
 
 __all__ = ["is_remote", "local_path", "open_store"]
 
@@ -31,7 +32,9 @@ def local_path(url: str) -> str:
 
 
 def open_store(url: str) -> ObjectStore:
-    """Return the backend that publishes to ``url``.
+    """Return the backend that publishes to ``url``: a local folder or ``s3://``.
+
+    Opening does no I/O: credentials and the connection are checked on first use.
 
     Raises:
         UnsupportedURLError: No backend handles the URL's scheme in this version.
@@ -39,6 +42,8 @@ def open_store(url: str) -> ObjectStore:
     scheme = _scheme(url)
     if scheme in ("", "file"):
         return LocalStore(local_path(url))
+    if scheme == "s3":
+        return S3Store(url)
     raise UnsupportedURLError(
         f"cannot publish to {url!r}: this version of shardstream has no storage backend for "
         f"'{scheme}://' yet. Write to a local folder or a file:// URL, then copy the folder."

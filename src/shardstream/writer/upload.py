@@ -10,7 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from shardstream.errors import UploadError
+from shardstream.errors import CredentialsError, UploadError
 from shardstream.storage import ObjectStore
 
 __all__ = ["Uploader", "backoff_delays"]
@@ -72,7 +72,8 @@ class Uploader:
             try:
                 self.store.put_file(path, key)
             except OSError as exc:  # noqa: PERF203 - one try per attempt is the point
-                if attempt == self.retry:
+                # Refused credentials do not get better by retrying: say so at once.
+                if attempt == self.retry or isinstance(exc, CredentialsError):
                     raise UploadError(
                         f"uploading {key} to {self.store.url(key)} failed after "
                         f"{attempt + 1} attempts: {exc}"

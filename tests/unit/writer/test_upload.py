@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shardstream.errors import UploadError
+from shardstream.errors import CredentialsError, UploadError
 from shardstream.writer import upload
 from shardstream.writer.upload import Uploader, backoff_delays
 
@@ -119,3 +119,21 @@ def test_a_missing_local_file_is_an_upload_error(tmp_path: Path, local: Path):
         uploader.upload("shard.00009.mds")
     uploader.close()
     assert not os.path.exists(tmp_path / "remote" / "shard.00009.mds")
+
+
+class RefusingStore(FlakyStore):
+    """Refuses every attempt with a credentials error."""
+
+    def put_file(self, local_path: str, key: str) -> None:
+        with self._lock:
+            self.attempts[key] = self.attempts.get(key, 0) + 1
+        raise CredentialsError(f"{self.url(key)}: access denied; set AWS_ACCESS_KEY_ID")
+
+
+def test_refused_credentials_are_not_retried(tmp_path: Path, local: Path) -> None:
+    store = RefusingStore(tmp_path / "remote", failures=0)
+    uploader = Uploader(store, str(local), max_workers=1, retry=5)
+    with pytest.raises(UploadError, match=r"after 1 attempts: .*AWS_ACCESS_KEY_ID"):
+        uploader.upload("shard.00000.mds")
+    assert store.attempts == {"shard.00000.mds": 1}
+    uploader.close()

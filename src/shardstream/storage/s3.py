@@ -1,0 +1,233 @@
+"""S3 and S3-compatible stores (MinIO, SeaweedFS, Ceph, ...) through s3fs.
+
+Credentials come from botocore's standard chain (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``,
+``AWS_PROFILE``, ``~/.aws/credentials``, instance roles) unless passed explicitly. The endpoint
+comes from ``endpoint_url`` or the ``S3_ENDPOINT_URL`` variable (see :mod:`shardstream.config`);
+with a custom endpoint, requests use path-style addressing and region ``us-east-1`` by default,
+which is what most S3-compatible servers expect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from shardstream import config
+from shardstream._optional import require
+from shardstream.errors import (
+    ConfigurationError,
+    CredentialsError,
+    ObjectNotFoundError,
+    ShardstreamError,
+    StorageError,
+)
+
+__all__ = ["S3Store"]
+
+_PURPOSE = "Reading and writing s3:// URLs"
+
+# S3 error codes that mean "who you are" rather than "what you asked for".
+_AUTH_CODES = frozenset(
+    {
+        "AccessDenied",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "TokenRefreshRequired",
+    }
+)
+
+_CREDENTIALS_HELP = (
+    "S3 credentials come from the standard AWS chain: the AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY variables, AWS_PROFILE or ~/.aws/credentials, or an instance role; "
+    "the endpoint comes from endpoint_url= or the S3_ENDPOINT_URL variable"
+)
+
+
+class S3Store:
+    """A bucket and prefix on S3 or an S3-compatible server, used as a dataset root.
+
+    The constructor only checks its arguments; the connection is made on first use.
+    ``put_file`` is atomic for readers: a small file is sent in a single PUT and a large one as a
+    multipart upload, and S3 shows neither until it is complete.
+
+    Args:
+        url: ``s3://bucket`` or ``s3://bucket/prefix``.
+        endpoint_url: The server, e.g. ``http://127.0.0.1:8333`` (default: ``S3_ENDPOINT_URL``,
+            else AWS itself).
+        region: The region to sign requests for (default: ``us-east-1`` with a custom endpoint,
+            else botocore's own choice).
+        key: An access key id, instead of the standard AWS chain (pass ``secret`` with it).
+        secret: The secret access key that goes with ``key``; never shown in messages or logs.
+        storage_options: More keyword arguments for ``s3fs.S3FileSystem``.
+
+    Raises:
+        ConfigurationError: The URL is not an ``s3://`` URL with a bucket, or only one of
+            ``key`` and ``secret`` was given.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        key: str | None = None,
+        secret: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme.lower() != "s3" or not parts.netloc:
+            raise ConfigurationError(f"{url!r} is not an s3://bucket[/prefix] URL")
+        if parts.query or parts.fragment:
+            raise ConfigurationError(f"{url!r}: an s3:// URL takes no query or fragment")
+        if (key is None) != (secret is None):
+            raise ConfigurationError(
+                f"S3Store({url!r}): pass both key and secret, or neither (to use the AWS chain)"
+            )
+        self.bucket = parts.netloc
+        self.prefix = parts.path.strip("/")
+        self.endpoint_url = endpoint_url if endpoint_url is not None else config.s3_endpoint_url()
+        self.region = region
+        self._key = key
+        self._secret = secret
+        self._storage_options = dict(storage_options or {})
+        self._fs: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"S3Store({self.url('')!r}, endpoint_url={self.endpoint_url!r})"
+
+    # --- the ObjectStore protocol ---------------------------------------------------------------
+
+    def put_file(self, local_path: str, key: str) -> None:
+        """Upload the file at ``local_path`` to ``key`` (one PUT, or multipart when large).
+
+        Raises:
+            CredentialsError: The server refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        os.stat(local_path)  # a missing local file is the caller's FileNotFoundError, not ours
+        with self._boundary("uploading to", key):
+            self._filesystem().put_file(local_path, self._path(key))
+
+    def url(self, key: str) -> str:
+        """``s3://bucket/prefix/key`` (never with credentials or the endpoint's secrets)."""
+        return "s3://" + "/".join(part for part in (self.bucket, self.prefix, key) if part)
+
+    # --- reading --------------------------------------------------------------------------------
+
+    def get_bytes(self, key: str) -> bytes:
+        """The whole object under ``key``.
+
+        Raises:
+            ObjectNotFoundError: No object under ``key``.
+            CredentialsError: The server refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        with self._boundary("reading", key):
+            data: bytes = self._filesystem().cat_file(self._path(key))
+        return data
+
+    def exists(self, key: str) -> bool:
+        """Whether an object exists under ``key``."""
+        with self._boundary("checking", key):
+            found: bool = self._filesystem().exists(self._path(key))
+        return found
+
+    def size(self, key: str) -> int:
+        """The size in bytes of the object under ``key``.
+
+        Raises:
+            ObjectNotFoundError: No object under ``key``.
+        """
+        with self._boundary("checking", key):
+            return int(self._filesystem().size(self._path(key)))
+
+    def list(self, prefix: str = "") -> list[str]:
+        """The keys (relative to the store's root) that start with ``prefix``, sorted."""
+        root = self._path("")
+        with self._boundary("listing", prefix):
+            paths = self._filesystem().find(root)
+        keys = (path[len(root) :].lstrip("/") for path in paths)
+        return sorted(key for key in keys if key.startswith(prefix))
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _path(self, key: str) -> str:
+        """``bucket/prefix/key`` as s3fs spells it."""
+        if key.startswith("/") or ".." in key.split("/"):
+            raise ConfigurationError(f"key {key!r} must be relative and must not climb with '..'")
+        return "/".join(part for part in (self.bucket, self.prefix, key) if part)
+
+    def _filesystem(self) -> Any:
+        """The s3fs filesystem, created on first use (so the constructor does no I/O)."""
+        with self._lock:
+            if self._fs is None:
+                s3fs = require("s3fs", extra="s3", purpose=_PURPOSE)
+                options: dict[str, Any] = {
+                    "skip_instance_cache": True,  # a store's credentials are its own
+                    "use_listings_cache": False,  # others may write the same bucket
+                }
+                client_kwargs: dict[str, Any] = {}
+                config_kwargs: dict[str, Any] = {}
+                if self.endpoint_url is not None:
+                    options["endpoint_url"] = self.endpoint_url
+                    config_kwargs["s3"] = {"addressing_style": "path"}
+                region = self.region or ("us-east-1" if self.endpoint_url is not None else None)
+                if region is not None:
+                    client_kwargs["region_name"] = region
+                if self._key is not None:
+                    options["key"] = self._key
+                    options["secret"] = self._secret
+                if client_kwargs:
+                    options["client_kwargs"] = client_kwargs
+                if config_kwargs:
+                    options["config_kwargs"] = config_kwargs
+                options.update(self._storage_options)
+                self._fs = s3fs.S3FileSystem(**options)
+            return self._fs
+
+    @contextlib.contextmanager
+    def _boundary(self, action: str, key: str) -> Iterator[None]:
+        """Turn s3fs's and botocore's errors into shardstream's, naming the URL."""
+        try:
+            yield
+        except ShardstreamError:
+            raise
+        except Exception as exc:
+            translated = self._translate(exc, action, key)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    def _translate(self, exc: Exception, action: str, key: str) -> StorageError | None:
+        botocore = require("botocore.exceptions", extra="s3", purpose=_PURPOSE)
+        where = f"{action} {self.url(key)}"
+        endpoint = self.endpoint_url or "AWS (no S3_ENDPOINT_URL)"
+        detail = self._scrub(f"{type(exc).__name__}: {exc}")
+        code = ""
+        if isinstance(exc, botocore.ClientError):
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+        refused = (PermissionError, botocore.NoCredentialsError, botocore.PartialCredentialsError)
+        if isinstance(exc, refused) or code in _AUTH_CODES:
+            return CredentialsError(
+                f"{where} failed: the server at {endpoint} refused the credentials, or none were "
+                f"found ({detail}). {_CREDENTIALS_HELP}."
+            )
+        if isinstance(exc, FileNotFoundError) or code in ("NoSuchKey", "NoSuchBucket", "404"):
+            return ObjectNotFoundError(f"{where} failed: no such object or bucket ({detail})")
+        if isinstance(exc, (OSError, botocore.BotoCoreError, botocore.ClientError)):
+            return StorageError(f"{where} failed at {endpoint}: {detail}")
+        return None
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the secret key, should a server ever echo it."""
+        if self._secret:
+            text = text.replace(self._secret, "***")
+        return text

@@ -50,7 +50,7 @@ def main() -> None:
     )
     print(f"dataset:   {os.path.abspath(args.out)}")
     print(
-        f"samples:   {len(dataset)} in {len(dataset.shards)} shards, {stored / 1e6:.2f} MB (zstd)"
+        f"samples:   {len(dataset)} in {len(dataset.shards)} shard{'s' if len(dataset.shards) != 1 else ''}, {stored / 1e6:.2f} MB (zstd)"
     )
     print(f"write:     {args.samples / write_seconds:,.0f} samples/s")
     print(

@@ -49,8 +49,10 @@ def main() -> None:
         os.path.getsize(os.path.join(args.out, s.data_file.basename)) for s in dataset.shards
     )
     print(f"dataset:   {os.path.abspath(args.out)}")
+    shards = len(dataset.shards)
     print(
-        f"samples:   {len(dataset)} in {len(dataset.shards)} shard{'s' if len(dataset.shards) != 1 else ''}, {stored / 1e6:.2f} MB (zstd)"
+        f"samples:   {len(dataset)} in {shards} shard{'s' if shards != 1 else ''}, "
+        f"{stored / 1e6:.2f} MB (zstd)"
     )
     print(f"write:     {args.samples / write_seconds:,.0f} samples/s")
     print(

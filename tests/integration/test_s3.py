@@ -9,10 +9,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+from tests.writer_samples import COLUMNS, check_dataset, sample
 
-from shardstream import LocalDataset, MDSWriter
+from shardstream import MDSWriter
 from shardstream.errors import CredentialsError, ObjectNotFoundError, StorageError, UploadError
 from shardstream.storage import S3Store, open_store
 from shardstream.writer import mds_writer
@@ -20,12 +20,6 @@ from shardstream.writer import mds_writer
 from .conftest import S3Server
 
 pytestmark = pytest.mark.s3
-
-COLUMNS = {"id": "int", "text": "str", "vec": "ndarray:float32:4"}
-
-
-def sample(i: int) -> dict[str, Any]:
-    return {"id": i, "text": f"sample {i} " * (i % 7), "vec": np.full(4, i, np.float32)}
 
 
 def write(out: Any, n: int, **kwargs: Any) -> None:
@@ -41,15 +35,6 @@ def download(store: S3Store, folder: Path) -> list[str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(store.get_bytes(key))
     return keys
-
-
-def check_dataset(folder: Path, n: int) -> None:
-    with LocalDataset(folder) as ds:
-        assert len(ds) == n
-        for i in range(n):
-            got, expected = ds[i], sample(i)
-            assert (got["id"], got["text"]) == (expected["id"], expected["text"])
-            np.testing.assert_array_equal(got["vec"], expected["vec"])
 
 
 def test_put_get_exists_size_list(

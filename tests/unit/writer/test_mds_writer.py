@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 from tests.spec import MDS_KEYS
+from tests.writer_samples import COLUMNS, check_dataset, sample
 
 from shardstream import Encoding, LocalDataset, MDSWriter, register_encoding
 from shardstream.errors import (
@@ -29,12 +30,6 @@ from shardstream.format.compression import get_compression
 from shardstream.format.hashing import hash_bytes
 from shardstream.storage import LocalStore
 from shardstream.writer import mds_writer, upload
-
-COLUMNS = {"id": "int", "text": "str", "vec": "ndarray:float32:4"}
-
-
-def sample(i: int) -> dict[str, Any]:
-    return {"id": i, "text": f"sample {i} " * (i % 7), "vec": np.full(4, i, np.float32)}
 
 
 def write(out: Any, n: int = 10, columns: dict[str, str] | None = None, **kwargs: Any) -> MDSWriter:
@@ -63,15 +58,6 @@ def stop(writer: MDSWriter) -> None:
 
 def read_index(folder: Path) -> dict[str, Any]:
     return json.loads((folder / "index.json").read_text())  # type: ignore[no-any-return]
-
-
-def check_dataset(folder: Path, n: int) -> None:
-    with LocalDataset(folder) as ds:
-        assert len(ds) == n
-        for i in range(n):
-            got, expected = ds[i], sample(i)
-            assert (got["id"], got["text"]) == (expected["id"], expected["text"])
-            np.testing.assert_array_equal(got["vec"], expected["vec"])
 
 
 # --- the written dataset ------------------------------------------------------------------------

@@ -7,6 +7,8 @@
 | ``LOCAL_RANK`` | this process's rank on its node |
 | ``LOCAL_WORLD_SIZE`` | ranks on each node |
 | ``S3_ENDPOINT_URL`` | endpoint of an S3-compatible store (default: AWS itself) |
+| ``SHARDSTREAM_S3_REQUESTER_PAYS`` | comma-separated requester-pays buckets |
+| ``SHARDSTREAM_S3_UNSIGNED`` | ``1``/``true``/``yes``: send S3 requests unsigned (public buckets) |
 
 S3 credentials are not read here: botocore's standard chain finds them (``AWS_ACCESS_KEY_ID`` and
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE`` and ``~/.aws/credentials``, instance roles).
@@ -17,10 +19,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from shardstream.errors import TopologyError
+from shardstream.errors import ConfigurationError, TopologyError
 from shardstream.sampling.topology import Sourced
 
-__all__ = ["distributed_environment", "s3_endpoint_url"]
+__all__ = [
+    "distributed_environment",
+    "s3_endpoint_url",
+    "s3_requester_pays_buckets",
+    "s3_unsigned",
+]
 
 _DISTRIBUTED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 
@@ -55,3 +62,41 @@ def s3_endpoint_url(environ: Mapping[str, str] | None = None) -> str | None:
     environ = os.environ if environ is None else environ
     text = environ.get("S3_ENDPOINT_URL", "").strip()
     return text or None
+
+
+def s3_requester_pays_buckets(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The buckets named in ``SHARDSTREAM_S3_REQUESTER_PAYS`` (comma-separated; blanks ignored).
+
+    Requests to these buckets say that the requester pays for them, as AWS requires for
+    requester-pays buckets.
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+    """
+    environ = os.environ if environ is None else environ
+    text = environ.get("SHARDSTREAM_S3_REQUESTER_PAYS", "")
+    return frozenset(name.strip() for name in text.split(",") if name.strip())
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def s3_unsigned(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``SHARDSTREAM_S3_UNSIGNED`` asks for unsigned (anonymous) S3 requests.
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+
+    Raises:
+        ConfigurationError: The variable holds something other than a yes or a no.
+    """
+    environ = os.environ if environ is None else environ
+    text = environ.get("SHARDSTREAM_S3_UNSIGNED", "").strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigurationError(
+        f"SHARDSTREAM_S3_UNSIGNED={text!r} (environment) is neither 1/true/yes nor 0/false/no"
+    )

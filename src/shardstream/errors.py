@@ -22,7 +22,8 @@ Each error also derives from the builtin exception a caller would naturally catc
     ├── UploadError(OSError)                     a shard or index could not be uploaded
     └── StorageError(OSError)                    an object store refused or failed a request
         ├── CredentialsError                     the store rejected (or found no) credentials
-        └── ObjectNotFoundError(FileNotFoundError)  no object under a key
+        ├── ObjectNotFoundError(FileNotFoundError)  no object under a key
+        └── DownloadTimeoutError(TimeoutError)   a download's requests ran past their timeout
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "ConfigurationError",
     "CredentialsError",
     "DatasetExistsError",
+    "DownloadTimeoutError",
     "IndexFormatError",
     "MissingColumnError",
     "MissingDependencyError",
@@ -132,3 +134,7 @@ class CredentialsError(StorageError):
 
 class ObjectNotFoundError(StorageError, FileNotFoundError):
     """No object exists under the requested key."""
+
+
+class DownloadTimeoutError(StorageError, TimeoutError):
+    """A download's request ran past its timeout on every attempt; the message names the URL."""

@@ -11,6 +11,7 @@ from shardstream.errors import (
     ConfigurationError,
     CredentialsError,
     DatasetExistsError,
+    DownloadTimeoutError,
     IndexFormatError,
     MissingColumnError,
     MissingDependencyError,
@@ -51,6 +52,8 @@ HIERARCHY = [
     (CredentialsError, StorageError),
     (ObjectNotFoundError, StorageError),
     (ObjectNotFoundError, FileNotFoundError),
+    (DownloadTimeoutError, StorageError),
+    (DownloadTimeoutError, TimeoutError),
 ]
 
 

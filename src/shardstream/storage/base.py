@@ -2,20 +2,69 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["ObjectStore"]
+__all__ = ["ObjectInfo", "ObjectStore"]
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a store says about one object without sending its bytes.
+
+    Attributes:
+        size: The object's size in bytes.
+        etag: The store's version tag (ETag, generation, or a local file's size and mtime), or
+            ``None`` when the backend has none. Two reads with the same etag see the same bytes.
+    """
+
+    size: int
+    etag: str | None = None
 
 
 class ObjectStore(Protocol):
-    """A place shards are published to, addressed by keys relative to a dataset root.
+    """A dataset root on some storage, addressed by keys relative to that root.
 
-    ``put_file`` must be atomic from a reader's point of view: the object appears under ``key``
-    whole or not at all. It raises ``OSError`` (or a subclass) on failure; callers retry.
+    Keys use ``/`` and never start with ``/`` or contain ``..`` (backends refuse such keys with
+    ``ConfigurationError``). Every method may do I/O; constructors never do.
+
+    Errors: a missing object raises :class:`~shardstream.errors.ObjectNotFoundError`, refused or
+    missing credentials :class:`~shardstream.errors.CredentialsError`, anything else the store
+    or the network did :class:`~shardstream.errors.StorageError` (all ``OSError`` subclasses). A
+    message names the full URL and never holds a secret.
     """
-
-    def put_file(self, local_path: str, key: str) -> None:
-        """Publish the file at ``local_path`` under ``key``."""
 
     def url(self, key: str) -> str:
         """The full URL of ``key``, for messages and logs (never with credentials)."""
+
+    def put_file(self, local_path: str, key: str) -> None:
+        """Publish the file at ``local_path`` under ``key``.
+
+        Atomic from a reader's point of view: the object appears under ``key`` whole or not at
+        all. Callers retry.
+        """
+
+    def get_bytes(self, key: str) -> bytes:
+        """The whole object under ``key``."""
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``start .. end - 1`` of the object under ``key`` (``0 <= start <= end``).
+
+        A range that runs past the end of the object raises
+        :class:`~shardstream.errors.StorageError` (never a short read); ``start > end`` or a
+        negative ``start`` raises :class:`~shardstream.errors.ConfigurationError`. An empty
+        range (``start == end``) returns ``b""`` without asking the store.
+        """
+
+    def info(self, key: str) -> ObjectInfo:
+        """The size and version tag of the object under ``key``."""
+
+    def exists(self, key: str) -> bool:
+        """Whether an object exists under ``key`` (a "folder" holding objects is not one)."""
+
+    def list(self, prefix: str = "") -> list[str]:
+        """The keys of all objects under the root that start with ``prefix``, sorted.
+
+        ``prefix`` is a plain string prefix (``"a/b"`` matches ``a/b.bin`` and ``a/b/c``), keys
+        of nested objects are full paths relative to the root, and "folders" are not keys.
+        """

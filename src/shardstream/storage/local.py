@@ -4,17 +4,33 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import stat
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
-__all__ = ["LocalStore", "atomic_write", "temporary_sibling"]
+from shardstream.errors import ObjectNotFoundError, StorageError
+from shardstream.storage.base import ObjectInfo
+from shardstream.storage.keys import check_key, check_range
+
+__all__ = ["LocalStore", "atomic_write", "is_temporary", "temporary_sibling"]
+
+_TEMPORARY = re.compile(r"\..+\.tmp-[0-9a-f]{12}")
 
 
 def temporary_sibling(path: str) -> str:
-    """A unique temporary name in the same folder as ``path`` (so a rename is atomic)."""
+    """A unique temporary name in the same folder as ``path`` (so a rename is atomic).
+
+    The name is ``.{name}.tmp-{12 hex digits}``; :func:`is_temporary` recognises it.
+    """
     folder, name = os.path.split(path)
     return os.path.join(folder, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether the file name ``name`` (no folder) is one :func:`temporary_sibling` makes."""
+    return _TEMPORARY.fullmatch(name) is not None
 
 
 def atomic_write(path: str, parts: Iterable[bytes | memoryview]) -> int:
@@ -68,18 +84,32 @@ if hasattr(os, "sysconf"):
 
 
 class LocalStore:
-    """A local folder used as the remote side of a writer (``file://`` URLs and plain paths).
+    """A local folder used as a dataset root (``file://`` URLs and plain paths).
+
+    Writes are atomic (a temporary sibling renamed into place); files that are still being
+    written, under such temporary names, are not listed.
 
     Args:
-        root: The dataset folder.
+        root: The dataset folder. It need not exist until something is written.
     """
 
     def __init__(self, root: str) -> None:
         self.root = root
 
+    def __repr__(self) -> str:
+        return f"LocalStore({self.root!r})"
+
+    def url(self, key: str) -> str:
+        """The path of ``key`` in this folder."""
+        return os.path.join(self.root, key)
+
     def put_file(self, local_path: str, key: str) -> None:
-        """Copy ``local_path`` to ``<root>/<key>`` atomically."""
-        target = os.path.join(self.root, key)
+        """Copy ``local_path`` to ``<root>/<key>`` atomically.
+
+        Raises:
+            OSError: The copy failed (the source is missing, the disk is full, ...).
+        """
+        target = self._path(key)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         temporary = temporary_sibling(target)
         try:
@@ -89,9 +119,97 @@ class LocalStore:
             _remove_quietly(temporary)
             raise
 
-    def url(self, key: str) -> str:
-        """The path of ``key`` in this folder."""
-        return os.path.join(self.root, key)
+    def get_bytes(self, key: str) -> bytes:
+        """The whole file under ``key``.
+
+        Raises:
+            ObjectNotFoundError: No file under ``key``.
+            StorageError: The file could not be read.
+        """
+        with self._boundary("reading", key), open(self._path(key), "rb") as handle:
+            return handle.read()
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``start .. end - 1`` of the file under ``key``.
+
+        Raises:
+            ConfigurationError: The range is negative or reversed.
+            ObjectNotFoundError: No file under ``key``.
+            StorageError: The range runs past the end of the file, or it could not be read.
+        """
+        path = self._path(key)
+        check_range(start, end, self.url(key))
+        if start == end:
+            return b""
+        with self._boundary("reading", key):
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            try:
+                size = os.fstat(fd).st_size
+                if end > size:
+                    raise StorageError(
+                        f"reading {self.url(key)}: byte range [{start}, {end}) runs past the "
+                        f"end of the file ({size} bytes)"
+                    )
+                parts = []
+                offset = start
+                while offset < end:
+                    chunk = os.pread(fd, end - offset, offset)
+                    if not chunk:  # the file shrank under us
+                        raise StorageError(f"reading {self.url(key)}: the file shrank to {offset}")
+                    parts.append(chunk)
+                    offset += len(chunk)
+            finally:
+                os.close(fd)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def info(self, key: str) -> ObjectInfo:
+        """The file's size, and an etag made of its inode, size and modification time.
+
+        Raises:
+            ObjectNotFoundError: No file under ``key``.
+        """
+        with self._boundary("checking", key):
+            status = os.stat(self._path(key))
+        if not stat.S_ISREG(status.st_mode):
+            raise ObjectNotFoundError(f"checking {self.url(key)} failed: it is not a file")
+        etag = f"{status.st_ino:x}-{status.st_size:x}-{status.st_mtime_ns:x}"
+        return ObjectInfo(size=status.st_size, etag=etag)
+
+    def exists(self, key: str) -> bool:
+        """Whether a file (not a folder) exists under ``key``."""
+        return os.path.isfile(self._path(key))
+
+    def list(self, prefix: str = "") -> list[str]:
+        """The keys of the files under the root that start with ``prefix``, sorted.
+
+        Files being written (temporary siblings) are left out; a missing root lists nothing.
+        """
+        return sorted(key for key in self._walk() if key.startswith(prefix))
+
+    def _walk(self) -> Iterator[str]:
+        for folder, _, names in os.walk(self.root):
+            relative = os.path.relpath(folder, self.root)
+            base = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+            for name in names:
+                if not is_temporary(name):
+                    yield base + name
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, check_key(key, self.root))
+
+    @contextlib.contextmanager
+    def _boundary(self, action: str, key: str) -> Iterator[None]:
+        """Turn the operating system's errors into shardstream's, naming the path."""
+        try:
+            yield
+        except StorageError:
+            raise
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            raise ObjectNotFoundError(
+                f"{action} {self.url(key)} failed: no such file ({exc.strerror})"
+            ) from exc
+        except OSError as exc:
+            raise StorageError(f"{action} {self.url(key)} failed: {exc}") from exc
 
 
 def _remove_quietly(path: str) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import urlsplit
 
-from shardstream.errors import UnsupportedURLError
+from shardstream.errors import ConfigurationError, UnsupportedURLError
 from shardstream.storage.base import ObjectStore
+from shardstream.storage.http import HTTPStore
 from shardstream.storage.local import LocalStore
 from shardstream.storage.s3 import S3Store
 
@@ -31,20 +33,36 @@ def local_path(url: str) -> str:
     return os.path.expanduser(url)
 
 
-def open_store(url: str) -> ObjectStore:
-    """Return the backend that publishes to ``url``: a local folder or ``s3://``.
+def open_store(url: str, **options: Any) -> ObjectStore:
+    """Return the backend for the dataset root ``url``.
+
+    Local folders and ``file://`` URLs (:class:`LocalStore`), ``s3://`` (:class:`S3Store`)
+    and, read-only, ``http://`` and ``https://`` (:class:`HTTPStore`).
 
     Opening does no I/O: credentials and the connection are checked on first use.
 
+    Args:
+        url: The dataset root.
+        **options: Keyword arguments for the backend's constructor, e.g.
+            ``read_timeout=30`` or ``anon=True`` for ``s3://``, ``headers=...`` for ``https://``.
+
     Raises:
         UnsupportedURLError: No backend handles the URL's scheme in this version.
+        ConfigurationError: The backend refused the URL or an option.
     """
     scheme = _scheme(url)
     if scheme in ("", "file"):
+        if options:
+            raise ConfigurationError(
+                f"open_store({url!r}): a local folder takes no options (got {sorted(options)})"
+            )
         return LocalStore(local_path(url))
     if scheme == "s3":
-        return S3Store(url)
+        return S3Store(url, **options)
+    if scheme in ("http", "https"):
+        return HTTPStore(url, **options)
     raise UnsupportedURLError(
-        f"cannot publish to {url!r}: this version of shardstream has no storage backend for "
+        f"cannot publish to {url!r} or read from it: this version of shardstream has no "
+        f"storage backend for "
         f"'{scheme}://' yet. Write to a local folder or a file:// URL, then copy the folder."
     )

@@ -5,6 +5,12 @@ Credentials come from botocore's standard chain (``AWS_ACCESS_KEY_ID`` / ``AWS_S
 comes from ``endpoint_url`` or the ``S3_ENDPOINT_URL`` variable (see :mod:`shardstream.config`);
 with a custom endpoint, requests use path-style addressing and region ``us-east-1`` by default,
 which is what most S3-compatible servers expect.
+
+Public buckets can be read without credentials (``anon=True`` or ``SHARDSTREAM_S3_UNSIGNED=1``),
+and requester-pays buckets need ``requester_pays=True`` or their name in
+``SHARDSTREAM_S3_REQUESTER_PAYS``. The SDK's own retries are switched off: shardstream retries in
+one place (uploads in the writer, downloads in :mod:`shardstream.storage.download`), so that
+``retry=N`` means exactly N retries.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from shardstream.errors import (
     ShardstreamError,
     StorageError,
 )
+from shardstream.storage.base import ObjectInfo
+from shardstream.storage.keys import check_key, check_range
 
 __all__ = ["S3Store"]
 
@@ -64,11 +72,19 @@ class S3Store:
             else botocore's own choice).
         key: An access key id, instead of the standard AWS chain (pass ``secret`` with it).
         secret: The secret access key that goes with ``key``; never shown in messages or logs.
+        anon: Send requests unsigned, for public buckets (default: ``SHARDSTREAM_S3_UNSIGNED``).
+        requester_pays: Say that the requester pays, as requester-pays buckets demand (default:
+            whether the bucket is named in ``SHARDSTREAM_S3_REQUESTER_PAYS``).
+        connect_timeout: Seconds to wait for a connection.
+        read_timeout: Seconds to wait for the server between two reads of a socket (align it
+            with :attr:`DownloadOptions.timeout <shardstream.storage.download.DownloadOptions>`
+            so that a request abandoned by a download ends soon after).
         storage_options: More keyword arguments for ``s3fs.S3FileSystem``.
 
     Raises:
-        ConfigurationError: The URL is not an ``s3://`` URL with a bucket, or only one of
-            ``key`` and ``secret`` was given.
+        ConfigurationError: The URL is not an ``s3://`` URL with a bucket, only one of ``key``
+            and ``secret`` was given, credentials came with ``anon=True``, or a timeout is not
+            positive.
     """
 
     def __init__(
@@ -79,6 +95,10 @@ class S3Store:
         region: str | None = None,
         key: str | None = None,
         secret: str | None = None,
+        anon: bool | None = None,
+        requester_pays: bool | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         parts = urlsplit(url)
@@ -90,10 +110,27 @@ class S3Store:
             raise ConfigurationError(
                 f"S3Store({url!r}): pass both key and secret, or neither (to use the AWS chain)"
             )
+        if anon and key is not None:
+            raise ConfigurationError(
+                f"S3Store({url!r}): anon=True sends requests unsigned; pass no key and secret"
+            )
+        if not (connect_timeout > 0 and read_timeout > 0):
+            raise ConfigurationError(
+                f"S3Store({url!r}): connect_timeout={connect_timeout} and "
+                f"read_timeout={read_timeout} must be positive numbers of seconds"
+            )
         self.bucket = parts.netloc
         self.prefix = parts.path.strip("/")
         self.endpoint_url = endpoint_url if endpoint_url is not None else config.s3_endpoint_url()
         self.region = region
+        self.anon = (config.s3_unsigned() and key is None) if anon is None else anon
+        self.requester_pays = (
+            self.bucket in config.s3_requester_pays_buckets()
+            if requester_pays is None
+            else requester_pays
+        )
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
         self._key = key
         self._secret = secret
         self._storage_options = dict(storage_options or {})
@@ -101,7 +138,7 @@ class S3Store:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"S3Store({self.url('')!r}, endpoint_url={self.endpoint_url!r})"
+        return f"S3Store({self.url('')!r}, endpoint_url={self.endpoint_url!r}, anon={self.anon})"
 
     # --- the ObjectStore protocol ---------------------------------------------------------------
 
@@ -123,31 +160,72 @@ class S3Store:
     # --- reading --------------------------------------------------------------------------------
 
     def get_bytes(self, key: str) -> bytes:
-        """The whole object under ``key``.
+        """The whole object under ``key``, in one GET.
 
         Raises:
             ObjectNotFoundError: No object under ``key``.
             CredentialsError: The server refused the credentials, or none were found.
             StorageError: Any other failure of the request.
         """
+        path = self._path(key)
         with self._boundary("reading", key):
-            data: bytes = self._filesystem().cat_file(self._path(key))
+            # max_concurrency=1: one GET, not a HEAD and then parallel ranges behind our back.
+            data: bytes = self._filesystem().cat_file(path, max_concurrency=1)
         return data
 
-    def exists(self, key: str) -> bool:
-        """Whether an object exists under ``key``."""
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``start .. end - 1`` of the object under ``key``, in one ranged GET.
+
+        Raises:
+            ConfigurationError: The range is negative or reversed.
+            ObjectNotFoundError: No object under ``key``.
+            CredentialsError: The server refused the credentials, or none were found.
+            StorageError: The range runs past the end of the object, or the request failed.
+        """
+        path = self._path(key)
+        check_range(start, end, self.url(key))
+        if start == end:
+            return b""
+        with self._boundary("reading", key):
+            data: bytes = self._filesystem().cat_file(path, start=start, end=end)
+        if len(data) != end - start:
+            raise StorageError(
+                f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
+                f"object (the server sent {len(data)} bytes)"
+            )
+        return data
+
+    def info(self, key: str) -> ObjectInfo:
+        """The object's size and ETag, from one HEAD request.
+
+        Raises:
+            ObjectNotFoundError: No object under ``key`` (a "folder" is not an object).
+            CredentialsError: The server refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        path = self._path(key)
         with self._boundary("checking", key):
-            found: bool = self._filesystem().exists(self._path(key))
-        return found
+            details: dict[str, Any] = self._filesystem().info(path)
+        if details.get("type") != "file":
+            raise ObjectNotFoundError(f"checking {self.url(key)} failed: it is a prefix, no object")
+        etag = details.get("ETag") or details.get("etag")
+        return ObjectInfo(size=int(details["size"]), etag=str(etag).strip('"') if etag else None)
+
+    def exists(self, key: str) -> bool:
+        """Whether an object exists under ``key`` (a prefix of other keys is not one)."""
+        try:
+            self.info(key)
+        except ObjectNotFoundError:
+            return False
+        return True
 
     def size(self, key: str) -> int:
-        """The size in bytes of the object under ``key``.
+        """The size in bytes of the object under ``key`` (``info(key).size``).
 
         Raises:
             ObjectNotFoundError: No object under ``key``.
         """
-        with self._boundary("checking", key):
-            return int(self._filesystem().size(self._path(key)))
+        return self.info(key).size
 
     def list(self, prefix: str = "") -> list[str]:
         """The keys (relative to the store's root) that start with ``prefix``, sorted."""
@@ -161,8 +239,7 @@ class S3Store:
 
     def _path(self, key: str) -> str:
         """``bucket/prefix/key`` as s3fs spells it."""
-        if key.startswith("/") or ".." in key.split("/"):
-            raise ConfigurationError(f"key {key!r} must be relative and must not climb with '..'")
+        check_key(key, self.url(""))
         return "/".join(part for part in (self.bucket, self.prefix, key) if part)
 
     def _filesystem(self) -> Any:
@@ -175,7 +252,12 @@ class S3Store:
                     "use_listings_cache": False,  # others may write the same bucket
                 }
                 client_kwargs: dict[str, Any] = {}
-                config_kwargs: dict[str, Any] = {}
+                config_kwargs: dict[str, Any] = {
+                    "connect_timeout": self.connect_timeout,
+                    "read_timeout": self.read_timeout,
+                    # One attempt per call: callers retry, and count their retries exactly.
+                    "retries": {"max_attempts": 0, "mode": "standard"},
+                }
                 if self.endpoint_url is not None:
                     options["endpoint_url"] = self.endpoint_url
                     config_kwargs["s3"] = {"addressing_style": "path"}
@@ -185,12 +267,17 @@ class S3Store:
                 if self._key is not None:
                     options["key"] = self._key
                     options["secret"] = self._secret
+                if self.anon:
+                    options["anon"] = True
+                if self.requester_pays:
+                    options["requester_pays"] = True
                 if client_kwargs:
                     options["client_kwargs"] = client_kwargs
-                if config_kwargs:
-                    options["config_kwargs"] = config_kwargs
+                options["config_kwargs"] = config_kwargs
                 options.update(self._storage_options)
-                self._fs = s3fs.S3FileSystem(**options)
+                filesystem = s3fs.S3FileSystem(**options)
+                filesystem.retries = 1  # s3fs's own retry loop: one attempt (see above)
+                self._fs = filesystem
             return self._fs
 
     @contextlib.contextmanager

@@ -12,17 +12,11 @@ import numpy as np
 
 from shardstream.errors import CredentialsError, UploadError
 from shardstream.storage import ObjectStore
+from shardstream.storage.retry import backoff_delays
 
 __all__ = ["Uploader", "backoff_delays"]
 
 logger = logging.getLogger(__name__)
-
-
-def backoff_delays(
-    retries: int, rng: np.random.Generator, *, base: float = 0.5, cap: float = 30.0
-) -> list[float]:
-    """Seconds to wait before each retry: exponential with full jitter, capped."""
-    return [float(rng.uniform(0, min(cap, base * 2**attempt))) for attempt in range(retries)]
 
 
 class Uploader:

@@ -1,0 +1,346 @@
+"""Downloading objects from any store: deadlines, retries, parallel byte ranges, atomic files.
+
+Every request runs in a worker thread and the caller waits for it with a deadline, so the
+timeout holds for every backend, whatever its SDK does with its sockets. A request past its
+deadline counts as a failed attempt; its thread is abandoned (a daemon: it ends when its socket
+gives up) and whatever it returns later is ignored. Workers only return bytes: the calling
+thread alone writes into the file, with ``os.pwrite``, so no thread ever writes into a file
+descriptor that may already be closed.
+
+Retries follow :func:`~shardstream.storage.retry.is_transient`: a missing object, refused
+credentials and bad arguments fail at once; network errors, server errors, short bodies and
+timeouts are tried again after an exponential, jittered delay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import logging
+import os
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from shardstream.errors import (
+    ConfigurationError,
+    DownloadTimeoutError,
+    ShardFormatError,
+    StorageError,
+)
+from shardstream.storage.base import ObjectStore
+from shardstream.storage.local import temporary_sibling
+from shardstream.storage.retry import backoff_delays, is_transient
+
+__all__ = ["DownloadOptions", "download_file", "fetch_bytes"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DownloadOptions:
+    """How hard and how wide to try when downloading.
+
+    Attributes:
+        retry: Retries after a failed first attempt, for each request (``retry=2``: up to three
+            attempts); ``0`` tries once.
+        timeout: Seconds allowed for each request (a whole small object, or one byte range),
+            enforced for every backend. For ``s3://``, open the store with the same
+            ``read_timeout`` so that abandoned requests also end soon at the socket.
+        part_size: Objects larger than this download as parallel byte ranges of this size.
+        concurrency: Byte ranges of one object in flight at once.
+
+    Raises:
+        ConfigurationError: A value is out of range.
+    """
+
+    retry: int = 2
+    timeout: float = 60.0
+    part_size: int = 16 << 20
+    concurrency: int = 8
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{name}={value!r} must be an integer >= {minimum}"
+            for name, value, minimum in (
+                ("retry", self.retry, 0),
+                ("part_size", self.part_size, 1),
+                ("concurrency", self.concurrency, 1),
+            )
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum
+        ]
+        timeout = self.timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            problems.append(f"timeout={timeout!r} must be a positive number of seconds")
+        if problems:
+            raise ConfigurationError("DownloadOptions: " + "; ".join(problems))
+
+
+_DEFAULT = DownloadOptions()
+
+
+def fetch_bytes(store: ObjectStore, key: str, options: DownloadOptions = _DEFAULT) -> bytes:
+    """The whole object under ``key``, in one request, with the timeout and retries of ``options``.
+
+    Meant for small objects such as ``index.json``; use :func:`download_file` for shards.
+
+    Raises:
+        ObjectNotFoundError: No object under ``key`` (not retried).
+        CredentialsError: The store refused the credentials (not retried).
+        DownloadTimeoutError: The last attempt ran past ``options.timeout``.
+        StorageError: The last attempt failed otherwise; the message names the URL, the attempts
+            made and the last cause.
+    """
+    found: list[bytes] = []
+    _gather(
+        [lambda: store.get_bytes(key)],
+        lambda _, data: found.append(data),
+        options,
+        f"reading {store.url(key)}",
+    )
+    return found[0]
+
+
+def download_file(
+    store: ObjectStore,
+    key: str,
+    dest: str,
+    options: DownloadOptions = _DEFAULT,
+    *,
+    expected_size: int | None = None,
+) -> int:
+    """Download the object under ``key`` to the local file ``dest``, atomically.
+
+    The bytes go to a temporary sibling of ``dest`` (see
+    :func:`~shardstream.storage.local.temporary_sibling`), sized up front, which is renamed over
+    ``dest`` only once every byte has arrived and the size is right. On any failure the
+    temporary file is removed and ``dest`` is left as it was. ``dest``'s folder is created if
+    needed. Objects larger than ``options.part_size`` download as parallel byte ranges.
+
+    Args:
+        store: Where the object lives.
+        key: The object's key in ``store``.
+        dest: The local path to create or replace.
+        options: Retries, timeout, part size and concurrency.
+        expected_size: The size the caller knows the object has (e.g. from ``index.json``).
+
+    Returns:
+        The number of bytes written.
+
+    Raises:
+        ShardFormatError: The object's size differs from ``expected_size`` (not retried).
+        ObjectNotFoundError: No object under ``key`` (not retried).
+        CredentialsError: The store refused the credentials (not retried).
+        DownloadTimeoutError: A request's last attempt ran past ``options.timeout``.
+        StorageError: A request's last attempt failed otherwise; the message names the URL, the
+            attempts made and the last cause.
+        OSError: ``dest`` could not be written.
+    """
+    url = store.url(key)
+    infos: list[int] = []
+    _gather(
+        [lambda: store.info(key).size], lambda _, n: infos.append(n), options, f"checking {url}"
+    )
+    size = infos[0]
+    if expected_size is not None and size != expected_size:
+        raise ShardFormatError(
+            f"{url} holds {size} bytes where {expected_size} were expected: the dataset changed "
+            f"or its index is wrong. Check that the index.json and the shards come from the same "
+            f"writer run, and clear the local cache."
+        )
+    folder = os.path.dirname(dest)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    temporary = temporary_sibling(dest)
+    fd = os.open(
+        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644
+    )
+    try:
+        try:
+            os.ftruncate(fd, size)
+            _fetch_into(fd, store, key, size, options)
+        finally:
+            os.close(fd)
+        written = os.stat(temporary).st_size
+        if written != size:  # pragma: no cover - pwrite wrote every range; a last sanity check
+            raise StorageError(f"downloading {url}: wrote {written} of {size} bytes")
+        os.replace(temporary, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise
+    return size
+
+
+def _fetch_into(fd: int, store: ObjectStore, key: str, size: int, options: DownloadOptions) -> None:
+    """Fill the first ``size`` bytes of ``fd`` with the object, in one request or in ranges."""
+    url = store.url(key)
+    if size == 0:
+        return
+    if size <= options.part_size:
+        spans = [(0, size)]
+        requests: list[Callable[[], bytes]] = [lambda: store.get_bytes(key)]
+        action = f"reading {url}"
+    else:
+        starts = range(0, size, options.part_size)
+        spans = [(start, min(start + options.part_size, size)) for start in starts]
+        requests = [_range_reader(store, key, start, end) for start, end in spans]
+        action = f"reading {url} in {len(spans)} byte ranges"
+
+    def deliver(index: int, data: bytes) -> None:
+        start, end = spans[index]
+        if len(data) != end - start:
+            raise StorageError(
+                f"reading {url}: bytes [{start}, {end}) came back as {len(data)} bytes (the "
+                f"object is {size} bytes): a short body, or the object changed meanwhile"
+            )
+        _pwrite_all(fd, data, start)
+
+    _gather(requests, deliver, options, action)
+
+
+def _range_reader(store: ObjectStore, key: str, start: int, end: int) -> Callable[[], bytes]:
+    return lambda: store.get_range(key, start, end)
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
+class _Attempt(Generic[T]):
+    """One try of one request, run in a daemon thread; the outcome goes to ``outcomes``."""
+
+    def __init__(
+        self, index: int, call: Callable[[], T], outcomes: queue.SimpleQueue[_Attempt[T]]
+    ) -> None:
+        self.index = index
+        self.value: T | None = None
+        self.error: BaseException | None = None
+        self._call = call
+        self._outcomes = outcomes
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name="shardstream-download", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self.value = self._call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, not lost
+            self.error = exc
+        self._outcomes.put(self)
+
+
+def _gather(
+    requests: Sequence[Callable[[], T]],
+    deliver: Callable[[int, T], None],
+    options: DownloadOptions,
+    action: str,
+) -> None:
+    """Run every request (``options.concurrency`` at a time), each with deadline and retries.
+
+    ``deliver(index, value)`` runs in the calling thread as each request succeeds; if it raises,
+    that counts as a failed attempt of the request (e.g. a body of the wrong length).
+
+    Raises:
+        The first non-transient error as it is; after the last retry of a request,
+        DownloadTimeoutError when that attempt timed out, else StorageError.
+    """
+    outcomes: queue.SimpleQueue[_Attempt[T]] = queue.SimpleQueue()
+    ready: deque[int] = deque(range(len(requests)))
+    waiting: list[tuple[float, int]] = []  # (when, index): retries sleeping off their backoff
+    in_flight: dict[_Attempt[T], float] = {}  # attempt -> deadline
+    failures = [0] * len(requests)
+    delays = [backoff_delays(options.retry, _rng()) for _ in requests] if options.retry else []
+
+    def failed(index: int, error: BaseException) -> None:
+        failures[index] += 1
+        if not is_transient(error):
+            raise error
+        if failures[index] > options.retry:
+            raise _final_error(action, failures[index], error, options) from error
+        delay = delays[index][failures[index] - 1]
+        logger.warning(
+            "%s failed (%s); retry %d of %d in %.2f s",
+            action,
+            _describe(error),
+            failures[index],
+            options.retry,
+            delay,
+        )
+        heapq.heappush(waiting, (time.monotonic() + delay, index))
+
+    while ready or waiting or in_flight:
+        now = time.monotonic()
+        while waiting and waiting[0][0] <= now:
+            ready.append(heapq.heappop(waiting)[1])
+        while ready and len(in_flight) < options.concurrency:
+            index = ready.popleft()
+            attempt = _Attempt(index, requests[index], outcomes)
+            in_flight[attempt] = time.monotonic() + options.timeout
+            attempt.start()
+        wake = min([*in_flight.values(), *(when for when, _ in waiting[:1])], default=now)
+        done = _next_outcome(outcomes, wake)
+        if done is None:
+            now = time.monotonic()
+            for attempt, deadline in list(in_flight.items()):
+                if deadline <= now:
+                    del in_flight[attempt]  # abandoned: its late outcome is ignored below
+                    failed(
+                        attempt.index,
+                        TimeoutError(f"no answer within the {options.timeout:g} s timeout"),
+                    )
+            continue
+        if done not in in_flight:
+            continue
+        del in_flight[done]
+        if done.error is not None:
+            failed(done.index, done.error)
+            continue
+        try:
+            deliver(done.index, done.value)  # type: ignore[arg-type]
+        except StorageError as exc:
+            failed(done.index, exc)
+
+
+def _next_outcome(outcomes: queue.SimpleQueue[_Attempt[T]], wake: float) -> _Attempt[T] | None:
+    """The next finished attempt, or ``None`` once the clock reaches ``wake``."""
+    try:
+        return outcomes.get(timeout=max(0.0, wake - time.monotonic()))
+    except queue.Empty:
+        return None
+
+
+def _final_error(
+    action: str, attempts: int, error: BaseException, options: DownloadOptions
+) -> StorageError:
+    message = (
+        f"{action} failed after {attempts} attempt{'s' if attempts > 1 else ''} "
+        f"(retry={options.retry}, timeout={options.timeout:g} s): {_describe(error)}"
+    )
+    if isinstance(error, TimeoutError):
+        return DownloadTimeoutError(
+            message + ". Raise DownloadOptions.timeout or retry for a slow store."
+        )
+    return StorageError(message + ". Check the store, or raise DownloadOptions.retry.")
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _rng() -> np.random.Generator:
+    # Retry jitter only: fresh OS entropy on purpose, so that many readers that fail together
+    # do not retry together. No data depends on it.
+    return np.random.default_rng()

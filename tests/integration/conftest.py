@@ -23,6 +23,14 @@ from typing import Any
 
 import pytest
 
+from .store_factories import (  # noqa: F401 (the local, s3 and http conformance fixtures)
+    http_server,
+    seed_http,
+    store_factory_http,
+    store_factory_local,
+    store_factory_s3,
+)
+
 HOST = "127.0.0.1"  # loopback only: the server binds here and nothing else
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0

@@ -1,0 +1,80 @@
+"""Store factories for the conformance suite: ``local``, ``s3`` and (read-only) ``http``.
+
+``store_factory_<name>`` returns a callable that gives a fresh, empty dataset root each time.
+A read-only backend also provides ``seed_<name>``: ``seed(store, key, data)`` puts an object
+behind the store's back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from shardstream.storage import HTTPStore, LocalStore, ObjectStore, S3Store
+
+from .http_server import StaticServer
+
+if TYPE_CHECKING:
+    from .conftest import S3Server
+
+__all__ = [
+    "http_server",
+    "seed_http",
+    "store_factory_http",
+    "store_factory_local",
+    "store_factory_s3",
+]
+
+StoreFactory = Callable[[], ObjectStore]
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+
+
+@pytest.fixture
+def store_factory_local(tmp_path: Path) -> StoreFactory:
+    numbers = itertools.count()
+    return lambda: LocalStore(str(tmp_path / f"local-root-{next(numbers)}"))
+
+
+@pytest.fixture
+def store_factory_s3(s3_env: S3Server) -> StoreFactory:
+    return lambda: S3Store(s3_env.url("conformance"))
+
+
+@pytest.fixture(scope="session")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StaticServer]:
+    with StaticServer(str(tmp_path_factory.mktemp("http-root"))) as server:
+        yield server
+
+
+@pytest.fixture
+def store_factory_http(http_server: StaticServer, monkeypatch: pytest.MonkeyPatch) -> StoreFactory:
+    for name in _PROXY_VARIABLES:  # urllib would send requests through a proxy from the env
+        monkeypatch.delenv(name, raising=False)
+
+    def make() -> ObjectStore:
+        folder = f"root-{uuid.uuid4().hex[:8]}"
+        os.makedirs(os.path.join(http_server.root, folder))
+        return HTTPStore(f"{http_server.url}/{folder}", timeout=10)
+
+    return make
+
+
+@pytest.fixture
+def seed_http(http_server: StaticServer) -> Callable[[ObjectStore, str, bytes], None]:
+    def seed(store: ObjectStore, key: str, data: bytes) -> None:
+        assert isinstance(store, HTTPStore)
+        folder = store.base.rsplit("/", 1)[1]
+        path = os.path.join(http_server.root, folder, *key.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = f"{path}.seed-{uuid.uuid4().hex[:8]}"
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)  # a new inode: the etag changes as on a real server
+
+    return seed

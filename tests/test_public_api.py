@@ -15,6 +15,9 @@ PUBLIC = [
     "Encoding",
     "LocalDataset",
     "MDSWriter",
+    "Stream",
+    "StreamingDataLoader",
+    "StreamingDataset",
     "__version__",
     "get_encoding",
     "merge_index",
@@ -52,7 +55,7 @@ def test_public_names_are_pinned():
 
 
 def test_public_classes_show_as_shardstream():
-    for name in ("Encoding", "LocalDataset", "MDSWriter"):
+    for name in ("Encoding", "LocalDataset", "MDSWriter", "Stream", "StreamingDataset"):
         assert getattr(shardstream, name).__module__ == "shardstream"
 
 

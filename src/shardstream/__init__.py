@@ -1,24 +1,55 @@
 """shardstream: Spark and object stores to deep-learning jobs, through MDS shards.
 
-The public names live here; everything else is an implementation detail.
+The public names live here; everything else is an implementation detail. The torch-facing
+classes (``StreamingDataset``, ``StreamingDataLoader``) load torch on first use, so that
+``import shardstream`` stays light.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from shardstream._version import __version__
-from shardstream.dataset import LocalDataset
+from shardstream.dataset import LocalDataset, Stream
 from shardstream.format.encodings import Encoding, get_encoding, register_encoding
 from shardstream.writer import MDSWriter, merge_index
+
+if TYPE_CHECKING:
+    from shardstream.dataset.streaming import StreamingDataset
+    from shardstream.loader import StreamingDataLoader
 
 __all__ = [
     "Encoding",
     "LocalDataset",
     "MDSWriter",
+    "Stream",
+    "StreamingDataLoader",
+    "StreamingDataset",
     "__version__",
     "get_encoding",
     "merge_index",
     "register_encoding",
 ]
 
+# Names whose modules import torch: loaded on first access.
+_LAZY = {
+    "StreamingDataset": "shardstream.dataset.streaming",
+    "StreamingDataLoader": "shardstream.loader",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'shardstream' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    value.__module__ = __name__
+    globals()[name] = value
+    return value
+
+
 # Show public classes as shardstream.X in reprs and docs, not by the module that defines them.
-for _name in ("Encoding", "LocalDataset", "MDSWriter"):
+for _name in ("Encoding", "LocalDataset", "MDSWriter", "Stream"):
     globals()[_name].__module__ = __name__
 del _name

@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["distributed_rank_and_size", "torch_or_none"]
+from shardstream._optional import require
+
+__all__ = ["distributed_rank_and_size", "require_torch", "torch_or_none", "worker_info"]
 
 
 def torch_or_none() -> ModuleType | None:
@@ -14,6 +16,11 @@ def torch_or_none() -> ModuleType | None:
         return importlib.import_module("torch")
     except ImportError:
         return None
+
+
+def require_torch(purpose: str = "StreamingDataset and StreamingDataLoader") -> ModuleType:
+    """The torch module, or an error naming the extra that installs it."""
+    return require("torch", extra="torch", purpose=purpose)
 
 
 def distributed_rank_and_size() -> tuple[int, int] | None:
@@ -25,3 +32,14 @@ def distributed_rank_and_size() -> tuple[int, int] | None:
     if not distributed.is_available() or not distributed.is_initialized():
         return None
     return int(distributed.get_rank()), int(distributed.get_world_size())
+
+
+def worker_info() -> tuple[int, int] | None:
+    """``(worker id, workers)`` inside a DataLoader worker process, else ``None``."""
+    torch = torch_or_none()
+    if torch is None:
+        return None
+    info = torch.utils.data.get_worker_info()
+    if info is None:
+        return None
+    return int(info.id), int(info.num_workers)

@@ -1,6 +1,10 @@
-"""Reading datasets: map-style access to local MDS datasets."""
+"""Reading datasets: map-style access to local MDS datasets, and streaming.
+
+``shardstream.dataset.streaming`` imports torch, so it is imported on demand.
+"""
 
 from shardstream.dataset.local import LocalDataset
+from shardstream.dataset.stream import Stream
 from shardstream.dataset.world import detect_topology
 
-__all__ = ["LocalDataset", "detect_topology"]
+__all__ = ["LocalDataset", "Stream", "detect_topology"]

@@ -11,7 +11,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from shardstream.dataset.shard_files import ShardFiles, ShardView
+from shardstream.cache.shard_files import ShardFiles, ShardView
 from shardstream.errors import IndexFormatError, ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index, safe_basename
 from shardstream.format.mds import MDSSchema
@@ -142,6 +142,32 @@ class LocalDataset:
                 view = self._open(shard)
             for index in range(len(view)):
                 yield view[index]
+
+    @property
+    def shard_sizes(self) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """Samples in each shard, in index order."""
+        self._load()
+        return np.diff(self._starts)
+
+    def shard_getter(self, shard: int) -> Callable[[int], dict[str, Any]]:
+        """The decoder of shard ``shard``'s samples by their index within it (opens the shard).
+
+        Raises:
+            ShardNotFoundError: The shard's file is missing.
+        """
+        if self._entries is None:
+            self._load()
+        get = self._getters[shard]
+        if get is None:
+            get = self._open(shard).get
+        return get
+
+    def release(self, shard: int) -> None:
+        """Unmap one shard (decoded values stay valid); it is mapped again on next use."""
+        with self._lock:
+            if self._views:
+                self._views[shard] = None
+                self._getters[shard] = None
 
     def close(self) -> None:
         """Release the shards' memory maps (arrays already decoded stay valid)."""

@@ -10,7 +10,7 @@ import pytest
 import zstandard
 
 from shardstream import MDSWriter
-from shardstream.dataset.shard_files import ShardFiles
+from shardstream.cache.shard_files import ShardFiles
 from shardstream.errors import (
     ChecksumError,
     ConfigurationError,

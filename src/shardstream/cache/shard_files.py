@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -20,7 +21,7 @@ from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.format.split import SplitShardView
 from shardstream.storage import atomic_write
 
-__all__ = ["ShardFiles", "ShardView"]
+__all__ = ["ShardFiles", "ShardView", "shard_file_pairs"]
 
 ShardView = MDSShardView | SplitShardView
 
@@ -75,6 +76,28 @@ class ShardFiles:
         assert entry.raw_meta is not None
         meta = self._buffer(entry, entry.raw_meta, entry.zip_meta)
         return SplitShardView(data, meta, entry, source=source)
+
+    def materialize(self, entry: ShardEntry, *, keep_zip: bool = True) -> None:
+        """Make sure the shard's uncompressed files exist, decompressing (and checking) them.
+
+        Args:
+            entry: The shard.
+            keep_zip: Keep the compressed files once decompressed (else they are deleted).
+
+        Raises:
+            ShardNotFoundError: A file the index names is missing.
+            ChecksumError: ``validate_hash`` is set and a file's digest differs from the index.
+            ShardFormatError: A file is corrupt, truncated or of the wrong size.
+        """
+        for raw, zipped in shard_file_pairs(entry):
+            if zipped is None:
+                continue
+            buffer = self._buffer(entry, raw, zipped)
+            if isinstance(buffer, mmap.mmap):
+                buffer.close()
+            if not keep_zip:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.root, zipped.basename))
 
     def _buffer(self, entry: ShardEntry, raw: FileInfo, zipped: FileInfo | None) -> Buffer:
         if zipped is None:
@@ -134,6 +157,14 @@ class ShardFiles:
                 f"{path}: {algorithm} digest is {actual} but index.json says {expected}; the "
                 f"file is corrupt: delete it so it is fetched again"
             )
+
+
+def shard_file_pairs(entry: ShardEntry) -> list[tuple[FileInfo, FileInfo | None]]:
+    """The shard's (uncompressed, compressed) file pairs: data, then meta for split formats."""
+    pairs = [(entry.raw_data, entry.zip_data)]
+    if entry.raw_meta is not None:
+        pairs.append((entry.raw_meta, entry.zip_meta))
+    return pairs
 
 
 # The errors of a path that names no regular file (a basename from index.json is untrusted).

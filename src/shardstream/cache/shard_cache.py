@@ -1,0 +1,427 @@
+"""The node-local shard cache: each shard fetched once per node, under a hard size limit.
+
+Every rank and DataLoader worker on a node shares one cache folder per stream (the stream's
+``local``) and coordinates through the file system alone, so there is no shared memory to go
+stale, nothing to clean by hand after a crash, and two jobs may use the same folder at once:
+
+* A shard is on disk when its uncompressed files exist with the sizes the index records.
+  Downloads and decompression land under temporary names and are renamed into place, so a
+  file under its final name is always whole.
+* Whoever fetches a shard holds that shard's lock (``.shardstream/locks/<hash>.lock``, an
+  ``flock``); others wait for it and then find the files. The kernel drops the lock of a killed
+  process, and the next holder deletes what the dead one left half-written.
+* With ``limit`` set, a fetch first *reserves* its bytes: under the cache-wide lock it adds up
+  the shard files on disk and the reservations of fetches in flight (written into their shard
+  locks), evicts least-recently-used shards that came from a remote until the new shard fits,
+  and records its own reservation. Shards of local-only streams (``remote=None``) are never
+  evicted: they are the dataset's only copy. Readers mark a shard used by touching its file.
+* Fetches take one of ``download_slots`` node-wide slots (lock files again), so the node's
+  download concurrency does not grow with the number of DataLoader workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import glob
+import hashlib
+import logging
+import math
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from shardstream.cache.locks import FileLock, try_lock_file
+from shardstream.cache.shard_files import ShardFiles, shard_file_pairs
+from shardstream.errors import CacheLimitError, ConfigurationError, ShardNotFoundError
+from shardstream.format.index import FileInfo, ShardEntry
+from shardstream.storage import DownloadOptions, ObjectStore, download_file
+
+__all__ = ["STATE_FOLDER", "CacheStream", "ShardCache"]
+
+logger = logging.getLogger(__name__)
+
+#: The folder, inside each stream's local folder, holding shardstream's locks and state.
+STATE_FOLDER = ".shardstream"
+_POLL_S = 0.01
+_MAX_POLL_S = 0.25
+
+
+@dataclass(frozen=True)
+class CacheStream:
+    """One stream as the cache sees it.
+
+    Attributes:
+        local: The folder holding the stream's ``index.json`` (its split folder, if any).
+        store: Where missing shards come from; ``None`` for a local-only stream, whose files
+            are never evicted.
+        entries: The stream's shards, from its index.
+        options: Retries, timeout and parallelism of its downloads.
+        keep_zip: Keep compressed files after decompressing them.
+        validate_hash: Check compressed files against this digest when decompressing.
+    """
+
+    local: str
+    store: ObjectStore | None
+    entries: Sequence[ShardEntry]
+    options: DownloadOptions = field(default_factory=DownloadOptions)
+    keep_zip: bool = False
+    validate_hash: str | None = None
+
+
+class ShardCache:
+    """Makes shards present on local disk, shared by every process of a node.
+
+    Args:
+        streams: The dataset's streams; shard ids run over them end to end.
+        limit: The most bytes of shard files the remote streams may hold on disk, or ``None``.
+        download_slots: Concurrent fetches on the node, over all its processes.
+
+    Raises:
+        ConfigurationError: A bad limit or slot count.
+    """
+
+    def __init__(
+        self,
+        streams: Sequence[CacheStream],
+        *,
+        limit: int | None = None,
+        download_slots: int = 8,
+    ) -> None:
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise ConfigurationError(f"cache_limit must be a positive byte count, got {limit!r}")
+        if not isinstance(download_slots, int) or download_slots < 1:
+            raise ConfigurationError(
+                f"download_slots must be a positive integer, got {download_slots!r}"
+            )
+        self.streams = list(streams)
+        self.limit = limit
+        self.download_slots = download_slots
+        self._files = [ShardFiles(s.local, None, s.validate_hash) for s in self.streams]
+        self._first: list[int] = [0]
+        for stream in self.streams:
+            self._first.append(self._first[-1] + len(stream.entries))
+        remote = [s for s in self.streams if s.store is not None]
+        # Node-wide state (the cache lock, download slots) lives with the first remote stream.
+        self._state = os.path.join(remote[0].local, STATE_FOLDER) if remote else None
+
+    @property
+    def num_shards(self) -> int:
+        """Shards over every stream."""
+        return self._first[-1]
+
+    def locate(self, shard: int) -> tuple[int, ShardEntry]:
+        """The stream of dataset-wide shard ``shard`` and its index entry."""
+        stream = _bisect(self._first, shard)
+        return stream, self.streams[stream].entries[shard - self._first[stream]]
+
+    def footprint(self, shard: int) -> int:
+        """The most bytes the shard occupies at once: its files, compressed and not."""
+        _, entry = self.locate(shard)
+        return sum(
+            raw.bytes + (zipped.bytes if zipped else 0) for raw, zipped in shard_file_pairs(entry)
+        )
+
+    def is_present(self, shard: int) -> bool:
+        """Whether the shard's uncompressed files are on disk, whole."""
+        stream, entry = self.locate(shard)
+        return self._present(self.streams[stream], entry)
+
+    def check_limit(self, concurrent_readers: int) -> None:
+        """Refuse a limit too small for every reader of the node to hold one shard.
+
+        Args:
+            concurrent_readers: Processes of the node that read at once (ranks x workers).
+
+        Raises:
+            CacheLimitError: ``limit`` is below what the readers need; the message says how
+                much is enough.
+        """
+        if self.limit is None:
+            return
+        largest = max(
+            (
+                self.footprint(self._first[number] + k)
+                for number, stream in enumerate(self.streams)
+                if stream.store is not None
+                for k in range(len(stream.entries))
+            ),
+            default=0,
+        )
+        need = concurrent_readers * largest
+        if self.limit < need:
+            raise CacheLimitError(
+                f"cache_limit={self.limit} bytes is too small: the {concurrent_readers} processes "
+                f"that read on this node each need room for one shard of up to {largest} bytes "
+                f"(compressed and decompressed), {need} bytes in all. Raise cache_limit to at "
+                f"least {need} bytes (twice that leaves room to download ahead)."
+            )
+
+    def ensure(self, shard: int) -> None:
+        """Make the shard's uncompressed files present, fetching them if needed.
+
+        Raises:
+            ShardNotFoundError: A local-only stream lacks the shard's files.
+            CacheLimitError: No room could be made within the wait allowed.
+            CacheTimeoutError: Another process held the shard's lock too long.
+            StorageError: The download failed after every retry.
+        """
+        number, entry = self.locate(shard)
+        stream = self.streams[number]
+        if self._present(stream, entry):
+            return
+        lock = FileLock(self._lock_path(stream, entry))
+        lock.acquire(timeout=_lock_timeout(stream, entry), what=f"shard {_name(entry)}")
+        try:
+            if self._present(stream, entry):
+                return
+            self._remove_orphans(stream, entry)
+            if stream.store is None:
+                self._files[number].materialize(entry, keep_zip=True)
+                return
+            if self.limit is not None:
+                self._reserve(self.footprint(shard), lock, entry)
+            try:
+                self._fetch(number, entry)
+            finally:
+                if self.limit is not None:
+                    os.ftruncate(lock.fd, 0)
+        finally:
+            lock.release()
+
+    def touch(self, shard: int) -> None:
+        """Mark the shard as just used, for least-recently-used eviction."""
+        number, entry = self.locate(shard)
+        with contextlib.suppress(OSError):
+            os.utime(os.path.join(self.streams[number].local, entry.raw_data.basename))
+
+    def usage(self) -> int:
+        """Bytes the remote streams' shard files and fetches in flight take now."""
+        used, _ = self._scan(own=None)
+        return used
+
+    def evict(self, shard: int) -> int:
+        """Delete a remote stream's shard files unless a fetch of it is under way.
+
+        Returns:
+            The bytes freed (0 when the shard is local-only or busy).
+        """
+        number, entry = self.locate(shard)
+        stream = self.streams[number]
+        if stream.store is None:
+            return 0
+        lock = try_lock_file(self._lock_path(stream, entry))
+        if lock is None:
+            return 0
+        freed = 0
+        try:
+            for path in _paths(stream, entry):
+                with contextlib.suppress(FileNotFoundError):
+                    size = os.stat(path).st_size
+                    os.remove(path)
+                    freed += size
+        finally:
+            lock.release()
+        if freed:
+            logger.debug("evicted shard %s (%d bytes)", _name(entry), freed)
+        return freed
+
+    # --- fetching -------------------------------------------------------------------------------
+
+    def _fetch(self, number: int, entry: ShardEntry) -> None:
+        stream = self.streams[number]
+        assert stream.store is not None
+        for raw, zipped in shard_file_pairs(entry):
+            info = zipped if zipped is not None else raw
+            path = os.path.join(stream.local, info.basename)
+            if _whole(path, info):
+                continue
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with self._slot():
+                download_file(
+                    stream.store, info.basename, path, stream.options, expected_size=info.bytes
+                )
+        if entry.compression is not None:
+            self._files[number].materialize(entry, keep_zip=stream.keep_zip)
+
+    @contextlib.contextmanager
+    def _slot(self) -> Iterator[None]:
+        """Hold one of the node's download slots."""
+        assert self._state is not None
+        delay = _POLL_S
+        while True:
+            for index in range(self.download_slots):
+                slot = try_lock_file(os.path.join(self._state, "slots", f"{index}.lock"))
+                if slot is not None:
+                    try:
+                        yield
+                    finally:
+                        slot.release()
+                    return
+            time.sleep(delay)
+            delay = min(2 * delay, _MAX_POLL_S)
+
+    # --- the size limit -------------------------------------------------------------------------
+
+    def _reserve(self, need: int, lock: FileLock, entry: ShardEntry) -> None:
+        """Make room for ``need`` bytes and record the reservation in ``lock``'s file."""
+        assert self.limit is not None
+        assert self._state is not None
+        if need > self.limit:
+            raise CacheLimitError(
+                f"shard {_name(entry)} needs {need} bytes on disk but cache_limit is "
+                f"{self.limit}; raise cache_limit above the largest shard"
+            )
+        deadline = time.monotonic() + _lock_timeout(self.streams[0], entry)
+        ledger = FileLock(os.path.join(self._state, "cache.lock"))
+        delay = _POLL_S
+        while True:
+            with ledger.hold(timeout=60.0, what="the cache ledger"):
+                used, candidates = self._scan(own=lock.path)
+                for _, victim in sorted(candidates):
+                    if used + need <= self.limit:
+                        break
+                    used -= self.evict(victim)
+                if used + need <= self.limit:
+                    record = f"{need} {entry.raw_data.basename}\n".encode()
+                    os.ftruncate(lock.fd, 0)
+                    os.pwrite(lock.fd, record, 0)
+                    return
+            if time.monotonic() > deadline:
+                raise CacheLimitError(
+                    f"no room for shard {_name(entry)} ({need} bytes) within cache_limit="
+                    f"{self.limit}: {used} bytes are held by shards being fetched right now. "
+                    f"Raise cache_limit, or lower predownload or the number of workers"
+                )
+            time.sleep(delay)
+            delay = min(2 * delay, _MAX_POLL_S)
+
+    def _scan(self, own: str | None) -> tuple[int, list[tuple[int, int]]]:
+        """Bytes in use, and ``(last use, shard)`` of every evictable shard on disk."""
+        used = 0
+        candidates: list[tuple[int, int]] = []
+        for number, stream in enumerate(self.streams):
+            if stream.store is None:
+                continue
+            for k, entry in enumerate(stream.entries):
+                size = 0
+                last = 0
+                for path in _paths(stream, entry):
+                    try:
+                        status = os.stat(path)
+                    except OSError:
+                        continue
+                    size += status.st_size
+                    last = max(last, status.st_mtime_ns)
+                if size:
+                    used += size
+                    candidates.append((last, self._first[number] + k))
+            used += self._reserved(stream, own)
+        return used, candidates
+
+    def _reserved(self, stream: CacheStream, own: str | None) -> int:
+        """Bytes reserved by fetches in flight; clears the reservations of dead processes."""
+        folder = os.path.join(stream.local, STATE_FOLDER, "locks")
+        total = 0
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            return 0
+        for item in entries:
+            if item.path == own or not item.name.endswith(".lock"):
+                continue
+            try:
+                if item.stat().st_size == 0:
+                    continue
+                stale = try_lock_file(item.path)
+                if stale is None:  # a live fetch: count what it reserved
+                    with open(item.path, "rb") as handle:
+                        total += _reservation(handle.read())
+                    continue
+            except FileNotFoundError:
+                continue
+            try:  # its holder died mid-fetch: drop the reservation and the half-written files
+                with open(item.path, "rb") as handle:
+                    text = handle.read().decode(errors="replace").split()
+                if len(text) == 2:
+                    _remove_temporaries(os.path.join(stream.local, text[1]))
+                os.ftruncate(stale.fd, 0)
+            finally:
+                stale.release()
+        return total
+
+    # --- files ----------------------------------------------------------------------------------
+
+    def _present(self, stream: CacheStream, entry: ShardEntry) -> bool:
+        return all(
+            _whole(os.path.join(stream.local, raw.basename), raw)
+            for raw, _ in shard_file_pairs(entry)
+        )
+
+    def _lock_path(self, stream: CacheStream, entry: ShardEntry) -> str:
+        digest = hashlib.blake2b(entry.raw_data.basename.encode(), digest_size=10).hexdigest()
+        return os.path.join(stream.local, STATE_FOLDER, "locks", f"{digest}.lock")
+
+    def _remove_orphans(self, stream: CacheStream, entry: ShardEntry) -> None:
+        """Delete temporaries a killed process left for this shard (its lock is ours now)."""
+        for path in _paths(stream, entry):
+            _remove_temporaries(path)
+
+
+def _paths(stream: CacheStream, entry: ShardEntry) -> list[str]:
+    """Every file of the shard in the stream's folder, compressed and not."""
+    return [
+        os.path.join(stream.local, info.basename)
+        for pair in shard_file_pairs(entry)
+        for info in pair
+        if info is not None
+    ]
+
+
+def _whole(path: str, info: FileInfo) -> bool:
+    try:
+        return os.stat(path).st_size == info.bytes
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return False
+        raise ShardNotFoundError(f"cannot read {path}: {exc}") from exc
+
+
+def _remove_temporaries(path: str) -> None:
+    """Remove the temporary siblings of ``path`` (``.{name}.tmp-*``)."""
+    folder, name = os.path.split(path)
+    for temporary in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.tmp-*")):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+
+
+def _reservation(data: bytes) -> int:
+    head = data.split(b" ", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _lock_timeout(stream: CacheStream, entry: ShardEntry) -> float:
+    """How long to wait for another process's fetch of a shard: all its attempts, and more."""
+    options = stream.options
+    size = sum(info.bytes for pair in shard_file_pairs(entry) for info in pair if info)
+    rounds = max(1, math.ceil(size / max(1, options.part_size) / max(1, options.concurrency)))
+    return (options.retry + 1) * (options.timeout + 30.0) * rounds + 60.0
+
+
+def _name(entry: ShardEntry) -> str:
+    return entry.data_file.basename
+
+
+def _bisect(starts: list[int], value: int) -> int:
+    """The index ``i`` with ``starts[i] <= value < starts[i + 1]``."""
+    low, high = 0, len(starts) - 2
+    if not 0 <= value < starts[-1]:
+        raise IndexError(f"shard {value} is out of range for {starts[-1]} shards")
+    while low < high:
+        middle = (low + high + 1) // 2
+        if starts[middle] <= value:
+            low = middle
+        else:
+            high = middle - 1
+    return low

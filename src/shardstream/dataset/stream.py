@@ -1,0 +1,168 @@
+"""``Stream``: one dataset (a remote root and its local cache) and its weight in the mix."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, replace
+
+from shardstream import config
+from shardstream.errors import ConfigurationError
+from shardstream.format.hashing import HASH_ALGORITHMS
+from shardstream.format.index import safe_basename
+from shardstream.sampling.mixing import StreamWeight
+from shardstream.storage import DownloadOptions, is_remote, local_path
+
+__all__ = ["Stream"]
+
+
+class Stream:
+    """One MDS dataset read by a :class:`~shardstream.StreamingDataset`, and how much of it.
+
+    The same arguments as mosaicml-streaming's ``Stream``. Knobs left at ``None`` take the
+    dataset's values.
+
+    Args:
+        remote: Where the dataset lives: a URL (``s3://``, ``gs://``, ``azure://``,
+            ``oci://``, ``dbfs:/Volumes/...``, ``https://``) or a local path. ``None``: the
+            data is in ``local`` already.
+        local: The node-local cache folder. ``None``: a folder per remote under
+            ``SHARDSTREAM_CACHE_DIR`` (default: ``$TMPDIR/shardstream-<uid>``).
+        split: A sub-folder of both, holding the split's ``index.json``.
+        proportion: Relative weight of this stream in an epoch.
+        repeat: How many times over the stream is taken per epoch (``0.5``, ``2``).
+        choose: Exactly how many samples of the stream an epoch takes.
+        download_retry: Retries after a failed download (``2``: up to three attempts).
+        download_timeout: Seconds allowed for each download request.
+        validate_hash: Check shard files against this digest from the index.
+        keep_zip: Keep compressed shard files after decompressing them.
+
+    Raises:
+        ConfigurationError: Neither ``remote`` nor ``local``, several weights, or bad values.
+    """
+
+    def __init__(
+        self,
+        *,
+        remote: str | os.PathLike[str] | None = None,
+        local: str | os.PathLike[str] | None = None,
+        split: str | None = None,
+        proportion: float | None = None,
+        repeat: float | None = None,
+        choose: int | None = None,
+        download_retry: int | None = None,
+        download_timeout: float | None = None,
+        validate_hash: str | None = None,
+        keep_zip: bool | None = None,
+    ) -> None:
+        if remote is None and local is None:
+            raise ConfigurationError("a Stream needs a remote, a local folder, or both")
+        self.remote = None if remote is None else os.fspath(remote)
+        self.local = None if local is None else os.fspath(local)
+        self.split = None if split is None else safe_basename(split, where="split")
+        self.weight = StreamWeight(proportion=proportion, repeat=repeat, choose=choose)
+        if download_retry is not None and (
+            not isinstance(download_retry, int) or isinstance(download_retry, bool)
+            or download_retry < 0
+        ):  # fmt: skip
+            raise ConfigurationError(
+                f"download_retry counts retries and must be an integer >= 0, got {download_retry!r}"
+            )
+        if download_timeout is not None and (
+            not isinstance(download_timeout, (int, float)) or download_timeout <= 0
+        ):
+            raise ConfigurationError(
+                f"download_timeout must be a number of seconds > 0, got {download_timeout!r}"
+            )
+        if validate_hash is not None and validate_hash not in HASH_ALGORITHMS:
+            raise ConfigurationError(
+                f"validate_hash={validate_hash!r} is not a known algorithm; use one of "
+                f"{', '.join(HASH_ALGORITHMS)}"
+            )
+        self.download_retry = download_retry
+        self.download_timeout = download_timeout
+        self.validate_hash = validate_hash
+        self.keep_zip = keep_zip
+
+    @property
+    def proportion(self) -> float | None:
+        """The relative weight given, if any."""
+        return self.weight.proportion
+
+    @property
+    def repeat(self) -> float | None:
+        """The repeat given, if any."""
+        return self.weight.repeat
+
+    @property
+    def choose(self) -> int | None:
+        """The sample count given, if any."""
+        return self.weight.choose
+
+    def __repr__(self) -> str:
+        return f"Stream(remote={self.remote!r}, local={self.local!r}, split={self.split!r})"
+
+    def resolve(
+        self,
+        *,
+        download_retry: int,
+        download_timeout: float,
+        validate_hash: str | None,
+        keep_zip: bool,
+        download_concurrency: int,
+    ) -> ResolvedStream:
+        """This stream with the dataset's defaults filled in and its folders decided."""
+        remote = self.remote
+        local = self.local
+        if remote is not None and not is_remote(remote):
+            remote_path = os.path.abspath(local_path(remote))
+            if local is None or os.path.abspath(local_path(local)) == remote_path:
+                remote, local = None, remote_path  # a local dataset is read in place
+        if local is None:
+            assert remote is not None
+            digest = hashlib.blake2s(remote.rstrip("/").encode(), digest_size=8).hexdigest()
+            local = os.path.join(config.cache_root(), digest)
+        root = os.path.abspath(local_path(local))
+        remote_root = remote
+        if self.split:
+            root = os.path.join(root, self.split)
+            if remote_root is not None:
+                remote_root = remote_root.rstrip("/") + "/" + self.split
+        retry = self.download_retry if self.download_retry is not None else download_retry
+        timeout = self.download_timeout if self.download_timeout is not None else download_timeout
+        options = DownloadOptions(
+            retry=retry, timeout=float(timeout), concurrency=download_concurrency
+        )
+        return ResolvedStream(
+            remote=remote_root,
+            local=root,
+            options=options,
+            validate_hash=self.validate_hash or validate_hash,
+            keep_zip=bool(self.keep_zip if self.keep_zip is not None else keep_zip),
+            weight=self.weight,
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedStream:
+    """A stream with every knob decided.
+
+    Attributes:
+        remote: The split's remote root URL, or ``None`` for data that is local already.
+        local: The split's local folder (where ``index.json`` and the shards are).
+        options: Download retries, timeout and parallelism.
+        validate_hash: A digest to check shard files against, or ``None``.
+        keep_zip: Keep compressed files after decompressing.
+        weight: The stream's weight in the mix.
+    """
+
+    remote: str | None
+    local: str
+    options: DownloadOptions
+    validate_hash: str | None
+    keep_zip: bool
+    weight: StreamWeight
+
+    def with_local(self, local: str) -> ResolvedStream:
+        """The same stream cached elsewhere."""
+        return replace(self, local=local)

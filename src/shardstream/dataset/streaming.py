@@ -1,0 +1,524 @@
+"""``StreamingDataset``: MDS shards from local disk or object stores, deterministically shuffled.
+
+A drop-in for mosaicml-streaming's ``StreamingDataset``: the same arguments with the same
+meaning, the same state dict. Under the hood:
+
+* Each DataLoader worker computes only its own samples of the epoch
+  (:class:`~shardstream.sampling.EpochPlan`); nothing is shared between processes at epoch
+  boundaries, and nobody waits for anybody (no barrier, so no epoch-boundary hangs).
+* Shards are fetched into a node-local cache shared by every rank and worker through files and
+  ``flock`` alone (:mod:`shardstream.cache`): no named shared memory, nothing to clean after a
+  crash, and two jobs may share a cache folder.
+* The job's shape comes from explicit arguments first, then torch.distributed, then the
+  launcher's variables; it is never guessed silently, and no process group is created.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import math
+import os
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shardstream import config
+from shardstream._torch import require_torch, worker_info
+from shardstream.cache import STATE_FOLDER, CacheStream, EpochStart, RunState, ShardCache
+from shardstream.cache import sync_index as _sync_index
+from shardstream.dataset.iteration import SampleReader
+from shardstream.dataset.local import LocalDataset
+from shardstream.dataset.stream import ResolvedStream, Stream
+from shardstream.dataset.world import detect_topology
+from shardstream.errors import ConfigurationError
+from shardstream.format.hashing import HASH_ALGORITHMS
+from shardstream.sampling import (
+    BATCHING_METHODS,
+    EpochPlan,
+    ShuffleConfig,
+    Topology,
+    parse_epoch_size,
+    resample,
+    stream_choices,
+)
+from shardstream.storage import open_store
+from shardstream.units import parse_bytes
+
+__all__ = ["StreamingDataset"]
+
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # the real base class for the type checker; torch is loaded lazily at run time
+    from torch.utils.data import IterableDataset
+else:
+    IterableDataset = require_torch().utils.data.IterableDataset
+_STATE_KEYS = ("epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed")
+
+
+class StreamingDataset(IterableDataset[dict[str, Any]]):
+    """An iterable dataset over one or more MDS streams, for torch's DataLoader.
+
+    Arguments are those of mosaicml-streaming's ``StreamingDataset`` (see the docs for where
+    the meaning differs on purpose), plus an explicit topology.
+
+    Args:
+        streams: Several :class:`Stream` s to mix; excludes ``remote``/``local``.
+        remote: The dataset's URL or path, for a single stream.
+        local: Its node-local cache folder (default: one per remote, per user).
+        split: A sub-folder holding the split's ``index.json``.
+        download_retry: Retries after a failed download (``2``: up to three attempts).
+        download_timeout: Seconds allowed for each download request.
+        validate_hash: Check shard files against this digest from the index.
+        keep_zip: Keep compressed shards after decompressing them.
+        epoch_size: Samples per epoch (int or ``'100k'``); default: the streams' weights.
+        predownload: Samples to fetch ahead of the reader, per worker (default
+            ``8 * batch_size``, or 64).
+        cache_limit: Most bytes (int or ``'10gb'``) the node's cache may hold; least recently
+            used shards that came from a remote are evicted. Local-only data never is.
+        sampling_method: ``'balanced'`` (fractional weights drawn anew each epoch) or
+            ``'fixed'``.
+        sampling_granularity: Samples taken from a shard at a time for fractional weights.
+        partition_algo: ``'orig'`` or ``'relaxed'``; both name one partition that resumes on
+            any node count.
+        num_canonical_nodes: The canonical nodes of the epoch order (default: the number of
+            physical nodes, 64 times that for ``py1s``/``py2s``; kept in the state dict).
+        batch_size: Samples per device batch; the DataLoader's ``batch_size``. Required to
+            iterate.
+        shuffle: Shuffle the samples.
+        shuffle_algo: ``naive``, ``py1b``, ``py1br``, ``py1e`` (default), ``py1s``, ``py2s``.
+        shuffle_seed: The run's seed.
+        shuffle_block_size: The shuffle's block size (default: from the canonical nodes).
+        batching_method: ``random``, ``stratified``, ``per_stream`` or ``device_per_stream``.
+        allow_unsafe_types: Allow ``pkl`` columns, which can run code when read.
+        replication: Groups of this many consecutive ranks read the same samples.
+        rank: This process's global rank (default: torch.distributed, then ``RANK``).
+        world_size: Ranks in the job (default: torch.distributed, then ``WORLD_SIZE``).
+        ranks_per_node: Ranks on each node (default: ``LOCAL_WORLD_SIZE``).
+        download_concurrency: Downloads at once on a node, over all its processes.
+        zero_copy: Return ``bytes`` columns as read-only memoryviews of the mapped shard.
+
+    Raises:
+        ConfigurationError: An argument is invalid; the message says which and why.
+
+    Example:
+        >>> ds = StreamingDataset(remote="s3://bucket/ds", batch_size=32, shuffle=True)
+        >>> loader = StreamingDataLoader(ds, batch_size=32, num_workers=4)
+    """
+
+    def __init__(
+        self,
+        *,
+        streams: Sequence[Stream] | None = None,
+        remote: str | os.PathLike[str] | None = None,
+        local: str | os.PathLike[str] | None = None,
+        split: str | None = None,
+        download_retry: int = 2,
+        download_timeout: float = 60,
+        validate_hash: str | None = None,
+        keep_zip: bool = False,
+        epoch_size: int | str | None = None,
+        predownload: int | None = None,
+        cache_limit: int | str | None = None,
+        sampling_method: str = "balanced",
+        sampling_granularity: int = 1,
+        partition_algo: str = "relaxed",
+        num_canonical_nodes: int | None = None,
+        batch_size: int | None = None,
+        shuffle: bool = False,
+        shuffle_algo: str = "py1e",
+        shuffle_seed: int = 9176,
+        shuffle_block_size: int | None = None,
+        batching_method: str = "random",
+        allow_unsafe_types: bool = False,
+        replication: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        ranks_per_node: int | None = None,
+        download_concurrency: int = 8,
+        zero_copy: bool = False,
+    ) -> None:
+        if streams is not None and (remote is not None or local is not None):
+            raise ConfigurationError(
+                "pass either streams=[Stream(...), ...] or remote/local for one stream, not both"
+            )
+        if streams is None:
+            if remote is None and local is None:
+                raise ConfigurationError("StreamingDataset needs streams, a remote or a local")
+            streams = [Stream(remote=remote, local=local, split=split)]
+        elif not streams:
+            raise ConfigurationError("streams is empty: give at least one Stream")
+        elif split is not None:
+            streams = [_with_split(stream, split) for stream in streams]
+        if validate_hash is not None and validate_hash not in HASH_ALGORITHMS:
+            raise ConfigurationError(
+                f"validate_hash={validate_hash!r} is not a known algorithm; use one of "
+                f"{', '.join(HASH_ALGORITHMS)}"
+            )
+        if sampling_method not in ("balanced", "fixed"):
+            raise ConfigurationError(
+                f"sampling_method={sampling_method!r}; use 'balanced' or 'fixed'"
+            )
+        if partition_algo not in ("orig", "relaxed"):
+            raise ConfigurationError(
+                f"partition_algo={partition_algo!r}; use 'relaxed' (or 'orig': both name the "
+                f"same partition here, which resumes on any node count)"
+            )
+        if batching_method not in BATCHING_METHODS:
+            raise ConfigurationError(
+                f"batching_method={batching_method!r}; use one of {', '.join(BATCHING_METHODS)}"
+            )
+        for name, value, low in (
+            ("batch_size", batch_size, 1),
+            ("num_canonical_nodes", num_canonical_nodes, 1),
+            ("predownload", predownload, 0),
+            ("replication", replication, 1),
+            ("shuffle_block_size", shuffle_block_size, 1),
+            ("sampling_granularity", sampling_granularity, 1),
+            ("shuffle_seed", shuffle_seed, 0),
+            ("download_concurrency", download_concurrency, 1),
+        ):
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < low
+            ):
+                raise ConfigurationError(f"{name} must be an integer >= {low}, got {value!r}")
+        self.shuffle_config = ShuffleConfig(
+            shuffle=bool(shuffle), algo=shuffle_algo, seed=shuffle_seed,
+            block_size=shuffle_block_size,
+        )  # fmt: skip
+        self.streams = list(streams)
+        self.download_retry = download_retry
+        self.download_timeout = download_timeout
+        self.validate_hash = validate_hash
+        self.keep_zip = keep_zip
+        self.requested_epoch_size = parse_epoch_size(epoch_size)
+        self.predownload = predownload
+        self.cache_limit = (
+            None if cache_limit is None else parse_bytes(cache_limit, what="cache_limit")
+        )
+        self.sampling_method = sampling_method
+        self.sampling_granularity = sampling_granularity
+        self.partition_algo = partition_algo
+        self.num_canonical_nodes = num_canonical_nodes
+        self.batch_size = batch_size
+        self.shuffle = bool(shuffle)
+        self.shuffle_algo = shuffle_algo
+        self.shuffle_seed = shuffle_seed
+        self.shuffle_block_size = shuffle_block_size
+        self.batching_method = batching_method
+        self.allow_unsafe_types = allow_unsafe_types
+        self.replication = replication
+        self.download_concurrency = download_concurrency
+        self.zero_copy = zero_copy
+        self._rank = rank
+        self._world_size = world_size
+        self._ranks_per_node = ranks_per_node
+        self._id = uuid.uuid4().hex[:12]  # tells this dataset's run file from others'
+        self._next_epoch = 0
+        self._resume: EpochStart | None = None
+        self._current: EpochStart | None = None
+        self._initial_nodes: int | None = None
+        self._prepared: _Prepared | None = None
+
+    # --- sizes ----------------------------------------------------------------------------------
+
+    @property
+    def num_samples(self) -> int:
+        """Unique samples over every stream (before weighting)."""
+        return int(self._prepare().shard_starts[-1])
+
+    @property
+    def size(self) -> int:
+        """The same as :attr:`num_samples`."""
+        return self.num_samples
+
+    @property
+    def epoch_size(self) -> int:
+        """Samples per epoch, after the streams' weights."""
+        return int(self._prepare().choices.sum())
+
+    @property
+    def num_shards(self) -> int:
+        """Shards over every stream."""
+        return self._prepare().cache.num_shards
+
+    def __len__(self) -> int:
+        """Samples each rank yields per epoch (the epoch split over the data-parallel ranks)."""
+        return math.ceil(self.epoch_size / self._topology().world_size)
+
+    # --- random access --------------------------------------------------------------------------
+
+    def __getitem__(self, sample_id: int) -> dict[str, Any]:
+        """The sample with dataset-wide id ``sample_id`` (unshuffled), fetching its shard."""
+        total = self.num_samples
+        index = int(sample_id) + total if int(sample_id) < 0 else int(sample_id)
+        if not 0 <= index < total:
+            raise IndexError(f"sample id {sample_id} is out of range for {total} samples")
+        return self._reader().get(index)
+
+    def get_item(self, sample_id: int) -> dict[str, Any]:
+        """The same as ``ds[sample_id]`` (the reference's name)."""
+        return self[sample_id]
+
+    # --- iteration ------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """Yield this worker's samples of the next epoch (or of the loaded resume point)."""
+        prepared = self._prepare()
+        if self.batch_size is None:
+            raise ConfigurationError(
+                "StreamingDataset needs batch_size (the per-device batch size, the same as the "
+                "DataLoader's) to lay the epoch out over ranks and workers"
+            )
+        ranks = self._topology()
+        info = worker_info()
+        topology = ranks if info is None else ranks.with_worker(info[1], info[0])
+        prepared.cache.check_limit(ranks.ranks_per_node * (1 if info is None else info[1]))
+        start = self._claim_epoch(info)
+        if start.drop_first >= int(prepared.choices.sum()) > 0:  # resumed at the very end
+            start = EpochStart(start.epoch + 1, 0)
+        plan = self.plan(start, topology)
+        if plan.dropped:
+            logger.warning(
+                "epoch %d: %d samples fit no whole %s batch and are left out",
+                start.epoch, plan.dropped, self.batching_method,
+            )  # fmt: skip
+        predownload = self.predownload
+        if predownload is None:
+            predownload = 8 * self.batch_size
+        reader = self._reader()
+        try:
+            yield from reader.samples(plan.batches.reshape(-1), predownload=predownload)
+        finally:
+            reader.close()
+
+    def plan(self, start: EpochStart, topology: Topology) -> EpochPlan:
+        """The samples ``topology``'s worker reads in the epoch ``start`` names."""
+        prepared = self._prepare()
+        assert self.batch_size is not None
+        units = resample(
+            prepared.stream_shard_sizes, prepared.choices, seed=self.shuffle_seed,
+            epoch=start.epoch, sampling_method=self.sampling_method,
+            sampling_granularity=self.sampling_granularity,
+        )  # fmt: skip
+        return EpochPlan.for_worker(
+            units,
+            topology=topology,
+            num_canonical_nodes=self._canonical_nodes(topology),
+            global_batch_size=self.batch_size * topology.world_size,
+            epoch=start.epoch,
+            shuffle=self.shuffle_config,
+            drop_first=start.drop_first,
+            batching_method=self.batching_method,
+        )
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration run ``epoch`` (as samplers' ``set_epoch`` does)."""
+        if not isinstance(epoch, int) or epoch < 0:
+            raise ConfigurationError(f"epoch must be an integer >= 0, got {epoch!r}")
+        self._next_epoch = epoch
+        self._resume = None
+        self._run_state(os.getpid()).update(next_epoch=epoch, resume=None)
+
+    # --- resumption -----------------------------------------------------------------------------
+
+    def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
+        """Where the job stands: the reference's keys, for ``load_state_dict`` on any topology.
+
+        Args:
+            num_samples: Samples consumed in this epoch over all ranks, since this run started
+                (or since the epoch began, with ``from_beginning``).
+            from_beginning: ``num_samples`` counts from the epoch's start, not from the
+                resume point this run started at.
+        """
+        current = self._current_start()
+        sample_in_epoch = num_samples if from_beginning else current.drop_first + num_samples
+        return {
+            "epoch": current.epoch,
+            "sample_in_epoch": int(sample_in_epoch),
+            "num_canonical_nodes": self._canonical_nodes(self._topology()),
+            "shuffle_seed": self.shuffle_seed,
+            "initial_physical_nodes": self._initial_nodes or self._topology().nodes,
+        }
+
+    def load_state_dict(self, obj: Mapping[str, Any]) -> None:
+        """Resume where a state dict says, at the next iteration (on any topology).
+
+        Raises:
+            ConfigurationError: The state lacks a key or holds a bad value.
+        """
+        missing = [key for key in _STATE_KEYS if key not in obj]
+        if missing:
+            raise ConfigurationError(f"the state dict lacks {missing}; it holds {sorted(obj)}")
+        values = {key: obj[key] for key in _STATE_KEYS}
+        if any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values.values()):
+            raise ConfigurationError(f"the state dict holds bad values: {values}")
+        if values["num_canonical_nodes"] < 1:
+            raise ConfigurationError("the state dict's num_canonical_nodes must be >= 1")
+        self.num_canonical_nodes = values["num_canonical_nodes"]
+        if values["shuffle_seed"] != self.shuffle_seed:
+            logger.info("resuming with the saved shuffle_seed %d", values["shuffle_seed"])
+            self.shuffle_seed = values["shuffle_seed"]
+            self.shuffle_config = ShuffleConfig(
+                shuffle=self.shuffle, algo=self.shuffle_algo, seed=self.shuffle_seed,
+                block_size=self.shuffle_block_size,
+            )  # fmt: skip
+        initial = obj.get("initial_physical_nodes")
+        self._initial_nodes = initial if isinstance(initial, int) and initial > 0 else None
+        self._resume = EpochStart(values["epoch"], values["sample_in_epoch"])
+        self._next_epoch = values["epoch"]
+        self._run_state(os.getpid()).update(next_epoch=self._next_epoch, resume=self._resume)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Fetch and load every stream's index now (else the first use does it)."""
+        self._prepare()
+
+    def _prepare(self) -> _Prepared:
+        if self._prepared is None:
+            self._prepared = _Prepared.load(self)
+        return self._prepared
+
+    def _reader(self) -> SampleReader:
+        prepared = self._prepare()
+        return SampleReader(
+            prepared.datasets,
+            prepared.shard_starts,
+            prepared.stream_first_shard.tolist(),
+            prepared.cache,
+            threads=min(4, self.download_concurrency),
+        )
+
+    def _topology(self) -> Topology:
+        """The data-parallel topology of this rank (replica groups count as one rank)."""
+        topology = detect_topology(
+            rank=self._rank, world_size=self._world_size, ranks_per_node=self._ranks_per_node
+        )
+        return topology.replicated(self.replication) if self.replication else topology
+
+    def _canonical_nodes(self, topology: Topology) -> int:
+        if self.num_canonical_nodes is not None:
+            return self.num_canonical_nodes
+        nodes = self._initial_nodes or topology.nodes
+        return nodes * 64 if self.shuffle_algo in ("py1s", "py2s") else nodes
+
+    def _claim_epoch(self, info: tuple[int, int] | None) -> EpochStart:
+        """The epoch and resume point of this iteration, and note it for the next."""
+        if info is None:  # iterating in the rank process itself
+            start = self._resume or EpochStart(self._next_epoch)
+            self._resume = None
+            self._next_epoch = start.epoch + 1
+            self._current = start
+            return start
+        worker, workers = info
+        state = self._run_state(os.getppid())
+        return state.begin(worker, workers, next_epoch=self._next_epoch, resume=self._resume)
+
+    def _current_start(self) -> EpochStart:
+        """The epoch being read now and its starting point, as the rank process knows it."""
+        from_workers = self._run_state(os.getpid()).current()
+        if from_workers is not None:
+            return from_workers
+        if self._current is not None:
+            return self._current
+        return self._resume or EpochStart(self._next_epoch)
+
+    def _run_state(self, owner: int) -> RunState:
+        return RunState(self._run_folder(), owner, self._id)
+
+    def _run_folder(self) -> str:
+        """``runs/`` in the first stream's cache folder, or in the user's cache root."""
+        prepared = self._prepare()
+        first = os.path.join(prepared.resolved[0].local, STATE_FOLDER)
+        with contextlib.suppress(OSError):
+            os.makedirs(first, exist_ok=True)
+        if os.access(first, os.W_OK):
+            return os.path.join(first, "runs")
+        return os.path.join(config.cache_root(), "runs")
+
+
+class _Prepared:
+    """What the first use of a dataset loads: indexes, shard tables, the cache."""
+
+    def __init__(
+        self,
+        resolved: list[ResolvedStream],
+        datasets: list[LocalDataset],
+        cache: ShardCache,
+        choices: NDArray[np.int64],
+    ) -> None:
+        self.resolved = resolved
+        self.datasets = datasets
+        self.cache = cache
+        self.choices = choices
+        self.stream_shard_sizes = [dataset.shard_sizes for dataset in datasets]
+        counts = [len(sizes) for sizes in self.stream_shard_sizes]
+        self.stream_first_shard = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        sizes = (
+            np.concatenate(self.stream_shard_sizes) if counts else np.empty(0, np.int64)
+        ).astype(np.int64)
+        self.shard_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+    @classmethod
+    def load(cls, dataset: StreamingDataset) -> _Prepared:
+        resolved = [
+            stream.resolve(
+                download_retry=dataset.download_retry,
+                download_timeout=dataset.download_timeout,
+                validate_hash=dataset.validate_hash,
+                keep_zip=dataset.keep_zip,
+                download_concurrency=dataset.download_concurrency,
+            )
+            for stream in dataset.streams
+        ]
+        locals_seen: dict[str, str | None] = {}
+        for stream in resolved:
+            if stream.local in locals_seen:
+                raise ConfigurationError(
+                    f"two streams use the local folder {stream.local}: give each its own"
+                )
+            locals_seen[stream.local] = stream.remote
+        datasets: list[LocalDataset] = []
+        cache_streams: list[CacheStream] = []
+        for stream in resolved:
+            store = None if stream.remote is None else open_store(stream.remote)
+            if store is not None:
+                _sync_index(store, stream.local, stream.options)
+            local = LocalDataset(
+                stream.local, validate_hash=stream.validate_hash,
+                allow_unsafe_types=dataset.allow_unsafe_types, zero_copy=dataset.zero_copy,
+            )  # fmt: skip
+            datasets.append(local)
+            cache_streams.append(
+                CacheStream(
+                    local=stream.local,
+                    store=store,
+                    entries=local.shards,
+                    options=stream.options,
+                    keep_zip=stream.keep_zip,
+                    validate_hash=stream.validate_hash,
+                )
+            )
+        cache = ShardCache(
+            cache_streams, limit=dataset.cache_limit, download_slots=dataset.download_concurrency
+        )
+        sizes = [int(local.shard_sizes.sum()) for local in datasets]
+        choices = stream_choices(
+            sizes, [stream.weight for stream in resolved],
+            epoch_size=dataset.requested_epoch_size, seed=dataset.shuffle_seed,
+        )  # fmt: skip
+        return cls(resolved, datasets, cache, choices)
+
+
+def _with_split(stream: Stream, split: str) -> Stream:
+    """``stream`` with the dataset's split when it has none of its own."""
+    if stream.split is not None:
+        return stream
+    copied = copy.copy(stream)
+    copied.split = split
+    return copied

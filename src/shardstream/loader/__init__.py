@@ -1,0 +1,5 @@
+"""Loaders over streaming datasets (imports torch)."""
+
+from shardstream.loader.dataloader import StreamingDataLoader
+
+__all__ = ["StreamingDataLoader"]

@@ -1,0 +1,83 @@
+"""``StreamingDataLoader``: torch's DataLoader that can save and resume its place mid-epoch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from shardstream._torch import require_torch
+from shardstream.dataset.streaming import StreamingDataset
+from shardstream.errors import ConfigurationError
+
+__all__ = ["StreamingDataLoader"]
+
+if TYPE_CHECKING:  # the real base class for the type checker; torch is loaded lazily at run time
+    from torch.utils.data import DataLoader
+else:
+    DataLoader = require_torch().utils.data.DataLoader
+
+
+class StreamingDataLoader(DataLoader[Any]):
+    """A ``torch.utils.data.DataLoader`` with ``state_dict()`` and ``load_state_dict()``.
+
+    Takes the DataLoader's arguments. It counts the samples it has yielded this epoch; its
+    state dict turns that into samples over every rank (each rank yields the same number), so
+    the job resumes exactly where it stopped, on any number of nodes, ranks or workers, at the
+    cost of computing one epoch plan: nothing is replayed. The methods follow torchdata's
+    ``StatefulDataLoader`` protocol, so Lightning and other trainers that look for them save
+    and restore the loader's place in their checkpoints.
+
+    Example:
+        >>> loader = StreamingDataLoader(dataset, batch_size=32, num_workers=4)
+        >>> state = loader.state_dict()          # in a checkpoint
+        >>> loader.load_state_dict(state)        # after a restart; takes effect at iter()
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.num_samples_yielded = 0
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        dataset = self.dataset
+        if isinstance(dataset, StreamingDataset):
+            dataset.prepare()  # indexes load once, here, and the workers inherit them
+        self.num_samples_yielded = 0
+        for batch in super().__iter__():
+            self.num_samples_yielded += _batch_length(batch)
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """The dataset's state after the samples this loader yielded, over every rank.
+
+        Raises:
+            ConfigurationError: The dataset is not a :class:`StreamingDataset`.
+        """
+        dataset = self._streaming_dataset()
+        ranks = dataset._topology().world_size  # data-parallel ranks, replication applied
+        return dataset.state_dict(self.num_samples_yielded * ranks, from_beginning=False)
+
+    def load_state_dict(self, obj: Mapping[str, Any]) -> None:
+        """Resume from ``obj`` at the next ``iter(loader)``."""
+        self._streaming_dataset().load_state_dict(obj)
+
+    def _streaming_dataset(self) -> StreamingDataset:
+        if not isinstance(self.dataset, StreamingDataset):
+            raise ConfigurationError(
+                f"state_dict needs a StreamingDataset; this loader reads a "
+                f"{type(self.dataset).__name__}"
+            )
+        return self.dataset
+
+
+def _batch_length(batch: Any) -> int:
+    """Samples in a collated batch: a mapping's first column, a tensor, or a sequence."""
+    if isinstance(batch, Mapping):
+        batch = next(iter(batch.values()), [])
+    elif (
+        isinstance(batch, (list, tuple))
+        and batch
+        and hasattr(batch[0], "__len__")
+        and not isinstance(batch[0], (str, bytes))
+    ):
+        batch = batch[0]
+    return len(batch)

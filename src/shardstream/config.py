@@ -9,6 +9,11 @@
 | ``S3_ENDPOINT_URL`` | endpoint of an S3-compatible store (default: AWS itself) |
 | ``SHARDSTREAM_S3_REQUESTER_PAYS`` | comma-separated requester-pays buckets |
 | ``SHARDSTREAM_S3_UNSIGNED`` | ``1``/``true``/``yes``: send S3 requests unsigned (public buckets) |
+| ``OCI_CONFIG_FILE`` | the OCI config file with the API key's profile (``~/.oci/config``) |
+| ``OCI_CLI_PROFILE`` | the profile in that file (default ``DEFAULT``) |
+| ``OCI_ENDPOINT_URL`` | OCI Object Storage endpoint (default: the profile's region) |
+| ``DATABRICKS_HOST`` | the Databricks workspace URL, for ``dbfs:/Volumes/...`` |
+| ``DATABRICKS_TOKEN`` | a Databricks personal access token (never logged or shown) |
 
 S3 credentials are not read here: botocore's standard chain finds them (``AWS_ACCESS_KEY_ID`` and
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE`` and ``~/.aws/credentials``, instance roles).
@@ -23,7 +28,12 @@ from shardstream.errors import ConfigurationError, TopologyError
 from shardstream.sampling.topology import Sourced
 
 __all__ = [
+    "databricks_host",
+    "databricks_token",
     "distributed_environment",
+    "oci_config_file",
+    "oci_endpoint_url",
+    "oci_profile",
     "s3_endpoint_url",
     "s3_requester_pays_buckets",
     "s3_unsigned",
@@ -100,3 +110,58 @@ def s3_unsigned(environ: Mapping[str, str] | None = None) -> bool:
     raise ConfigurationError(
         f"SHARDSTREAM_S3_UNSIGNED={text!r} (environment) is neither 1/true/yes nor 0/false/no"
     )
+
+
+def _text(name: str, environ: Mapping[str, str] | None) -> str | None:
+    environ = os.environ if environ is None else environ
+    return environ.get(name, "").strip() or None
+
+
+def oci_config_file(environ: Mapping[str, str] | None = None) -> str:
+    """The OCI config file: ``OCI_CONFIG_FILE``, else ``~/.oci/config`` (``~`` not expanded).
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+    """
+    return _text("OCI_CONFIG_FILE", environ) or "~/.oci/config"
+
+
+def oci_profile(environ: Mapping[str, str] | None = None) -> str:
+    """The profile of the OCI config file: ``OCI_CLI_PROFILE``, else ``DEFAULT``.
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+    """
+    return _text("OCI_CLI_PROFILE", environ) or "DEFAULT"
+
+
+def oci_endpoint_url(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Object Storage endpoint from ``OCI_ENDPOINT_URL``, or ``None`` (the profile's region).
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+    """
+    return _text("OCI_ENDPOINT_URL", environ)
+
+
+def databricks_host(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Databricks workspace URL from ``DATABRICKS_HOST``, or ``None`` when unset or blank.
+
+    A bare host name (``adb-1.azuredatabricks.net``) is given ``https://``.
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+    """
+    host = _text("DATABRICKS_HOST", environ)
+    if host is not None and "://" not in host:
+        host = "https://" + host
+    return host
+
+
+def databricks_token(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Databricks personal access token from ``DATABRICKS_TOKEN``, or ``None``.
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+    """
+    return _text("DATABRICKS_TOKEN", environ)

@@ -23,6 +23,13 @@ from typing import Any
 
 import pytest
 
+from .fake_databricks import (  # noqa: F401 (fixtures for the Databricks volume tests)
+    databricks_env,
+    databricks_workspace,
+    store_factory_databricks,
+)
+from .fake_oci import oci_account, oci_env, store_factory_oci  # noqa: F401 (OCI fixtures)
+from .loopback import loopback_only  # noqa: F401 (fails a test that leaves 127.0.0.1)
 from .store_factories import (  # noqa: F401 (the local, s3 and http conformance fixtures)
     http_server,
     seed_http,

@@ -1,16 +1,20 @@
 """Where bytes live: local files and object stores, chosen by URL."""
 
 from shardstream.storage.base import ObjectInfo, ObjectStore
+from shardstream.storage.databricks import DatabricksVolumeStore
 from shardstream.storage.download import DownloadOptions, download_file, fetch_bytes
 from shardstream.storage.http import HTTPStore
 from shardstream.storage.local import LocalStore, atomic_write
+from shardstream.storage.oci import OCIStore
 from shardstream.storage.registry import is_remote, local_path, open_store
 from shardstream.storage.s3 import S3Store
 
 __all__ = [
+    "DatabricksVolumeStore",
     "DownloadOptions",
     "HTTPStore",
     "LocalStore",
+    "OCIStore",
     "ObjectInfo",
     "ObjectStore",
     "S3Store",

@@ -8,8 +8,10 @@ from urllib.parse import urlsplit
 
 from shardstream.errors import ConfigurationError, UnsupportedURLError
 from shardstream.storage.base import ObjectStore
+from shardstream.storage.databricks import DatabricksVolumeStore
 from shardstream.storage.http import HTTPStore
 from shardstream.storage.local import LocalStore
+from shardstream.storage.oci import OCIStore
 from shardstream.storage.s3 import S3Store
 
 __all__ = ["is_remote", "local_path", "open_store"]
@@ -37,7 +39,9 @@ def open_store(url: str, **options: Any) -> ObjectStore:
     """Return the backend for the dataset root ``url``.
 
     Local folders and ``file://`` URLs (:class:`LocalStore`), ``s3://`` (:class:`S3Store`)
-    and, read-only, ``http://`` and ``https://`` (:class:`HTTPStore`).
+    and, read-only, ``http://`` and ``https://`` (:class:`HTTPStore`),
+    ``oci://bucket@namespace/prefix`` (:class:`OCIStore`) and ``dbfs:/Volumes/...``
+    (:class:`DatabricksVolumeStore`).
 
     Opening does no I/O: credentials and the connection are checked on first use.
 
@@ -61,6 +65,10 @@ def open_store(url: str, **options: Any) -> ObjectStore:
         return S3Store(url, **options)
     if scheme in ("http", "https"):
         return HTTPStore(url, **options)
+    if scheme == "oci":
+        return OCIStore(url, **options)
+    if scheme == "dbfs":  # Unity Catalog volumes; other dbfs:/ paths raise UnsupportedURLError
+        return DatabricksVolumeStore(url, **options)
     raise UnsupportedURLError(
         f"cannot publish to {url!r} or read from it: this version of shardstream has no "
         f"storage backend for "

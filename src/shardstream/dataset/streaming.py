@@ -432,13 +432,14 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         return RunState(self._run_folder(), owner, self._id)
 
     def _run_folder(self) -> str:
-        """``runs/`` in the first stream's cache folder, or in the user's cache root."""
+        """``runs/`` in the first remote stream's cache folder, else in the user's cache root.
+
+        A local-only dataset's folder is the user's data, never written to.
+        """
         prepared = self._prepare()
-        first = os.path.join(prepared.resolved[0].local, STATE_FOLDER)
-        with contextlib.suppress(OSError):
-            os.makedirs(first, exist_ok=True)
-        if os.access(first, os.W_OK):
-            return os.path.join(first, "runs")
+        for stream in prepared.resolved:
+            if stream.remote is not None:
+                return os.path.join(stream.local, STATE_FOLDER, "runs")
         return os.path.join(config.cache_root(), "runs")
 
 

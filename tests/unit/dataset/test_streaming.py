@@ -1,0 +1,328 @@
+"""StreamingDataset and StreamingDataLoader in one process (and DataLoader worker processes).
+
+The "remote" here is a local folder read through LocalStore, so every path of the cache runs
+(download into the cache folder, locks, eviction) without a server; the S3 and multi-node
+versions are in tests/integration.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from shardstream import Stream, StreamingDataLoader, StreamingDataset
+from shardstream.errors import CacheLimitError, ConfigurationError, TopologyError
+from tests.streaming_data import global_batches, ids_of, write_dataset
+
+SAMPLES = 300
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("remote") / "ds", SAMPLES)
+
+
+@pytest.fixture(scope="module")
+def zipped_remote(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("zremote") / "ds", SAMPLES, compression="zstd")
+
+
+def dataset(remote: Path, local: Path, **kwargs: object) -> StreamingDataset:
+    options: dict[str, object] = {"batch_size": 4, "shuffle": True, "num_canonical_nodes": 2}
+    options.update(kwargs)
+    return StreamingDataset(remote=str(remote), local=str(local), **options)  # type: ignore[arg-type]
+
+
+def epoch_ids(ds: StreamingDataset) -> list[int]:
+    return [int(sample["id"]) for sample in ds]
+
+
+def test_one_epoch_yields_every_sample_once_shuffled(remote: Path, tmp_path: Path):
+    ds = dataset(remote, tmp_path / "cache")
+    ids = epoch_ids(ds)
+    assert sorted(ids) == list(range(SAMPLES))
+    assert ids != sorted(ids)
+    assert len(ds) == SAMPLES and ds.size == SAMPLES and ds.num_samples == SAMPLES
+
+
+def test_shards_land_in_the_cache_whole(zipped_remote: Path, tmp_path: Path):
+    local = tmp_path / "cache"
+    ds = dataset(zipped_remote, local, validate_hash="xxh64")
+    assert sorted(epoch_ids(ds)) == list(range(SAMPLES))
+    names = sorted(p.name for p in local.iterdir() if p.is_file())
+    assert "index.json" in names
+    assert not [n for n in names if ".tmp-" in n]
+    assert not [n for n in names if n.endswith(".zstd")]  # keep_zip=False drops them
+    assert len([n for n in names if n.endswith(".mds")]) == ds.num_shards
+
+
+def test_keep_zip_keeps_the_compressed_files(zipped_remote: Path, tmp_path: Path):
+    local = tmp_path / "cache"
+    ds = dataset(zipped_remote, local, keep_zip=True)
+    epoch_ids(ds)
+    assert len(list(local.glob("*.mds.zstd"))) == ds.num_shards
+
+
+def test_epochs_differ_and_each_is_whole(remote: Path, tmp_path: Path):
+    ds = dataset(remote, tmp_path / "cache")
+    first, second = epoch_ids(ds), epoch_ids(ds)
+    assert sorted(second) == list(range(SAMPLES))
+    assert first != second
+    ds.set_epoch(0)
+    assert epoch_ids(ds) == first
+
+
+def test_the_same_seed_gives_the_same_order_in_another_cache(remote: Path, tmp_path: Path):
+    assert epoch_ids(dataset(remote, tmp_path / "a")) == epoch_ids(dataset(remote, tmp_path / "b"))
+
+
+@pytest.mark.parametrize(("world", "per_node"), [(2, 1), (2, 2), (4, 2), (3, 3)])
+def test_global_batches_do_not_depend_on_the_ranks(
+    remote: Path, tmp_path: Path, world: int, per_node: int
+):
+    batch = 12 // world  # the global batch stays 12
+    single = dataset(remote, tmp_path / "one", batch_size=12, rank=0, world_size=1)
+    reference = global_batches([epoch_ids(single)], 12)
+    per_rank = [
+        epoch_ids(
+            dataset(remote, tmp_path / f"node{rank // per_node}", batch_size=batch, rank=rank,
+                    world_size=world, ranks_per_node=per_node)
+        )
+        for rank in range(world)
+    ]  # fmt: skip
+    assert len({len(ids) for ids in per_rank}) == 1  # every rank yields as many samples
+    assert global_batches(per_rank, batch) == reference
+    flat = collections.Counter(i for ids in per_rank for i in ids)
+    assert set(flat) == set(range(SAMPLES))
+    assert sum(flat.values()) - SAMPLES == -SAMPLES % 12  # only the reported padding repeats
+
+
+def test_dataloader_workers_do_not_change_the_batches(remote: Path, tmp_path: Path):
+    ds = dataset(remote, tmp_path / "cache")
+    in_process = ids_of(StreamingDataLoader(ds, batch_size=4, num_workers=0))
+    ds2 = dataset(remote, tmp_path / "cache")
+    with_workers = ids_of(StreamingDataLoader(ds2, batch_size=4, num_workers=2))
+    assert with_workers == in_process
+    assert sorted(with_workers) == list(range(SAMPLES))
+
+
+def test_persistent_workers_advance_the_epoch(remote: Path, tmp_path: Path):
+    plain = dataset(remote, tmp_path / "cache")
+    expected = [ids_of(StreamingDataLoader(plain, batch_size=4)) for _ in range(2)]
+    ds = dataset(remote, tmp_path / "cache")
+    loader = StreamingDataLoader(ds, batch_size=4, num_workers=2, persistent_workers=True)
+    assert [ids_of(loader) for _ in range(2)] == expected
+    assert expected[0] != expected[1]
+
+
+def test_workers_started_anew_each_epoch_advance_the_epoch(remote: Path, tmp_path: Path):
+    plain = dataset(remote, tmp_path / "cache")
+    expected = [ids_of(StreamingDataLoader(plain, batch_size=4)) for _ in range(3)]
+    ds = dataset(remote, tmp_path / "cache")
+    loader = StreamingDataLoader(ds, batch_size=4, num_workers=2)  # a plain DataLoader would too
+    assert [ids_of(loader) for _ in range(3)] == expected
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_resume_mid_epoch_continues_exactly(remote: Path, tmp_path: Path, workers: int):
+    full = ids_of(StreamingDataLoader(dataset(remote, tmp_path / "c"), batch_size=4))
+    ds = dataset(remote, tmp_path / "c")
+    loader = StreamingDataLoader(ds, batch_size=4, num_workers=workers)
+    seen: list[int] = []
+    for batch in loader:
+        seen += [int(i) for i in batch["id"]]
+        if len(seen) == 40:
+            state = loader.state_dict()
+            break
+    assert state["epoch"] == 0 and state["sample_in_epoch"] == 40
+    resumed = dataset(remote, tmp_path / "c")
+    again = StreamingDataLoader(resumed, batch_size=4, num_workers=workers)
+    again.load_state_dict(state)
+    rest = ids_of(again)
+    assert seen + rest == full
+    assert again.state_dict()["sample_in_epoch"] == SAMPLES  # counted from the resume point
+    next_epoch = ids_of(again)  # after the resumed epoch comes the next one, whole
+    assert sorted(next_epoch) == list(range(SAMPLES))
+
+
+def test_resume_on_another_rank_count(remote: Path, tmp_path: Path):
+    single = dataset(remote, tmp_path / "one", batch_size=12)
+    reference = global_batches([epoch_ids(single)], 12)
+    state = dataset(remote, tmp_path / "one", batch_size=12).state_dict(
+        num_samples=36, from_beginning=True
+    )
+    per_rank = []
+    for rank in range(3):
+        ds = dataset(remote, tmp_path / "three", batch_size=4, rank=rank, world_size=3,
+                     ranks_per_node=3)  # fmt: skip
+        ds.load_state_dict(state)
+        per_rank.append(epoch_ids(ds))
+    assert global_batches(per_rank, 4) == reference[3:]
+
+
+def test_a_resume_state_at_the_end_starts_the_next_epoch(remote: Path, tmp_path: Path):
+    ds = dataset(remote, tmp_path / "c")
+    second = dataset(remote, tmp_path / "c")
+    second.set_epoch(1)
+    ds.load_state_dict({"epoch": 0, "sample_in_epoch": SAMPLES, "num_canonical_nodes": 2,
+                        "shuffle_seed": 9176})  # fmt: skip
+    assert epoch_ids(ds) == epoch_ids(second)
+
+
+def test_bad_state_dicts_are_refused(remote: Path, tmp_path: Path):
+    ds = dataset(remote, tmp_path / "c")
+    with pytest.raises(ConfigurationError, match="lacks"):
+        ds.load_state_dict({"epoch": 0})
+    with pytest.raises(ConfigurationError, match="bad values"):
+        ds.load_state_dict({"epoch": -1, "sample_in_epoch": 0, "num_canonical_nodes": 1,
+                            "shuffle_seed": 1})  # fmt: skip
+
+
+def test_getitem_fetches_the_shard(remote: Path, tmp_path: Path):
+    ds = dataset(remote, tmp_path / "cache")
+    assert ds[123]["id"] == 123
+    assert ds[-1]["id"] == SAMPLES - 1
+    with pytest.raises(IndexError):
+        ds[SAMPLES]
+
+
+def test_local_only_data_is_read_in_place(remote: Path, tmp_path: Path):
+    copy = tmp_path / "data"
+    shutil.copytree(remote, copy)
+    ds = StreamingDataset(local=str(copy), batch_size=4)
+    assert sorted(epoch_ids(ds)) == list(range(SAMPLES))
+    assert sorted(ids_of(StreamingDataLoader(ds, batch_size=4, num_workers=2))) == list(
+        range(SAMPLES)
+    )
+    ds.load_state_dict(ds.state_dict(8, from_beginning=True))
+    # The user's data folder is read, never written: run files go to the user's cache root.
+    assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in remote.iterdir())
+
+
+def test_mixing_streams_by_proportion(tmp_path: Path):
+    a = write_dataset(tmp_path / "a", 100)
+    b = write_dataset(tmp_path / "b", 100, first=1000)
+    ds = StreamingDataset(
+        streams=[Stream(remote=str(a), local=str(tmp_path / "ca"), proportion=3),
+                 Stream(remote=str(b), local=str(tmp_path / "cb"), proportion=1)],
+        epoch_size=200, batch_size=4, shuffle=True,
+    )  # fmt: skip
+    ids = epoch_ids(ds)
+    assert len(ids) == 200
+    assert sum(i < 1000 for i in ids) == 150
+    assert ds.epoch_size == 200 and ds.num_samples == 200
+
+
+def test_cache_limit_bounds_the_cache_and_evicts_least_recent(remote: Path, tmp_path: Path):
+    local = tmp_path / "cache"
+    probe = dataset(remote, tmp_path / "probe")
+    epoch_ids(probe)
+    largest = max(p.stat().st_size for p in (tmp_path / "probe").glob("*.mds"))
+    limit = 3 * largest
+    ds = dataset(remote, local, cache_limit=limit, predownload=4)
+    peak = 0
+    ids = []
+    for sample in ds:
+        ids.append(int(sample["id"]))
+        peak = max(peak, cached_bytes(local))
+    assert sorted(ids) == list(range(SAMPLES))
+    assert 0 < peak <= limit
+    assert ds._prepare().cache.usage() <= limit
+
+
+def cached_bytes(local: Path) -> int:
+    """Bytes of shard files in ``local`` now (files may vanish while we look: eviction runs)."""
+    total = 0
+    for path in local.glob("*.mds"):
+        with contextlib.suppress(FileNotFoundError):
+            total += path.stat().st_size
+    return total
+
+
+def test_a_cache_limit_below_one_shard_per_reader_fails_at_start(remote: Path, tmp_path: Path):
+    ds = dataset(remote, tmp_path / "cache", cache_limit=100)
+    with pytest.raises(CacheLimitError, match="cache_limit=100"):
+        next(iter(ds))
+
+
+def test_local_only_shards_are_never_evicted(remote: Path, tmp_path: Path):
+    copy = tmp_path / "data"
+    shutil.copytree(remote, copy)
+    before = sorted(p.name for p in copy.glob("*.mds"))
+    ds = StreamingDataset(local=str(copy), batch_size=4, cache_limit=1)
+    assert sorted(epoch_ids(ds)) == list(range(SAMPLES))
+    assert sorted(p.name for p in copy.glob("*.mds")) == before
+
+
+def test_a_changed_remote_index_is_fetched_again(tmp_path: Path):
+    remote = write_dataset(tmp_path / "remote", 48)
+    local = tmp_path / "cache"
+    assert sorted(epoch_ids(dataset(remote, local))) == list(range(48))
+    shutil.rmtree(remote)
+    write_dataset(remote, 60, first=500)  # the same shard names, other bytes
+    assert sorted(epoch_ids(dataset(remote, local))) == list(range(500, 560))
+
+
+def test_two_datasets_in_one_process_keep_their_own_epochs(remote: Path, tmp_path: Path):
+    train = dataset(remote, tmp_path / "cache")
+    val = dataset(remote, tmp_path / "cache")
+    train_loader = StreamingDataLoader(train, batch_size=4, num_workers=2)
+    val_loader = StreamingDataLoader(val, batch_size=4, num_workers=2)
+    first = ids_of(train_loader)
+    assert ids_of(val_loader) == first  # val's first epoch, not train's second
+    assert ids_of(train_loader) != first
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batching_method": "other"}, "batching_method"),
+        ({"partition_algo": "other"}, "partition_algo"),
+        ({"sampling_method": "other"}, "sampling_method"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"shuffle_algo": "other"}, "shuffle_algo"),
+        ({"validate_hash": "nope"}, "validate_hash"),
+        ({"cache_limit": "lots"}, "cache_limit"),
+        ({"epoch_size": "many"}, "epoch_size"),
+    ],
+)
+def test_bad_arguments_name_themselves(tmp_path: Path, kwargs: dict[str, object], message: str):
+    with pytest.raises(ConfigurationError, match=message):
+        StreamingDataset(remote="s3://bucket/ds", local=str(tmp_path), **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_constructor_does_no_io(tmp_path: Path):
+    StreamingDataset(remote="s3://bucket/nowhere", local=str(tmp_path / "cache"), batch_size=1)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_iterating_without_batch_size_says_what_to_do(remote: Path, tmp_path: Path):
+    ds = StreamingDataset(remote=str(remote), local=str(tmp_path / "c"))
+    with pytest.raises(ConfigurationError, match="batch_size"):
+        next(iter(ds))
+
+
+def test_streams_exclude_remote(tmp_path: Path):
+    with pytest.raises(ConfigurationError, match="not both"):
+        StreamingDataset(streams=[Stream(local=str(tmp_path))], remote="s3://b/d")
+
+
+def test_a_launcher_that_disagrees_is_named(remote: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    ds = dataset(remote, tmp_path / "c", world_size=2)
+    with pytest.raises(TopologyError, match="WORLD_SIZE"):
+        len(ds)
+
+
+def test_no_shared_memory_is_used(remote: Path, tmp_path: Path):
+    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    ids_of(StreamingDataLoader(dataset(remote, tmp_path / "c"), batch_size=4, num_workers=2))
+    after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    assert not [name for name in after - before if "shardstream" in name or "_locals" in name]

@@ -15,7 +15,6 @@ meaning, the same state dict. Under the hood:
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import math

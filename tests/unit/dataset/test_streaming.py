@@ -14,10 +14,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tests.streaming_data import global_batches, ids_of, write_dataset
 
 from shardstream import Stream, StreamingDataLoader, StreamingDataset
 from shardstream.errors import CacheLimitError, ConfigurationError, TopologyError
-from tests.streaming_data import global_batches, ids_of, write_dataset
 
 SAMPLES = 300
 
@@ -47,7 +47,7 @@ def test_one_epoch_yields_every_sample_once_shuffled(remote: Path, tmp_path: Pat
     ids = epoch_ids(ds)
     assert sorted(ids) == list(range(SAMPLES))
     assert ids != sorted(ids)
-    assert len(ds) == SAMPLES and ds.size == SAMPLES and ds.num_samples == SAMPLES
+    assert (len(ds), ds.size, ds.num_samples) == (SAMPLES, SAMPLES, SAMPLES)
 
 
 def test_shards_land_in_the_cache_whole(zipped_remote: Path, tmp_path: Path):
@@ -139,7 +139,7 @@ def test_resume_mid_epoch_continues_exactly(remote: Path, tmp_path: Path, worker
         if len(seen) == 40:
             state = loader.state_dict()
             break
-    assert state["epoch"] == 0 and state["sample_in_epoch"] == 40
+    assert (state["epoch"], state["sample_in_epoch"]) == (0, 40)
     resumed = dataset(remote, tmp_path / "c")
     again = StreamingDataLoader(resumed, batch_size=4, num_workers=workers)
     again.load_state_dict(state)
@@ -215,7 +215,7 @@ def test_mixing_streams_by_proportion(tmp_path: Path):
     ids = epoch_ids(ds)
     assert len(ids) == 200
     assert sum(i < 1000 for i in ids) == 150
-    assert ds.epoch_size == 200 and ds.num_samples == 200
+    assert (ds.epoch_size, ds.num_samples) == (200, 200)
 
 
 def test_cache_limit_bounds_the_cache_and_evicts_least_recent(remote: Path, tmp_path: Path):
@@ -321,8 +321,11 @@ def test_a_launcher_that_disagrees_is_named(remote: Path, tmp_path: Path, monkey
         len(ds)
 
 
+SHM = "/dev/shm"  # noqa: S108 - where named POSIX shared memory shows on Linux
+
+
 def test_no_shared_memory_is_used(remote: Path, tmp_path: Path):
-    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    before = set(os.listdir(SHM)) if os.path.isdir(SHM) else set()
     ids_of(StreamingDataLoader(dataset(remote, tmp_path / "c"), batch_size=4, num_workers=2))
-    after = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    after = set(os.listdir(SHM)) if os.path.isdir(SHM) else set()
     assert not [name for name in after - before if "shardstream" in name or "_locals" in name]

@@ -36,6 +36,8 @@ BACKENDS = [
     "http",
     "gcs",
     "azure",
+    "oci",
+    "databricks",
 ]
 READ_ONLY = {"http"}
 MARKS: dict[str, list[Any]] = {

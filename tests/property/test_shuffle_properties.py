@@ -13,6 +13,8 @@ from shardstream.sampling import (
     get_shuffle,
     shuffle_canonical_node,
 )
+from shardstream.sampling.node_order import node_ids
+from shardstream.sampling.spans import node_span_table, run_layout
 
 SETTINGS = settings(max_examples=100, deadline=None)
 ALGOS = st.sampled_from(sorted(SHUFFLE_ALGORITHMS))
@@ -94,3 +96,32 @@ def test_py1e_spans_stay_within_a_window(sizes, ncn, seed, epoch, block):
             assert where.max() - where.min() < size + 5 * block // 2 + 1
             assert bounds[node] <= where.min()
             assert where.max() < bounds[node + 1]
+
+
+@SETTINGS
+@given(
+    algo=SPAN_ALGOS,
+    sizes=st.lists(st.integers(1, 60), min_size=1, max_size=40),
+    ncn=NCN,
+    seed=SEEDS,
+    epoch=EPOCHS,
+    block=BLOCKS,
+    window=st.sampled_from([None, 1, 2, 16, 128]),
+    data=st.data(),
+)
+def test_any_positions_of_a_node_alone_match_its_whole_order(
+    algo, sizes, ncn, seed, epoch, block, window, data
+):
+    # A worker asks for a few positions of a node; it must get exactly what the whole node's
+    # order holds there, however few, in whatever order, and whatever py1e's window size.
+    sizes_array = np.array(sizes, dtype=np.int64)
+    ncn = min(ncn, int(sizes_array.sum()))
+    node = data.draw(st.integers(0, ncn - 1))
+    spans = canonical_node_spans(algo, sizes_array, ncn, seed, node)
+    whole = shuffle_canonical_node(algo, spans, seed, epoch, block)
+    table = node_span_table(run_layout(sizes_array, ncn, seed), node, seed, algo == "py2s")
+    picks = data.draw(st.lists(st.integers(0, len(whole) - 1), max_size=30))
+    local = np.array(picks, dtype=np.int64)
+    assert np.array_equal(node_ids(algo, table, seed, epoch, block, local, window), whole[local])
+    everything = np.arange(len(whole), dtype=np.int64)
+    assert np.array_equal(node_ids(algo, table, seed, epoch, block, everything, window), whole)

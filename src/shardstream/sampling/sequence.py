@@ -2,7 +2,8 @@
 
 The epoch order interleaves the canonical nodes (see :mod:`shardstream.sampling.partition`);
 within a canonical node the chosen shuffle decides the order. :func:`sequence_ids` looks up
-any positions of that order, computing only the canonical nodes they fall in.
+any positions of that order, computing only the canonical nodes they fall in, and within each
+only what those positions need.
 """
 
 from __future__ import annotations
@@ -14,16 +15,21 @@ from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
 from shardstream.sampling.mixing import EpochUnits
+from shardstream.sampling.node_order import node_ids
 from shardstream.sampling.partition import interleave
-from shardstream.sampling.shuffle import (
-    SHUFFLE_ALGORITHMS,
-    default_block_size,
-    get_shuffle,
-    shuffle_canonical_node,
+from shardstream.sampling.shuffle import SHUFFLE_ALGORITHMS, default_block_size, get_shuffle
+from shardstream.sampling.spans import (
+    WORD,
+    RunLayout,
+    canonical_node_bounds,
+    check_int,
+    check_shard_sizes,
+    make_rng,
+    node_span_table,
+    run_layout,
 )
-from shardstream.sampling.spans import canonical_node_bounds, canonical_node_spans, make_rng
 
-__all__ = ["ShuffleConfig", "canonical_node_order", "sequence_ids"]
+__all__ = ["ShuffleConfig", "canonical_node_order", "node_order_at", "sequence_ids"]
 
 TAG_STREAM_SEED = 21  # [seed, stream, TAG]: the shuffle seed of one stream, batched per stream.
 
@@ -60,16 +66,42 @@ def canonical_node_order(
 ) -> NDArray[np.int64]:
     """Canonical node ``node``'s slice of the epoch order: global sample ids, in order."""
     sizes = np.asarray(shard_sizes, np.int64)
+    bounds = canonical_node_bounds(int(sizes.sum()), num_canonical_nodes)
+    local = np.arange(bounds[node + 1] - bounds[node], dtype=np.int64)
+    return node_order_at(sizes, num_canonical_nodes, node, epoch, config, local)
+
+
+def node_order_at(
+    shard_sizes: NDArray[np.int64],
+    num_canonical_nodes: int,
+    node: int,
+    epoch: int,
+    config: ShuffleConfig,
+    local: NDArray[np.int64],
+    layout: RunLayout | None = None,
+) -> NDArray[np.int64]:
+    """Global sample ids at positions ``local`` (any shape) of canonical node ``node``'s slice.
+
+    Memory and, for ``py1s``, ``py2s``, ``py1b`` and ``py1br``, time follow the positions asked
+    for, not the node's size (see :mod:`shardstream.sampling.node_order`); ``naive`` computes
+    the whole epoch's permutation.
+    """
+    sizes = np.asarray(shard_sizes, np.int64)
+    bounds = canonical_node_bounds(int(sizes.sum()), num_canonical_nodes)
     if not config.shuffle:
-        bounds = canonical_node_bounds(int(sizes.sum()), num_canonical_nodes)
-        return np.arange(bounds[node], bounds[node + 1], dtype=np.int64)
+        unshuffled: NDArray[np.int64] = bounds[node] + np.asarray(local, np.int64)
+        return unshuffled
     if config.algo == "naive":  # one global permutation: there is no smaller piece to compute
-        bounds = canonical_node_bounds(int(sizes.sum()), num_canonical_nodes)
         order = get_shuffle("naive", sizes, num_canonical_nodes, config.seed, epoch)
-        return order[bounds[node] : bounds[node + 1]]
-    spans = canonical_node_spans(config.algo, sizes, num_canonical_nodes, config.seed, node)
-    block = config.block_size or default_block_size(num_canonical_nodes)
-    return shuffle_canonical_node(config.algo, spans, config.seed, epoch, block)
+        picked: NDArray[np.int64] = order[bounds[node] + local]
+        return picked
+    seed = check_int("seed", config.seed, 0, WORD)
+    epoch = check_int("epoch", epoch, 0, WORD)
+    block = check_int("block_size", config.block_size or default_block_size(num_canonical_nodes), 1)
+    if layout is None:
+        layout = run_layout(check_shard_sizes(sizes), num_canonical_nodes, seed)
+    table = node_span_table(layout, node, seed, split_shuffled=config.algo == "py2s")
+    return node_ids(config.algo, table, seed, epoch, block, local)
 
 
 def sequence_ids(
@@ -80,7 +112,11 @@ def sequence_ids(
     epoch: int,
     shuffle: ShuffleConfig,
 ) -> NDArray[np.int64]:
-    """Dataset sample ids at ``positions`` (any shape) of the epoch order over ``units``."""
+    """Dataset sample ids at ``positions`` (any shape) of the epoch order over ``units``.
+
+    Only the canonical nodes the positions fall in are computed, and within each only what
+    those positions need: memory follows ``positions``, not the epoch (``naive`` aside).
+    """
     sizes = units.sizes
     total = int(sizes.sum())
     nodes, local = interleave(positions, total, num_canonical_nodes)
@@ -88,11 +124,15 @@ def sequence_ids(
         bounds = canonical_node_bounds(total, num_canonical_nodes)
         order = get_shuffle("naive", sizes, num_canonical_nodes, shuffle.seed, epoch)
         return units.sample_ids(order[bounds[nodes] + local])
+    layout = None
+    if shuffle.shuffle:
+        seed = check_int("seed", shuffle.seed, 0, WORD)
+        layout = run_layout(check_shard_sizes(sizes), num_canonical_nodes, seed)
     big = np.empty_like(positions)
     for node in np.unique(nodes).tolist():  # only the canonical nodes asked about
-        order = canonical_node_order(sizes, num_canonical_nodes, node, epoch, shuffle)
         mask = nodes == node
-        big[mask] = order[local[mask]]
+        big[mask] = node_order_at(sizes, num_canonical_nodes, node, epoch, shuffle, local[mask],
+                                  layout)  # fmt: skip
     return units.sample_ids(big)
 
 

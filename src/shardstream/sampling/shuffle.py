@@ -28,21 +28,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
+from shardstream.sampling.node_order import node_ids
 from shardstream.sampling.spans import (
     SPAN_ALGORITHMS,
-    TAG_BLOCKS,
     TAG_NAIVE,
-    TAG_SHIFTS,
-    TAG_SPAN_ORDER,
-    TAG_SPAN_SAMPLES,
     WORD,
     NodeSpans,
+    SpanTable,
     canonical_node_bounds,
     canonical_node_spans,
     check_int,
     check_shard_sizes,
     make_rng,
-    node_spans,
+    node_span_table,
     run_layout,
 )
 
@@ -63,109 +61,11 @@ DEFAULT_SHUFFLE_ALGORITHM = "py1e"
 ShuffleFunction = Callable[[NDArray[np.int64], int, int, int, "int | None"], NDArray[np.int64]]
 """``(shard_sizes, num_canonical_nodes, seed, epoch, block_size) -> permutation``."""
 
-# Segments shuffled one ``Generator.shuffle`` call each while that is cheaper than one sort:
-# when there are few of them, or they are long enough on average.
-_LOOP_SEGMENTS = 4096
-_LOOP_MEAN_SIZE = 64
-
 
 def default_block_size(num_canonical_nodes: int) -> int:
     """The default shuffle block size: ``max(4_000_000 // NCN, 1 << 18)``."""
     ncn = check_int("num_canonical_nodes", num_canonical_nodes, 1)
     return max(4_000_000 // ncn, 1 << 18)
-
-
-def _shuffle_segments(
-    values: NDArray[np.int64], sizes: NDArray[np.int64], rng: np.random.Generator
-) -> None:
-    """Shuffle ``values`` in place within consecutive segments of the given sizes."""
-    if len(sizes) <= _LOOP_SEGMENTS or len(values) >= _LOOP_MEAN_SIZE * len(sizes):
-        stop = 0
-        for size in sizes.tolist():
-            start, stop = stop, stop + size
-            if size > 1:
-                rng.shuffle(values[start:stop])
-    else:
-        segment = np.repeat(np.arange(len(sizes)), sizes)
-        values[:] = values[np.lexsort((rng.random(len(values)), segment))]
-
-
-def _reorder_spans(
-    spans: NodeSpans, rng: np.random.Generator
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The node's samples with whole spans put in a random order, and the reordered sizes."""
-    perm = rng.permutation(len(spans.sizes))
-    sizes = spans.sizes[perm]
-    old_starts = np.cumsum(spans.sizes) - spans.sizes
-    new_starts = np.cumsum(sizes) - sizes
-    moved = np.repeat(old_starts[perm] - new_starts, sizes) + np.arange(len(spans.samples))
-    return spans.samples[moved], sizes
-
-
-def _shift_spans(
-    samples: NDArray[np.int64],
-    sizes: NDArray[np.int64],
-    block_size: int,
-    rng: np.random.Generator,
-) -> NDArray[np.int64]:
-    """py1e: move each sample by a random shift within its span's window, then sort by position.
-
-    A span of ``s`` samples at node position ``o`` draws a width ``w`` in ``[0.75B, 1.25B)``;
-    each of its samples moves by a uniform shift in ``±max(w - s, 0) / 2``, clipped so the span
-    stays inside the node. The samples are then stably ordered by shifted position.
-    """
-    n = len(samples)
-    widths = rng.integers(3 * block_size // 4, 5 * block_size // 4, size=len(sizes))
-    cutoffs = np.maximum(widths - sizes, 0) / 2
-    starts = np.cumsum(sizes) - sizes
-    low = np.maximum(-cutoffs, -starts)
-    high = np.minimum(cutoffs, n - starts - sizes)
-    positions = rng.random(n)
-    positions *= np.repeat(high - low, sizes)
-    positions += np.repeat(low, sizes)
-    positions += np.arange(n)
-    # An unstable sort is several times faster, and the same as a stable one without ties.
-    order = np.argsort(positions)
-    ranked = positions[order]
-    if np.any(ranked[1:] == ranked[:-1]):
-        order = np.argsort(positions, kind="stable")
-    return samples[order]
-
-
-def _random_blocks(n: int, block_size: int, rng: np.random.Generator) -> NDArray[np.int64]:
-    """py1br: block sizes drawn from ``[0.75B, 1.25B)``, the first cut short by a stagger."""
-    low = max(1, 3 * block_size // 4)
-    high = max(low + 1, 5 * block_size // 4)
-    stagger = int(rng.integers(0, low))
-    widths = rng.integers(low, high, size=n // low + 2)
-    widths[0] -= stagger  # still >= 1, as stagger < low <= widths[0]
-    ends = np.cumsum(widths)
-    ends = ends[: int(np.searchsorted(ends, n)) + 1]
-    ends[-1] = n
-    return np.diff(ends, prepend=0)
-
-
-def _shuffle_node(
-    algo: str, spans: NodeSpans, seed: int, epoch: int, block_size: int
-) -> NDArray[np.int64]:
-    """:func:`shuffle_canonical_node` on validated arguments."""
-    node = spans.node
-    samples, sizes = _reorder_spans(spans, make_rng(seed, epoch, node, TAG_SPAN_ORDER))
-    n = len(samples)
-    if algo in ("py1s", "py2s", "py1e"):
-        _shuffle_segments(samples, sizes, make_rng(seed, epoch, node, TAG_SPAN_SAMPLES))
-    if algo == "py1e" and n:
-        samples = _shift_spans(samples, sizes, block_size, make_rng(seed, epoch, node, TAG_SHIFTS))
-    elif algo in ("py1b", "py1br") and n:
-        rng = make_rng(seed, epoch, node, TAG_BLOCKS)
-        if algo == "py1b":
-            blocks = np.full(n // block_size, block_size, dtype=np.int64)
-            if n % block_size:
-                blocks = np.append(blocks, n % block_size)
-        else:
-            blocks = _random_blocks(n, block_size, rng)
-        _shuffle_segments(samples, blocks, rng)
-    return samples
 
 
 def shuffle_canonical_node(
@@ -198,7 +98,8 @@ def shuffle_canonical_node(
     seed = check_int("seed", seed, 0, WORD)
     epoch = check_int("epoch", epoch, 0, WORD)
     block_size = check_int("block_size", block_size, 1)
-    return _shuffle_node(algo, spans, seed, epoch, block_size)
+    everything = np.arange(len(spans.samples), dtype=np.int64)
+    return node_ids(algo, SpanTable.of(spans), seed, epoch, block_size, everything)
 
 
 def _check_all(
@@ -245,9 +146,9 @@ def _span_shuffle(algo: str) -> ShuffleFunction:
         layout = run_layout(sizes, ncn, seed)
         perm = np.empty(int(layout.bounds[-1]), dtype=np.int64)
         for node in range(ncn):
-            spans = node_spans(layout, node, seed, split_shuffled=algo == "py2s")
+            table = node_span_table(layout, node, seed, split_shuffled=algo == "py2s")
             low, high = layout.bounds[node], layout.bounds[node + 1]
-            perm[low:high] = _shuffle_node(algo, spans, seed, epoch, block)
+            perm[low:high] = node_ids(algo, table, seed, epoch, block, np.arange(high - low))
         return perm
 
     shuffle.__name__ = shuffle.__qualname__ = f"shuffle_{algo}"

@@ -13,6 +13,7 @@ seed and epoch are never added together, so ``(seed, epoch)`` pairs cannot colli
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,14 +24,18 @@ from shardstream.errors import ConfigurationError
 __all__ = [
     "SPAN_ALGORITHMS",
     "TAG_BLOCKS",
+    "TAG_BLOCK_SHUFFLE",
     "TAG_NAIVE",
     "TAG_SHARD_ORDER",
     "TAG_SHARD_SAMPLES",
     "TAG_SHIFTS",
+    "TAG_SPAN_DRAWS",
     "TAG_SPAN_ORDER",
     "TAG_SPAN_SAMPLES",
     "WORD",
     "NodeSpans",
+    "SpanTable",
+    "Substreams",
     "canonical_node_bounds",
     "canonical_node_spans",
     "make_rng",
@@ -41,9 +46,11 @@ TAG_SHARD_ORDER = 1  # [seed, TAG]: the run's shard order.
 TAG_SHARD_SAMPLES = 2  # [seed, shard, TAG]: py2s's run-level shuffle of one shard's samples.
 TAG_NAIVE = 3  # [seed, epoch, TAG]: naive's global permutation.
 TAG_SPAN_ORDER = 4  # [seed, epoch, node, TAG]: the order of a canonical node's spans.
-TAG_SPAN_SAMPLES = 5  # [seed, epoch, node, TAG]: samples within each span (py2s: per epoch).
-TAG_BLOCKS = 6  # [seed, epoch, node, TAG]: py1b/py1br block shuffles, py1br block sizes.
-TAG_SHIFTS = 7  # [seed, epoch, node, TAG]: py1e's block widths and position shifts.
+TAG_SPAN_SAMPLES = 5  # retired (one generator for a whole node's spans); never reuse.
+TAG_BLOCKS = 6  # [seed, epoch, node, TAG]: py1br's block sizes.
+TAG_SHIFTS = 7  # [seed, epoch, node, TAG]: py1e's window width of each span.
+TAG_SPAN_DRAWS = 8  # [seed, epoch, node, TAG], substream per span: its shuffle, py1e's shifts.
+TAG_BLOCK_SHUFFLE = 9  # [seed, epoch, node, TAG], substream per block: py1b/py1br's shuffle.
 
 #: Seeds and epochs are unsigned 64-bit words.
 WORD = 1 << 64
@@ -58,6 +65,31 @@ def make_rng(*words: int) -> np.random.Generator:
     be split into a varying number of 32-bit words, so ``(2**32, 1)`` could meet ``(0, 1, 1)``.
     """
     return np.random.default_rng(np.random.SeedSequence(np.array(words, dtype=np.uint64)))
+
+
+class Substreams:
+    """Generators addressable by index: disjoint stretches of one seeded PCG64 stream.
+
+    ``Substreams(*words)[i]`` is the stream of ``PCG64(SeedSequence(words))`` advanced by
+    ``i * 2**40`` outputs, so item ``i`` can be drawn alone, in any order, without drawing the
+    items before it. Each item draws fewer than 4 outputs per sample (a permutation, then
+    uniforms), so items of fewer than ``2**38`` samples never overlap. Resetting a generator
+    costs about a tenth of seeding a fresh one, which matters with many small items.
+    """
+
+    STRIDE = 1 << 40
+
+    def __init__(self, *words: int) -> None:
+        entropy = np.random.SeedSequence(np.array(words, dtype=np.uint64))
+        self._bits = np.random.PCG64(entropy)
+        self._start = self._bits.state
+        self._generator = np.random.Generator(self._bits)
+
+    def __getitem__(self, index: int) -> np.random.Generator:
+        """The generator of item ``index``, valid until the next lookup (it is reused)."""
+        self._bits.state = self._start
+        self._bits.advance(index * self.STRIDE)
+        return self._generator
 
 
 def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
@@ -147,8 +179,91 @@ def run_layout(shard_sizes: NDArray[np.int64], num_canonical_nodes: int, seed: i
     return RunLayout(order, starts, sizes, bases[order], bounds)
 
 
-def node_spans(layout: RunLayout, node: int, seed: int, split_shuffled: bool) -> NodeSpans:
-    """Cut canonical node ``node``'s spans out of the run layout (validated inputs)."""
+@dataclass(frozen=True, eq=False)
+class SpanTable:
+    """A canonical node's spans without their samples: any span is cut out when asked for.
+
+    A node's samples take ``O(node)`` memory; the table takes ``O(spans)``, so a worker that
+    needs a few positions of the node never holds the rest.
+
+    Args:
+        node: The canonical node's index.
+        sizes: Samples in each span, in run order, all positive.
+        firsts: Global id of each span's first sample (spans of shards kept in order).
+        explicit: The spans' samples end to end, when given outright (then ``firsts`` is unused).
+        shard_sizes: With ``py2s``, the size of each span's shard (``None`` otherwise).
+        offsets: With ``py2s``, where each span begins inside its shard.
+        bases: With ``py2s``, the global id of sample 0 of each span's shard.
+        shards: The shard each span comes from.
+        seed: With ``py2s``, the run's seed (each shard is shuffled once per run).
+    """
+
+    node: int
+    sizes: NDArray[np.int64]
+    firsts: NDArray[np.int64]
+    shards: NDArray[np.int64]
+    explicit: NDArray[np.int64] | None = None
+    shard_sizes: NDArray[np.int64] | None = None
+    offsets: NDArray[np.int64] | None = None
+    bases: NDArray[np.int64] | None = None
+    seed: int = 0
+
+    @classmethod
+    def of(cls, spans: NodeSpans) -> SpanTable:
+        """The table of spans whose samples are given outright."""
+        starts = np.cumsum(spans.sizes) - spans.sizes
+        return cls(spans.node, spans.sizes, starts, spans.shards, explicit=spans.samples)
+
+    @property
+    def total(self) -> int:
+        """Samples in the node."""
+        return int(self.sizes.sum())
+
+    def span(self, index: int) -> NDArray[np.int64]:
+        """Span ``index``'s samples, in run order (before any epoch shuffle)."""
+        size = int(self.sizes[index])
+        if self.explicit is not None:
+            start = int(self.firsts[index])
+            return self.explicit[start : start + size]
+        if self.shard_sizes is not None and self.offsets is not None and self.bases is not None:
+            shard = int(self.shards[index])
+            rng = make_rng(self.seed, shard, TAG_SHARD_SAMPLES)
+            offset = int(self.offsets[index])
+            within = rng.permutation(int(self.shard_sizes[index]))[offset : offset + size]
+            return within.astype(np.int64) + int(self.bases[index])
+        return np.arange(size, dtype=np.int64) + int(self.firsts[index])
+
+    def at(self, spans: NDArray[np.int64], offsets: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The samples at ``offsets`` within ``spans`` (equal-length arrays), in run order."""
+        if self.explicit is not None:
+            given: NDArray[np.int64] = self.explicit[self.firsts[spans] + offsets]
+            return given
+        if self.shard_sizes is None:
+            contiguous: NDArray[np.int64] = self.firsts[spans] + offsets
+            return contiguous
+        result = np.empty(len(spans), dtype=np.int64)
+        by_span = np.argsort(spans, kind="stable")
+        ordered = spans[by_span]
+        cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), len(ordered)]
+        for start, stop in itertools.pairwise(cuts):  # one shard shuffle per span asked about
+            where = by_span[start:stop]
+            result[where] = self.span(int(ordered[start]))[offsets[where]]
+        return result
+
+    def samples(self) -> NDArray[np.int64]:
+        """Every span's samples, end to end (``O(node)`` memory)."""
+        if self.explicit is not None:
+            return self.explicit
+        if self.shard_sizes is None:
+            starts = np.cumsum(self.sizes) - self.sizes
+            ids: NDArray[np.int64] = np.repeat(self.firsts - starts, self.sizes)
+            return ids + np.arange(self.total, dtype=np.int64)
+        parts = [self.span(index) for index in range(len(self.sizes))]
+        return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
+def node_span_table(layout: RunLayout, node: int, seed: int, split_shuffled: bool) -> SpanTable:
+    """Canonical node ``node``'s spans, as a table (validated inputs); ``O(spans)`` memory."""
     low, high = int(layout.bounds[node]), int(layout.bounds[node + 1])
     first = int(np.searchsorted(layout.starts + layout.sizes, low, side="right"))
     stop = int(np.searchsorted(layout.starts, high, side="left"))
@@ -158,19 +273,18 @@ def node_spans(layout: RunLayout, node: int, seed: int, split_shuffled: bool) ->
     keep = sizes > 0
     pick, begins, sizes = pick[keep], begins[keep], sizes[keep]
     offsets = begins - layout.starts[pick]  # where each span begins inside its shard
+    shards = layout.order[pick]
     if split_shuffled:
-        parts = []
-        for k, offset, size in zip(pick.tolist(), offsets.tolist(), sizes.tolist(), strict=True):
-            shard = int(layout.order[k])
-            rng = make_rng(seed, shard, TAG_SHARD_SAMPLES)
-            within = rng.permutation(int(layout.sizes[k]))[offset : offset + size]
-            parts.append(layout.bases[k] + within)
-        samples = np.concatenate(parts) if parts else np.empty(0, np.int64)
-    else:
-        span_starts = np.cumsum(sizes) - sizes
-        first_ids = layout.bases[pick] + offsets
-        samples = np.repeat(first_ids - span_starts, sizes) + np.arange(high - low)
-    return NodeSpans(node, samples.astype(np.int64), sizes, layout.order[pick])
+        return SpanTable(node, sizes, layout.bases[pick] + offsets, shards,
+                         shard_sizes=layout.sizes[pick], offsets=offsets,
+                         bases=layout.bases[pick], seed=seed)  # fmt: skip
+    return SpanTable(node, sizes, layout.bases[pick] + offsets, shards)
+
+
+def node_spans(layout: RunLayout, node: int, seed: int, split_shuffled: bool) -> NodeSpans:
+    """Cut canonical node ``node``'s spans out of the run layout (validated inputs)."""
+    table = node_span_table(layout, node, seed, split_shuffled)
+    return NodeSpans(node, table.samples(), table.sizes, table.shards)
 
 
 def canonical_node_spans(

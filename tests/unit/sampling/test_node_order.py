@@ -1,0 +1,89 @@
+"""Per-node lookups: addressable draws, span tables, and memory that follows the positions."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from shardstream.sampling import ShuffleConfig, canonical_node_order, canonical_node_spans
+from shardstream.sampling.node_order import node_ids
+from shardstream.sampling.sequence import node_order_at
+from shardstream.sampling.spans import SpanTable, Substreams, node_span_table, run_layout
+
+SPAN_ALGOS = ["py1b", "py1br", "py1e", "py1s", "py2s"]
+SIZES = np.array([7, 0, 12, 3, 9, 15, 1, 0, 8, 11], dtype=np.int64)
+
+
+def test_substream_items_are_drawn_alone_in_any_order():
+    streams = Substreams(1, 2, 3, 8)
+    forward = [streams[i].random(5).tolist() for i in range(4)]
+    backward = [streams[i].random(5).tolist() for i in reversed(range(4))][::-1]
+    assert forward == backward
+    # Item i is the seeded stream advanced by i * STRIDE outputs.
+    bits = np.random.PCG64(np.random.SeedSequence(np.array([1, 2, 3, 8], dtype=np.uint64)))
+    bits.advance(2 * Substreams.STRIDE)
+    assert np.random.Generator(bits).random(5).tolist() == forward[2]
+    assert len({tuple(item) for item in forward}) == 4
+    assert Substreams(1, 2, 3, 9)[0].random(5).tolist() != forward[0]
+
+
+@pytest.mark.parametrize("algo", ["py1s", "py2s"])
+def test_span_tables_cut_the_same_spans_as_node_spans(algo):
+    layout = run_layout(SIZES, 3, 5)
+    for node in range(3):
+        table = node_span_table(layout, node, 5, split_shuffled=algo == "py2s")
+        spans = canonical_node_spans(algo, SIZES, 3, 5, node)
+        assert np.array_equal(table.samples(), spans.samples)
+        assert np.array_equal(table.sizes, spans.sizes)
+        starts = np.cumsum(spans.sizes) - spans.sizes
+        index = np.repeat(np.arange(len(spans.sizes)), spans.sizes)
+        offsets = np.arange(len(spans.samples)) - starts[index]
+        assert np.array_equal(table.at(index, offsets), spans.samples)
+        given = SpanTable.of(spans)
+        assert np.array_equal(given.at(index[::-1], offsets[::-1]), spans.samples[::-1])
+        for i in range(len(spans.sizes)):
+            assert np.array_equal(
+                table.span(i), spans.samples[starts[i] : starts[i] + spans.sizes[i]]
+            )
+
+
+@pytest.mark.parametrize("algo", SPAN_ALGOS)
+def test_positions_in_any_shape_order_and_with_repeats(algo):
+    sizes = np.full(30, 40, dtype=np.int64)
+    config = ShuffleConfig(shuffle=True, algo=algo, seed=3, block_size=50)
+    whole = canonical_node_order(sizes, 2, 1, 4, config)
+    local = np.array([[599, 0, 17], [17, 300, 1]], dtype=np.int64)
+    assert np.array_equal(node_order_at(sizes, 2, 1, 4, config, local), whole[local])
+    assert node_order_at(sizes, 2, 1, 4, config, np.empty(0, np.int64)).shape == (0,)
+
+
+@pytest.mark.parametrize("window", [1, 8, 64, 1 << 10])
+def test_py1e_windows_never_change_the_order(window):
+    sizes = np.full(50, 30, dtype=np.int64)
+    layout = run_layout(sizes, 1, 2)
+    table = node_span_table(layout, 0, 2, split_shuffled=False)
+    everything = np.arange(1500, dtype=np.int64)
+    whole = node_ids("py1e", table, 2, 0, 200, everything)
+    assert np.array_equal(node_ids("py1e", table, 2, 0, 200, everything, window), whole)
+    few = np.array([3, 700, 701, 1499], dtype=np.int64)  # most windows are skipped
+    assert np.array_equal(node_ids("py1e", table, 2, 0, 200, few, window), whole[few])
+
+
+@pytest.mark.parametrize("algo", SPAN_ALGOS)
+def test_a_workers_share_of_a_node_takes_memory_for_its_share_only(algo):
+    # One node of 4M samples: its order alone is 32 MB. A worker reading 1 position in 64
+    # (62,500 of them, 500 KB) must stay far below; py1e holds a few windows of 2^16 slots.
+    sizes = np.full(4000, 1000, dtype=np.int64)
+    config = ShuffleConfig(shuffle=True, algo=algo, seed=1, block_size=1 << 13)
+    local = np.arange(5, 4_000_000, 64, dtype=np.int64)
+    tracemalloc.start()
+    try:
+        ids = node_order_at(sizes, 1, 0, 0, config, local)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 32_000_000 // 4, peak
+    assert np.array_equal(np.sort(ids), np.unique(ids))  # distinct samples
+    assert len(ids) == len(local)

@@ -15,6 +15,7 @@ one place (uploads in the writer, downloads in :mod:`shardstream.storage.downloa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
@@ -309,7 +310,11 @@ class S3Store:
             )
         if isinstance(exc, FileNotFoundError) or code in ("NoSuchKey", "NoSuchBucket", "404"):
             return ObjectNotFoundError(f"{where} failed: no such object or bucket ({detail})")
-        if isinstance(exc, (OSError, botocore.BotoCoreError, botocore.ClientError)):
+        # aiohttp's errors (a body cut short, a dropped connection) are not OSErrors, nor is
+        # asyncio's TimeoutError before Python 3.11.
+        aiohttp = require("aiohttp", extra="s3", purpose=_PURPOSE)
+        network = (OSError, asyncio.TimeoutError, aiohttp.ClientError)
+        if isinstance(exc, (*network, botocore.BotoCoreError, botocore.ClientError)):
             return StorageError(f"{where} failed at {endpoint}: {detail}")
         return None
 

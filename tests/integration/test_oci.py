@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -196,3 +197,15 @@ def test_refused_credentials_fail_the_writer_without_leaking(
     assert url in str(info.value)
     assert phrase not in str(info.value)
     assert phrase not in caplog.text
+
+
+def test_uploads_and_reads_from_many_threads(oci_env: OCIAccount, tmp_path: Path):
+    store = OCIStore(oci_env.url("threads"))
+    payloads = {f"part/{i:02}": os.urandom(1000 + i) for i in range(16)}
+    for key, data in payloads.items():
+        (tmp_path / key.replace("/", "-")).write_bytes(data)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda k: store.put_file(str(tmp_path / k.replace("/", "-")), k), payloads))
+        read = dict(zip(payloads, pool.map(store.get_bytes, payloads), strict=True))
+    assert read == payloads
+    assert store.list("part/") == sorted(payloads)

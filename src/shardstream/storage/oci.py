@@ -108,8 +108,9 @@ class OCIStore:
             config_file if config_file is not None else config.oci_config_file()
         )
         self.profile = profile if profile is not None else config.oci_profile()
-        self._client: Any = None
+        self._profile: dict[str, Any] | None = None
         self._secrets: tuple[str, ...] = ()
+        self._local = threading.local()  # one SDK client per thread
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -238,10 +239,29 @@ class OCIStore:
         )
 
     def _oci_client(self) -> Any:
-        """The ObjectStorageClient, made on first use from the config file (no I/O before)."""
+        """This thread's ObjectStorageClient, made on first use (so the constructor does no I/O).
+
+        The config file is read once per store; each thread gets its own client, because the
+        SDK's clients hold a ``requests`` session, which is not documented as thread-safe.
+        """
+        client = getattr(self._local, "client", None)
+        if client is None:
+            oci = require("oci", extra="oci", purpose=_PURPOSE)
+            options: dict[str, Any] = {
+                "retry_strategy": oci.retry.NoneRetryStrategy(),  # callers retry
+                "circuit_breaker_strategy": oci.circuit_breaker.NoCircuitBreakerStrategy(),
+                "timeout": _TIMEOUT_S,
+            }
+            if self.endpoint_url is not None:
+                options["service_endpoint"] = self.endpoint_url
+            client = oci.object_storage.ObjectStorageClient(self._read_profile(oci), **options)
+            self._local.client = client
+        return client
+
+    def _read_profile(self, oci: Any) -> dict[str, Any]:
+        """The profile of the config file, read once (missing or invalid: CredentialsError)."""
         with self._lock:
-            if self._client is None:
-                oci = require("oci", extra="oci", purpose=_PURPOSE)
+            if self._profile is None:
                 try:
                     profile = oci.config.from_file(
                         file_location=self.config_file, profile_name=self.profile
@@ -257,15 +277,8 @@ class OCIStore:
                     for name in ("pass_phrase", "key_content")
                     if profile.get(name)
                 )
-                options: dict[str, Any] = {
-                    "retry_strategy": oci.retry.NoneRetryStrategy(),  # callers retry
-                    "circuit_breaker_strategy": oci.circuit_breaker.NoCircuitBreakerStrategy(),
-                    "timeout": _TIMEOUT_S,
-                }
-                if self.endpoint_url is not None:
-                    options["service_endpoint"] = self.endpoint_url
-                self._client = oci.object_storage.ObjectStorageClient(profile, **options)
-            return self._client
+                self._profile = dict(profile)
+            return self._profile
 
     @contextlib.contextmanager
     def _boundary(self, action: str, key: str) -> Iterator[None]:

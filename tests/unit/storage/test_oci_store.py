@@ -43,7 +43,7 @@ def test_open_store_gives_an_oci_store_without_io(monkeypatch: pytest.MonkeyPatc
     assert (store.bucket, store.namespace, store.prefix) == ("bucket", "ns", "some/prefix")
     assert store.config_file == str(tmp_path / "does-not-exist")  # not read yet: no error
     assert (store.profile, store.endpoint_url) == ("TRAINING", "http://127.0.0.1:1")
-    assert store._client is None
+    assert store._profile is None  # the config file is read on first use
     assert store.url("shard.00000.mds") == "oci://bucket@ns/some/prefix/shard.00000.mds"
     assert store.url("") == "oci://bucket@ns/some/prefix"
     assert OCIStore("oci://bucket@ns").url("index.json") == "oci://bucket@ns/index.json"

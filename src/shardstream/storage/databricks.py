@@ -55,7 +55,7 @@ __all__ = ["DatabricksVolumeStore", "parse_volume_url"]
 logger = logging.getLogger(__name__)
 
 _API = "/api/2.0/fs"
-_TIMEOUT_S = 120.0
+_MAX_UPLOAD = 5 * 1024**3  # the most one Files API upload takes
 
 _CREDENTIALS_HELP = (
     "Databricks credentials come from host= and token= or the DATABRICKS_HOST (the workspace "
@@ -116,10 +116,12 @@ class DatabricksVolumeStore:
             ``DATABRICKS_HOST``).
         token: A personal access token (default: ``DATABRICKS_TOKEN``); never shown in messages
             or logs.
-        timeout: Seconds to wait for the server on each request.
+        read_timeout: Seconds to wait for the server, to connect and between two reads of a
+            socket (urllib has one timeout for both).
 
     Raises:
-        ConfigurationError: The URL names no volume, or ``host`` is not an http(s) URL.
+        ConfigurationError: The URL names no volume, ``host`` is not an http(s) URL, or the
+            timeout is not a positive number.
         UnsupportedURLError: A ``dbfs:/`` URL outside ``/Volumes``.
     """
 
@@ -129,12 +131,17 @@ class DatabricksVolumeStore:
         *,
         host: str | None = None,
         token: str | None = None,
-        timeout: float = _TIMEOUT_S,
+        read_timeout: float = 60.0,
     ) -> None:
         self.root = parse_volume_url(url)
+        if not read_timeout > 0:
+            raise ConfigurationError(
+                f"DatabricksVolumeStore({url!r}): read_timeout={read_timeout} must be a positive "
+                "number of seconds"
+            )
         self._host_argument = host
         self._token_argument = token
-        self.timeout = timeout
+        self.read_timeout = float(read_timeout)
         if host is not None:
             self._check_host(host)
         self._made_folders: set[str] = set()
@@ -159,6 +166,11 @@ class DatabricksVolumeStore:
         """
         path = self._path(key)
         size = os.stat(local_path).st_size  # a missing local file is the caller's error
+        if size > _MAX_UPLOAD:
+            raise StorageError(
+                f"uploading to {self.url(key)}: {local_path} holds {size} bytes, more than the "
+                "5 GiB that one Files API upload takes (MDS shards are at most 4 GiB)"
+            )
         with self._boundary("uploading to", key):
             self._make_folder(path.rsplit("/", 1)[0])
             with open(local_path, "rb") as body:
@@ -340,7 +352,7 @@ class DatabricksVolumeStore:
             request.add_header(name, value)
         request.add_header("Authorization", f"Bearer {token}")
         logger.debug("Databricks Files API: %s %s", method, address)
-        response: HTTPResponse = self._opener.open(request, timeout=self.timeout)
+        response: HTTPResponse = self._opener.open(request, timeout=self.read_timeout)
         return response
 
     def _request(self, method: str, api: str, path: str, **kwargs: Any) -> tuple[int, bytes]:

@@ -43,7 +43,6 @@ _PURPOSE = "Reading and writing oci:// URLs"
 # Error codes of Object Storage that are about who is asking, not what was asked for.
 _AUTH_STATUSES = frozenset({401, 403})
 _PAGE_LIMIT = 1000  # the most ListObjects returns per page
-_TIMEOUT_S = (10.0, 120.0)  # connect, read
 
 _CREDENTIALS_HELP = (
     "OCI credentials come from an OCI config file: config_file= or the OCI_CONFIG_FILE variable, "
@@ -89,9 +88,12 @@ class OCIStore:
             oraclecloud.com`` (default: ``OCI_ENDPOINT_URL``, else the profile's region).
         config_file: The OCI config file (default: ``OCI_CONFIG_FILE``, else ``~/.oci/config``).
         profile: The profile in that file (default: ``OCI_CLI_PROFILE``, else ``DEFAULT``).
+        connect_timeout: Seconds to wait for a connection to the endpoint.
+        read_timeout: Seconds to wait for the server between two reads of a socket.
 
     Raises:
-        ConfigurationError: The URL is not an ``oci://bucket@namespace[/prefix]`` URL.
+        ConfigurationError: The URL is not an ``oci://bucket@namespace[/prefix]`` URL, or a
+            timeout is not a positive number.
     """
 
     def __init__(
@@ -101,8 +103,16 @@ class OCIStore:
         endpoint_url: str | None = None,
         config_file: str | None = None,
         profile: str | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
     ) -> None:
         self.bucket, self.namespace, self.prefix = parse_oci_url(url)
+        if not (connect_timeout > 0 and read_timeout > 0):
+            raise ConfigurationError(
+                f"OCIStore({url!r}): connect_timeout={connect_timeout} and "
+                f"read_timeout={read_timeout} must be positive numbers of seconds"
+            )
+        self.timeouts = (float(connect_timeout), float(read_timeout))
         self.endpoint_url = endpoint_url if endpoint_url is not None else config.oci_endpoint_url()
         self.config_file = os.path.expanduser(
             config_file if config_file is not None else config.oci_config_file()
@@ -250,7 +260,7 @@ class OCIStore:
             options: dict[str, Any] = {
                 "retry_strategy": oci.retry.NoneRetryStrategy(),  # callers retry
                 "circuit_breaker_strategy": oci.circuit_breaker.NoCircuitBreakerStrategy(),
-                "timeout": _TIMEOUT_S,
+                "timeout": self.timeouts,
             }
             if self.endpoint_url is not None:
                 options["service_endpoint"] = self.endpoint_url

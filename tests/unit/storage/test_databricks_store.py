@@ -7,7 +7,12 @@ import secrets
 import pytest
 
 from shardstream import config
-from shardstream.errors import ConfigurationError, CredentialsError, UnsupportedURLError
+from shardstream.errors import (
+    ConfigurationError,
+    CredentialsError,
+    StorageError,
+    UnsupportedURLError,
+)
 from shardstream.storage import DatabricksVolumeStore, LocalStore, is_remote, open_store
 from shardstream.storage.databricks import parse_volume_url
 
@@ -100,3 +105,18 @@ def test_keys_must_stay_under_the_root(key: str):
     store = DatabricksVolumeStore("dbfs:/Volumes/c/s/v", host="http://127.0.0.1:1", token=TOKEN)
     with pytest.raises(ConfigurationError, match="relative"):
         store.get_bytes(key)
+
+
+@pytest.mark.parametrize("seconds", [0, -1.0])
+def test_timeouts_must_be_positive(seconds: float):
+    with pytest.raises(ConfigurationError, match="read_timeout"):
+        DatabricksVolumeStore("dbfs:/Volumes/c/s/v", read_timeout=seconds)
+
+
+def test_files_over_five_gib_are_refused_before_any_request(tmp_path):
+    source = tmp_path / "huge"
+    with open(source, "wb") as handle:
+        handle.truncate(5 * 1024**3 + 1)  # sparse: no real disk space
+    store = DatabricksVolumeStore("dbfs:/Volumes/c/s/v", host="http://127.0.0.1:1", token=TOKEN)
+    with pytest.raises(StorageError, match="5 GiB"):
+        store.put_file(str(source), "huge")

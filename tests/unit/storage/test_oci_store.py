@@ -79,3 +79,10 @@ def test_oci_environment(environ: dict[str, str], expected: tuple[str, str, str 
 def test_keys_must_stay_under_the_root(key: str):
     with pytest.raises(ConfigurationError, match="relative"):
         OCIStore("oci://b@n/p", endpoint_url="http://127.0.0.1:1").get_bytes(key)
+
+
+@pytest.mark.parametrize(("connect", "read"), [(0, 1), (1, 0), (-1, 5)])
+def test_timeouts_must_be_positive(connect: float, read: float):
+    with pytest.raises(ConfigurationError, match="positive"):
+        OCIStore("oci://b@n", connect_timeout=connect, read_timeout=read)
+    assert OCIStore("oci://b@n", connect_timeout=2, read_timeout=3).timeouts == (2.0, 3.0)

@@ -129,7 +129,11 @@ def _block_ids(
 
 
 class _Shifted:
-    """py1e's shifted positions, drawn span by span and dropped once every window is past them."""
+    """py1e's shifted positions, drawn span by span into the windows they fall in.
+
+    A span is drawn once, when the first window it may reach is computed, and its samples go to
+    per-window buckets; a bucket is dropped once its window is past.
+    """
 
     def __init__(self, spans: _EpochSpans, block_size: int) -> None:
         self.spans = spans
@@ -144,27 +148,44 @@ class _Shifted:
         self.q_low = np.floor((starts + self.low) * scale).astype(np.int64)
         self.q_high = np.floor((spans.ends - 1 + self.high) * scale).astype(np.int64)
         self.reach = float(max(-self.low.min(), self.high.max())) if len(sizes) else 0.0
-        self.cache: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
+        self.shift = 0
+        # window -> [(span, rounded keys, within-span shuffle)] of the samples it holds
+        self.buckets: dict[int, list[tuple[int, NDArray[np.int64], NDArray[np.int64]]]] = {}
+        self.counts: dict[int, dict[int, int]] = {}  # drawn span -> {window: samples in it}
 
-    def span(self, r: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Span ``r``'s within-span shuffle and its samples' rounded shifted positions.
+    def draw(self, r: int) -> None:
+        """Draw span ``r`` and put its samples in the buckets of their windows.
 
         Slot ``t`` of the span holds its sample ``shuffle[t - start]`` at shifted position
         ``key = (t + low) + u * (high - low)``, ``u`` uniform in ``[0, 1)``.
         """
-        if r not in self.cache:
-            shuffle, keys = self.spans.draw(r, shifts=True)
-            low, high = float(self.low[r]), float(self.high[r])
-            keys *= high - low
-            keys += np.arange(len(keys), dtype=np.float64) + (float(self.spans.starts[r]) + low)
-            keys *= float(1 << FRACTION_BITS)
-            self.cache[r] = (shuffle, np.floor(keys, out=keys).astype(np.int64))
-        return self.cache[r]
+        shuffle, keys = self.spans.draw(r, shifts=True)
+        low, high = float(self.low[r]), float(self.high[r])
+        keys *= high - low
+        keys += np.arange(len(keys), dtype=np.float64) + (float(self.spans.starts[r]) + low)
+        keys *= float(1 << FRACTION_BITS)
+        q = np.floor(keys, out=keys).astype(np.int64)
+        first, last = int(self.q_low[r]) >> self.shift, int(self.q_high[r]) >> self.shift
+        counts = self.counts[r] = {}
+        if first == last:
+            chunks = [(first, q, shuffle)]
+        else:
+            windows = q >> self.shift
+            chunks = []
+            for k in range(first, last + 1):
+                mask = windows == k
+                chunks.append((k, q[mask], shuffle[mask]))
+        for k, keys_k, shuffle_k in chunks:
+            if len(keys_k):
+                self.buckets.setdefault(k, []).append((r, keys_k, shuffle_k))
+                counts[k] = len(keys_k)
 
-    def forget_below(self, q: int) -> None:
-        """Drop the spans whose keys all lie below ``q``."""
-        for r in [r for r in self.cache if self.q_high[r] < q]:
-            del self.cache[r]
+    def forget_below(self, window: int, q: int) -> None:
+        """Drop the buckets before ``window`` and the spans whose keys all lie below ``q``."""
+        for k in [k for k in self.buckets if k < window]:
+            del self.buckets[k]
+        for r in [r for r in self.counts if self.q_high[r] < q]:
+            del self.counts[r]
 
 
 def _sorted_window(q: NDArray[np.int64], width_bits: int) -> NDArray[np.int64]:
@@ -184,35 +205,41 @@ def _py1e_ids(
     """py1e: every span's samples shifted at random within about a block, then sorted."""
     shifted = _Shifted(spans, block_size)
     n, sizes = spans.total, spans.sizes
-    if window is None:  # about the largest shift: the spans within reach triple the slots
+    if window is None:  # above the largest shift: a span's samples fall in 2 to 4 windows
         window = 1 << max(1, int(np.ceil(shifted.reach))).bit_length()
         window = min(max(window, _MIN_WINDOW), _MAX_WINDOW)
-    width = window << FRACTION_BITS
+    bits = max(0, window.bit_length() - 1)
+    window = 1 << bits
+    shifted.shift = FRACTION_BITS + bits
     out = np.empty(len(wanted), dtype=np.int64)
-    for first in range(0, n, window):
+    for index, first in enumerate(range(0, n, window)):
         low_q = first << FRACTION_BITS
-        high_q = low_q + width
+        high_q = low_q + (window << FRACTION_BITS)
+        shifted.forget_below(index, low_q)
         below = shifted.q_high < low_q
         above = shifted.q_low >= high_q
         # The window's samples land in [before, after): bounds from the spans' extents alone.
         before = int(sizes[below].sum())
         after = n - int(sizes[above].sum())
         lo, hi = np.searchsorted(wanted, [before, after])
-        shifted.forget_below(low_q)
         if lo == hi:
             continue
-        active = np.flatnonzero(~below & ~above)
-        parts = [shifted.span(r) for r in active.tolist()]
-        q = np.concatenate([part[1] for part in parts])
-        before += int(np.count_nonzero(q < low_q))
-        inside = np.flatnonzero(q < high_q)  # q >= low_q too: the spans below are counted
-        inside = inside[q[inside] >= low_q]
-        order = _sorted_window(q[inside] - low_q, width.bit_length())
+        for r in np.flatnonzero(~below & ~above).tolist():
+            if r not in shifted.counts:
+                shifted.draw(r)
+            before += sum(c for k, c in shifted.counts[r].items() if k < index)
+        chunks = sorted(shifted.buckets.pop(index, []), key=lambda chunk: chunk[0])
+        if not chunks:
+            continue
+        q = np.concatenate([chunk[1] for chunk in chunks])  # in slot order, as spans are
+        q -= low_q
+        order = _sorted_window(q, (window << FRACTION_BITS).bit_length())
         lo, hi = np.searchsorted(wanted, [before, before + len(order)])
-        picked = inside[order[wanted[lo:hi] - before]]  # indices into the active spans' slots
-        which = np.searchsorted(np.cumsum(sizes[active]), picked, side="right")
-        shuffles = np.concatenate([part[0] for part in parts])
-        out[lo:hi] = spans.table.at(spans.order[active[which]], shuffles[picked])
+        picked = order[wanted[lo:hi] - before]
+        lengths = [len(chunk[1]) for chunk in chunks]
+        span_of = np.repeat(np.array([chunk[0] for chunk in chunks], dtype=np.int64), lengths)
+        shuffles = np.concatenate([chunk[2] for chunk in chunks])
+        out[lo:hi] = spans.table.at(spans.order[span_of[picked]], shuffles[picked])
     return out
 
 
@@ -235,9 +262,9 @@ def node_ids(
         block_size: Shuffle block size ``B`` (validated; ignored by ``py1s`` and ``py2s``).
         positions: Positions within the node, ``0 .. len(node) - 1``, in any order, repeats
             allowed.
-        window: py1e's window, in positions (``None``: the power of two above the largest
-            shift, within ``2**16 .. 2**22``). It trades memory for time and never changes the
-            result.
+        window: py1e's window, in positions, rounded down to a power of two (``None``: above
+            the largest shift, within ``2**16 .. 2**22``). It trades memory for time and
+            never changes the result.
 
     Returns:
         An int64 array shaped like ``positions``.

@@ -235,7 +235,12 @@ class DatabricksVolumeStore:
             response = self._send("HEAD", "files", path)
             with response:
                 headers = response.headers
-        return ObjectInfo(size=int(headers["Content-Length"]), etag=headers.get("ETag"))
+        length = str(headers.get("Content-Length", ""))
+        if not length.isdigit():
+            raise StorageError(
+                f"checking {self.url(key)}: the answer gave no size (Content-Length {length!r})"
+            )
+        return ObjectInfo(size=int(length), etag=headers.get("ETag"))
 
     def exists(self, key: str) -> bool:
         """Whether a file exists under ``key``."""

@@ -203,7 +203,12 @@ class OCIStore:
         with self._boundary("checking", key):
             response = self._oci_client().head_object(self.namespace, self.bucket, name)
         headers = response.headers
-        return ObjectInfo(size=int(headers["Content-Length"]), etag=headers.get("ETag"))
+        length = str(headers.get("Content-Length", ""))
+        if not length.isdigit():
+            raise StorageError(
+                f"checking {self.url(key)}: the answer gave no size (Content-Length {length!r})"
+            )
+        return ObjectInfo(size=int(length), etag=headers.get("ETag"))
 
     def exists(self, key: str) -> bool:
         """Whether an object exists under ``key``."""

@@ -14,26 +14,40 @@
 | ``OCI_ENDPOINT_URL`` | OCI Object Storage endpoint (default: the profile's region) |
 | ``DATABRICKS_HOST`` | the Databricks workspace URL, for ``dbfs:/Volumes/...`` |
 | ``DATABRICKS_TOKEN`` | a Databricks personal access token (never logged or shown) |
+| ``STORAGE_EMULATOR_HOST`` | a GCS emulator, ``host:port`` or a URL (anonymous requests) |
+| ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT`` | set to ``false`` before gcsfs is imported, if unset |
+| ``AZURE_STORAGE_CONNECTION_STRING`` | an Azure connection string (never logged or shown) |
+| ``AZURE_STORAGE_ACCOUNT_NAME`` | the Azure storage account |
+| ``AZURE_STORAGE_ACCOUNT_KEY`` | that account's shared key (never logged or shown) |
+| ``AZURE_STORAGE_SAS_TOKEN`` | a SAS token for that account (never logged or shown) |
 
 S3 credentials are not read here: botocore's standard chain finds them (``AWS_ACCESS_KEY_ID`` and
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_PROFILE`` and ``~/.aws/credentials``, instance roles).
+GCS credentials are not read here either: google-auth finds Application Default Credentials
+(``GOOGLE_APPLICATION_CREDENTIALS``, the file of ``gcloud auth application-default login``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
 
 from shardstream.errors import ConfigurationError, TopologyError
 from shardstream.sampling.topology import Sourced
 
 __all__ = [
+    "AzureEnvironment",
+    "azure_environment",
     "databricks_host",
     "databricks_token",
     "distributed_environment",
+    "gcs_emulator_host",
+    "normalize_gcs_endpoint",
     "oci_config_file",
     "oci_endpoint_url",
     "oci_profile",
+    "prepare_gcsfs_import",
     "s3_endpoint_url",
     "s3_requester_pays_buckets",
     "s3_unsigned",
@@ -165,3 +179,71 @@ def databricks_token(environ: Mapping[str, str] | None = None) -> str | None:
         environ: The environment to read (default: ``os.environ``).
     """
     return _text("DATABRICKS_TOKEN", environ)
+
+
+# --- Google Cloud Storage and Azure (the storage.gcs and storage.azure backends) ---------------
+
+
+def normalize_gcs_endpoint(text: str) -> str:
+    """A GCS endpoint as a URL: ``host:port`` becomes ``http://host:port``; no trailing slash."""
+    text = text.strip().rstrip("/")
+    return text if text.startswith(("http://", "https://")) else f"http://{text}"
+
+
+def gcs_emulator_host(environ: Mapping[str, str] | None = None) -> str | None:
+    """The GCS emulator from ``STORAGE_EMULATOR_HOST`` as a URL, or ``None`` (Google itself).
+
+    Unset, blank and ``default`` mean Google itself, as in Google's own client libraries.
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+    """
+    text = _text("STORAGE_EMULATOR_HOST", environ)
+    if text is None or text == "default":
+        return None
+    return normalize_gcs_endpoint(text)
+
+
+def prepare_gcsfs_import(environ: MutableMapping[str, str] | None = None) -> None:
+    """Set ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false`` unless it is set already.
+
+    gcsfs reads the variable once, when it is imported: on, its experimental filesystem for
+    zonal and hierarchical buckets makes every bucket call wait about a minute where those are
+    not available. A value the user set is left alone.
+
+    Args:
+        environ: The environment to change (default: ``os.environ``).
+    """
+    environ = os.environ if environ is None else environ
+    environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+
+@dataclass(frozen=True)
+class AzureEnvironment:
+    """The Azure storage variables that are set (blank counts as unset); secrets stay out of repr.
+
+    Attributes:
+        account_name: ``AZURE_STORAGE_ACCOUNT_NAME``.
+        account_key: ``AZURE_STORAGE_ACCOUNT_KEY``.
+        connection_string: ``AZURE_STORAGE_CONNECTION_STRING``.
+        sas_token: ``AZURE_STORAGE_SAS_TOKEN``.
+    """
+
+    account_name: str | None = None
+    account_key: str | None = field(default=None, repr=False)
+    connection_string: str | None = field(default=None, repr=False)
+    sas_token: str | None = field(default=None, repr=False)
+
+
+def azure_environment(environ: Mapping[str, str] | None = None) -> AzureEnvironment:
+    """The Azure storage account and credentials given by the environment.
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+    """
+    return AzureEnvironment(
+        account_name=_text("AZURE_STORAGE_ACCOUNT_NAME", environ),
+        account_key=_text("AZURE_STORAGE_ACCOUNT_KEY", environ),
+        connection_string=_text("AZURE_STORAGE_CONNECTION_STRING", environ),
+        sas_token=_text("AZURE_STORAGE_SAS_TOKEN", environ),
+    )

@@ -18,6 +18,14 @@ from .fake_databricks import (  # noqa: F401 (fixtures for the Databricks volume
 from .fake_oci import oci_account, oci_env, store_factory_oci  # noqa: F401 (OCI fixtures)
 from .loopback import loopback_only  # noqa: F401 (fails a test that leaves 127.0.0.1)
 from .seaweedfs import S3Server, SeaweedFSError, run_seaweedfs
+from .servers_gcs_azure import (  # noqa: F401 (fake-gcs-server and Azurite fixtures)
+    azure_env,
+    azure_server,
+    gcs_env,
+    gcs_server,
+    store_factory_azure,
+    store_factory_gcs,
+)
 from .store_factories import (  # noqa: F401 (the local, s3 and http conformance fixtures)
     http_server,
     seed_http,

@@ -7,8 +7,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from shardstream.errors import ConfigurationError, UnsupportedURLError
+from shardstream.storage.azure import SCHEMES as AZURE_SCHEMES
+from shardstream.storage.azure import AzureStore
 from shardstream.storage.base import ObjectStore
 from shardstream.storage.databricks import DatabricksVolumeStore
+from shardstream.storage.gcs import GCSStore
 from shardstream.storage.http import HTTPStore
 from shardstream.storage.local import LocalStore
 from shardstream.storage.oci import OCIStore
@@ -40,8 +43,9 @@ def open_store(url: str, **options: Any) -> ObjectStore:
 
     Local folders and ``file://`` URLs (:class:`LocalStore`), ``s3://`` (:class:`S3Store`)
     and, read-only, ``http://`` and ``https://`` (:class:`HTTPStore`),
-    ``oci://bucket@namespace/prefix`` (:class:`OCIStore`) and ``dbfs:/Volumes/...``
-    (:class:`DatabricksVolumeStore`).
+    ``oci://bucket@namespace/prefix`` (:class:`OCIStore`), ``dbfs:/Volumes/...``
+    (:class:`DatabricksVolumeStore`), ``gs://`` (:class:`GCSStore`) and ``azure://``, ``az://``,
+    ``abfs://`` and ``abfss://`` (:class:`AzureStore`).
 
     Opening does no I/O: credentials and the connection are checked on first use.
 
@@ -67,6 +71,10 @@ def open_store(url: str, **options: Any) -> ObjectStore:
         return HTTPStore(url, **options)
     if scheme == "oci":
         return OCIStore(url, **options)
+    if scheme in ("gs", "gcs"):
+        return GCSStore(url, **options)
+    if scheme in AZURE_SCHEMES:  # azure://, az://, abfs:// and abfss://
+        return AzureStore(url, **options)
     if scheme == "dbfs":  # Unity Catalog volumes; other dbfs:/ paths raise UnsupportedURLError
         return DatabricksVolumeStore(url, **options)
     raise UnsupportedURLError(

@@ -53,7 +53,7 @@ def test_open_store_gives_a_local_store(tmp_path: Path, prefix: str):
 
 
 @pytest.mark.parametrize(
-    ("url", "scheme"), [("hdfs://nn/ds", "hdfs"), ("gs://b/ds", "gs"), ("AZ://c/ds", "az")]
+    ("url", "scheme"), [("hdfs://nn/ds", "hdfs"), ("FTP://h/ds", "ftp"), ("wasb://c/ds", "wasb")]
 )
 def test_open_store_refuses_unsupported_schemes(url: str, scheme: str):
     with pytest.raises(

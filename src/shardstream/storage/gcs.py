@@ -1,0 +1,212 @@
+"""Google Cloud Storage (``gs://bucket/prefix``) through gcsfs.
+
+Credentials, in order: the ``token=`` argument (a service-account key file, its contents as a
+dict, a ``google.auth`` credentials object, or ``"anon"``); else, with an emulator endpoint,
+anonymous requests; else Application Default Credentials (the ``GOOGLE_APPLICATION_CREDENTIALS``
+variable naming a service-account key file, the file ``gcloud auth application-default login``
+writes, or the metadata server when running on Google Cloud). The endpoint comes from
+``endpoint_url=`` or the ``STORAGE_EMULATOR_HOST`` variable (see :mod:`shardstream.config`).
+
+gcsfs chooses at import time between its plain filesystem and an experimental one for zonal and
+hierarchical-namespace buckets; the experimental one makes every bucket call wait about a minute
+where those bucket types are not available (emulators, most projects). Before importing gcsfs,
+shardstream therefore sets ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false`` unless the variable is
+already set: set it to ``true`` yourself to get the experimental filesystem.
+
+Uploads are atomic for readers: gcsfs sends a small file in one request and a large one as a
+resumable upload, and GCS shows neither until it is complete. Object versions are reported by
+their generation number. gcsfs retries some failures itself (5xx, 429, timeouts; up to six
+attempts); refused credentials are reported at once, without retries.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+from shardstream import config
+from shardstream._optional import require
+from shardstream.errors import (
+    ConfigurationError,
+    CredentialsError,
+    ObjectNotFoundError,
+    StorageError,
+)
+from shardstream.storage._fsspec_store import FsspecStore
+
+__all__ = ["GCSStore", "parse_gcs_url"]
+
+_PURPOSE = "Reading and writing gs:// URLs"
+_SCHEMES = ("gs", "gcs")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+# token= values that name a way of finding credentials rather than holding one.
+_METHODS = frozenset({"anon", "google_default", "cache", "cloud", "browser"})
+_SECRET_FIELDS = ("private_key", "refresh_token", "client_secret", "access_token", "token")
+
+_CREDENTIALS_HELP = (
+    "GCS credentials come from token= (a service-account key file or dict, or google.auth "
+    "credentials), else from Application Default Credentials: the GOOGLE_APPLICATION_CREDENTIALS "
+    "variable naming a service-account key file, or `gcloud auth application-default login`, or "
+    "the metadata server on Google Cloud; an emulator (endpoint_url= or STORAGE_EMULATOR_HOST) "
+    "gets anonymous requests"
+)
+
+
+def parse_gcs_url(url: str) -> tuple[str, str, str]:
+    """Split ``gs://bucket/prefix`` (or ``gcs://``) into scheme, bucket and prefix.
+
+    Args:
+        url: The URL; the prefix may be empty and loses surrounding slashes.
+
+    Raises:
+        ConfigurationError: The URL is not of that form, or the bucket name is not valid.
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in _SCHEMES or not parts.netloc:
+        raise ConfigurationError(f"{url!r} is not a gs://bucket[/prefix] URL")
+    if parts.query or parts.fragment:
+        raise ConfigurationError(f"{url!r}: a gs:// URL takes no query or fragment")
+    if not _BUCKET.match(parts.netloc):
+        raise ConfigurationError(
+            f"{url!r}: {parts.netloc!r} is not a GCS bucket name (3 to 222 characters: lowercase "
+            "letters, digits, '-', '_' and '.', starting and ending with a letter or digit)"
+        )
+    return scheme, parts.netloc, parts.path.strip("/")
+
+
+def _import_gcsfs() -> ModuleType:
+    """gcsfs, imported with its experimental bucket types off unless the user chose otherwise."""
+    config.prepare_gcsfs_import()
+    return require("gcsfs", extra="gcs", purpose=_PURPOSE)
+
+
+class GCSStore(FsspecStore):
+    """A bucket and prefix on Google Cloud Storage (or an emulator), used as a dataset root.
+
+    The constructor only checks its arguments; credentials are looked up and checked on first
+    use.
+
+    Args:
+        url: ``gs://bucket`` or ``gs://bucket/prefix`` (``gcs://`` is accepted too).
+        token: Credentials: the path of a service-account key file, its parsed contents, a
+            ``google.auth.credentials.Credentials`` object, or ``"anon"`` for anonymous requests
+            (default: anonymous with an emulator endpoint, else Application Default
+            Credentials). Never shown in messages or logs.
+        project: The Google Cloud project, needed only to create or list buckets.
+        endpoint_url: The server, e.g. ``http://127.0.0.1:4443`` for an emulator (default:
+            ``STORAGE_EMULATOR_HOST``, else Google itself).
+        storage_options: More keyword arguments for ``gcsfs.GCSFileSystem``.
+
+    Raises:
+        ConfigurationError: The URL is not a ``gs://`` URL with a valid bucket name.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: Any = None,
+        project: str | None = None,
+        endpoint_url: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.scheme, self.bucket, self.prefix = parse_gcs_url(url)
+        self._netloc = self.bucket
+        self.endpoint_url = (
+            config.normalize_gcs_endpoint(endpoint_url)
+            if endpoint_url is not None
+            else config.gcs_emulator_host()
+        )
+        self.project = project
+        self._token = token
+        self._storage_options = dict(storage_options or {})
+        self._init_store()
+
+    def __repr__(self) -> str:
+        return f"GCSStore({self.url('')!r}, endpoint_url={self.endpoint_url!r})"
+
+    @property
+    def credential_method(self) -> str:
+        """How credentials are found: ``"token"``, ``"anon"`` or ``"google_default"``."""
+        if self._token is None:
+            return "anon" if self.endpoint_url is not None else "google_default"
+        if isinstance(self._token, str) and self._token in _METHODS:
+            return self._token
+        return "token"
+
+    # --- FsspecStore ----------------------------------------------------------------------------
+
+    def _create_filesystem(self) -> Any:
+        gcsfs = _import_gcsfs()
+        token = self._token
+        if token is None:
+            token = self.credential_method
+        options: dict[str, Any] = {
+            "token": token,
+            "skip_instance_cache": True,  # a store's credentials are its own
+            "use_listings_cache": False,  # others may write the same bucket
+        }
+        if self.endpoint_url is not None:
+            options["endpoint_url"] = self.endpoint_url
+        if self.project is not None:
+            options["project"] = self.project
+        options.update(self._storage_options)
+        filesystem = gcsfs.GCSFileSystem(**options)
+        # Get a token now, once: gcsfs would retry a refused one with backoff for half a minute.
+        filesystem.credentials.maybe_refresh()
+        return filesystem
+
+    def _translate(self, exc: Exception, where: str) -> StorageError:
+        auth = require("google.auth.exceptions", extra="gcs", purpose=_PURPOSE)
+        retry = require("gcsfs.retry", extra="gcs", purpose=_PURPOSE)
+        endpoint = self.endpoint_url or "Google Cloud Storage (no STORAGE_EMULATOR_HOST)"
+        detail = f"{type(exc).__name__}: {exc}".strip()
+        if exc.__cause__ is not None:  # gcsfs wraps a refused token refresh in an HttpError
+            detail += f" (from {type(exc.__cause__).__name__}: {exc.__cause__})"
+        detail = self._scrub(detail)
+        code = _status(exc)
+        refused = (auth.GoogleAuthError, retry.NonRetryableError, PermissionError)
+        forbidden = type(exc) is OSError and str(exc).startswith("Forbidden")
+        if isinstance(exc, refused) or code in (401, 403) or forbidden:
+            return CredentialsError(
+                f"{where} failed (endpoint {endpoint}): the credentials were refused, or none "
+                f"were found ({detail}). {_CREDENTIALS_HELP}."
+            )
+        if isinstance(exc, FileNotFoundError) or code == 404:
+            return ObjectNotFoundError(f"{where} failed: no such object or bucket ({detail})")
+        return StorageError(f"{where} failed at {endpoint}: {detail}")
+
+    def _secrets(self) -> Sequence[str]:
+        found: list[str] = []
+        token = self._token
+        if isinstance(token, str) and token not in _METHODS and not os.path.exists(token):
+            found.append(token)  # a raw access token
+        elif isinstance(token, Mapping):
+            found.extend(str(token[name]) for name in _SECRET_FIELDS if token.get(name))
+        for holder in (token, getattr(getattr(self._fs, "credentials", None), "credentials", None)):
+            # A credentials object's current access token, ours or the one gcsfs holds now.
+            access = getattr(holder, "token", None)
+            if isinstance(access, str):
+                found.append(access)
+        return found
+
+    def _etag(self, details: dict[str, Any]) -> str | None:
+        generation = details.get("generation")
+        if generation:
+            return str(generation)
+        return super()._etag(details)
+
+
+def _status(exc: Exception) -> int | None:
+    """The HTTP status of a gcsfs ``HttpError`` (or anything with a numeric ``code``)."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, int):
+        return code
+    if isinstance(code, str) and code.isdigit():
+        return int(code)
+    return None

@@ -7,6 +7,7 @@
 | ``LOCAL_RANK`` | this process's rank on its node |
 | ``LOCAL_WORLD_SIZE`` | ranks on each node |
 | ``S3_ENDPOINT_URL`` | endpoint of an S3-compatible store (default: AWS itself) |
+| ``SHARDSTREAM_CACHE_DIR`` | where streamed datasets are cached when ``local`` is not given |
 | ``SHARDSTREAM_S3_REQUESTER_PAYS`` | comma-separated requester-pays buckets |
 | ``SHARDSTREAM_S3_UNSIGNED`` | ``1``/``true``/``yes``: send S3 requests unsigned (public buckets) |
 | ``OCI_CONFIG_FILE`` | the OCI config file with the API key's profile (``~/.oci/config``) |
@@ -30,6 +31,7 @@ GCS credentials are not read here either: google-auth finds Application Default 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 
@@ -39,6 +41,7 @@ from shardstream.sampling.topology import Sourced
 __all__ = [
     "AzureEnvironment",
     "azure_environment",
+    "cache_root",
     "databricks_host",
     "databricks_token",
     "distributed_environment",
@@ -179,6 +182,24 @@ def databricks_token(environ: Mapping[str, str] | None = None) -> str | None:
         environ: The environment to read (default: ``os.environ``).
     """
     return _text("DATABRICKS_TOKEN", environ)
+
+
+def cache_root(environ: Mapping[str, str] | None = None) -> str:
+    """The folder that holds the caches of datasets streamed without an explicit ``local``.
+
+    ``SHARDSTREAM_CACHE_DIR`` when set, else ``shardstream-<user id>`` in the system's temporary
+    folder (``TMPDIR``): one per user, so users of a shared machine never collide.
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+    """
+    environ = os.environ if environ is None else environ
+    text = environ.get("SHARDSTREAM_CACHE_DIR", "").strip()
+    if text:
+        return os.path.expanduser(text)
+    user = os.getuid() if hasattr(os, "getuid") else os.getlogin()
+    temporary = environ.get("TMPDIR") or tempfile.gettempdir()
+    return os.path.join(temporary, f"shardstream-{user}")
 
 
 # --- Google Cloud Storage and Azure (the storage.gcs and storage.azure backends) ---------------

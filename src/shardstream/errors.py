@@ -19,6 +19,8 @@ Each error also derives from the builtin exception a caller would naturally catc
     ├── DatasetExistsError(FileExistsError)      the writer's output folder is not empty
     ├── UnsupportedURLError(ValueError)          no storage backend for a URL scheme
     ├── TopologyError(ValueError)                ranks, nodes and workers that do not add up
+    ├── CacheLimitError(ValueError)              cache_limit too small for what must be cached
+    ├── CacheTimeoutError(TimeoutError)          waited too long for another process's lock
     ├── UploadError(OSError)                     a shard or index could not be uploaded
     └── StorageError(OSError)                    an object store refused or failed a request
         ├── CredentialsError                     the store rejected (or found no) credentials
@@ -29,6 +31,8 @@ Each error also derives from the builtin exception a caller would naturally catc
 from __future__ import annotations
 
 __all__ = [
+    "CacheLimitError",
+    "CacheTimeoutError",
     "ChecksumError",
     "ConfigurationError",
     "CredentialsError",
@@ -118,6 +122,14 @@ class UnsupportedURLError(ShardstreamError, ValueError):
 
 class TopologyError(ShardstreamError, ValueError):
     """Nodes, ranks and workers do not add up; the message says where each value came from."""
+
+
+class CacheLimitError(ShardstreamError, ValueError):
+    """``cache_limit`` is too small for the shards that must be on disk at once."""
+
+
+class CacheTimeoutError(ShardstreamError, TimeoutError):
+    """Another process held a cache lock (a shard being downloaded) for too long."""
 
 
 class UploadError(ShardstreamError, OSError):

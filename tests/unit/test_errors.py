@@ -7,6 +7,8 @@ import pytest
 
 from shardstream import _optional, errors
 from shardstream.errors import (
+    CacheLimitError,
+    CacheTimeoutError,
     ChecksumError,
     ConfigurationError,
     CredentialsError,
@@ -54,6 +56,8 @@ HIERARCHY = [
     (ObjectNotFoundError, FileNotFoundError),
     (DownloadTimeoutError, StorageError),
     (DownloadTimeoutError, TimeoutError),
+    (CacheLimitError, ValueError),
+    (CacheTimeoutError, TimeoutError),
 ]
 
 

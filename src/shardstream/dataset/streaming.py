@@ -45,7 +45,7 @@ from shardstream.sampling import (
     resample,
     stream_choices,
 )
-from shardstream.storage import open_store
+from shardstream.storage import ObjectStore, open_store
 from shardstream.units import parse_bytes
 
 __all__ = ["StreamingDataset"]
@@ -464,6 +464,23 @@ class _Prepared:
         ).astype(np.int64)
         self.shard_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Stores hold clients and locks that do not pickle (a spawned DataLoader worker): send
+        # the cache's settings and open the stores again on arrival.
+        state = self.__dict__.copy()
+        cache = state.pop("cache")
+        state["_cache_settings"] = (cache.limit, cache.download_slots)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        limit, slots = state.pop("_cache_settings")
+        self.__dict__.update(state)
+        streams = [
+            _cache_stream(stream, dataset)
+            for stream, dataset in zip(self.resolved, self.datasets, strict=True)
+        ]
+        self.cache = ShardCache(streams, limit=limit, download_slots=slots)
+
     @classmethod
     def load(cls, dataset: StreamingDataset) -> _Prepared:
         resolved = [
@@ -494,16 +511,7 @@ class _Prepared:
                 allow_unsafe_types=dataset.allow_unsafe_types, zero_copy=dataset.zero_copy,
             )  # fmt: skip
             datasets.append(local)
-            cache_streams.append(
-                CacheStream(
-                    local=stream.local,
-                    store=store,
-                    entries=local.shards,
-                    options=stream.options,
-                    keep_zip=stream.keep_zip,
-                    validate_hash=stream.validate_hash,
-                )
-            )
+            cache_streams.append(_cache_stream(stream, local, store))
         cache = ShardCache(
             cache_streams, limit=dataset.cache_limit, download_slots=dataset.download_concurrency
         )
@@ -513,6 +521,22 @@ class _Prepared:
             epoch_size=dataset.requested_epoch_size, seed=dataset.shuffle_seed,
         )  # fmt: skip
         return cls(resolved, datasets, cache, choices)
+
+
+def _cache_stream(
+    stream: ResolvedStream, local: LocalDataset, store: ObjectStore | None = None
+) -> CacheStream:
+    """The cache's view of a stream (opening its store when not given)."""
+    if store is None and stream.remote is not None:
+        store = open_store(stream.remote)
+    return CacheStream(
+        local=stream.local,
+        store=store,
+        entries=local.shards,
+        options=stream.options,
+        keep_zip=stream.keep_zip,
+        validate_hash=stream.validate_hash,
+    )
 
 
 def _with_split(stream: Stream, split: str) -> Stream:

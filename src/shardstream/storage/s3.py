@@ -136,6 +136,7 @@ class S3Store:
         self._secret = secret
         self._storage_options = dict(storage_options or {})
         self._fs: Any = None
+        self._fs_pid = os.getpid()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -244,7 +245,14 @@ class S3Store:
         return "/".join(part for part in (self.bucket, self.prefix, key) if part)
 
     def _filesystem(self) -> Any:
-        """The s3fs filesystem, created on first use (so the constructor does no I/O)."""
+        """The s3fs filesystem, created on first use (so the constructor does no I/O).
+
+        A forked process (a DataLoader worker) makes its own: fsspec's event loop and
+        connections do not survive a fork.
+        """
+        if self._fs_pid != os.getpid():
+            self._lock = threading.Lock()  # a lock copied mid-use by fork would never open
+            self._fs, self._fs_pid = None, os.getpid()
         with self._lock:
             if self._fs is None:
                 s3fs = require("s3fs", extra="s3", purpose=_PURPOSE)

@@ -111,6 +111,13 @@ def test_dataloader_workers_do_not_change_the_batches(remote: Path, tmp_path: Pa
     assert sorted(with_workers) == list(range(SAMPLES))
 
 
+def test_spawned_workers_read_the_same_batches(remote: Path, tmp_path: Path):
+    expected = ids_of(StreamingDataLoader(dataset(remote, tmp_path / "c"), batch_size=4))
+    ds = dataset(remote, tmp_path / "c")
+    loader = StreamingDataLoader(ds, batch_size=4, num_workers=2, multiprocessing_context="spawn")
+    assert ids_of(loader) == expected
+
+
 def test_persistent_workers_advance_the_epoch(remote: Path, tmp_path: Path):
     plain = dataset(remote, tmp_path / "cache")
     expected = [ids_of(StreamingDataLoader(plain, batch_size=4)) for _ in range(2)]

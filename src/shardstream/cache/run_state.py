@@ -128,7 +128,8 @@ class RunState:
                 parts = name.split("-", 2)
                 if len(parts) != 3 or not parts[0].isdigit():
                     continue
-                if process_start_time(int(parts[0])) != parts[1]:
+                started = process_start_time(int(parts[0]))
+                if started == "dead" or started != parts[1]:
                     with contextlib.suppress(FileNotFoundError):
                         os.remove(os.path.join(self.folder, name))
                         logger.debug("removed the run file of a finished process: %s", name)

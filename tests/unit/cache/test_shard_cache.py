@@ -1,0 +1,172 @@
+"""The node-local cache across real processes: one fetch per shard, crashes, limits, run files."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from tests.streaming_data import write_dataset
+
+from shardstream.cache import STATE_FOLDER, CacheStream, EpochStart, FileLock, RunState, ShardCache
+from shardstream.cache.locks import try_lock_file
+from shardstream.dataset.local import LocalDataset
+from shardstream.errors import CacheTimeoutError
+from shardstream.storage import LocalStore
+
+
+class CountingStore(LocalStore):
+    """A local folder as a remote that appends every object it serves to a log file."""
+
+    def __init__(self, root: str, log: str) -> None:
+        super().__init__(root)
+        self.log = log
+
+    def _note(self, key: str) -> None:
+        with open(self.log, "a") as handle:
+            handle.write(key + "\n")
+
+    def get_bytes(self, key: str) -> bytes:
+        self._note(key)
+        return super().get_bytes(key)
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        if start == 0:
+            self._note(key)
+        return super().get_range(key, start, end)
+
+
+def make_cache(remote: Path, local: Path, log: Path, limit: int | None = None) -> ShardCache:
+    entries = LocalDataset(remote).shards
+    store = CountingStore(str(remote), str(log))
+    return ShardCache([CacheStream(str(local), store, entries)], limit=limit)
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    return write_dataset(tmp_path / "remote", 200, size_limit=1024)
+
+
+def ensure_all(remote: str, local: str, log: str) -> None:
+    cache = make_cache(Path(remote), Path(local), Path(log))
+    for shard in range(cache.num_shards):
+        cache.ensure(shard)
+
+
+def test_processes_of_a_node_fetch_each_shard_once(remote: Path, tmp_path: Path):
+    log = tmp_path / "fetches.log"
+    context = multiprocessing.get_context("spawn")
+    processes = [
+        context.Process(target=ensure_all, args=(str(remote), str(tmp_path / "c"), str(log)))
+        for _ in range(3)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+        assert process.exitcode == 0
+    fetched = log.read_text().split()
+    assert len(fetched) == len(set(fetched)) == len(LocalDataset(remote).shards)
+
+
+def hold_lock_then_hang(path: str, temporary: str, ready: str) -> None:
+    lock = FileLock(path)
+    lock.acquire(timeout=5)
+    os.pwrite(lock.fd, b"999999 shard.00000.mds\n", 0)  # a reservation, as a fetch makes
+    Path(temporary).write_bytes(b"half a shard")
+    Path(ready).touch()
+    time.sleep(600)
+
+
+def test_a_fetch_killed_mid_way_leaves_nothing_that_blocks(remote: Path, tmp_path: Path):
+    local = tmp_path / "c"
+    cache = make_cache(remote, local, tmp_path / "log", limit=10**6)
+    lock_path = cache._lock_path(cache.streams[0], cache.streams[0].entries[0])
+    temporary = local / ".shard.00000.mds.tmp-0123456789ab"
+    local.mkdir()
+    ready = tmp_path / "ready"
+    context = multiprocessing.get_context("fork")
+    holder = context.Process(
+        target=hold_lock_then_hang, args=(lock_path, str(temporary), str(ready))
+    )
+    holder.start()
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert try_lock_file(lock_path) is None  # held by the live process
+    assert cache.usage() >= 999999  # its reservation counts while it lives
+    assert holder.pid is not None
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.join(10)
+    assert cache.usage() < 999999  # the dead process's reservation is dropped
+    cache.ensure(0)
+    assert cache.is_present(0)
+    assert not temporary.exists()  # its half-written file is gone
+    assert try_lock_file(lock_path) is not None
+
+
+def test_waiting_for_a_stuck_fetch_times_out_with_a_clear_error(tmp_path: Path):
+    path = str(tmp_path / "x.lock")
+    held = FileLock(path)
+    held.acquire(timeout=1)
+    try:
+        with pytest.raises(CacheTimeoutError, match=r"x\.lock"):
+            FileLock(path).acquire(timeout=0.1, what="shard x")
+    finally:
+        held.release()
+    FileLock(path).acquire(timeout=0.1)
+
+
+def test_eviction_spares_a_shard_being_fetched(remote: Path, tmp_path: Path):
+    local = tmp_path / "c"
+    cache = make_cache(remote, local, tmp_path / "log")
+    cache.ensure(0)
+    lock = try_lock_file(cache._lock_path(cache.streams[0], cache.streams[0].entries[0]))
+    assert lock is not None
+    try:
+        assert cache.evict(0) == 0  # busy: left alone
+    finally:
+        lock.release()
+    assert cache.evict(0) > 0
+    assert not cache.is_present(0)
+
+
+def test_run_files_give_each_worker_its_epochs_and_a_resume_once(tmp_path: Path):
+    state = RunState(str(tmp_path / "runs"), os.getpid(), "ds")
+    resume = EpochStart(3, 40)
+    assert state.begin(0, 2, next_epoch=0, resume=resume) == resume
+    assert state.begin(0, 2, next_epoch=0, resume=resume) == EpochStart(4)
+    assert state.begin(1, 2, next_epoch=0, resume=resume) == resume  # worker 1 takes it too
+    assert state.begin(1, 2, next_epoch=0, resume=None) == EpochStart(4)
+    assert state.current() == EpochStart(4)
+    state.update(next_epoch=7, resume=None)
+    assert [state.begin(w, 2, next_epoch=0, resume=None) for w in (1, 0)] == [EpochStart(7)] * 2
+
+
+def test_run_files_of_finished_processes_are_removed(tmp_path: Path):
+    folder = tmp_path / "runs"
+    context = multiprocessing.get_context("fork")
+    child = context.Process(target=time.sleep, args=(0,))
+    child.start()
+    child.join()
+    assert child.pid is not None
+    RunState(str(folder), child.pid, "ds").begin(0, 1, next_epoch=0, resume=None)
+    assert len(list(folder.iterdir())) == 1
+    RunState(str(folder), os.getpid(), "other").begin(0, 1, next_epoch=0, resume=None)
+    assert [p.name.split("-")[0] for p in folder.iterdir()] == [str(os.getpid())]
+
+
+def test_state_stays_inside_the_cache_folder(remote: Path, tmp_path: Path):
+    local = tmp_path / "c"
+    cache = make_cache(remote, local, tmp_path / "log", limit=10**6)
+    for shard in range(cache.num_shards):
+        cache.ensure(shard)
+    assert (local / STATE_FOLDER / "locks").is_dir()
+    assert sorted(p.name for p in (local / STATE_FOLDER).iterdir()) == [
+        "cache.lock",
+        "locks",
+        "slots",
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.server
 import json
 import logging
+import multiprocessing
 import os
 import threading
 from collections.abc import Iterator
@@ -123,6 +124,29 @@ def test_writer_publishes_to_gcs(gcs_env: GCSServer, tmp_path: Path):
     }
     assert len(keys) > 3  # several shards
     check_dataset(tmp_path / "copy", 20)
+
+
+def read_in_child(store: Any, key: str, queue: Any) -> None:
+    queue.put(store.get_bytes(key))
+
+
+# A fork while pytest's or the SDK's threads run is what DataLoader workers do too.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_worker_reads_through_a_store_its_parent_used(gcs_env: GCSServer, tmp_path: Path):
+    store = gcs_env.store("fork")
+    source = tmp_path / "f"
+    source.write_bytes(b"from the parent")
+    store.put_file(str(source), "f")  # the parent's client and event loop now exist
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=read_in_child, args=(store, "f", queue))
+    child.start()
+    try:
+        assert queue.get(timeout=60) == b"from the parent"
+    finally:
+        child.join(30)
+    assert child.exitcode == 0
+    assert store.get_bytes("f") == b"from the parent"  # the parent's client still works
 
 
 # --- credentials ------------------------------------------------------------------------------

@@ -203,8 +203,20 @@ class EpochUnits:
         chosen = rng.choice(int(self.shard_sizes[shard]), int(self.sizes[unit]), replace=False)
         return np.sort(chosen).astype(np.int64)
 
+    @property
+    def _identity(self) -> bool:
+        """Whether the units are the dataset's shards, each once and whole, in order."""
+        return (
+            len(self.sizes) == len(self.shard_sizes)
+            and not self.subset.any()
+            and np.array_equal(self.shards, np.arange(len(self.shards)))
+            and np.array_equal(self.sizes, self.shard_sizes)
+        )
+
     def sample_ids(self, big: NDArray[np.int64]) -> NDArray[np.int64]:
         """Dataset sample ids of epoch positions ``big`` (any shape)."""
+        if self._identity:  # every shard once, whole, in order: positions are the ids
+            return np.array(big, dtype=np.int64)
         ends = np.cumsum(self.sizes)
         unit = np.searchsorted(ends, big, side="right")
         offset = big - (ends[unit] - self.sizes[unit])

@@ -130,7 +130,7 @@ def interleave(
         tail = positions >= head
         nodes = np.where(tail, longer[np.clip(positions - head, 0, len(longer) - 1)], nodes)
         local = np.where(tail, rows, local)
-    return nodes.astype(np.int64), local.astype(np.int64)
+    return nodes.astype(np.int64, copy=False), local.astype(np.int64, copy=False)
 
 
 def device_offsets(topology: Topology, batch_size: int) -> NDArray[np.int64]:

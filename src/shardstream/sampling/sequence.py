@@ -128,12 +128,25 @@ def sequence_ids(
     if shuffle.shuffle:
         seed = check_int("seed", shuffle.seed, 0, WORD)
         layout = run_layout(check_shard_sizes(sizes), num_canonical_nodes, seed)
-    big = np.empty_like(positions)
-    for node in np.unique(nodes).tolist():  # only the canonical nodes asked about
-        mask = nodes == node
-        big[mask] = node_order_at(sizes, num_canonical_nodes, node, epoch, shuffle, local[mask],
-                                  layout)  # fmt: skip
-    return units.sample_ids(big)
+    flat_nodes, flat_local = nodes.ravel(), local.ravel()
+    big = np.empty(len(flat_nodes), dtype=np.int64)
+    # Group the positions by node (a stable radix sort when NCN fits 16 bits), then look each
+    # node's up at once: only the canonical nodes asked about are computed.
+    counts = np.bincount(flat_nodes, minlength=num_canonical_nodes)
+    asked = np.flatnonzero(counts).tolist()
+    if len(asked) == 1:
+        big = node_order_at(sizes, num_canonical_nodes, asked[0], epoch, shuffle, flat_local,
+                            layout)  # fmt: skip
+        return units.sample_ids(big.reshape(positions.shape))
+    key = flat_nodes.astype(np.uint16) if num_canonical_nodes <= 1 << 16 else flat_nodes
+    by_node = np.argsort(key, kind="stable")
+    stop = 0
+    for node in asked:
+        start, stop = stop, stop + int(counts[node])
+        where = by_node[start:stop]
+        big[where] = node_order_at(sizes, num_canonical_nodes, node, epoch, shuffle,
+                                   flat_local[where], layout)  # fmt: skip
+    return units.sample_ids(big.reshape(positions.shape))
 
 
 def stream_shuffle(shuffle: ShuffleConfig, stream: int) -> ShuffleConfig:

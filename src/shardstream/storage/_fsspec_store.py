@@ -14,7 +14,12 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shardstream.errors import ObjectNotFoundError, ShardstreamError, StorageError
+from shardstream.errors import (
+    ConfigurationError,
+    ObjectNotFoundError,
+    ShardstreamError,
+    StorageError,
+)
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
@@ -28,7 +33,8 @@ class FsspecStore:
     """A bucket (or container) and prefix reached through one fsspec filesystem.
 
     Subclasses set ``scheme``, ``bucket``, ``prefix`` and ``_netloc`` in their constructor,
-    call :meth:`_init_store`, and implement :meth:`_create_filesystem` and :meth:`_translate`.
+    call :meth:`_init_store` (which checks and keeps the timeouts), and implement
+    :meth:`_create_filesystem` and :meth:`_translate`.
     """
 
     scheme: str
@@ -36,7 +42,14 @@ class FsspecStore:
     prefix: str
     _netloc: str
 
-    def _init_store(self) -> None:
+    def _init_store(self, connect_timeout: float, read_timeout: float) -> None:
+        if not (connect_timeout > 0 and read_timeout > 0):
+            raise ConfigurationError(
+                f"{type(self).__name__}({self.url('')!r}): connect_timeout={connect_timeout} and "
+                f"read_timeout={read_timeout} must be positive numbers of seconds"
+            )
+        self.connect_timeout = float(connect_timeout)
+        self.read_timeout = float(read_timeout)
         self._fs: Any = None
         self._fs_pid = os.getpid()
         self._lock = threading.Lock()
@@ -198,7 +211,9 @@ class FsspecStore:
     def _holds_secret(self, exc: BaseException) -> bool:
         """Whether ``exc`` or an exception it was raised from mentions a secret."""
         seen: BaseException | None = exc
-        while seen is not None:
+        visited: set[int] = set()
+        while seen is not None and id(seen) not in visited:
+            visited.add(id(seen))
             text = f"{seen!r} {seen}"
             if self._scrub(text) != text:
                 return True

@@ -147,6 +147,8 @@ class AzureStore(FsspecStore):
         anon: Read a public container without credentials.
         endpoint_url: The blob endpoint, e.g. ``http://127.0.0.1:10000/devstoreaccount1`` for
             Azurite (default: ``https://<account>.blob.<suffix>``).
+        connect_timeout: Seconds to wait for a connection.
+        read_timeout: Seconds to wait for the server between two reads of a socket.
         storage_options: More keyword arguments for ``adlfs.AzureBlobFileSystem``.
 
     Secrets (the key, the connection string, SAS tokens) never appear in messages, logs or the
@@ -159,7 +161,8 @@ class AzureStore(FsspecStore):
 
     Raises:
         ConfigurationError: The URL is not an Azure URL, the arguments name two accounts or two
-            kinds of credentials, or ``endpoint_url`` cannot be combined with them.
+            kinds of credentials, ``endpoint_url`` cannot be combined with them, or a timeout is
+            not positive.
     """
 
     def __init__(
@@ -173,6 +176,8 @@ class AzureStore(FsspecStore):
         credential: Any = None,
         anon: bool = False,
         endpoint_url: str | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         parsed = parse_azure_url(url)
@@ -239,7 +244,7 @@ class AzureStore(FsspecStore):
             if name in ("accountkey", "sharedaccesssignature")
         ]
         self._storage_options = dict(storage_options or {})
-        self._init_store()
+        self._init_store(connect_timeout, read_timeout)
 
     def __repr__(self) -> str:
         return (
@@ -274,6 +279,8 @@ class AzureStore(FsspecStore):
             "skip_instance_cache": True,  # a store's credentials are its own
             "use_listings_cache": False,  # others may write the same container
             "anon": self._anon,  # never adlfs's own reading of AZURE_STORAGE_ANON
+            "connection_timeout": self.connect_timeout,
+            "read_timeout": self.read_timeout,
         }
         if self._connection_string:
             options["connection_string"] = self._connection_string

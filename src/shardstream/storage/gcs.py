@@ -100,10 +100,13 @@ class GCSStore(FsspecStore):
         project: The Google Cloud project, needed only to create or list buckets.
         endpoint_url: The server, e.g. ``http://127.0.0.1:4443`` for an emulator (default:
             ``STORAGE_EMULATOR_HOST``, else Google itself).
+        connect_timeout: Seconds to wait for a connection.
+        read_timeout: Seconds to wait for the server between two reads of a socket.
         storage_options: More keyword arguments for ``gcsfs.GCSFileSystem``.
 
     Raises:
-        ConfigurationError: The URL is not a ``gs://`` URL with a valid bucket name.
+        ConfigurationError: The URL is not a ``gs://`` URL with a valid bucket name, or a
+            timeout is not positive.
     """
 
     def __init__(
@@ -113,6 +116,8 @@ class GCSStore(FsspecStore):
         token: Any = None,
         project: str | None = None,
         endpoint_url: str | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.scheme, self.bucket, self.prefix = parse_gcs_url(url)
@@ -125,7 +130,7 @@ class GCSStore(FsspecStore):
         self.project = project
         self._token = token
         self._storage_options = dict(storage_options or {})
-        self._init_store()
+        self._init_store(connect_timeout, read_timeout)
 
     def __repr__(self) -> str:
         return f"GCSStore({self.url('')!r}, endpoint_url={self.endpoint_url!r})"
@@ -143,6 +148,7 @@ class GCSStore(FsspecStore):
 
     def _create_filesystem(self) -> Any:
         gcsfs = _import_gcsfs()
+        aiohttp = require("aiohttp", extra="gcs", purpose=_PURPOSE)
         token = self._token
         if token is None:
             token = self.credential_method
@@ -150,6 +156,9 @@ class GCSStore(FsspecStore):
             "token": token,
             "skip_instance_cache": True,  # a store's credentials are its own
             "use_listings_cache": False,  # others may write the same bucket
+            "requests_timeout": aiohttp.ClientTimeout(
+                sock_connect=self.connect_timeout, sock_read=self.read_timeout
+            ),
         }
         if self.endpoint_url is not None:
             options["endpoint_url"] = self.endpoint_url

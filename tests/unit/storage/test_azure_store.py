@@ -175,3 +175,11 @@ def test_keys_must_stay_under_the_root(key: str):
 def test_keys_with_url_syntax_are_refused():
     with pytest.raises(ConfigurationError, match="'#'"):
         AzureStore("az://data/ds", account_name="a", account_key=KEY).get_bytes("a#b")
+
+
+def test_timeouts_reach_adlfs_and_must_be_positive():
+    store = AzureStore("az://data/ds", account_name="acct", connect_timeout=3, read_timeout=7)
+    options = store._filesystem_options()
+    assert (options["connection_timeout"], options["read_timeout"]) == (3.0, 7.0)
+    with pytest.raises(ConfigurationError, match="must be positive"):
+        AzureStore("az://data/ds", account_name="acct", read_timeout=0)

@@ -134,3 +134,9 @@ def test_secrets_stay_out_of_repr_urls_and_scrubbed_text():
 def test_keys_must_stay_under_the_root(key: str):
     with pytest.raises(ConfigurationError, match="relative"):
         GCSStore("gs://bkt/p", endpoint_url="http://127.0.0.1:1").get_bytes(key)
+
+
+@pytest.mark.parametrize(("connect", "read"), [(0, 60), (10, -1)])
+def test_timeouts_must_be_positive(connect: float, read: float):
+    with pytest.raises(ConfigurationError, match="must be positive"):
+        GCSStore("gs://bkt/p", connect_timeout=connect, read_timeout=read)

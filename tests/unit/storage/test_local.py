@@ -85,3 +85,36 @@ def test_local_store_missing_source_raises_oserror_and_leaves_nothing(tmp_path: 
         LocalStore(str(root)).put_file(str(tmp_path / "nope"), "shard.00000.mds")
     assert not (root / "shard.00000.mds").exists()
     assert os.listdir(root) == []
+
+
+def test_is_temporary_recognises_temporary_siblings(tmp_path: Path):
+    from shardstream.storage.local import is_temporary
+
+    assert is_temporary(os.path.basename(temporary_sibling(str(tmp_path / "shard.00000.mds"))))
+    assert not is_temporary("shard.00000.mds")
+    assert not is_temporary(".hidden")
+    assert not is_temporary(".x.tmp-123")
+
+
+def test_local_store_lists_files_but_not_temporaries(tmp_path: Path):
+    store = LocalStore(str(tmp_path / "root"))
+    assert store.list() == []  # a missing root lists nothing
+    (tmp_path / "root" / "a").mkdir(parents=True)
+    (tmp_path / "root" / "a" / "x.bin").write_bytes(b"1")
+    (tmp_path / "root" / "b.bin").write_bytes(b"2")
+    (tmp_path / "root" / ".b.bin.tmp-0123456789ab").write_bytes(b"partial")
+    assert store.list() == ["a/x.bin", "b.bin"]
+    assert store.list("a/") == ["a/x.bin"]
+
+
+def test_local_store_info_etag_changes_with_a_replacement(tmp_path: Path):
+    source = tmp_path / "f"
+    source.write_bytes(b"one")
+    store = LocalStore(str(tmp_path / "root"))
+    store.put_file(str(source), "k")
+    first = store.info("k")
+    source.write_bytes(b"two")
+    store.put_file(str(source), "k")
+    second = store.info("k")
+    assert (first.size, second.size) == (3, 3)
+    assert first.etag != second.etag

@@ -66,3 +66,113 @@ def test_repr_and_urls_hide_the_secret():
 def test_keys_must_stay_under_the_root(key: str):
     with pytest.raises(ConfigurationError, match="relative"):
         S3Store("s3://b/p", endpoint_url="http://127.0.0.1:1").get_bytes(key)
+
+
+HUSH = "not-a-real-secret"  # a placeholder
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, frozenset()),
+        ({"SHARDSTREAM_S3_REQUESTER_PAYS": " "}, frozenset()),
+        ({"SHARDSTREAM_S3_REQUESTER_PAYS": "a, b,,c "}, frozenset({"a", "b", "c"})),
+    ],
+)
+def test_s3_requester_pays_buckets(environ: dict[str, str], expected: frozenset[str]):
+    assert config.s3_requester_pays_buckets(environ) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", False), ("0", False), ("no", False), ("1", True), ("TRUE", True), (" yes ", True)],
+)
+def test_s3_unsigned(text: str, expected: bool):
+    assert config.s3_unsigned({"SHARDSTREAM_S3_UNSIGNED": text}) is expected
+    assert config.s3_unsigned({}) is False
+
+
+def test_s3_unsigned_refuses_a_typo():
+    with pytest.raises(ConfigurationError, match="SHARDSTREAM_S3_UNSIGNED='maybe'"):
+        config.s3_unsigned({"SHARDSTREAM_S3_UNSIGNED": "maybe"})
+
+
+def test_requester_pays_comes_from_the_argument_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.setenv("SHARDSTREAM_S3_REQUESTER_PAYS", "paid,other")
+    assert S3Store("s3://paid/p").requester_pays is True
+    assert S3Store("s3://free/p").requester_pays is False
+    assert S3Store("s3://paid/p", requester_pays=False).requester_pays is False
+    assert S3Store("s3://free/p", requester_pays=True).requester_pays is True
+
+
+def test_anonymous_access_comes_from_the_argument_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.setenv("SHARDSTREAM_S3_UNSIGNED", "1")
+    assert S3Store("s3://b/p").anon is True
+    assert S3Store("s3://b/p", anon=False).anon is False
+    assert S3Store("s3://b/p", key="k", secret=HUSH).anon is False  # explicit keys sign
+    monkeypatch.setenv("SHARDSTREAM_S3_UNSIGNED", "0")
+    assert S3Store("s3://b/p").anon is False
+    assert S3Store("s3://b/p", anon=True).anon is True
+
+
+def test_anonymous_access_takes_no_keys():
+    with pytest.raises(ConfigurationError, match="anon=True"):
+        S3Store("s3://b/p", anon=True, key="k", secret=HUSH)
+
+
+@pytest.mark.parametrize(("connect", "read"), [(0.0, 60.0), (10.0, -1.0)])
+def test_timeouts_must_be_positive(connect: float, read: float):
+    with pytest.raises(ConfigurationError, match="timeout"):
+        S3Store("s3://b/p", connect_timeout=connect, read_timeout=read)
+
+
+def test_the_client_gets_timeouts_options_and_no_retries_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.delenv("SHARDSTREAM_S3_UNSIGNED", raising=False)
+    store = S3Store(
+        "s3://b/p",
+        endpoint_url="http://127.0.0.1:1",
+        anon=True,
+        requester_pays=True,
+        connect_timeout=3,
+        read_timeout=7,
+    )
+    filesystem = store._filesystem()  # creating the client sends no request
+    assert filesystem.anon is True
+    assert filesystem.req_kw == {"RequestPayer": "requester"}
+    assert filesystem.retries == 1
+    assert filesystem.config_kwargs["connect_timeout"] == 3
+    assert filesystem.config_kwargs["read_timeout"] == 7
+    assert filesystem.config_kwargs["retries"]["max_attempts"] == 0
+    assert filesystem.config_kwargs["s3"] == {"addressing_style": "path"}
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda store: store.get_range("k", 5, 2),
+        lambda store: store.get_range("k", -1, 2),
+    ],
+)
+def test_bad_ranges_are_refused_before_any_request(call: object):
+    store = S3Store("s3://b/p", endpoint_url="http://127.0.0.1:1")
+    with pytest.raises(ConfigurationError, match="byte range"):
+        call(store)  # type: ignore[operator]
+    assert store._fs is None
+
+
+def test_an_empty_range_needs_no_request():
+    store = S3Store("s3://b/p", endpoint_url="http://127.0.0.1:1")
+    assert store.get_range("k", 3, 3) == b""
+    assert store._fs is None
+
+
+def test_open_store_passes_options_to_s3():
+    store = open_store("s3://b/p", endpoint_url="http://127.0.0.1:1", read_timeout=5, anon=True)
+    assert isinstance(store, S3Store)
+    assert (store.read_timeout, store.anon) == (5, True)

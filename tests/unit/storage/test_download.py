@@ -1,0 +1,366 @@
+"""download_file and fetch_bytes against in-memory stores that fail, stall and race on purpose."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from shardstream.errors import (
+    ConfigurationError,
+    CredentialsError,
+    DownloadTimeoutError,
+    ObjectNotFoundError,
+    ShardFormatError,
+    StorageError,
+)
+from shardstream.storage import DownloadOptions, ObjectInfo, download_file, fetch_bytes
+from shardstream.storage import download as download_module
+from shardstream.storage.local import is_temporary
+from shardstream.storage.retry import is_transient
+
+Hook = Callable[[str, int], bytes | None]
+
+
+class MemoryStore:
+    """Objects in a dict; ``hook(method, call_number)`` may raise, sleep or answer first."""
+
+    def __init__(self, objects: dict[str, bytes], hook: Hook | None = None) -> None:
+        self.objects = objects
+        self.hook = hook
+        self.calls: dict[str, int] = {"info": 0, "get_bytes": 0, "get_range": 0}
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self._lock = threading.Lock()
+
+    def url(self, key: str) -> str:
+        return f"mem://bucket/{key}"
+
+    def put_file(self, local_path: str, key: str) -> None:
+        with open(local_path, "rb") as handle:
+            self.objects[key] = handle.read()
+
+    def _enter(self, method: str) -> bytes | None:
+        with self._lock:
+            self.calls[method] += 1
+            number = self.calls[method]
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return self.hook(method, number) if self.hook else None
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _object(self, key: str) -> bytes:
+        if key not in self.objects:
+            raise ObjectNotFoundError(f"reading {self.url(key)} failed: no such object")
+        return self.objects[key]
+
+    def get_bytes(self, key: str) -> bytes:
+        answer = self._enter("get_bytes")
+        return answer if answer is not None else self._object(key)
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        answer = self._enter("get_range")
+        return answer if answer is not None else self._object(key)[start:end]
+
+    def info(self, key: str) -> ObjectInfo:
+        self._enter("info")
+        return ObjectInfo(len(self._object(key)), "etag")
+
+    def exists(self, key: str) -> bool:
+        return key in self.objects
+
+    def list(self, prefix: str = "") -> list[str]:
+        return sorted(key for key in self.objects if key.startswith(prefix))
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Retry at once; record how many delays each request asked for."""
+    asked: list[int] = []
+
+    def delays(retries: int, rng: object) -> list[float]:
+        asked.append(retries)
+        return [0.0] * retries
+
+    monkeypatch.setattr(download_module, "backoff_delays", delays)
+    return asked
+
+
+def failing(times: int, error: Callable[[], BaseException], method: str = "get_bytes") -> Hook:
+    def hook(called: str, number: int) -> bytes | None:
+        if called == method and number <= times:
+            raise error()
+        return None
+
+    return hook
+
+
+def stalling(seconds: float, times: int, method: str = "get_bytes") -> Hook:
+    def hook(called: str, number: int) -> bytes | None:
+        if called == method and number <= times:
+            time.sleep(seconds)
+        return None
+
+    return hook
+
+
+DATA = bytes(range(256)) * 40  # 10,240 bytes
+
+
+# --- options --------------------------------------------------------------------------------------
+
+
+def test_default_options():
+    assert DownloadOptions() == DownloadOptions(
+        retry=2, timeout=60.0, part_size=16 << 20, concurrency=8
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"retry": -1}, "retry"),
+        ({"retry": 1.5}, "retry"),
+        ({"retry": True}, "retry"),
+        ({"timeout": 0}, "timeout"),
+        ({"timeout": -2.0}, "timeout"),
+        ({"part_size": 0}, "part_size"),
+        ({"concurrency": 0}, "concurrency"),
+    ],
+)
+def test_bad_options_are_refused_naming_the_field(kwargs: dict[str, object], field: str):
+    with pytest.raises(ConfigurationError, match=rf"{field}="):
+        DownloadOptions(**kwargs)  # type: ignore[arg-type]
+
+
+def test_retry_zero_is_allowed():
+    assert DownloadOptions(retry=0).retry == 0
+
+
+# --- retries --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("retry", [0, 1, 2, 5])
+def test_transient_failures_are_retried_exactly_retry_times(tmp_path: Path, retry: int):
+    store = MemoryStore({"k": DATA}, failing(retry, lambda: StorageError("HTTP 503")))
+    dest = tmp_path / "k"
+    assert download_file(store, "k", str(dest), DownloadOptions(retry=retry)) == len(DATA)
+    assert dest.read_bytes() == DATA
+    assert store.calls["get_bytes"] == retry + 1
+
+    store = MemoryStore({"k": DATA}, failing(retry + 1, lambda: StorageError("HTTP 503")))
+    with pytest.raises(StorageError, match=r"mem://bucket/k.*after \d+ attempt") as info:
+        download_file(store, "k", str(tmp_path / "other"), DownloadOptions(retry=retry))
+    assert store.calls["get_bytes"] == retry + 1
+    assert f"after {retry + 1} attempt" in str(info.value)
+    assert "HTTP 503" in str(info.value)  # the last cause
+    assert isinstance(info.value.__cause__, StorageError)
+    assert os.listdir(tmp_path) == ["k"]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        lambda: ObjectNotFoundError("mem://bucket/k: no such object"),
+        lambda: CredentialsError("mem://bucket/k: refused"),
+        lambda: ConfigurationError("mem://bucket/k: bad key"),
+        lambda: RuntimeError("a bug, not the network"),
+    ],
+)
+@pytest.mark.parametrize("method", ["info", "get_bytes"])
+def test_errors_that_do_not_change_are_raised_after_one_attempt(
+    tmp_path: Path, error: Callable[[], BaseException], method: str
+):
+    store = MemoryStore({"k": DATA}, failing(10, error, method))
+    expected = type(error())
+    with pytest.raises(expected) as info:
+        download_file(store, "k", str(tmp_path / "k"), DownloadOptions(retry=5))
+    assert type(info.value) is expected  # as raised, not wrapped
+    assert store.calls[method] == 1
+    assert os.listdir(tmp_path) == []
+
+
+def test_plain_oserrors_are_transient(tmp_path: Path):
+    store = MemoryStore({"k": DATA}, failing(2, lambda: ConnectionResetError("reset")))
+    download_file(store, "k", str(tmp_path / "k"), DownloadOptions(retry=2))
+    assert store.calls["get_bytes"] == 3
+
+
+def test_is_transient():
+    assert is_transient(StorageError("503"))
+    assert is_transient(TimeoutError())
+    assert is_transient(ConnectionError())
+    assert not is_transient(ObjectNotFoundError("404"))
+    assert not is_transient(CredentialsError("403"))
+    assert not is_transient(ConfigurationError("bad"))
+    assert not is_transient(ValueError("bug"))
+
+
+def test_each_range_has_its_own_retries(tmp_path: Path, no_backoff: list[int]):
+    # Ranges 1 to 3 fail once each: with retry=1 every range still succeeds.
+    store = MemoryStore({"k": DATA}, failing(3, lambda: StorageError("503"), "get_range"))
+    options = DownloadOptions(retry=1, part_size=1024, concurrency=1)
+    download_file(store, "k", str(tmp_path / "k"), options)
+    assert (tmp_path / "k").read_bytes() == DATA
+    assert store.calls["get_range"] == 10 + 3
+    assert no_backoff == [1] * 10 + [1]  # one plan per range request, one for the HEAD
+
+
+def test_short_bodies_are_retried(tmp_path: Path):
+    def short_once(called: str, number: int) -> bytes | None:
+        return DATA[:100] if called == "get_bytes" and number == 1 else None
+
+    store = MemoryStore({"k": DATA}, short_once)
+    download_file(store, "k", str(tmp_path / "k"), DownloadOptions(retry=1))
+    assert (tmp_path / "k").read_bytes() == DATA
+    assert store.calls["get_bytes"] == 2
+
+
+def test_retries_wait_the_backoff_delays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(download_module, "backoff_delays", lambda n, rng: [0.3] * n)
+    store = MemoryStore({"k": DATA}, failing(1, lambda: StorageError("503")))
+    started = time.monotonic()
+    download_file(store, "k", str(tmp_path / "k"), DownloadOptions(retry=1))
+    assert time.monotonic() - started >= 0.3
+
+
+def test_retries_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    store = MemoryStore({"k": DATA}, failing(2, lambda: StorageError("HTTP 503 from the store")))
+    with caplog.at_level("WARNING", logger="shardstream.storage.download"):
+        download_file(store, "k", str(tmp_path / "k"), DownloadOptions(retry=3))
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 2
+    assert "retry 1 of 3" in messages[0]
+    assert "retry 2 of 3" in messages[1]
+    assert all("mem://bucket/k" in m and "HTTP 503" in m for m in messages)
+
+
+# --- timeouts -------------------------------------------------------------------------------------
+
+
+def test_a_backend_without_timeouts_of_its_own_still_times_out(tmp_path: Path):
+    store = MemoryStore({"k": DATA}, stalling(3.0, times=10))
+    options = DownloadOptions(retry=2, timeout=0.2)
+    started = time.monotonic()
+    with pytest.raises(DownloadTimeoutError, match=r"mem://bucket/k.*after 3 attempts") as info:
+        download_file(store, "k", str(tmp_path / "k"), options)
+    elapsed = time.monotonic() - started
+    assert 0.6 <= elapsed < 1.5  # three attempts of 0.2 s (no backoff here)
+    assert isinstance(info.value, TimeoutError)
+    assert store.calls["get_bytes"] == 3
+    assert os.listdir(tmp_path) == []
+
+
+def test_fetch_bytes_times_out_too():
+    store = MemoryStore({"k": DATA}, stalling(3.0, times=10))
+    with pytest.raises(DownloadTimeoutError):
+        fetch_bytes(store, "k", DownloadOptions(retry=0, timeout=0.1))
+    assert store.calls["get_bytes"] == 1
+
+
+def test_a_late_answer_of_an_abandoned_attempt_is_never_written(tmp_path: Path):
+    finished = threading.Event()
+
+    def first_range_late_and_wrong(called: str, number: int) -> bytes | None:
+        if called == "get_range" and number == 1:
+            time.sleep(0.4)
+            finished.set()
+            return b"X" * 1024  # wrong bytes, after the deadline
+        return None
+
+    store = MemoryStore({"k": DATA}, first_range_late_and_wrong)
+    options = DownloadOptions(retry=1, timeout=0.15, part_size=1024, concurrency=2)
+    download_file(store, "k", str(tmp_path / "k"), options)
+    assert finished.wait(2)
+    time.sleep(0.05)
+    assert (tmp_path / "k").read_bytes() == DATA
+    assert os.listdir(tmp_path) == ["k"]
+
+
+# --- parallel ranges and the file -----------------------------------------------------------------
+
+
+def test_ranges_run_concurrency_at_a_time(tmp_path: Path):
+    store = MemoryStore({"k": DATA}, stalling(0.05, times=100, method="get_range"))
+    options = DownloadOptions(part_size=1000, concurrency=3)
+    assert download_file(store, "k", str(tmp_path / "k"), options) == len(DATA)
+    assert (tmp_path / "k").read_bytes() == DATA
+    assert store.calls["get_range"] == 11
+    assert store.most_in_flight == 3
+
+
+def test_objects_up_to_part_size_download_in_one_request(tmp_path: Path):
+    store = MemoryStore({"k": DATA})
+    download_file(store, "k", str(tmp_path / "k"), DownloadOptions(part_size=len(DATA)))
+    assert store.calls == {"info": 1, "get_bytes": 1, "get_range": 0}
+
+
+def test_a_known_size_skips_the_size_request(tmp_path: Path):
+    store = MemoryStore({"k": DATA})
+    download_file(store, "k", str(tmp_path / "k"), expected_size=len(DATA))
+    assert store.calls == {"info": 0, "get_bytes": 1, "get_range": 0}
+    with pytest.raises(ShardFormatError, match=r"mem://bucket/k holds 10240 bytes where 10 were"):
+        download_file(store, "k", str(tmp_path / "j"), DownloadOptions(retry=3), expected_size=10)
+    assert store.calls["get_bytes"] == 2  # not retried
+    # Larger than one part: the size is asked first, and a mismatch fails before any GET.
+    with pytest.raises(ShardFormatError):
+        download_file(
+            store, "k", str(tmp_path / "j"), DownloadOptions(part_size=9), expected_size=99
+        )
+    assert store.calls == {"info": 1, "get_bytes": 2, "get_range": 0}
+    assert os.listdir(tmp_path) == ["k"]
+
+
+def test_an_empty_object_with_a_known_size_is_still_checked(tmp_path: Path):
+    store = MemoryStore({"empty": b""})
+    assert download_file(store, "empty", str(tmp_path / "e"), expected_size=0) == 0
+    assert (tmp_path / "e").read_bytes() == b""
+    with pytest.raises(ObjectNotFoundError):
+        download_file(store, "missing", str(tmp_path / "m"), expected_size=0)
+    assert os.listdir(tmp_path) == ["e"]
+
+
+def test_the_temporary_file_is_a_sized_hidden_sibling(tmp_path: Path):
+    seen: list[tuple[str, int]] = []
+
+    def look(called: str, number: int) -> bytes | None:
+        seen.extend((name, os.path.getsize(tmp_path / name)) for name in os.listdir(tmp_path))
+        return None
+
+    store = MemoryStore({"k": DATA}, look)
+    download_file(store, "k", str(tmp_path / "shard.mds"), DownloadOptions(part_size=4096))
+    assert seen
+    for name, size in seen:
+        assert name.startswith(".shard.mds.tmp-")
+        assert is_temporary(name)
+        assert size == len(DATA)  # sized up front with ftruncate
+    assert os.listdir(tmp_path) == ["shard.mds"]
+
+
+def test_a_failure_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Path):
+    store = MemoryStore({"k": DATA}, failing(100, lambda: StorageError("503"), "get_range"))
+    dest = tmp_path / "k"
+    dest.write_bytes(b"the old copy")
+    with pytest.raises(StorageError):
+        download_file(store, "k", str(dest), DownloadOptions(retry=1, part_size=2048))
+    assert dest.read_bytes() == b"the old copy"
+    assert os.listdir(tmp_path) == ["k"]
+
+
+def test_dest_folders_are_created(tmp_path: Path):
+    store = MemoryStore({"k": DATA})
+    download_file(store, "k", str(tmp_path / "a" / "b" / "k"))
+    assert (tmp_path / "a" / "b" / "k").read_bytes() == DATA
+
+
+def test_fetch_bytes_retries():
+    store = MemoryStore({"index.json": b"{}"}, failing(1, lambda: StorageError("503")))
+    assert fetch_bytes(store, "index.json", DownloadOptions(retry=1)) == b"{}"
+    assert store.calls["get_bytes"] == 2

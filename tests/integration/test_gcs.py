@@ -30,6 +30,7 @@ from shardstream.errors import (
 )
 from shardstream.storage import GCSStore, open_store
 
+from . import servers_gcs_azure
 from .servers_gcs_azure import HOST, GCSServer
 
 pytestmark = pytest.mark.gcs
@@ -254,7 +255,7 @@ def test_a_refused_key_from_the_environment_fails_the_writer(
 
 
 def test_missing_application_default_credentials_say_where_they_come_from(
-    gcs_env: GCSServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    gcs_env: GCSServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, loopback_only: None
 ):
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-key.json"))
     store = GCSStore(gcs_env.url("adc"), token="google_default")  # noqa: S106
@@ -262,3 +263,14 @@ def test_missing_application_default_credentials_say_where_they_come_from(
         store.exists("index.json")
     assert store.url("index.json") in str(info.value)
     assert "no-such-key.json" in str(info.value)
+
+
+def test_a_server_that_cannot_start_fails_loudly_with_its_log(tmp_path: Path):
+    command = ["sh", "-c", "echo 'listen tcp 127.0.0.1: address already in use'; exit 3"]
+
+    def never_ready() -> None:
+        raise ConnectionRefusedError("nothing listens")
+
+    with pytest.raises(pytest.fail.Exception, match="address already in use") as info:
+        servers_gcs_azure._start("a server", command, tmp_path / "server.log", never_ready)
+    assert "a server did not start (exit 3" in str(info.value)

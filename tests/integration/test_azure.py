@@ -26,8 +26,9 @@ from shardstream.errors import (
     StorageError,
     UploadError,
 )
-from shardstream.storage import AzureStore, open_store
+from shardstream.storage import AzureStore, DownloadOptions, download_file, open_store
 
+from .faults import FaultProxy
 from .servers_gcs_azure import AzureServer
 
 pytestmark = pytest.mark.azure
@@ -83,10 +84,8 @@ def test_a_large_file_is_committed_as_one_block_list(azure_env: AzureServer, tmp
         azure_env.url("blocks"),
         connection_string=azure_env.connection_string,
         # Small blocks: the SDK stages several and commits them with one Put Block List.
-        storage_options={"blocksize": 2**20},
+        client_options={"max_single_put_size": 2**20, "max_block_size": 2**20},
     )
-    store._filesystem().service_client._config.max_single_put_size = 2**20
-    store._filesystem().service_client._config.max_block_size = 2**20
     store.put_file(str(source), "big.bin")
     assert store.info("big.bin").size == len(data)
     assert store.get_bytes("big.bin") == data
@@ -98,6 +97,35 @@ def test_a_large_file_is_committed_as_one_block_list(azure_env: AzureServer, tmp
     with blob:
         committed = blob.get_block_list("committed")[0]
     assert len(committed) == 6  # five blocks of 1 MiB and the rest
+
+
+def test_one_attempt_per_request_shardstream_retries(azure_env: AzureServer, tmp_path: Path):
+    # The SDK's own retries are off: a 503 reaches the caller after one request, and
+    # download_file's retry=2 means at most three requests.
+    upstream = int(azure_env.endpoint.split(":")[2].split("/")[0])
+    source = tmp_path / "f"
+    source.write_bytes(b"through the proxy")
+    with FaultProxy(upstream) as proxy:
+        endpoint = f"{proxy.endpoint}/{azure_env.account}"
+        store = AzureStore(
+            azure_env.url("faults"),
+            account_name=azure_env.account,
+            account_key=azure_env.key,
+            endpoint_url=endpoint,
+        )
+        store.put_file(str(source), "f")
+        proxy.inject("status503", count=1, method="GET", path_contains="/f")
+        with pytest.raises(StorageError, match=r"503|Service Unavailable|SlowDown") as info:
+            store.get_bytes("f")
+        assert not isinstance(info.value, (ObjectNotFoundError, CredentialsError))
+        assert store.url("f") in str(info.value)
+        assert proxy.count("GET", "/f") == 1
+        proxy.reset_counts()
+        proxy.inject("status503", count=2, method="GET", path_contains="/f")
+        dest = tmp_path / "copy"
+        assert download_file(store, "f", str(dest), DownloadOptions(retry=2)) == 17
+        assert dest.read_bytes() == b"through the proxy"
+        assert proxy.count("GET", "/f") == 3
 
 
 def test_every_url_form_names_the_same_blobs(azure_env: AzureServer, tmp_path: Path):

@@ -23,8 +23,9 @@ a private endpoint); a connection string's ``BlobEndpoint`` does the same.
 Both flat Blob accounts and ADLS Gen2 accounts (hierarchical namespace) work: adlfs talks to the
 Blob API, which Gen2 accounts also serve. Uploads are atomic for readers: a file is sent as one
 Put Blob, or as blocks made visible together by one Put Block List. Object versions are the
-blobs' ETags. The Azure SDK retries some failures itself (5xx, timeouts); refused credentials are
-not retried.
+blobs' ETags. The Azure SDK's own retries are switched off: shardstream retries in one place
+(uploads in the writer, downloads in :mod:`shardstream.storage.download`), so that ``retry=N``
+means exactly N retries.
 """
 
 from __future__ import annotations
@@ -150,6 +151,8 @@ class AzureStore(FsspecStore):
         connect_timeout: Seconds to wait for a connection.
         read_timeout: Seconds to wait for the server between two reads of a socket.
         storage_options: More keyword arguments for ``adlfs.AzureBlobFileSystem``.
+        client_options: More keyword arguments for the SDK's ``BlobServiceClient``, e.g.
+            ``max_single_put_size`` (larger files go up as blocks and one Put Block List).
 
     Secrets (the key, the connection string, SAS tokens) never appear in messages, logs or the
     store's ``repr``.
@@ -179,6 +182,7 @@ class AzureStore(FsspecStore):
         connect_timeout: float = 10.0,
         read_timeout: float = 60.0,
         storage_options: Mapping[str, Any] | None = None,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         parsed = parse_azure_url(url)
         self.scheme, self.bucket, self.prefix = parsed.scheme, parsed.container, parsed.prefix
@@ -244,6 +248,7 @@ class AzureStore(FsspecStore):
             if name in ("accountkey", "sharedaccesssignature")
         ]
         self._storage_options = dict(storage_options or {})
+        self._client_options = dict(client_options or {})
         self._init_store(connect_timeout, read_timeout)
 
     def __repr__(self) -> str:
@@ -266,12 +271,37 @@ class AzureStore(FsspecStore):
         options = self._filesystem_options()
         options.update(self._storage_options)
         try:
-            return adlfs.AzureBlobFileSystem(**options)
+            filesystem = adlfs.AzureBlobFileSystem(**options)
         except ValueError as exc:  # adlfs's words for a connection it cannot set up
             raise CredentialsError(
                 f"connecting to {self.url('')} failed ({self._scrub(str(exc))}). "
                 f"{_CREDENTIALS_HELP}."
             ) from None
+        # adlfs makes its client with the SDK's default retries (three, from 15 s apart) and no
+        # way to change them: replace it (not yet opened) by the same client making one attempt.
+        filesystem.service_client = self._service_client(filesystem)
+        return filesystem
+
+    def _service_client(self, filesystem: Any) -> Any:
+        """A blob service client for the account and credentials ``filesystem`` settled on."""
+        aio = require("azure.storage.blob.aio", extra="azure", purpose=_PURPOSE)
+        settings: dict[str, Any] = {
+            "retry_total": 0,
+            "connection_timeout": self.connect_timeout,
+            "read_timeout": self.read_timeout,
+            **self._client_options,
+        }
+        if filesystem.connection_string:
+            return aio.BlobServiceClient.from_connection_string(
+                filesystem.connection_string, **settings
+            )
+        account_url: str = filesystem.account_url
+        credential = filesystem.credential
+        if credential is None:
+            credential = filesystem.account_key
+        if credential is None and filesystem.sas_token:
+            account_url += filesystem.sas_token  # adlfs put the "?" in front
+        return aio.BlobServiceClient(account_url=account_url, credential=credential, **settings)
 
     def _filesystem_options(self) -> dict[str, Any]:
         """The arguments of adlfs for the credentials settled by the constructor."""

@@ -183,3 +183,23 @@ def test_timeouts_reach_adlfs_and_must_be_positive():
     assert (options["connection_timeout"], options["read_timeout"]) == (3.0, 7.0)
     with pytest.raises(ConfigurationError, match="must be positive"):
         AzureStore("az://data/ds", account_name="acct", read_timeout=0)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected_url"),
+    [
+        ({"account_key": KEY}, "https://acct.blob.core.windows.net/"),
+        ({"sas_token": "sv=2024&sig=abc"}, "https://acct.blob.core.windows.net/?sv=2024&sig=abc"),
+        ({"anon": True}, "https://acct.blob.core.windows.net/"),
+    ],
+)
+def test_the_client_makes_one_attempt_per_request(options: dict[str, object], expected_url: str):
+    # Building the client does no I/O; the SDK's retries are off and the timeouts ours.
+    store = AzureStore("az://data/ds", account_name="acct", read_timeout=7, **options)  # type: ignore[arg-type]
+    client = store._filesystem().service_client
+    assert client.url == expected_url
+    assert client._config.retry_policy.total_retries == 0
+    conn = f"AccountName=acct;AccountKey={KEY};BlobEndpoint={ENDPOINT}"
+    from_string = AzureStore("az://data/ds", connection_string=conn)._filesystem().service_client
+    assert from_string._config.retry_policy.total_retries == 0
+    assert from_string.url.startswith(ENDPOINT)

@@ -243,6 +243,27 @@ def _py1e_ids(
     return out
 
 
+def _distinct(
+    positions: NDArray[np.int64],
+) -> tuple[NDArray[np.int64], NDArray[np.int64] | None]:
+    """The distinct positions, sorted, and where each given one is among them.
+
+    ``None`` stands for "as given": positions already strictly increasing, as a worker's are
+    but for its padding, which wraps to the epoch's first ones. A stable sort is near linear on
+    such nearly sorted input.
+    """
+    if np.all(positions[1:] > positions[:-1]):
+        return positions, None
+    order = np.argsort(positions, kind="stable")
+    ranked = positions[order]
+    first = np.empty(len(ranked), dtype=bool)
+    first[0] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=first[1:])
+    inverse = np.empty(len(ranked), dtype=np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    return ranked[first], inverse
+
+
 def node_ids(
     algo: str,
     table: SpanTable,
@@ -270,12 +291,9 @@ def node_ids(
         An int64 array shaped like ``positions``.
     """
     flat = np.asarray(positions, dtype=np.int64).ravel()
-    if len(flat) > 1 and np.all(flat[1:] > flat[:-1]):
-        wanted, inverse = flat, None
-    else:
-        wanted, inverse = np.unique(flat, return_inverse=True)
-    if not len(wanted):
+    if not len(flat):
         return np.empty(np.shape(positions), dtype=np.int64)
+    wanted, inverse = _distinct(flat)
     spans = _EpochSpans(table, seed, epoch)
     if algo in ("py1s", "py2s"):
         ids = _span_shuffle_ids(spans, wanted)

@@ -8,7 +8,8 @@ A canonical node owns its spans for the whole run; each epoch only reorders them
 Randomness: every random decision takes its own :class:`numpy.random.Generator`, built from a
 :class:`numpy.random.SeedSequence` whose entropy is a fixed-width tuple of unsigned 64-bit words
 ending in a purpose tag (see the ``TAG_*`` constants). The global numpy RNG is never used, and
-seed and epoch are never added together, so ``(seed, epoch)`` pairs cannot collide.
+seed and epoch are never added together, so ``(seed, epoch)`` pairs cannot collide. Draws made
+per span or per block come from :class:`Substreams`, so each can be made alone.
 """
 
 from __future__ import annotations

@@ -28,9 +28,10 @@ from shardstream.errors import (
     StorageError,
     UploadError,
 )
-from shardstream.storage import GCSStore, open_store
+from shardstream.storage import DownloadOptions, GCSStore, download_file, open_store
 
 from . import servers_gcs_azure
+from .faults import FaultProxy
 from .servers_gcs_azure import HOST, GCSServer
 
 pytestmark = pytest.mark.gcs
@@ -148,6 +149,29 @@ def test_a_forked_worker_reads_through_a_store_its_parent_used(gcs_env: GCSServe
         child.join(30)
     assert child.exitcode == 0
     assert store.get_bytes("f") == b"from the parent"  # the parent's client still works
+
+
+def test_one_attempt_per_request_shardstream_retries(gcs_env: GCSServer, tmp_path: Path):
+    # gcsfs's own retries are off: a 503 reaches the caller after one request, and
+    # download_file's retry=2 means at most three requests.
+    upstream = int(gcs_env.endpoint.rsplit(":", 1)[1])
+    source = tmp_path / "f"
+    source.write_bytes(b"through the proxy")
+    with FaultProxy(upstream) as proxy:
+        store = GCSStore(gcs_env.url("faults"), endpoint_url=proxy.endpoint, token="anon")  # noqa: S106
+        store.put_file(str(source), "f")
+        proxy.inject("status503", count=1, method="GET", path_contains="alt=media")
+        with pytest.raises(StorageError, match="503") as info:
+            store.get_bytes("f")
+        assert not isinstance(info.value, (ObjectNotFoundError, CredentialsError))
+        assert store.url("f") in str(info.value)
+        assert proxy.count("GET", "alt=media") == 1
+        proxy.reset_counts()
+        proxy.inject("status503", count=2, method="GET", path_contains="alt=media")
+        dest = tmp_path / "copy"
+        assert download_file(store, "f", str(dest), DownloadOptions(retry=2)) == 17
+        assert dest.read_bytes() == b"through the proxy"
+        assert proxy.count("GET", "alt=media") == 3
 
 
 # --- credentials ------------------------------------------------------------------------------

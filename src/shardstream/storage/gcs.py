@@ -15,12 +15,15 @@ already set: set it to ``true`` yourself to get the experimental filesystem.
 
 Uploads are atomic for readers: gcsfs sends a small file in one request and a large one as a
 resumable upload, and GCS shows neither until it is complete. Object versions are reported by
-their generation number. gcsfs retries some failures itself (5xx, 429, timeouts; up to six
-attempts); refused credentials are reported at once, without retries.
+their generation number. gcsfs's own retries (up to six attempts, with sleeps in between) are
+switched off: shardstream retries in one place (uploads in the writer, downloads in
+:mod:`shardstream.storage.download`), so that ``retry=N`` means exactly N retries. Refused
+credentials are reported at once.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -83,6 +86,26 @@ def _import_gcsfs() -> ModuleType:
     """gcsfs, imported with its experimental bucket types off unless the user chose otherwise."""
     config.prepare_gcsfs_import()
     return require("gcsfs", extra="gcs", purpose=_PURPOSE)
+
+
+@functools.cache
+def _single_attempt(filesystem_class: type) -> type:
+    """``filesystem_class`` whose requests make one attempt each, where gcsfs allows it.
+
+    gcsfs wraps its request method in a retry loop with a fixed number of attempts and offers no
+    setting for it; the same loop with one attempt replaces it. Should a gcsfs version lack the
+    pieces, its own class (with its retries) is used as it is.
+    """
+    retry = require("gcsfs.retry", extra="gcs", purpose=_PURPOSE)
+    owner = next((cls for cls in filesystem_class.__mro__ if "_request" in cls.__dict__), None)
+    inner = getattr(owner.__dict__["_request"], "__wrapped__", None) if owner else None
+    loop = getattr(retry, "retry_request", None)
+    if inner is None or loop is None:
+        return filesystem_class
+    request = loop(retries=1)(inner)
+    return type(
+        f"SingleAttempt{filesystem_class.__name__}", (filesystem_class,), {"_request": request}
+    )
 
 
 class GCSStore(FsspecStore):
@@ -165,7 +188,7 @@ class GCSStore(FsspecStore):
         if self.project is not None:
             options["project"] = self.project
         options.update(self._storage_options)
-        filesystem = gcsfs.GCSFileSystem(**options)
+        filesystem = _single_attempt(gcsfs.GCSFileSystem)(**options)
         # Get a token now, once: gcsfs would retry a refused one with backoff for half a minute.
         filesystem.credentials.maybe_refresh()
         return filesystem

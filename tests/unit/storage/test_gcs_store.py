@@ -110,13 +110,15 @@ def test_the_store_imports_gcsfs_with_the_experimental_filesystem_off():
     code = (
         "from shardstream.storage import GCSStore\n"
         "fs = GCSStore('gs://bkt/p', endpoint_url='http://127.0.0.1:9')._filesystem()\n"
-        "import os; print(os.environ['GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT'], type(fs).__name__)\n"
+        "import os; print(os.environ['GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT'],"
+        " type(fs).__name__, type(fs).__mro__[1].__name__)\n"
     )
     environ = {k: v for k, v in os.environ.items() if k != "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"}
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=environ, check=True
     )
-    assert result.stdout.split() == ["false", "GCSFileSystem"]
+    # gcsfs's plain filesystem, with one attempt per request.
+    assert result.stdout.split() == ["false", "SingleAttemptGCSFileSystem", "GCSFileSystem"]
 
 
 def test_secrets_stay_out_of_repr_urls_and_scrubbed_text():

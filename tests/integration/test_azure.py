@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from tests.writer_samples import COLUMNS, check_dataset, sample
 
-from shardstream import MDSWriter
+from shardstream import MDSWriter, StreamingDataset
 from shardstream.errors import (
     CredentialsError,
     ObjectNotFoundError,
@@ -229,6 +229,14 @@ def test_a_forked_worker_reads_through_a_store_its_parent_used(
         child.join(30)
     assert child.exitcode == 0
     assert store.get_bytes("f") == b"from the parent"  # the parent's client still works
+
+
+def test_streaming_dataset_reads_what_the_writer_published(azure_env: AzureServer, tmp_path: Path):
+    url = azure_env.url("stream")
+    write(url, 30, compression="zstd")
+    dataset = StreamingDataset(remote=url, local=str(tmp_path / "cache"), batch_size=5)
+    assert sorted(int(item["id"]) for item in dataset) == list(range(30))
+    assert {path.name for path in (tmp_path / "cache").glob("*.mds*")}  # shards came down
 
 
 # --- credentials ------------------------------------------------------------------------------

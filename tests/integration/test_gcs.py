@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from tests.writer_samples import COLUMNS, check_dataset, sample
 
-from shardstream import MDSWriter
+from shardstream import MDSWriter, StreamingDataset
 from shardstream.errors import (
     ConfigurationError,
     CredentialsError,
@@ -172,6 +172,14 @@ def test_one_attempt_per_request_shardstream_retries(gcs_env: GCSServer, tmp_pat
         assert download_file(store, "f", str(dest), DownloadOptions(retry=2)) == 17
         assert dest.read_bytes() == b"through the proxy"
         assert proxy.count("GET", "alt=media") == 3
+
+
+def test_streaming_dataset_reads_what_the_writer_published(gcs_env: GCSServer, tmp_path: Path):
+    url = gcs_env.url("stream")
+    write(url, 30, compression="zstd")
+    dataset = StreamingDataset(remote=url, local=str(tmp_path / "cache"), batch_size=5)
+    assert sorted(int(item["id"]) for item in dataset) == list(range(30))
+    assert {path.name for path in (tmp_path / "cache").glob("*.mds*")}  # shards came down
 
 
 # --- credentials ------------------------------------------------------------------------------

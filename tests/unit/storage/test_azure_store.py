@@ -203,3 +203,13 @@ def test_the_client_makes_one_attempt_per_request(options: dict[str, object], ex
     from_string = AzureStore("az://data/ds", connection_string=conn)._filesystem().service_client
     assert from_string._config.retry_policy.total_retries == 0
     assert from_string.url.startswith(ENDPOINT)
+
+
+@pytest.mark.parametrize("conn", [f"garbage {KEY}", f"AccountKey={KEY}"])
+def test_a_malformed_connection_string_is_a_credentials_error_without_it(conn: str):
+    store = AzureStore("az://data/ds", connection_string=conn)
+    with pytest.raises(CredentialsError, match="AZURE_STORAGE_CONNECTION_STRING") as info:
+        store.exists("index.json")  # fails while setting up the client, before any request
+    assert "az://data/ds" in str(info.value)
+    assert KEY not in str(info.value)
+    assert info.value.__cause__ is None

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from shardstream import config
-from shardstream.errors import ConfigurationError
+from shardstream.errors import ConfigurationError, StorageError
 from shardstream.storage import GCSStore, open_store
 from shardstream.storage.gcs import parse_gcs_url
 
@@ -142,3 +142,15 @@ def test_keys_must_stay_under_the_root(key: str):
 def test_timeouts_must_be_positive(connect: float, read: float):
     with pytest.raises(ConfigurationError, match="must be positive"):
         GCSStore("gs://bkt/p", connect_timeout=connect, read_timeout=read)
+
+
+def test_an_sdk_error_holding_a_secret_is_neither_shown_nor_chained():
+    raw = "ya29.a-raw-access-token"
+    store = GCSStore("gs://bkt/p", token=raw, endpoint_url="http://127.0.0.1:1")
+    with pytest.raises(StorageError, match="gs://bkt/p/k") as info, store._boundary("reading", "k"):
+        raise OSError(f"the server did not like {raw}")
+    assert raw not in str(info.value)
+    assert info.value.__cause__ is None  # a traceback would print the original message
+    with pytest.raises(StorageError) as plain, store._boundary("reading", "k"):
+        raise OSError("connection reset")
+    assert isinstance(plain.value.__cause__, OSError)  # kept for debugging when harmless

@@ -239,6 +239,22 @@ def test_streaming_dataset_reads_what_the_writer_published(azure_env: AzureServe
     assert {path.name for path in (tmp_path / "cache").glob("*.mds*")}  # shards came down
 
 
+def test_a_store_lists_only_its_own_prefix_not_a_longer_sibling(
+    azure_env: AzureServer, tmp_path: Path
+):
+    source = tmp_path / "f"
+    source.write_bytes(b"x")
+    store = azure_env.store("sibling")
+    longer = AzureStore(store.url("") + "2", connection_string=azure_env.connection_string)
+    longer.put_file(str(source), "theirs.bin")
+    longer.put_file(str(source), "deep/theirs.bin")
+    store.put_file(str(source), "mine.bin")
+    assert store.list() == ["mine.bin"]
+    assert store.list("d") == []
+    assert not store.exists("2/theirs.bin")
+    assert longer.list() == ["deep/theirs.bin", "theirs.bin"]
+
+
 # --- credentials ------------------------------------------------------------------------------
 
 

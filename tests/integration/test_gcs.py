@@ -182,6 +182,20 @@ def test_streaming_dataset_reads_what_the_writer_published(gcs_env: GCSServer, t
     assert {path.name for path in (tmp_path / "cache").glob("*.mds*")}  # shards came down
 
 
+def test_a_store_lists_only_its_own_prefix_not_a_longer_sibling(gcs_env: GCSServer, tmp_path: Path):
+    source = tmp_path / "f"
+    source.write_bytes(b"x")
+    store = gcs_env.store("sibling")
+    longer = GCSStore(store.url("") + "2", endpoint_url=gcs_env.endpoint, token="anon")  # noqa: S106
+    longer.put_file(str(source), "theirs.bin")
+    longer.put_file(str(source), "deep/theirs.bin")
+    store.put_file(str(source), "mine.bin")
+    assert store.list() == ["mine.bin"]
+    assert store.list("d") == []
+    assert not store.exists("2/theirs.bin")
+    assert longer.list() == ["deep/theirs.bin", "theirs.bin"]
+
+
 # --- credentials ------------------------------------------------------------------------------
 
 

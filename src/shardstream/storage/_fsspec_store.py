@@ -152,7 +152,8 @@ class FsspecStore:
         base = self._path(folder) if folder else root
         with self._boundary("listing", prefix):
             paths: list[str] = self._filesystem().find(base)
-        keys = (path[len(root) :].lstrip("/") for path in paths if path.startswith(root))
+        inside = root + "/"  # "bucket/ds/", so that "bucket/ds2/..." never counts
+        keys = (path[len(inside) :] for path in paths if path.startswith(inside))
         return sorted(key for key in keys if key and key.startswith(prefix))
 
     # --- for subclasses -------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from shardstream import config
@@ -150,6 +152,14 @@ def test_the_client_gets_timeouts_options_and_no_retries_of_its_own(
     assert filesystem.config_kwargs["read_timeout"] == 7
     assert filesystem.config_kwargs["retries"]["max_attempts"] == 0
     assert filesystem.config_kwargs["s3"] == {"addressing_style": "path"}
+    reader = store._reader()  # reads go through botocore's client, configured alike
+    settings = reader.meta.config
+    assert (settings.connect_timeout, settings.read_timeout) == (3, 7)
+    assert settings.retries["total_max_attempts"] == 1
+    assert settings.signature_version is importlib.import_module("botocore").UNSIGNED
+    assert settings.s3 == {"addressing_style": "path"}
+    assert reader.meta.region_name == "us-east-1"
+    assert reader.meta.endpoint_url == "http://127.0.0.1:1"
 
 
 @pytest.mark.parametrize(
@@ -164,12 +174,13 @@ def test_bad_ranges_are_refused_before_any_request(call: object):
     with pytest.raises(ConfigurationError, match="byte range"):
         call(store)  # type: ignore[operator]
     assert store._fs is None
+    assert store._client is None
 
 
 def test_an_empty_range_needs_no_request():
     store = S3Store("s3://b/p", endpoint_url="http://127.0.0.1:1")
     assert store.get_range("k", 3, 3) == b""
-    assert store._fs is None
+    assert (store._fs, store._client) == (None, None)
 
 
 def test_open_store_passes_options_to_s3():

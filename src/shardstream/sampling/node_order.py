@@ -72,7 +72,7 @@ class _EpochSpans:
         """
         size = int(self.sizes[span])
         rng = self.draws[int(self.order[span])]
-        shuffle = rng.permutation(size).astype(np.int64)
+        shuffle = rng.permutation(size).astype(np.int64, copy=False)
         return shuffle, rng.random(size) if shifts else np.empty(0)
 
 
@@ -149,6 +149,8 @@ class _Shifted:
         self.q_high = np.floor((spans.ends - 1 + self.high) * scale).astype(np.int64)
         self.reach = float(max(-self.low.min(), self.high.max())) if len(sizes) else 0.0
         self.shift = 0
+        self.scale = scale
+        self._ramp = np.empty(0)
         # window -> [(span, rounded keys, within-span shuffle)] of the samples it holds
         self.buckets: dict[int, list[tuple[int, NDArray[np.int64], NDArray[np.int64]]]] = {}
         self.counts: dict[int, dict[int, int]] = {}  # drawn span -> {window: samples in it}
@@ -161,10 +163,12 @@ class _Shifted:
         """
         shuffle, keys = self.spans.draw(r, shifts=True)
         low, high = float(self.low[r]), float(self.high[r])
-        keys *= high - low
-        keys += np.arange(len(keys), dtype=np.float64) + (float(self.spans.starts[r]) + low)
-        keys *= float(1 << FRACTION_BITS)
-        q = np.floor(keys, out=keys).astype(np.int64)
+        # Scaling by 2**FRACTION_BITS is exact, so this is floor(key * scale) computed with
+        # fewer passes; keys are >= 0 (low >= -start), so truncation is the floor.
+        keys *= (high - low) * self.scale
+        keys += self.ramp(len(keys))
+        keys += (float(self.spans.starts[r]) + low) * self.scale
+        q = keys.astype(np.int64)
         first, last = int(self.q_low[r]) >> self.shift, int(self.q_high[r]) >> self.shift
         counts = self.counts[r] = {}
         if first == last:
@@ -179,6 +183,12 @@ class _Shifted:
             if len(keys_k):
                 self.buckets.setdefault(k, []).append((r, keys_k, shuffle_k))
                 counts[k] = len(keys_k)
+
+    def ramp(self, size: int) -> NDArray[np.float64]:
+        """``arange(size) * scale``, kept for the next span."""
+        if len(self._ramp) < size:
+            self._ramp = np.arange(size, dtype=np.float64) * self.scale
+        return self._ramp[:size]
 
     def forget_below(self, window: int, q: int) -> None:
         """Drop the buckets before ``window`` and the spans whose keys all lie below ``q``."""
@@ -205,8 +215,8 @@ def _py1e_ids(
     """py1e: every span's samples shifted at random within about a block, then sorted."""
     shifted = _Shifted(spans, block_size)
     n, sizes = spans.total, spans.sizes
-    if window is None:  # above the largest shift: a span's samples fall in 2 to 4 windows
-        window = 1 << max(1, int(np.ceil(shifted.reach))).bit_length()
+    if window is None:  # above twice the largest shift: a span's samples fall in 1 to 3 windows
+        window = 1 << max(1, int(np.ceil(2 * shifted.reach))).bit_length()
         window = min(max(window, _MIN_WINDOW), _MAX_WINDOW)
     bits = max(0, window.bit_length() - 1)
     window = 1 << bits
@@ -237,9 +247,13 @@ def _py1e_ids(
         lo, hi = np.searchsorted(wanted, [before, before + len(order)])
         picked = order[wanted[lo:hi] - before]
         lengths = [len(chunk[1]) for chunk in chunks]
-        span_of = np.repeat(np.array([chunk[0] for chunk in chunks], dtype=np.int64), lengths)
+        owners = np.array([chunk[0] for chunk in chunks], dtype=np.int64)
+        if 8 * len(picked) < len(q):  # a few positions: find their chunks
+            span_of = owners[np.searchsorted(np.cumsum(lengths), picked, side="right")]
+        else:
+            span_of = np.repeat(owners, lengths)[picked]
         shuffles = np.concatenate([chunk[2] for chunk in chunks])
-        out[lo:hi] = spans.table.at(spans.order[span_of[picked]], shuffles[picked])
+        out[lo:hi] = spans.table.at(spans.order[span_of], shuffles[picked])
     return out
 
 
@@ -248,20 +262,26 @@ def _distinct(
 ) -> tuple[NDArray[np.int64], NDArray[np.int64] | None]:
     """The distinct positions, sorted, and where each given one is among them.
 
-    ``None`` stands for "as given": positions already strictly increasing, as a worker's are
-    but for its padding, which wraps to the epoch's first ones. A stable sort is near linear on
-    such nearly sorted input.
+    ``None`` stands for "as given": positions already strictly increasing. A worker's are, but
+    for its padding: a short tail that wraps to the epoch's first positions, merged in linear
+    time here.
     """
-    if np.all(positions[1:] > positions[:-1]):
+    breaks = np.flatnonzero(positions[1:] <= positions[:-1])
+    if not len(breaks):
         return positions, None
-    order = np.argsort(positions, kind="stable")
-    ranked = positions[order]
-    first = np.empty(len(ranked), dtype=bool)
-    first[0] = True
-    np.not_equal(ranked[1:], ranked[:-1], out=first[1:])
-    inverse = np.empty(len(ranked), dtype=np.int64)
-    inverse[order] = np.cumsum(first) - 1
-    return ranked[first], inverse
+    cut = int(breaks[0]) + 1
+    if len(positions) - cut > len(positions) // 4:  # no long increasing head: sort it all
+        wanted, inverse = np.unique(positions, return_inverse=True)
+        return wanted.astype(np.int64, copy=False), inverse.astype(np.int64, copy=False)
+    head, tail = positions[:cut], positions[cut:]
+    extra = np.unique(tail)
+    found = np.minimum(np.searchsorted(head, extra), cut - 1)
+    fresh = extra[head[found] != extra]  # tail values the head lacks
+    wanted = np.insert(head, np.searchsorted(head, fresh), fresh)
+    inverse = np.empty(len(positions), dtype=np.int64)
+    inverse[:cut] = np.arange(cut) + np.searchsorted(fresh, head)
+    inverse[cut:] = np.searchsorted(wanted, tail)
+    return wanted, inverse
 
 
 def node_ids(
@@ -284,7 +304,7 @@ def node_ids(
         positions: Positions within the node, ``0 .. len(node) - 1``, in any order, repeats
             allowed.
         window: py1e's window, in positions, rounded down to a power of two (``None``: above
-            the largest shift, within ``2**16 .. 2**22``). It trades memory for time and
+            twice the largest shift, within ``2**16 .. 2**22``). It trades memory for time and
             never changes the result.
 
     Returns:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from shardstream.sampling import ShuffleConfig, canonical_node_order, canonical_node_spans
+from shardstream.sampling import node_order as node_order_module
 from shardstream.sampling.node_order import node_ids
 from shardstream.sampling.sequence import node_order_at
 from shardstream.sampling.spans import SpanTable, Substreams, node_span_table, run_layout
@@ -87,3 +88,20 @@ def test_a_workers_share_of_a_node_takes_memory_for_its_share_only(algo):
     assert peak < 32_000_000 // 4, peak
     assert np.array_equal(np.sort(ids), np.unique(ids))  # distinct samples
     assert len(ids) == len(local)
+
+
+@pytest.mark.parametrize(
+    "positions",
+    [
+        [*range(0, 40, 2), 3, 0, 3, 7],  # a worker's padding: a short tail wrapping to the start
+        [4, 6, 8, 10, 12, 14, 16, 18, 1, 1],  # tail values the head lacks, repeated
+        [5, 1, 4, 1, 3],  # no long increasing head
+        [2, 2],
+        [7],
+    ],
+)
+def test_distinct_positions_and_where_each_given_one_is(positions):
+    given = np.array(positions, dtype=np.int64)
+    wanted, inverse = node_order_module._distinct(given)
+    assert wanted.tolist() == sorted(set(positions))
+    assert (given if inverse is None else wanted[inverse]).tolist() == positions

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 from shardstream._optional import require
 
-__all__ = ["distributed_rank_and_size", "require_torch", "torch_or_none", "worker_info"]
+__all__ = [
+    "default_collate",
+    "distributed_rank_and_size",
+    "require_torch",
+    "torch_or_none",
+    "worker_info",
+]
 
 
 def torch_or_none() -> ModuleType | None:
@@ -21,6 +29,12 @@ def torch_or_none() -> ModuleType | None:
 def require_torch(purpose: str = "StreamingDataset and StreamingDataLoader") -> ModuleType:
     """The torch module, or an error naming the extra that installs it."""
     return require("torch", extra="torch", purpose=purpose)
+
+
+def default_collate() -> Callable[[Any], Any]:
+    """Torch's ``default_collate``: what a DataLoader batches samples with by default."""
+    collate: Callable[[Any], Any] = require_torch().utils.data.default_collate
+    return collate
 
 
 def distributed_rank_and_size() -> tuple[int, int] | None:

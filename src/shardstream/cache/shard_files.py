@@ -173,6 +173,11 @@ _NOT_A_FILE = frozenset(
 )
 
 
+# Map every page up front (Linux): one pass over the page cache instead of a page fault per
+# 4 KiB on first touch, which costs more than the copy of a small sample.
+_POPULATE = mmap.MAP_SHARED | mmap.MAP_POPULATE if hasattr(mmap, "MAP_POPULATE") else 0
+
+
 def _map(path: str) -> Buffer:
     """Memory-map a whole file read-only (an empty file gives empty bytes)."""
     try:
@@ -180,6 +185,8 @@ def _map(path: str) -> Buffer:
             size = os.fstat(handle.fileno()).st_size
             if size == 0:
                 return b""
+            if _POPULATE:
+                return mmap.mmap(handle.fileno(), 0, flags=_POPULATE, prot=mmap.PROT_READ)
             return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         if exc.errno not in _NOT_A_FILE:

@@ -1,15 +1,18 @@
-"""Reading a worker's planned samples in order, fetching shards ahead of the reader.
+"""Reading a worker's planned device batches in order, fetching shards ahead of the reader.
 
-The plan is an array of dataset-wide sample ids. It is cut into *visits*: runs of samples from
-one shard. A small thread pool makes the shards of the visits within ``predownload`` samples
-of the reader present in the node's cache (the cache itself bounds the node's concurrent
-downloads); the reader waits only for the shard it needs now. Each sample is decoded by its
-shard's generated getter: one call per sample, no per-sample lookups.
+The plan is a ``[device batches, batch size]`` array of dataset-wide sample ids. Before a
+batch is read, every shard of the batches within ``predownload`` samples is handed to a small
+thread pool that makes it present in the node's cache (the cache itself bounds the node's
+concurrent downloads); the reader waits only for the shards of the batch at hand. Then the
+batch is decoded shard by shard: one generated call per sample for :meth:`SampleReader.samples`,
+or one call per shard for whole columns with :meth:`SampleReader.columns`, which builds no
+dict per sample.
 """
 
 from __future__ import annotations
 
 import logging
+import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,7 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shardstream.cache import ShardCache
+from shardstream.cache import ShardCache, ShardView
 from shardstream.dataset.local import LocalDataset
 from shardstream.errors import ShardNotFoundError
 
@@ -26,8 +29,11 @@ __all__ = ["SampleReader"]
 
 logger = logging.getLogger(__name__)
 
-_OPEN_SHARDS = 8  # mapped shards a reader keeps; the rest are unmapped so eviction frees disk
+_OPEN_SHARDS = 32  # mapped shards a reader keeps; the rest are unmapped so eviction frees disk
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
+
+#: A device batch as column names and one list of values per column, in batch order.
+Columns = tuple[list[str], list[list[Any]]]
 
 
 class SampleReader:
@@ -59,76 +65,152 @@ class SampleReader:
         self._first_shard = list(stream_first_shard)
         self.cache = cache
         self.threads = threads
-        self._open: OrderedDict[int, Callable[[int], dict[str, Any]]] = OrderedDict()
+        self._open: OrderedDict[int, ShardView] = OrderedDict()
 
     def get(self, sample_id: int) -> dict[str, Any]:
         """Decode one sample by dataset-wide id, fetching its shard if needed."""
         shard = int(np.searchsorted(self.shard_starts, sample_id, side="right")) - 1
-        return self._getter(shard)(sample_id - self._starts[shard])
+        return self._view(shard).get(sample_id - self._starts[shard])
 
-    def samples(self, ids: NDArray[np.int64], *, predownload: int) -> Iterator[dict[str, Any]]:
-        """Yield the samples ``ids`` in order, fetching shards up to ``predownload`` ahead."""
-        if len(ids) == 0:
-            return
-        shards = np.searchsorted(self.shard_starts, ids, side="right") - 1
-        begins = np.flatnonzero(np.r_[True, shards[1:] != shards[:-1]])  # visits' first samples
-        ends = np.r_[begins[1:], len(ids)].tolist()
-        visit_shards = shards[begins].tolist()
-        begin_list = begins.tolist()
-        local = (ids - self.shard_starts[shards]).tolist()
-        pending: dict[int, Future[None]] = {}
-        ahead = 0  # the next visit to schedule
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="shardstream-fetch") as pool:
-            try:
-                for visit, shard in enumerate(visit_shards):
-                    horizon = begin_list[visit] + max(predownload, 1)
-                    while ahead < len(visit_shards) and begin_list[ahead] < horizon:
-                        upcoming = visit_shards[ahead]
-                        if upcoming not in pending and upcoming not in self._open:
-                            pending[upcoming] = pool.submit(self.cache.ensure, upcoming)
-                        ahead += 1
-                    future = pending.pop(shard, None)
-                    if future is not None:
-                        future.result()
-                    get = self._getter(shard)
-                    for index in local[begin_list[visit] : ends[visit]]:
-                        yield get(index)
-            finally:
-                for future in pending.values():
-                    future.cancel()
+    def samples(self, batches: NDArray[np.int64], *, predownload: int) -> Iterator[dict[str, Any]]:
+        """Yield the samples of ``batches`` (device batches, in order) one by one."""
+        for shards, local, views in self._walk(batches, predownload):
+            getters = {shard: view.get for shard, view in views.items()}
+            for shard, index in zip(shards, local, strict=True):
+                yield getters[shard](index)
+
+    def columns(
+        self, batches: NDArray[np.int64], *, predownload: int
+    ) -> Iterator[Columns | list[dict[str, Any]]]:
+        """Yield each device batch of ``batches`` as columns.
+
+        A batch whose shards disagree on the columns (streams of other schemas) comes as a
+        list of sample dicts instead, for the caller to collate as it would any samples.
+        """
+        for shards, local, views in self._walk(batches, predownload):
+            names = {tuple(_names(view)) for view in views.values()}
+            if len(names) == 1:
+                yield _decode_columns(shards, local, views)
+            else:
+                yield [views[shard].get(index) for shard, index in zip(shards, local, strict=True)]
 
     def close(self) -> None:
         """Unmap every shard this reader opened."""
         for shard in list(self._open):
             self._release(shard)
 
-    def _getter(self, shard: int) -> Callable[[int], dict[str, Any]]:
-        """The open decoder of ``shard``, fetching and mapping it when needed."""
-        get = self._open.get(shard)
-        if get is not None:
+    def _walk(
+        self, batches: NDArray[np.int64], predownload: int
+    ) -> Iterator[tuple[list[int], list[int], dict[int, ShardView]]]:
+        """Each batch's shards and in-shard indices, with the views of its shards open."""
+        if batches.size == 0:
+            return
+        shards = np.searchsorted(self.shard_starts, batches, side="right") - 1
+        local = batches - self.shard_starts[shards]
+        flat = shards.reshape(-1)
+        unique, first = np.unique(flat, return_index=True)
+        order = np.argsort(first, kind="stable")
+        needed, needed_at = unique[order].tolist(), first[order].tolist()
+        width = batches.shape[1]
+        pending: dict[int, Future[None]] = {}
+        ahead = 0
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="shardstream-fetch") as pool:
+            try:
+                for row in range(batches.shape[0]):
+                    horizon = (row + 1) * width + predownload
+                    while ahead < len(needed) and needed_at[ahead] < horizon:
+                        shard = needed[ahead]
+                        if shard not in self._open and shard not in pending:
+                            pending[shard] = pool.submit(self.cache.ensure, shard)
+                        ahead += 1
+                    row_shards = shards[row].tolist()
+                    views = {}
+                    for shard in dict.fromkeys(row_shards):
+                        future = pending.pop(shard, None)
+                        if future is not None:
+                            future.result()
+                        views[shard] = self._view(shard)
+                    yield row_shards, local[row].tolist(), views
+            finally:
+                for future in pending.values():
+                    future.cancel()
+
+    def _view(self, shard: int) -> ShardView:
+        """The open view of ``shard``, fetching and mapping it when needed."""
+        view = self._open.get(shard)
+        if view is not None:
             self._open.move_to_end(shard)
-            return get
+            return view
         stream = self._stream_of_shard[shard]
         within = shard - self._first_shard[stream]
-        opened: Callable[[int], dict[str, Any]]
         for attempt in range(_REOPEN_ATTEMPTS):
             self.cache.ensure(shard)
             try:
-                opened = self.datasets[stream].shard_getter(within)
+                view = self.datasets[stream].shard_view(within)
                 break
             except ShardNotFoundError:  # evicted by another process in between
                 if attempt == _REOPEN_ATTEMPTS - 1:
                     raise
                 logger.debug("shard %d vanished before it was opened; fetching it again", shard)
-        else:  # pragma: no cover - the loop either breaks or raises
-            raise AssertionError("unreachable")
+        assert view is not None
+        view = self._remember(shard, view)
+        return view
+
+    def _remember(self, shard: int, view: ShardView) -> ShardView:
+        """Keep ``view`` open, unmapping the least recently used beyond the limit."""
         self.cache.touch(shard)
-        self._open[shard] = opened
+        self._open[shard] = view
         while len(self._open) > _OPEN_SHARDS:
             self._release(next(iter(self._open)))
-        return opened
+        return view
 
     def _release(self, shard: int) -> None:
         self._open.pop(shard, None)
         stream = self._stream_of_shard[shard]
         self.datasets[stream].release(shard - self._first_shard[stream])
+
+
+def _decode_columns(shards: list[int], local: list[int], views: dict[int, ShardView]) -> Columns:
+    """One device batch as columns, in batch order, decoding each shard's samples at once."""
+    if len(views) == 1:
+        view = next(iter(views.values()))
+        return _names(view), _many(view)(local)
+    groups: dict[int, list[int]] = {shard: [] for shard in views}
+    positions: dict[int, list[int]] = {shard: [] for shard in views}
+    for position, (shard, index) in enumerate(zip(shards, local, strict=True)):
+        groups[shard].append(index)
+        positions[shard].append(position)
+    parts = [_many(views[shard])(indices) for shard, indices in groups.items()]
+    names = _names(next(iter(views.values())))
+    placed = [p for shard in groups for p in positions[shard]]  # decoded order -> batch slot
+    back = np.empty(len(placed), np.int64)
+    back[placed] = np.arange(len(placed))
+    pick = operator.itemgetter(*back.tolist())
+    columns = []
+    for column in range(len(names)):
+        decoded = [value for part in parts for value in part[column]]
+        picked = pick(decoded)
+        columns.append(list(picked) if len(placed) > 1 else [picked])
+    return names, columns
+
+
+def _many(view: ShardView) -> Callable[[Sequence[int]], list[list[Any]]]:
+    """The view's batch decoder, or one built from its per-sample getter (text shards)."""
+    get_many = getattr(view, "get_many", None)
+    if get_many is not None:
+        return get_many  # type: ignore[no-any-return]
+
+    def from_samples(indices: Sequence[int]) -> list[list[Any]]:
+        samples = [view.get(index) for index in indices]
+        keys = list(samples[0]) if samples else []
+        return [[sample[key] for sample in samples] for key in keys]
+
+    return from_samples
+
+
+def _names(view: ShardView) -> list[str]:
+    """The view's columns, in the order its batch decoder returns them."""
+    schema = getattr(view, "schema", None)
+    if schema is not None:
+        return list(schema.names)
+    return list(view.get(0))

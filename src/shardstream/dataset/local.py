@@ -149,18 +149,18 @@ class LocalDataset:
         self._load()
         return np.diff(self._starts)
 
-    def shard_getter(self, shard: int) -> Callable[[int], dict[str, Any]]:
-        """The decoder of shard ``shard``'s samples by their index within it (opens the shard).
+    def shard_view(self, shard: int) -> ShardView:
+        """Random access to shard ``shard``'s samples by their index within it (opens it).
 
         Raises:
             ShardNotFoundError: The shard's file is missing.
         """
         if self._entries is None:
             self._load()
-        get = self._getters[shard]
-        if get is None:
-            get = self._open(shard).get
-        return get
+        view = self._views[shard]
+        if view is None:
+            view = self._open(shard)
+        return view
 
     def release(self, shard: int) -> None:
         """Unmap one shard (decoded values stay valid); it is mapped again on next use."""

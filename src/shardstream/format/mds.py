@@ -24,6 +24,7 @@ from shardstream.errors import (
     ShardTooLargeError,
     UnsafeEncodingError,
 )
+from shardstream.format.batch_decode import ColumnsDecoder
 from shardstream.format.encodings import Buffer, Encoding, get_encoding
 from shardstream.format.index import INDEX_VERSION
 from shardstream.format.sample_codec import (
@@ -58,6 +59,7 @@ class MDSSchema:
         self._sizes_struct = struct.Struct(f"<{variable}I")
         self._head = 4 * variable
         self._getter_factories: dict[bool, GetterFactory] = {}  # compiled on first use
+        self._columns_decoders: dict[bool, ColumnsDecoder] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # LocalDataset pickles its schemas (DataLoader workers); a struct.Struct and generated
@@ -65,6 +67,7 @@ class MDSSchema:
         state = self.__dict__.copy()
         state["_sizes_struct"] = self._sizes_struct.format
         state["_getter_factories"] = {}
+        state["_columns_decoders"] = {}
         state.pop("encode_sample_sized", None)
         return state
 
@@ -157,6 +160,14 @@ class MDSSchema:
         buffer = data if isinstance(data, (bytes, mmap.mmap)) else bytes(data)
         return self.sample_getter(buffer, memoryview(buffer), [0, len(buffer)], "sample")(0)
 
+    def columns_decoder(self, *, zero_copy: bool = False) -> ColumnsDecoder:
+        """The batch decoder of these columns (built once per mode)."""
+        decoder = self._columns_decoders.get(zero_copy)
+        if decoder is None:
+            decoder = ColumnsDecoder(self._plan, zero_copy=zero_copy)
+            self._columns_decoders[zero_copy] = decoder
+        return decoder
+
     def sample_getter(
         self,
         buffer: bytes | mmap.mmap,
@@ -180,6 +191,10 @@ class MDSSchema:
             factory = compile_getter_factory(self._plan, zero_copy=zero_copy)
             self._getter_factories[zero_copy] = factory
         return factory(buffer, view, offsets, source)
+
+
+def _released(indices: Sequence[int]) -> list[list[Any]]:
+    raise ValueError("the shard view was released")
 
 
 def shard_header(config: bytes, sample_sizes: Sequence[int]) -> bytes:
@@ -256,6 +271,10 @@ class MDSShardView:
         self._view = view
         #: ``get(k)`` decodes sample ``k``; the same as ``self[k]``, one call cheaper.
         self.get = schema.sample_getter(buffer, view, self._offsets, source, zero_copy=zero_copy)
+        #: ``get_many(ks)`` decodes samples ``ks`` into one list per column (``schema.names``).
+        self.get_many = schema.columns_decoder(zero_copy=zero_copy).bind(
+            buffer, view, offsets, self.get
+        )
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
@@ -274,4 +293,5 @@ class MDSShardView:
 
     def release(self) -> None:
         """Drop the reference to the buffer (decoded arrays keep what they need alive)."""
+        self.get_many = _released  # its array over the buffer goes with it
         self._view.release()

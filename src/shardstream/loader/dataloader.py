@@ -33,18 +33,38 @@ class StreamingDataLoader(DataLoader[Any]):
         >>> loader.load_state_dict(state)        # after a restart; takes effect at iter()
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
+        self._device_batches = _collates_device_batches(dataset, args, kwargs)
+        if self._device_batches:
+            # The dataset yields whole collated device batches (columns decoded shard by shard,
+            # no dict per sample); the DataLoader passes them through. Same batches, same
+            # values, same types as collating samples one by one.
+            batch_size = kwargs.pop("batch_size", 1)
+            if dataset.batch_size != batch_size:
+                raise ConfigurationError(
+                    f"the DataLoader's batch_size ({batch_size}) differs from the dataset's "
+                    f"({dataset.batch_size}): pass the same per-device batch size to both"
+                )
+            kwargs.pop("drop_last", None)  # every device batch is whole: nothing to drop
+            super().__init__(dataset, batch_size=None, collate_fn=_pass_through, **kwargs)
+            object.__setattr__(self, "batch_size", batch_size)  # as the user set it, for len()
+        else:
+            super().__init__(dataset, *args, **kwargs)
         self.num_samples_yielded = 0
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         dataset = self.dataset
         if isinstance(dataset, StreamingDataset):
             dataset.prepare()  # indexes load once, here, and the workers inherit them
+            dataset._collated_batches = self._device_batches
         self.num_samples_yielded = 0
-        for batch in super().__iter__():
-            self.num_samples_yielded += _batch_length(batch)
-            yield batch
+        try:
+            for batch in super().__iter__():
+                self.num_samples_yielded += _batch_length(batch)
+                yield batch
+        finally:
+            if isinstance(dataset, StreamingDataset):
+                dataset._collated_batches = False
 
     def state_dict(self) -> dict[str, Any]:
         """The dataset's state after the samples this loader yielded, over every rank.
@@ -67,6 +87,24 @@ class StreamingDataLoader(DataLoader[Any]):
                 f"{type(self.dataset).__name__}"
             )
         return self.dataset
+
+
+def _collates_device_batches(dataset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether the dataset can hand over whole batches: default collation, nothing custom."""
+    return (
+        isinstance(dataset, StreamingDataset)
+        and not args
+        and kwargs.get("batch_size", 1) is not None
+        and kwargs.get("collate_fn") is None
+        and kwargs.get("sampler") is None
+        and kwargs.get("batch_sampler") is None
+        and not kwargs.get("shuffle")
+    )
+
+
+def _pass_through(batch: Any) -> Any:
+    """The collate function of a loader whose dataset collates its own batches."""
+    return batch
 
 
 def _batch_length(batch: Any) -> int:

@@ -53,6 +53,8 @@ class Encoding(ABC):
     raw_bytes: bool = False
     #: A struct format when ``decode(data) == struct.unpack(struct_format, data)[0]``.
     struct_format: str | None = None
+    #: A numpy dtype when ``decode(data) == np.frombuffer(data, numpy_scalar, 1)[0]``.
+    numpy_scalar: str | None = None
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -103,6 +103,7 @@ class NumericScalarEncoding(Encoding):
         super().__init__(name)
         self.dtype = np.dtype(name).newbyteorder("<")
         self.size = self.dtype.itemsize
+        self.numpy_scalar = self.dtype.str
         self._integer = self.dtype.kind in "iu"
         if self._integer:
             info = np.iinfo(self.dtype)

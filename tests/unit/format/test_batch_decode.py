@@ -1,0 +1,93 @@
+"""Batch decoding (``MDSShardView.get_many``) gives exactly what the per-sample getter gives."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardstream.errors import ShardFormatError
+from shardstream.format.mds import MDSSchema, MDSShardView, shard_header
+
+# Column encodings and strategies for their values.
+VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "bytes": st.binary(max_size=40),
+    "str": st.text(max_size=20),
+    "int": st.integers(-(2**63), 2**63 - 1),
+    "uint8": st.integers(0, 255),
+    "int16": st.integers(-(2**15), 2**15 - 1),
+    "float32": st.floats(width=32, allow_nan=False),
+    "float64": st.floats(allow_nan=False),
+    "str_int": st.integers(-(10**30), 10**30),
+    "json": st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+    "ndarray:int32:3": st.lists(st.integers(-1000, 1000), min_size=3, max_size=3).map(
+        lambda xs: np.array(xs, np.int32)
+    ),
+}
+
+
+def build_view(
+    columns: dict[str, str], samples: list[dict[str, Any]], *, zero_copy: bool = False
+) -> MDSShardView:
+    schema = MDSSchema(columns, sort=False)
+    payloads = [b"".join(schema.encode_sample(sample)) for sample in samples]
+    data = shard_header(
+        schema.config_bytes(compression=None, hashes=[], size_limit=1 << 26),
+        [len(p) for p in payloads],
+    ) + b"".join(payloads)
+    return MDSShardView(data, schema, len(samples), source="test.mds", zero_copy=zero_copy)
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, memoryview):
+        return isinstance(b, memoryview) and bytes(a) == bytes(b)
+    return type(a) is type(b) and a == b
+
+
+@st.composite
+def shards(draw: st.DrawFn) -> tuple[dict[str, str], list[dict[str, Any]], list[int], bool]:
+    names = draw(st.lists(st.sampled_from(sorted(VALUES)), min_size=1, max_size=5, unique=True))
+    columns = {f"c{k}": name for k, name in enumerate(names)}
+    count = draw(st.integers(1, 12))
+    samples = [
+        {column: draw(VALUES[encoding]) for column, encoding in columns.items()}
+        for _ in range(count)
+    ]
+    picks = draw(st.lists(st.integers(0, count - 1), max_size=20))
+    return columns, samples, picks, draw(st.booleans())
+
+
+@settings(max_examples=80, deadline=None)
+@given(shards())
+def test_get_many_equals_the_per_sample_getter(case):
+    columns, samples, picks, zero_copy = case
+    view = build_view(columns, samples, zero_copy=zero_copy)
+    decoded = view.get_many(picks)
+    assert len(decoded) == len(columns)
+    for column, name in enumerate(view.schema.names):
+        assert len(decoded[column]) == len(picks)
+        for value, pick in zip(decoded[column], picks, strict=True):
+            assert same(value, view.get(pick)[name])
+
+
+def test_a_corrupt_sample_is_reported_not_decoded():
+    view = build_view({"a": "bytes", "b": "int"}, [{"a": b"xy", "b": 1}, {"a": b"z", "b": 2}])
+    data = bytearray(view._view)
+    first = view._offsets[1]
+    struct.pack_into("<I", data, first, 500)  # sample 1's bytes column claims 500 bytes
+    corrupt = MDSShardView(bytes(data), view.schema, 2, source="bad.mds")
+    assert corrupt.get_many([0]) == [[b"xy"], [1]]
+    with pytest.raises(ShardFormatError, match=r"bad\.mds, sample 1"):
+        corrupt.get_many([0, 1])
+
+
+def test_indices_out_of_range_raise_index_error():
+    view = build_view({"a": "int"}, [{"a": 5}])
+    with pytest.raises(IndexError):
+        view.get_many([1])

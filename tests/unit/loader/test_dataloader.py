@@ -1,0 +1,97 @@
+"""StreamingDataLoader: whole device batches from the dataset, identical to torch's collation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from shardstream import MDSWriter, StreamingDataLoader, StreamingDataset
+from shardstream.errors import ConfigurationError
+
+COLUMNS = {
+    "id": "int",
+    "payload": "bytes",
+    "name": "str",
+    "score": "float32",
+    "small": "uint8",
+    "vector": "ndarray:float64:3",
+    "meta": "json",
+}
+SAMPLES = 203
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("remote") / "ds"
+    with MDSWriter(out=str(root), columns=COLUMNS, size_limit=1500) as writer:
+        for i in range(SAMPLES):
+            writer.write({
+                "id": i, "payload": bytes([i % 256]) * (i % 17), "name": f"sample {i}",
+                "score": i / 7, "small": i % 256, "vector": np.arange(3.0) * i,
+                "meta": {"i": i, "odd": bool(i % 2)},
+            })  # fmt: skip
+    return root
+
+
+def make(remote: Path, local: Path, **kwargs: Any) -> StreamingDataset:
+    return StreamingDataset(
+        remote=str(remote), local=str(local), batch_size=8, shuffle=True, **kwargs
+    )
+
+
+def same_batch(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return (
+            isinstance(b, dict) and a.keys() == b.keys() and all(same_batch(a[k], b[k]) for k in a)
+        )
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(same_batch, a, b))
+    return type(a) is type(b) and a == b
+
+
+# ndarray columns decode to read-only views of the shard (as in the reference); torch warns
+# when it wraps one, whichever path collates it.
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_batches_equal_torch_collating_each_sample(remote: Path, tmp_path: Path, workers: int):
+    plain = list(DataLoader(make(remote, tmp_path / "c"), batch_size=8, num_workers=workers))
+    fast = list(
+        StreamingDataLoader(make(remote, tmp_path / "c"), batch_size=8, num_workers=workers)
+    )
+    assert len(fast) == len(plain) == -(-SAMPLES // 8)
+    assert all(same_batch(a, b) for a, b in zip(fast, plain, strict=True))
+    ids = torch.cat([batch["id"] for batch in fast]).tolist()
+    assert set(ids) == set(range(SAMPLES))
+
+
+def test_a_custom_collate_fn_gets_samples(remote: Path, tmp_path: Path):
+    loader = StreamingDataLoader(make(remote, tmp_path / "c"), batch_size=8, collate_fn=list)
+    first = next(iter(loader))
+    assert isinstance(first, list)
+    assert len(first) == 8
+    assert set(first[0]) == set(COLUMNS)
+
+
+def test_len_counts_batches(remote: Path, tmp_path: Path):
+    loader = StreamingDataLoader(make(remote, tmp_path / "c"), batch_size=8)
+    assert loader.batch_size == 8
+    assert len(loader) == -(-SAMPLES // 8)
+
+
+def test_batch_sizes_that_differ_are_refused(remote: Path, tmp_path: Path):
+    with pytest.raises(ConfigurationError, match="batch_size"):
+        StreamingDataLoader(make(remote, tmp_path / "c"), batch_size=16)
+
+
+def test_the_dataset_still_yields_samples_outside_the_loader(remote: Path, tmp_path: Path):
+    ds = make(remote, tmp_path / "c")
+    next(iter(StreamingDataLoader(ds, batch_size=8)))
+    sample = next(iter(ds))
+    assert set(sample) == set(COLUMNS)

@@ -204,8 +204,8 @@ class EpochUnits:
         return np.sort(chosen).astype(np.int64)
 
     @property
-    def _identity(self) -> bool:
-        """Whether the units are the dataset's shards, each once and whole, in order."""
+    def positions_are_ids(self) -> bool:
+        """Whether epoch positions are sample ids: every shard once, whole, in dataset order."""
         return (
             len(self.sizes) == len(self.shard_sizes)
             and not self.subset.any()
@@ -215,7 +215,7 @@ class EpochUnits:
 
     def sample_ids(self, big: NDArray[np.int64]) -> NDArray[np.int64]:
         """Dataset sample ids of epoch positions ``big`` (any shape)."""
-        if self._identity:  # every shard once, whole, in order: positions are the ids
+        if self.positions_are_ids:
             return np.array(big, dtype=np.int64)
         ends = np.cumsum(self.sizes)
         unit = np.searchsorted(ends, big, side="right")

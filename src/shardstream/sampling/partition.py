@@ -122,8 +122,7 @@ def interleave(
     ncn = num_canonical_nodes
     rows = epoch_size // ncn
     head = rows * ncn
-    nodes = positions % ncn
-    local = positions // ncn
+    local, nodes = np.divmod(positions, ncn)
     if head < epoch_size:
         bounds = epoch_size * np.arange(ncn + 1, dtype=np.int64) // ncn
         longer = np.flatnonzero(np.diff(bounds) > rows)

@@ -137,16 +137,22 @@ def sequence_ids(
     if len(asked) == 1:
         big = node_order_at(sizes, num_canonical_nodes, asked[0], epoch, shuffle, flat_local,
                             layout)  # fmt: skip
-        return units.sample_ids(big.reshape(positions.shape))
+        return _to_ids(units, big.reshape(positions.shape))
     key = flat_nodes.astype(np.uint16) if num_canonical_nodes <= 1 << 16 else flat_nodes
     by_node = np.argsort(key, kind="stable")
+    del nodes, flat_nodes, key  # a worker's memory is a few arrays of its positions: keep few
     stop = 0
     for node in asked:
         start, stop = stop, stop + int(counts[node])
         where = by_node[start:stop]
         big[where] = node_order_at(sizes, num_canonical_nodes, node, epoch, shuffle,
                                    flat_local[where], layout)  # fmt: skip
-    return units.sample_ids(big.reshape(positions.shape))
+    return _to_ids(units, big.reshape(positions.shape))
+
+
+def _to_ids(units: EpochUnits, big: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Sample ids of the (freshly computed) positions ``big``, reusing it when they are equal."""
+    return big if units.positions_are_ids else units.sample_ids(big)
 
 
 def stream_shuffle(shuffle: ShuffleConfig, stream: int) -> ShuffleConfig:

@@ -146,7 +146,25 @@ def test_bad_sampling_options():
 
 def test_whole_units_map_positions_to_themselves():
     units = EpochUnits.whole(np.array([3, 0, 2], np.int64))
+    assert units.positions_are_ids
     assert units.sample_ids(np.arange(5, dtype=np.int64)).tolist() == [0, 1, 2, 3, 4]
+    # A stream taken twice, or a subset of a shard: positions are no longer ids.
+    twice = resample([np.array([3, 2])], np.array([10]), seed=0, epoch=0)
+    assert not twice.positions_are_ids
+    assert sorted(twice.sample_ids(np.arange(10, dtype=np.int64)).tolist()) == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+        4,
+        4,
+    ]
+    part = resample([np.array([3, 2])], np.array([4]), seed=0, epoch=0)
+    assert not part.positions_are_ids
 
 
 @settings(max_examples=50, deadline=None)

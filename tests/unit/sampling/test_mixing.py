@@ -151,18 +151,8 @@ def test_whole_units_map_positions_to_themselves():
     # A stream taken twice, or a subset of a shard: positions are no longer ids.
     twice = resample([np.array([3, 2])], np.array([10]), seed=0, epoch=0)
     assert not twice.positions_are_ids
-    assert sorted(twice.sample_ids(np.arange(10, dtype=np.int64)).tolist()) == [
-        0,
-        0,
-        1,
-        1,
-        2,
-        2,
-        3,
-        3,
-        4,
-        4,
-    ]
+    ids = twice.sample_ids(np.arange(10, dtype=np.int64))
+    assert sorted(ids.tolist()) == sorted([*range(5)] * 2)
     part = resample([np.array([3, 2])], np.array([4]), seed=0, epoch=0)
     assert not part.positions_are_ids
 

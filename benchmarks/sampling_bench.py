@@ -42,6 +42,12 @@ def shape_label(shape: str) -> str:
     return f"{nodes} nodes x {ranks} ranks x {workers} workers"
 
 
+def timing(result: dict[str, Any]) -> str:
+    """Wall time, CPU time (the same on an idle machine) and peak RSS."""
+    return (f"{result['seconds']:7.2f} s (CPU {result['cpu_seconds']:6.2f} s)  "
+            f"peak RSS {result['peak_rss_mib']:6.0f} MiB")  # fmt: skip
+
+
 def worker_args(args: argparse.Namespace, shape: str) -> list[str]:
     """The worker's arguments for one worker of a ``nodes x ranks x workers`` job."""
     nodes, ranks, workers = (int(part) for part in shape.split("x"))
@@ -74,11 +80,9 @@ def main() -> None:
           f"global batch {args.global_batch:,}")  # fmt: skip
     for shape in shapes:
         result = ours[shape]
-        print(f"  shardstream, one worker of {shape_label(shape) + ':':34} "
-              f"{result['seconds']:7.2f} s  peak RSS {result['peak_rss_mib']:8.0f} MiB  "
+        print(f"  shardstream, one worker of {shape_label(shape) + ':':34} {timing(result)}  "
               f"({result['worker_samples']:,} samples)")  # fmt: skip
-    print(f"  reference, the whole epoch ({shape_label(shapes[0])}):"
-          f"{ref['seconds']:7.2f} s  peak RSS {ref['peak_rss_mib']:8.0f} MiB")  # fmt: skip
+    print(f"  reference, the whole epoch ({shape_label(shapes[0])}):{timing(ref)}")
     print(f"  ratio (reference / shardstream, {shapes[0]}): "
           f"{ref['seconds'] / first['seconds']:.1f}x time, "
           f"{ref['peak_rss_mib'] / first['peak_rss_mib']:.1f}x peak RSS")  # fmt: skip

@@ -33,8 +33,12 @@ logger = logging.getLogger(__name__)
 _STAMP = "index.stamp"
 
 
-def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> None:
+def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list[ShardEntry] | None:
     """Make ``<local>/index.json`` the remote's current index.
+
+    Returns:
+        The index, when it was fetched (and so parsed) now; ``None`` when the cached copy is
+        current (the caller reads it).
 
     Args:
         store: The stream's remote root.
@@ -52,11 +56,11 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> None
     info = _info(store, options)
     wanted = {"url": store.url(INDEX_BASENAME), "size": info.size, "etag": info.etag}
     if info.etag is not None and _stamp(state) == wanted and os.path.exists(path):
-        return
+        return None
     lock = FileLock(os.path.join(state, "index.lock"))
     with lock.hold(timeout=options.timeout * (options.retry + 1) + 60, what="the index"):
         if info.etag is not None and _stamp(state) == wanted and os.path.exists(path):
-            return  # another process of the node fetched it while we waited
+            return None  # another process of the node fetched it while we waited
         data = fetch_bytes(store, INDEX_BASENAME, options)
         entries = parse_index(data, source=store.url(INDEX_BASENAME))
         old = _read(path)
@@ -69,6 +73,7 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> None
             stamp = json.dumps(wanted, sort_keys=True).encode()
             atomic_write(os.path.join(state, _STAMP), [stamp])
         logger.info("fetched %s (%d shards)", store.url(INDEX_BASENAME), len(entries))
+        return entries
 
 
 def _info(store: ObjectStore, options: DownloadOptions) -> ObjectInfo:

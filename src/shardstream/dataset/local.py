@@ -36,6 +36,8 @@ class LocalDataset:
         zero_copy: Return ``bytes`` columns as read-only memoryviews into the memory-mapped
             shard instead of ``bytes`` copies: no copy per sample, which matters for large
             values. A view keeps its shard mapped while it lives.
+        entries: The index, already parsed from this folder's ``index.json`` (it is not read
+            again).
 
     Example:
         >>> ds = LocalDataset("/data/my-dataset")
@@ -51,6 +53,7 @@ class LocalDataset:
         validate_hash: str | None = None,
         allow_unsafe_types: bool = False,
         zero_copy: bool = False,
+        entries: Sequence[ShardEntry] | None = None,
     ) -> None:
         root = os.fspath(local)
         if split:
@@ -69,6 +72,7 @@ class LocalDataset:
         # Each open shard's sample getter (view.get), looked up on the hot path.
         self._getters: list[Callable[[int], dict[str, Any]] | None] = []
         self._views: list[ShardView | None] = []
+        self._parsed = None if entries is None else list(entries)
 
     @property
     def root(self) -> str:
@@ -197,14 +201,8 @@ class LocalDataset:
         if self._entries is not None:
             return self._entries
         path = os.path.join(self.root, INDEX_BASENAME)
-        try:
-            with open(path, "rb") as handle:
-                text = handle.read()
-        except FileNotFoundError as exc:
-            raise ShardNotFoundError(
-                f"{path} does not exist: is {self.root} an MDS dataset folder, and the split right?"
-            ) from exc
-        entries = parse_index(text, source=path)
+        entries = self._parsed if self._parsed is not None else _read_index(path, self.root)
+        self._parsed = None
         _check_decompressed_names(entries, source=path)
         schemas: list[MDSSchema | None] = []
         shared: dict[tuple[tuple[str, str], ...], MDSSchema] = {}  # one per distinct column set
@@ -243,6 +241,17 @@ class LocalDataset:
                 self._views[shard] = view
                 self._getters[shard] = view.get
             return view
+
+
+def _read_index(path: str, root: str) -> list[ShardEntry]:
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read()
+    except FileNotFoundError as exc:
+        raise ShardNotFoundError(
+            f"{path} does not exist: is {root} an MDS dataset folder, and the split right?"
+        ) from exc
+    return parse_index(text, source=path)
 
 
 def _check_decompressed_names(entries: Sequence[ShardEntry], *, source: str) -> None:

@@ -509,12 +509,14 @@ class _Prepared:
         cache_streams: list[CacheStream] = []
         for stream in resolved:
             store = None if stream.remote is None else open_store(stream.remote)
-            if store is not None:
-                _sync_index(store, stream.local, stream.options)
+            entries = None if store is None else _sync_index(store, stream.local, stream.options)
             local = LocalDataset(
-                stream.local, validate_hash=stream.validate_hash,
-                allow_unsafe_types=dataset.allow_unsafe_types, zero_copy=dataset.zero_copy,
-            )  # fmt: skip
+                stream.local,
+                validate_hash=stream.validate_hash,
+                allow_unsafe_types=dataset.allow_unsafe_types,
+                zero_copy=dataset.zero_copy,
+                entries=entries,
+            )
             datasets.append(local)
             cache_streams.append(_cache_stream(stream, local, store))
         cache = ShardCache(

@@ -15,9 +15,10 @@ from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
 from shardstream.sampling.mixing import EpochUnits
+from shardstream.sampling.naive import naive_ids
 from shardstream.sampling.node_order import node_ids
 from shardstream.sampling.partition import interleave
-from shardstream.sampling.shuffle import SHUFFLE_ALGORITHMS, default_block_size, get_shuffle
+from shardstream.sampling.shuffle import SHUFFLE_ALGORITHMS, default_block_size
 from shardstream.sampling.spans import (
     WORD,
     RunLayout,
@@ -82,21 +83,19 @@ def node_order_at(
 ) -> NDArray[np.int64]:
     """Global sample ids at positions ``local`` (any shape) of canonical node ``node``'s slice.
 
-    Memory and, for ``py1s``, ``py2s``, ``py1b`` and ``py1br``, time follow the positions asked
-    for, not the node's size (see :mod:`shardstream.sampling.node_order`); ``naive`` computes
-    the whole epoch's permutation.
+    Memory and, for ``naive``, ``py1s``, ``py2s``, ``py1b`` and ``py1br``, time follow the
+    positions asked for, not the node's size (see :mod:`shardstream.sampling.node_order` and
+    :mod:`shardstream.sampling.naive`).
     """
     sizes = np.asarray(shard_sizes, np.int64)
     bounds = canonical_node_bounds(int(sizes.sum()), num_canonical_nodes)
     if not config.shuffle:
         unshuffled: NDArray[np.int64] = bounds[node] + np.asarray(local, np.int64)
         return unshuffled
-    if config.algo == "naive":  # one global permutation: there is no smaller piece to compute
-        order = get_shuffle("naive", sizes, num_canonical_nodes, config.seed, epoch)
-        picked: NDArray[np.int64] = order[bounds[node] + local]
-        return picked
     seed = check_int("seed", config.seed, 0, WORD)
     epoch = check_int("epoch", epoch, 0, WORD)
+    if config.algo == "naive":  # one global permutation, evaluated where asked
+        return naive_ids(seed, epoch, int(bounds[-1]), bounds[node] + np.asarray(local, np.int64))
     block = check_int("block_size", config.block_size or default_block_size(num_canonical_nodes), 1)
     if layout is None:
         layout = run_layout(check_shard_sizes(sizes), num_canonical_nodes, seed)
@@ -115,15 +114,16 @@ def sequence_ids(
     """Dataset sample ids at ``positions`` (any shape) of the epoch order over ``units``.
 
     Only the canonical nodes the positions fall in are computed, and within each only what
-    those positions need: memory follows ``positions``, not the epoch (``naive`` aside).
+    those positions need: memory follows ``positions``, not the epoch.
     """
     sizes = units.sizes
     total = int(sizes.sum())
     nodes, local = interleave(positions, total, num_canonical_nodes)
     if shuffle.shuffle and shuffle.algo == "naive":  # one permutation serves every node
         bounds = canonical_node_bounds(total, num_canonical_nodes)
-        order = get_shuffle("naive", sizes, num_canonical_nodes, shuffle.seed, epoch)
-        return units.sample_ids(order[bounds[nodes] + local])
+        seed = check_int("seed", shuffle.seed, 0, WORD)
+        epoch = check_int("epoch", epoch, 0, WORD)
+        return _to_ids(units, naive_ids(seed, epoch, total, bounds[nodes] + local))
     layout = None
     if shuffle.shuffle:
         seed = check_int("seed", shuffle.seed, 0, WORD)

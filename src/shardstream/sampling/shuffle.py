@@ -4,7 +4,8 @@
 ``arange(sum(shard_sizes))``: ``perm[t]`` is the global sample id placed at epoch position ``t``.
 The algorithms, named as in mosaicml-streaming:
 
-* ``naive``: one global permutation per epoch; every node touches every shard.
+* ``naive``: one global (keyed pseudo-random) permutation per epoch; every node touches every
+  shard. See :mod:`shardstream.sampling.naive`.
 * ``py1s``: per canonical node, the span order and the samples within each span are shuffled.
 * ``py2s``: ``py1s``, with each shard's samples also shuffled once per run before it is split.
 * ``py1b``: per canonical node, span order shuffled, then samples shuffled within consecutive
@@ -28,10 +29,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
+from shardstream.sampling.naive import naive_ids
 from shardstream.sampling.node_order import node_ids
 from shardstream.sampling.spans import (
     SPAN_ALGORITHMS,
-    TAG_NAIVE,
     WORD,
     NodeSpans,
     SpanTable,
@@ -39,7 +40,6 @@ from shardstream.sampling.spans import (
     canonical_node_spans,
     check_int,
     check_shard_sizes,
-    make_rng,
     node_span_table,
     run_layout,
 )
@@ -127,7 +127,8 @@ def _shuffle_naive(
 ) -> NDArray[np.int64]:
     """``naive``: one global permutation per epoch (NCN and block size play no part)."""
     sizes, _, seed, epoch, _ = _check_all(shard_sizes, num_canonical_nodes, seed, epoch, block_size)
-    return make_rng(seed, epoch, TAG_NAIVE).permutation(int(sizes.sum())).astype(np.int64)
+    total = int(sizes.sum())
+    return naive_ids(seed, epoch, total, np.arange(total, dtype=np.int64))
 
 
 def _span_shuffle(algo: str) -> ShuffleFunction:

@@ -27,6 +27,7 @@ __all__ = [
     "TAG_BLOCKS",
     "TAG_BLOCK_SHUFFLE",
     "TAG_NAIVE",
+    "TAG_NAIVE_KEYS",
     "TAG_SHARD_ORDER",
     "TAG_SHARD_SAMPLES",
     "TAG_SHIFTS",
@@ -45,13 +46,14 @@ __all__ = [
 # Purpose tags, the last entropy word of each generator. Entropy layouts:
 TAG_SHARD_ORDER = 1  # [seed, TAG]: the run's shard order.
 TAG_SHARD_SAMPLES = 2  # [seed, shard, TAG]: py2s's run-level shuffle of one shard's samples.
-TAG_NAIVE = 3  # [seed, epoch, TAG]: naive's global permutation.
+TAG_NAIVE = 3  # retired (naive drew its permutation outright); never reuse.
 TAG_SPAN_ORDER = 4  # [seed, epoch, node, TAG]: the order of a canonical node's spans.
 TAG_SPAN_SAMPLES = 5  # retired (one generator for a whole node's spans); never reuse.
 TAG_BLOCKS = 6  # [seed, epoch, node, TAG]: py1br's block sizes.
 TAG_SHIFTS = 7  # [seed, epoch, node, TAG]: py1e's window width of each span.
 TAG_SPAN_DRAWS = 8  # [seed, epoch, node, TAG], substream per span: its shuffle, py1e's shifts.
 TAG_BLOCK_SHUFFLE = 9  # [seed, epoch, node, TAG], substream per block: py1b/py1br's shuffle.
+TAG_NAIVE_KEYS = 10  # [seed, epoch, TAG]: the round keys of naive's keyed permutation.
 
 #: Seeds and epochs are unsigned 64-bit words.
 WORD = 1 << 64

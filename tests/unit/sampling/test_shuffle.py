@@ -19,6 +19,7 @@ from shardstream.sampling import (
     get_shuffle,
     shuffle_canonical_node,
 )
+from shardstream.sampling import naive as naive_module
 from shardstream.sampling import node_order as node_order_module
 from shardstream.sampling import shuffle as shuffle_module
 from shardstream.sampling import spans as spans_module
@@ -257,7 +258,7 @@ def test_span_functions_reject_naive_and_bad_nodes():
 # --- RNG hygiene --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", [shuffle_module, spans_module, node_order_module])
+@pytest.mark.parametrize("module", [shuffle_module, spans_module, node_order_module, naive_module])
 def test_no_global_rng(module):
     source = Path(module.__file__ or "").read_text()
     calls = set(re.findall(r"np\.random\.(\w+)", source))

@@ -8,8 +8,9 @@ stale, nothing to clean by hand after a crash, and two jobs may use the same fol
   Downloads and decompression land under temporary names and are renamed into place, so a
   file under its final name is always whole.
 * Whoever fetches a shard holds that shard's lock (``.shardstream/locks/<hash>.lock``, an
-  ``flock``); others wait for it and then find the files. The kernel drops the lock of a killed
-  process, and the next holder deletes what the dead one left half-written.
+  ``flock``) and writes a record of the fetch into it; others wait for it and then find the
+  files. The kernel drops the lock of a killed process; the next holder finds its record and
+  deletes what it left half-written.
 * With ``limit`` set, a fetch first *reserves* its bytes: under the cache-wide lock it adds up
   the shard files on disk and the reservations of fetches in flight (written into their shard
   locks), evicts least-recently-used shards that came from a remote until the new shard fits,
@@ -176,17 +177,20 @@ class ShardCache:
         try:
             if self._present(stream, entry):
                 return
-            self._remove_orphans(stream, entry)
-            if stream.store is None:
-                self._files[number].materialize(entry, keep_zip=True)
-                return
-            if self.limit is not None:
-                self._reserve(self.footprint(shard), lock, entry)
+            if os.fstat(lock.fd).st_size:  # the last holder died mid-fetch: clear its leftovers
+                self._remove_orphans(stream, entry)
+                os.ftruncate(lock.fd, 0)
+            if stream.store is not None and self.limit is not None:
+                self._reserve(self.footprint(shard), lock, entry)  # records the fetch
+            else:
+                _record(lock.fd, self.footprint(shard), entry)
             try:
-                self._fetch(number, entry)
+                if stream.store is None:
+                    self._files[number].materialize(entry, keep_zip=True)
+                else:
+                    self._fetch(number, entry)
             finally:
-                if self.limit is not None:
-                    os.ftruncate(lock.fd, 0)
+                os.ftruncate(lock.fd, 0)
         finally:
             lock.release()
 
@@ -284,9 +288,7 @@ class ShardCache:
                         break
                     used -= self.evict(victim)
                 if used + need <= self.limit:
-                    record = f"{need} {entry.raw_data.basename}\n".encode()
-                    os.ftruncate(lock.fd, 0)
-                    os.pwrite(lock.fd, record, 0)
+                    _record(lock.fd, need, entry)
                     return
             if time.monotonic() > deadline:
                 raise CacheLimitError(
@@ -394,6 +396,16 @@ def _remove_temporaries(path: str) -> None:
     for temporary in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.tmp-*")):
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
+
+
+def _record(fd: int, need: int, entry: ShardEntry) -> None:
+    """Write into a shard's lock file that a fetch of ``need`` bytes is under way.
+
+    The record is cleared when the fetch ends; one left behind marks a fetch whose process
+    died, and tells the next holder which files to clean up.
+    """
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{need} {entry.raw_data.basename}\n".encode(), 0)
 
 
 def _reservation(data: bytes) -> int:

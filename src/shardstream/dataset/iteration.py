@@ -120,7 +120,11 @@ class SampleReader:
                     horizon = (row + 1) * width + predownload
                     while ahead < len(needed) and needed_at[ahead] < horizon:
                         shard = needed[ahead]
-                        if shard not in self._open and shard not in pending:
+                        if (
+                            shard not in self._open
+                            and shard not in pending
+                            and not self.cache.is_present(shard)  # a stat: cheaper than a task
+                        ):
                             pending[shard] = pool.submit(self.cache.ensure, shard)
                         ahead += 1
                     row_shards = shards[row].tolist()

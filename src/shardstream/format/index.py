@@ -227,7 +227,7 @@ class ShardEntry:
             compression=compression,
             hashes=tuple(hashes),
             size_limit=size_limit,
-            columns=dict(columns),
+            columns=columns,
             **fields,
         )
 
@@ -284,6 +284,26 @@ def _optional_file(value: object, where: str) -> FileInfo | None:
 
 def _columns(obj: dict[str, Any], where: str) -> dict[str, str]:
     names, encodings = obj["column_names"], obj["column_encodings"]
+    try:  # the shards of a dataset share their columns: check each distinct set once
+        key = (tuple(names), tuple(encodings))
+        known = _KNOWN_COLUMNS.get(key)
+    except TypeError:  # unhashable parts: the checks below say what is wrong
+        key, known = None, None
+    if known is not None:
+        return known
+    columns = _check_columns(names, encodings, where)
+    if key is not None and len(_KNOWN_COLUMNS) < _KNOWN_LIMIT:
+        _KNOWN_COLUMNS[key] = columns
+    return columns
+
+
+# Column sets already checked, each one dict shared by the entries that have it (entries are
+# frozen: nobody changes it).
+_KNOWN_COLUMNS: dict[tuple[tuple[Any, ...], tuple[Any, ...]], dict[str, str]] = {}
+_KNOWN_LIMIT = 1024
+
+
+def _check_columns(names: Any, encodings: Any, where: str) -> dict[str, str]:
     if (
         not isinstance(names, list)
         or not isinstance(encodings, list)

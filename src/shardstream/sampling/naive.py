@@ -21,6 +21,7 @@ __all__ = ["ROUNDS", "naive_ids"]
 
 #: Feistel rounds; 4 already make a keyed pseudo-random permutation from good round functions.
 ROUNDS = 6
+_CHUNK = 1 << 16
 
 
 def _mix(values: NDArray[np.uint64], key: np.uint64) -> NDArray[np.uint64]:
@@ -66,13 +67,15 @@ def naive_ids(seed: int, epoch: int, total: int, positions: NDArray[np.int64]) -
     keys = make_rng(seed, epoch, TAG_NAIVE_KEYS).integers(
         0, 2**64, size=ROUNDS, dtype=np.uint64, endpoint=False
     )
-    values = flat.astype(np.uint64)
-    _encipher(values, keys, half)
-    todo = np.flatnonzero(values >= np.uint64(total))
-    while len(todo):  # cycle walking: encipher again whatever lies past the epoch
-        walked = values[todo]
-        _encipher(walked, keys, half)
-        values[todo] = walked
-        todo = todo[walked >= np.uint64(total)]
-    ids: NDArray[np.int64] = values.astype(np.int64).reshape(np.shape(positions))
-    return ids
+    out = np.empty(len(flat), dtype=np.int64)
+    for start in range(0, len(flat), _CHUNK):  # bounded temporaries, cache-sized passes
+        values = flat[start : start + _CHUNK].astype(np.uint64)
+        _encipher(values, keys, half)
+        todo = np.flatnonzero(values >= np.uint64(total))
+        while len(todo):  # cycle walking: encipher again whatever lies past the epoch
+            walked = values[todo]
+            _encipher(walked, keys, half)
+            values[todo] = walked
+            todo = todo[walked >= np.uint64(total)]
+        out[start : start + len(values)] = values
+    return out.reshape(np.shape(positions))

@@ -248,8 +248,16 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         return self._prepare().cache.num_shards
 
     def __len__(self) -> int:
-        """Samples each rank yields per epoch (the epoch split over the data-parallel ranks)."""
-        return math.ceil(self.epoch_size / self._topology().world_size)
+        """Samples each rank yields in a whole epoch.
+
+        With ``random`` batching that is every global step's device batch, the last step
+        topped up by repetition; otherwise the epoch split over the data-parallel ranks.
+        """
+        ranks = self._topology().world_size
+        if self.batch_size is not None and self.batching_method == "random":
+            steps = math.ceil(self.epoch_size / (self.batch_size * ranks))
+            return steps * self.batch_size
+        return math.ceil(self.epoch_size / ranks)
 
     # --- random access --------------------------------------------------------------------------
 

@@ -190,6 +190,18 @@ def test_bad_state_dicts_are_refused(remote: Path, tmp_path: Path):
                             "shuffle_seed": 1})  # fmt: skip
 
 
+@pytest.mark.parametrize(("world", "batch"), [(1, 4), (1, 7), (3, 4), (4, 5)])
+def test_len_is_what_each_rank_yields(remote: Path, tmp_path: Path, world: int, batch: int):
+    def rank(r: int) -> StreamingDataset:
+        return dataset(
+            remote, tmp_path / "c", batch_size=batch, rank=r, world_size=world,
+            ranks_per_node=world,
+        )  # fmt: skip
+
+    counts = {len(rank(r)) for r in range(world)}
+    assert counts == {len(epoch_ids(rank(0)))}
+
+
 def test_getitem_fetches_the_shard(remote: Path, tmp_path: Path):
     ds = dataset(remote, tmp_path / "cache")
     assert ds[123]["id"] == 123

@@ -10,8 +10,9 @@ or block can be drawn alone. Then:
 * ``py1b`` and ``py1br`` draw only the blocks holding one.
 * ``py1e`` sweeps the node in windows of shifted position. A sample moves at most ``M`` (the
   largest shift) from its slot, so a window's samples come from the spans within ``M`` of it, and
-  the samples shifted below the window are counted from those same spans. Each window is sorted
-  alone; windows holding no wanted position (found from the spans' extents alone) are skipped.
+  the samples shifted below the window are counted from those same spans. A span is drawn once,
+  into per-window buckets; each window is sorted alone; windows holding no wanted position
+  (found from the spans' extents alone) are skipped and draw nothing.
   Time stays ``O(node)`` for a worker whose positions cover the node; memory is ``O(window +
   wanted positions)``.
 
@@ -163,8 +164,9 @@ class _Shifted:
         """
         shuffle, keys = self.spans.draw(r, shifts=True)
         low, high = float(self.low[r]), float(self.high[r])
-        # Scaling by 2**FRACTION_BITS is exact, so this is floor(key * scale) computed with
-        # fewer passes; keys are >= 0 (low >= -start), so truncation is the floor.
+        # key * 2**FRACTION_BITS as u * (high - low) * scale + j * scale + (start + low) * scale,
+        # summed in this fixed order for every window. Every term is >= 0 (low >= -start) and
+        # rounding is monotone, so the result lies in [q_low, q_high]; truncation is the floor.
         keys *= (high - low) * self.scale
         keys += self.ramp(len(keys))
         keys += (float(self.spans.starts[r]) + low) * self.scale

@@ -192,8 +192,9 @@ class SpanTable:
     Args:
         node: The canonical node's index.
         sizes: Samples in each span, in run order, all positive.
-        firsts: Global id of each span's first sample (spans of shards kept in order).
-        explicit: The spans' samples end to end, when given outright (then ``firsts`` is unused).
+        firsts: Global id of each span's first sample (spans of shards kept in order); with
+            ``explicit``, where each span begins in it instead.
+        explicit: The spans' samples end to end, when given outright.
         shard_sizes: With ``py2s``, the size of each span's shard (``None`` otherwise).
         offsets: With ``py2s``, where each span begins inside its shard.
         bases: With ``py2s``, the global id of sample 0 of each span's shard.

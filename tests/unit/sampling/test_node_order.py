@@ -72,7 +72,7 @@ def test_py1e_windows_never_change_the_order(window):
     assert np.array_equal(node_ids("py1e", table, 2, 0, 200, few, window), whole[few])
 
 
-@pytest.mark.parametrize("algo", SPAN_ALGOS)
+@pytest.mark.parametrize("algo", [*SPAN_ALGOS, "naive"])
 def test_a_workers_share_of_a_node_takes_memory_for_its_share_only(algo):
     # One node of 4M samples: its order alone is 32 MB. A worker reading 1 position in 64
     # (62,500 of them, 500 KB) must stay far below; py1e holds a few windows of 2^16 slots.

@@ -1,11 +1,11 @@
 """Downloading objects from any store: deadlines, retries, parallel byte ranges, atomic files.
 
-Every request runs in a worker thread and the caller waits for it with a deadline, so the
-timeout holds for every backend, whatever its SDK does with its sockets. A request past its
-deadline counts as a failed attempt; its thread is abandoned (a daemon: it ends when its socket
-gives up) and whatever it returns later is ignored. Workers only return bytes: the calling
-thread alone writes into the file, with ``os.pwrite``, so no thread ever writes into a file
-descriptor that may already be closed.
+Every request runs in a worker thread (a daemon, reused from request to request) and the caller
+waits for it with a deadline, so the timeout holds for every backend, whatever its SDK does with
+its sockets. A request past its deadline counts as a failed attempt; its thread is abandoned (it
+returns to the pool when its socket gives up) and whatever it returns later is ignored. Workers
+only return bytes: the calling thread alone writes into the file, with ``os.pwrite``, so no
+thread ever writes into a file descriptor that may already be closed.
 
 Retries follow :func:`~shardstream.storage.retry.is_transient`: a missing object, refused
 credentials and bad arguments fail at once; network errors, server errors, short bodies and
@@ -19,7 +19,6 @@ import heapq
 import logging
 import os
 import queue
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -34,6 +33,7 @@ from shardstream.errors import (
     ShardFormatError,
     StorageError,
 )
+from shardstream.storage._workers import WorkerPool
 from shardstream.storage.base import ObjectStore
 from shardstream.storage.local import temporary_sibling
 from shardstream.storage.retry import backoff_delays, is_transient
@@ -43,6 +43,8 @@ __all__ = ["DownloadOptions", "download_file", "fetch_bytes"]
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_WORKERS = WorkerPool("shardstream-download")
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,7 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 
 class _Attempt(Generic[T]):
-    """One try of one request, run in a daemon thread; the outcome goes to ``outcomes``."""
+    """One try of one request, run by a daemon worker; the outcome goes to ``outcomes``."""
 
     def __init__(
         self, index: int, call: Callable[[], T], outcomes: queue.SimpleQueue[_Attempt[T]]
@@ -252,7 +254,7 @@ class _Attempt(Generic[T]):
         self._outcomes = outcomes
 
     def start(self) -> None:
-        threading.Thread(target=self._run, name="shardstream-download", daemon=True).start()
+        _WORKERS.submit(self._run)
 
     def _run(self) -> None:
         try:

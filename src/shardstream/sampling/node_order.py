@@ -44,11 +44,17 @@ __all__ = ["FRACTION_BITS", "node_ids"]
 #: that round alike keep their slot order.
 FRACTION_BITS = 20
 _MIN_WINDOW = 1 << 16
+_GROUP_SAMPLES = 1 << 16  # at most 2**16 spans a group: span indices fit 16 bits
 _MAX_WINDOW = 1 << 22
 
 
 class _EpochSpans:
-    """A node's spans in one epoch's order, with their per-span draws."""
+    """A node's spans in one epoch's order, with their draws, made group by group.
+
+    Consecutive spans (in epoch order) are drawn together in groups of about
+    :data:`_GROUP_SAMPLES` samples, one substream each, so that many small spans do not cost a
+    generator reset each; spans of that size or more are drawn alone.
+    """
 
     def __init__(self, table: SpanTable, seed: int, epoch: int) -> None:
         self.table = table
@@ -60,21 +66,37 @@ class _EpochSpans:
         self.starts = self.ends - self.sizes
         self.total = int(self.ends[-1]) if len(self.ends) else 0
         self.draws = Substreams(seed, epoch, table.node, TAG_SPAN_DRAWS)
+        self.group = max(1, _GROUP_SAMPLES // max(1, self.total // max(1, len(self.sizes))))
 
     def locate(self, slots: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The epoch index of the span holding each slot, and the slot's offset in it."""
         spans = np.searchsorted(self.ends, slots, side="right").astype(np.int64)
         return spans, slots - self.starts[spans]
 
-    def draw(self, span: int, shifts: bool) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
-        """Span ``span``'s (epoch index) within-span shuffle, and (py1e) a uniform per slot.
+    def members(self, group: int) -> tuple[int, int]:
+        """The epoch indices ``[first, stop)`` of a group's spans."""
+        first = group * self.group
+        return first, min(first + self.group, len(self.sizes))
 
-        Slot ``j`` of the span holds the span's sample ``shuffle[j]`` (in run order).
+    def draw(self, group: int, shifts: bool) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """A group's within-span shuffles, and (py1e) a uniform per slot.
+
+        Slot ``starts[first] + i`` holds sample ``shuffle[i]`` (an offset in run order) of the
+        span it lies in. A lone span is shuffled outright; several are each ordered by a uniform
+        key per sample.
         """
-        size = int(self.sizes[span])
-        rng = self.draws[int(self.order[span])]
-        shuffle = rng.permutation(size).astype(np.int64, copy=False)
-        return shuffle, rng.random(size) if shifts else np.empty(0)
+        first, stop = self.members(group)
+        sizes = self.sizes[first:stop]
+        count = int(sizes.sum())
+        rng = self.draws[group]
+        shuffle = rng.permutation(count).astype(np.int64, copy=False)
+        if stop - first > 1:
+            # One permutation of the group, then each span's members in the order it put them
+            # (a stable sort by span, a radix sort on 16 bits): a uniform shuffle of each span.
+            span = np.repeat(np.arange(stop - first, dtype=np.uint16), sizes)[shuffle]
+            shuffle = shuffle[np.argsort(span, kind="stable")]
+            shuffle -= np.repeat(self.starts[first:stop] - self.starts[first], sizes)
+        return shuffle, rng.random(count) if shifts else np.empty(0)
 
 
 def _runs(keys: NDArray[np.int64]) -> list[tuple[int, int]]:
@@ -85,11 +107,14 @@ def _runs(keys: NDArray[np.int64]) -> list[tuple[int, int]]:
 
 def _span_shuffle_ids(spans: _EpochSpans, wanted: NDArray[np.int64]) -> NDArray[np.int64]:
     """py1s/py2s: each span in place, its samples shuffled."""
-    index, offset = spans.locate(wanted)
+    index, _ = spans.locate(wanted)
+    groups = index // spans.group
     out = np.empty(len(wanted), dtype=np.int64)
-    for start, stop in _runs(index):
-        shuffle, _ = spans.draw(int(index[start]), shifts=False)
-        out[start:stop] = shuffle[offset[start:stop]]
+    for start, stop in _runs(groups):
+        group = int(groups[start])
+        shuffle, _ = spans.draw(group, shifts=False)
+        first = int(spans.starts[spans.members(group)[0]])
+        out[start:stop] = shuffle[wanted[start:stop] - first]
     return spans.table.at(spans.order[index], out)
 
 
@@ -129,11 +154,16 @@ def _block_ids(
     return spans.table.at(spans.order[index], offset)
 
 
-class _Shifted:
-    """py1e's shifted positions, drawn span by span into the windows they fall in.
+# A drawn group's samples in one window: (group, rounded keys, within-span shuffle, span).
+_Chunk = tuple[int, NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
 
-    A span is drawn once, when the first window it may reach is computed, and its samples go to
-    per-window buckets; a bucket is dropped once its window is past.
+
+class _Shifted:
+    """py1e's shifted positions, drawn group by group into the windows they fall in.
+
+    A group of spans is drawn once, when the first window one of its spans may reach is
+    computed, and its samples go to per-window buckets; a bucket is dropped once its window is
+    past, and a group once all its keys are below the window.
     """
 
     def __init__(self, spans: _EpochSpans, block_size: int) -> None:
@@ -149,42 +179,52 @@ class _Shifted:
         self.q_low = np.floor((starts + self.low) * scale).astype(np.int64)
         self.q_high = np.floor((spans.ends - 1 + self.high) * scale).astype(np.int64)
         self.reach = float(max(-self.low.min(), self.high.max())) if len(sizes) else 0.0
+        firsts = np.arange(0, len(sizes), spans.group)
+        self.group_high = np.maximum.reduceat(self.q_high, firsts) if len(sizes) else self.q_high
         self.shift = 0
         self.scale = scale
         self._ramp = np.empty(0)
-        # window -> [(span, rounded keys, within-span shuffle)] of the samples it holds
-        self.buckets: dict[int, list[tuple[int, NDArray[np.int64], NDArray[np.int64]]]] = {}
-        self.counts: dict[int, dict[int, int]] = {}  # drawn span -> {window: samples in it}
+        self.drawn = np.zeros(len(sizes), dtype=bool)  # spans whose group is drawn
+        self.buckets: dict[int, list[_Chunk]] = {}  # window -> the samples it holds
+        self.counts: dict[int, dict[int, int]] = {}  # drawn group -> {window: samples in it}
 
-    def draw(self, r: int) -> None:
-        """Draw span ``r`` and put its samples in the buckets of their windows.
+    def draw(self, group: int) -> None:
+        """Draw a group of spans and put its samples in the buckets of their windows.
 
-        Slot ``t`` of the span holds its sample ``shuffle[t - start]`` at shifted position
-        ``key = (t + low) + u * (high - low)``, ``u`` uniform in ``[0, 1)``.
+        Slot ``t`` of span ``r`` holds its sample ``shuffle`` at the shifted position
+        ``key = (t + low[r]) + u * (high[r] - low[r])``, ``u`` uniform in ``[0, 1)``.
         """
-        shuffle, keys = self.spans.draw(r, shifts=True)
-        low, high = float(self.low[r]), float(self.high[r])
+        shuffle, keys = self.spans.draw(group, shifts=True)
+        first, stop = self.spans.members(group)
+        scale, sizes = self.scale, self.spans.sizes[first:stop]
+        low, high = self.low[first:stop], self.high[first:stop]
         # key * 2**FRACTION_BITS as u * (high - low) * scale + j * scale + (start + low) * scale,
-        # summed in this fixed order for every window. Every term is >= 0 (low >= -start) and
-        # rounding is monotone, so the result lies in [q_low, q_high]; truncation is the floor.
-        keys *= (high - low) * self.scale
-        keys += self.ramp(len(keys))
-        keys += (float(self.spans.starts[r]) + low) * self.scale
-        q = keys.astype(np.int64)
-        first, last = int(self.q_low[r]) >> self.shift, int(self.q_high[r]) >> self.shift
-        counts = self.counts[r] = {}
-        if first == last:
-            chunks = [(first, q, shuffle)]
+        # j the slot's offset in its span, summed in this fixed order for every window. Every
+        # term is >= 0 (low >= -start) and rounding is monotone, so the result lies in
+        # [q_low, q_high]; truncation is the floor.
+        base = (self.spans.starts[first:stop] + low) * scale
+        if stop - first == 1:
+            keys *= float(high[0] - low[0]) * scale
+            keys += self.ramp(len(keys))
+            keys += float(base[0])
+            span_of = np.full(len(keys), first, dtype=np.int64)
         else:
-            windows = q >> self.shift
-            chunks = []
-            for k in range(first, last + 1):
-                mask = windows == k
-                chunks.append((k, q[mask], shuffle[mask]))
-        for k, keys_k, shuffle_k in chunks:
-            if len(keys_k):
-                self.buckets.setdefault(k, []).append((r, keys_k, shuffle_k))
-                counts[k] = len(keys_k)
+            keys *= np.repeat((high - low) * scale, sizes)
+            offsets = np.cumsum(sizes) - sizes
+            keys += (np.arange(len(keys)) - np.repeat(offsets, sizes)) * scale
+            keys += np.repeat(base, sizes)
+            span_of = np.repeat(np.arange(first, stop, dtype=np.int64), sizes)
+        q = keys.astype(np.int64)
+        self.drawn[first:stop] = True
+        counts = self.counts[group] = {}
+        windows = q >> self.shift
+        low_window = int(self.q_low[first:stop].min()) >> self.shift
+        for k in range(low_window, (int(self.group_high[group]) >> self.shift) + 1):
+            mask = windows == k
+            if mask.any():
+                chunk = (group, q[mask], shuffle[mask], span_of[mask])
+                self.buckets.setdefault(k, []).append(chunk)
+                counts[k] = len(chunk[1])
 
     def ramp(self, size: int) -> NDArray[np.float64]:
         """``arange(size) * scale``, kept for the next span."""
@@ -193,11 +233,13 @@ class _Shifted:
         return self._ramp[:size]
 
     def forget_below(self, window: int, q: int) -> None:
-        """Drop the buckets before ``window`` and the spans whose keys all lie below ``q``."""
+        """Drop the buckets before ``window`` and the groups whose keys all lie below ``q``."""
         for k in [k for k in self.buckets if k < window]:
             del self.buckets[k]
-        for r in [r for r in self.counts if self.q_high[r] < q]:
-            del self.counts[r]
+        for group in [g for g in self.counts if self.group_high[g] < q]:
+            del self.counts[group]
+            first, stop = self.spans.members(group)
+            self.drawn[first:stop] = False  # counted whole from now on, as spans below
 
 
 def _sorted_window(q: NDArray[np.int64], width_bits: int) -> NDArray[np.int64]:
@@ -236,24 +278,23 @@ def _py1e_ids(
         lo, hi = np.searchsorted(wanted, [before, after])
         if lo == hi:
             continue
-        for r in np.flatnonzero(~below & ~above).tolist():
-            if r not in shifted.counts:
-                shifted.draw(r)
-            before += sum(c for k, c in shifted.counts[r].items() if k < index)
+        active = np.flatnonzero(~below & ~above)
+        for group in np.unique(active // spans.group).tolist():
+            if group not in shifted.counts:
+                shifted.draw(group)
+        # Below the window: spans of undrawn groups whole, and what drawn groups put there.
+        before = int(sizes[below & ~shifted.drawn].sum())
+        for counts in shifted.counts.values():
+            before += sum(c for k, c in counts.items() if k < index)
         chunks = sorted(shifted.buckets.pop(index, []), key=lambda chunk: chunk[0])
         if not chunks:
             continue
-        q = np.concatenate([chunk[1] for chunk in chunks])  # in slot order, as spans are
+        q = np.concatenate([chunk[1] for chunk in chunks])  # in slot order, as groups are
         q -= low_q
         order = _sorted_window(q, (window << FRACTION_BITS).bit_length())
         lo, hi = np.searchsorted(wanted, [before, before + len(order)])
         picked = order[wanted[lo:hi] - before]
-        lengths = [len(chunk[1]) for chunk in chunks]
-        owners = np.array([chunk[0] for chunk in chunks], dtype=np.int64)
-        if 8 * len(picked) < len(q):  # a few positions: find their chunks
-            span_of = owners[np.searchsorted(np.cumsum(lengths), picked, side="right")]
-        else:
-            span_of = np.repeat(owners, lengths)[picked]
+        span_of = np.concatenate([chunk[3] for chunk in chunks])[picked]
         shuffles = np.concatenate([chunk[2] for chunk in chunks])
         out[lo:hi] = spans.table.at(spans.order[span_of], shuffles[picked])
     return out

@@ -74,18 +74,19 @@ def test_py1e_windows_never_change_the_order(window):
 
 @pytest.mark.parametrize("algo", [*SPAN_ALGOS, "naive"])
 def test_a_workers_share_of_a_node_takes_memory_for_its_share_only(algo):
-    # One node of 4M samples: its order alone is 32 MB. A worker reading 1 position in 64
-    # (62,500 of them, 500 KB) must stay far below; py1e holds a few windows of 2^16 slots.
-    sizes = np.full(4000, 1000, dtype=np.int64)
+    # One node of 8M samples: its order alone is 64 MB. A worker reading 1 position in 64
+    # (125,000 of them, 1 MB) must stay far below: py1e holds a few windows of 2^16 positions
+    # and a group of spans drawn together (2^16 samples), whatever the node's size.
+    sizes = np.full(8000, 1000, dtype=np.int64)
     config = ShuffleConfig(shuffle=True, algo=algo, seed=1, block_size=1 << 13)
-    local = np.arange(5, 4_000_000, 64, dtype=np.int64)
+    local = np.arange(5, 8_000_000, 64, dtype=np.int64)
     tracemalloc.start()
     try:
         ids = node_order_at(sizes, 1, 0, 0, config, local)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert peak < 32_000_000 // 4, peak
+    assert peak < 64_000_000 // 4, peak
     assert np.array_equal(np.sort(ids), np.unique(ids))  # distinct samples
     assert len(ids) == len(local)
 
@@ -105,3 +106,23 @@ def test_distinct_positions_and_where_each_given_one_is(positions):
     wanted, inverse = node_order_module._distinct(given)
     assert wanted.tolist() == sorted(set(positions))
     assert (given if inverse is None else wanted[inverse]).tolist() == positions
+
+
+@pytest.mark.parametrize("group_samples", [1, 50, 1 << 12])
+@pytest.mark.parametrize("algo", ["py1e", "py1s", "py2s"])
+def test_spans_drawn_alone_or_in_groups_give_consistent_lookups(monkeypatch, algo, group_samples):
+    # Spans are drawn in groups of about _GROUP_SAMPLES samples (1: every span alone).
+    monkeypatch.setattr(node_order_module, "_GROUP_SAMPLES", group_samples)
+    sizes = np.array([30, 7, 1, 45, 12, 30, 2, 60, 9, 30] * 4, dtype=np.int64)
+    layout = run_layout(sizes, 2, 8)
+    table = node_span_table(layout, 1, 8, split_shuffled=algo == "py2s")
+    everything = np.arange(table.total, dtype=np.int64)
+    whole = node_ids(algo, table, 8, 1, 64, everything)
+    assert np.array_equal(np.sort(whole), np.sort(table.samples()))
+    few = np.array([0, 99, 100, 101, table.total - 1], dtype=np.int64)
+    for window in (None, 1, 4, 32):
+        assert np.array_equal(node_ids(algo, table, 8, 1, 64, everything, window), whole)
+        assert np.array_equal(node_ids(algo, table, 8, 1, 64, few, window), whole[few])
+    if algo == "py1s":  # each span's samples stay together, in some order
+        shard = np.repeat(np.arange(len(sizes)), sizes)[whole]
+        assert int(np.count_nonzero(np.diff(shard))) + 1 == len(table.sizes)

@@ -16,6 +16,7 @@ import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,15 +26,30 @@ from shardstream.cache import ShardCache, ShardView
 from shardstream.dataset.local import LocalDataset
 from shardstream.errors import ShardNotFoundError
 
-__all__ = ["SampleReader"]
+__all__ = ["ColumnBatch", "SampleReader"]
 
 logger = logging.getLogger(__name__)
 
 _OPEN_SHARDS = 32  # mapped shards a reader keeps; the rest are unmapped so eviction frees disk
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
 
-#: A device batch as column names and one list of values per column, in batch order.
-Columns = tuple[list[str], list[list[Any]]]
+
+@dataclass(frozen=True)
+class ColumnBatch:
+    """A device batch as column names and one list of values per column, in batch order.
+
+    It crosses from a DataLoader worker to the loader as plain lists (cheap to pickle); the
+    loader collates it there.
+    """
+
+    names: list[str]
+    columns: list[list[Any]]
+
+    def collate(self, collate: Callable[[list[Any]], Any]) -> dict[str, Any]:
+        """The batch as ``collate`` would make it of the samples: each column collated."""
+        return {
+            name: collate(column) for name, column in zip(self.names, self.columns, strict=True)
+        }
 
 
 class SampleReader:
@@ -81,7 +97,7 @@ class SampleReader:
 
     def columns(
         self, batches: NDArray[np.int64], *, predownload: int
-    ) -> Iterator[Columns | list[dict[str, Any]]]:
+    ) -> Iterator[ColumnBatch | list[dict[str, Any]]]:
         """Yield each device batch of ``batches`` as columns.
 
         A batch whose shards disagree on the columns (streams of other schemas) comes as a
@@ -174,11 +190,13 @@ class SampleReader:
         self.datasets[stream].release(shard - self._first_shard[stream])
 
 
-def _decode_columns(shards: list[int], local: list[int], views: dict[int, ShardView]) -> Columns:
+def _decode_columns(
+    shards: list[int], local: list[int], views: dict[int, ShardView]
+) -> ColumnBatch:
     """One device batch as columns, in batch order, decoding each shard's samples at once."""
     if len(views) == 1:
         view = next(iter(views.values()))
-        return _names(view), _many(view)(local)
+        return ColumnBatch(_names(view), _many(view)(local))
     groups: dict[int, list[int]] = {shard: [] for shard in views}
     positions: dict[int, list[int]] = {shard: [] for shard in views}
     for position, (shard, index) in enumerate(zip(shards, local, strict=True)):
@@ -195,7 +213,7 @@ def _decode_columns(shards: list[int], local: list[int], views: dict[int, ShardV
         decoded = [value for part in parts for value in part[column]]
         picked = pick(decoded)
         columns.append(list(picked) if len(placed) > 1 else [picked])
-    return names, columns
+    return ColumnBatch(names, columns)
 
 
 def _many(view: ShardView) -> Callable[[Sequence[int]], list[list[Any]]]:

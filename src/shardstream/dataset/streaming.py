@@ -21,16 +21,16 @@ import math
 import os
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from shardstream import config
-from shardstream._torch import default_collate, require_torch, worker_info
+from shardstream._torch import require_torch, worker_info
 from shardstream.cache import STATE_FOLDER, CacheStream, EpochStart, RunState, ShardCache
 from shardstream.cache import sync_index as _sync_index
-from shardstream.dataset.iteration import Columns, SampleReader
+from shardstream.dataset.iteration import SampleReader
 from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.stream import ResolvedStream, Stream
 from shardstream.dataset.world import detect_topology
@@ -222,7 +222,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         self._current: EpochStart | None = None
         self._initial_nodes: int | None = None
         self._prepared: _Prepared | None = None
-        # Set by StreamingDataLoader: yield whole collated device batches instead of samples.
+        # Set by StreamingDataLoader: yield whole device batches (ColumnBatch) instead of samples.
         self._collated_batches = False
 
     # --- sizes ----------------------------------------------------------------------------------
@@ -301,8 +301,9 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             predownload = 8 * self.batch_size
         reader = self._reader()
         try:
-            if self._collated_batches:
-                yield from _collated(reader.columns(plan.batches, predownload=predownload))
+            if self._collated_batches:  # whole device batches, collated by the loader
+                batches = reader.columns(plan.batches, predownload=predownload)
+                yield from cast(Iterator[dict[str, Any]], batches)
             else:
                 yield from reader.samples(plan.batches, predownload=predownload)
         finally:
@@ -536,21 +537,6 @@ class _Prepared:
             epoch_size=dataset.requested_epoch_size, seed=dataset.shuffle_seed,
         )  # fmt: skip
         return cls(resolved, datasets, cache, choices)
-
-
-def _collated(batches: Iterator[Columns | list[dict[str, Any]]]) -> Iterator[Any]:
-    """Device batches collated exactly as torch's ``default_collate`` collates their samples.
-
-    ``default_collate`` turns a list of sample dicts into a dict of collated columns; calling
-    it on each column gives the same result without building the dicts.
-    """
-    collate = default_collate()
-    for batch in batches:
-        if isinstance(batch, list):
-            yield collate(batch)
-        else:
-            names, columns = batch
-            yield {name: collate(column) for name, column in zip(names, columns, strict=True)}
 
 
 def _cache_stream(

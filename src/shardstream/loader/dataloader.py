@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from shardstream._torch import require_torch
+from shardstream._torch import default_collate, require_torch
+from shardstream.dataset.iteration import ColumnBatch
 from shardstream.dataset.streaming import StreamingDataset
 from shardstream.errors import ConfigurationError
 
@@ -36,9 +37,10 @@ class StreamingDataLoader(DataLoader[Any]):
     def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
         self._device_batches = _collates_device_batches(dataset, args, kwargs)
         if self._device_batches:
-            # The dataset yields whole collated device batches (columns decoded shard by shard,
-            # no dict per sample); the DataLoader passes them through. Same batches, same
-            # values, same types as collating samples one by one.
+            # The dataset yields whole device batches as columns (decoded shard by shard, no
+            # dict per sample), which cross from workers as plain lists; this loader collates
+            # each column as default_collate would. Same batches, values and types as
+            # collating samples one by one, without tensors through shared memory per batch.
             batch_size = kwargs.pop("batch_size", 1)
             if dataset.batch_size != batch_size:
                 raise ConfigurationError(
@@ -58,8 +60,13 @@ class StreamingDataLoader(DataLoader[Any]):
             dataset.prepare()  # indexes load once, here, and the workers inherit them
             dataset._collated_batches = self._device_batches
         self.num_samples_yielded = 0
+        collate = default_collate() if self._device_batches else None
         try:
             for batch in super().__iter__():
+                if collate is not None:  # collated here, not in the worker: plain lists
+                    batch = (
+                        batch.collate(collate) if isinstance(batch, ColumnBatch) else collate(batch)
+                    )
                 self.num_samples_yielded += _batch_length(batch)
                 yield batch
         finally:
@@ -99,6 +106,7 @@ def _collates_device_batches(dataset: Any, args: tuple[Any, ...], kwargs: dict[s
         and kwargs.get("sampler") is None
         and kwargs.get("batch_sampler") is None
         and not kwargs.get("shuffle")
+        and not kwargs.get("pin_memory")  # pinning happens before the loader would collate
     )
 
 

@@ -1,4 +1,4 @@
-"""Quickstart: write a small MDS dataset with shardstream, read it back, print a summary.
+"""Quickstart: write a small MDS dataset, read it back, stream it into PyTorch, print a summary.
 
 Run with ``scripts/demo`` (sets up the venv) or ``python examples/quickstart.py [OUT_DIR]``.
 """
@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from shardstream import LocalDataset, MDSWriter
+from shardstream import LocalDataset, MDSWriter, StreamingDataLoader, StreamingDataset
 
 
 def main() -> None:
@@ -60,6 +60,30 @@ def main() -> None:
         f"(random order, every sample checked)"
     )
     print(f"sample 0:  {dataset[0]['text']!r}, label {dataset[0]['label']}")
+
+    # Stream it as a training job would: the folder stands in for a bucket, shards are cached
+    # in a node-local folder, batches come shuffled from two DataLoader workers.
+    streaming = StreamingDataset(
+        remote=args.out, local=args.out.rstrip("/") + "-cache", batch_size=256, shuffle=True
+    )
+    loader = StreamingDataLoader(streaming, batch_size=256, num_workers=2)
+    started = time.perf_counter()
+    seen = np.zeros(len(dataset), np.int64)
+    for batch in loader:
+        ids = [int(text.split()[1]) for text in batch["text"]]
+        if batch["label"].tolist() != labels[ids].tolist():
+            raise SystemExit(f"a streamed batch does not match its samples: {ids[:4]}...")
+        np.add.at(seen, ids, 1)
+    stream_seconds = time.perf_counter() - started
+    if not (seen >= 1).all():
+        raise SystemExit(f"{int((seen == 0).sum())} samples were never streamed")
+    repeated = int(seen.sum()) - len(dataset)
+    padding = f" + {repeated} repeated to fill the last batch" if repeated else ""
+    print(
+        f"stream:    {int(seen.sum()):,} samples in {len(loader)} batches of 256, "
+        f"{seen.sum() / stream_seconds:,.0f} samples/s (shuffled, 2 workers, each sample "
+        f"once{padding})"
+    )
 
 
 if __name__ == "__main__":

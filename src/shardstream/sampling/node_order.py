@@ -45,6 +45,7 @@ __all__ = ["FRACTION_BITS", "node_ids"]
 FRACTION_BITS = 20
 _MIN_WINDOW = 1 << 16
 _GROUP_SAMPLES = 1 << 16  # at most 2**16 spans a group: span indices fit 16 bits
+_FEW_SPANS = 16  # groups of up to this many spans are drawn span by span
 _MAX_WINDOW = 1 << 22
 
 
@@ -89,10 +90,13 @@ class _EpochSpans:
         sizes = self.sizes[first:stop]
         count = int(sizes.sum())
         rng = self.draws[group]
-        shuffle = rng.permutation(count).astype(np.int64, copy=False)
-        if stop - first > 1:
+        if stop - first <= _FEW_SPANS:  # each span shuffled outright, one after the other
+            parts = [rng.permutation(size) for size in sizes.tolist()]
+            shuffle = np.concatenate(parts).astype(np.int64, copy=False)
+        else:
             # One permutation of the group, then each span's members in the order it put them
             # (a stable sort by span, a radix sort on 16 bits): a uniform shuffle of each span.
+            shuffle = rng.permutation(count).astype(np.int64, copy=False)
             span = np.repeat(np.arange(stop - first, dtype=np.uint16), sizes)[shuffle]
             shuffle = shuffle[np.argsort(span, kind="stable")]
             shuffle -= np.repeat(self.starts[first:stop] - self.starts[first], sizes)
@@ -203,11 +207,15 @@ class _Shifted:
         # term is >= 0 (low >= -start) and rounding is monotone, so the result lies in
         # [q_low, q_high]; truncation is the floor.
         base = (self.spans.starts[first:stop] + low) * scale
-        if stop - first == 1:
-            keys *= float(high[0] - low[0]) * scale
-            keys += self.ramp(len(keys))
-            keys += float(base[0])
-            span_of = np.full(len(keys), first, dtype=np.int64)
+        if stop - first <= _FEW_SPANS:
+            end = 0
+            for r, size in enumerate(sizes.tolist()):
+                start, end = end, end + size
+                part = keys[start:end]
+                part *= float(high[r] - low[r]) * scale
+                part += self.ramp(size)
+                part += float(base[r])
+            span_of = np.repeat(np.arange(first, stop, dtype=np.int64), sizes)
         else:
             keys *= np.repeat((high - low) * scale, sizes)
             offsets = np.cumsum(sizes) - sizes

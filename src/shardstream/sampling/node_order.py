@@ -2,19 +2,18 @@
 
 A worker reads a few of its canonical node's positions (one in 64 on 8 ranks x 8 workers), so
 nothing here materialises the node's order. Every random draw is addressable: the span order
-and the window widths are ``O(spans)``, and each span's within-span shuffle and py1e shifts, and
-each block's shuffle, come from their own substream (:class:`~.spans.Substreams`), so any span
-or block can be drawn alone. Then:
+and the window widths are ``O(spans)``; the within-span shuffles and py1e shifts of each group
+of consecutive spans (about 2**16 samples), and each block's shuffle, come from their own
+substream (:class:`~.spans.Substreams`), so any group or block can be drawn alone. Then:
 
-* ``py1s`` and ``py2s`` draw only the spans holding a wanted position.
+* ``py1s`` and ``py2s`` draw only the groups holding a wanted position.
 * ``py1b`` and ``py1br`` draw only the blocks holding one.
 * ``py1e`` sweeps the node in windows of shifted position. A sample moves at most ``M`` (the
   largest shift) from its slot, so a window's samples come from the spans within ``M`` of it, and
-  the samples shifted below the window are counted from those same spans. A span is drawn once,
+  the samples shifted below the window are counted from those same spans. A group is drawn once,
   into per-window buckets; each window is sorted alone; windows holding no wanted position
-  (found from the spans' extents alone) are skipped and draw nothing.
-  Time stays ``O(node)`` for a worker whose positions cover the node; memory is ``O(window +
-  wanted positions)``.
+  (found from the spans' extents alone) are skipped and draw nothing. Time stays ``O(node)`` for
+  a worker whose positions cover the node; memory is ``O(window + group + wanted positions)``.
 
 The result never depends on which positions are asked for, nor on the window size: py1e orders
 samples by ``(floor(key * 2**FRACTION_BITS), slot)``, ``key`` being the shifted position.

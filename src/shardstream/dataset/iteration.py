@@ -133,7 +133,9 @@ class SampleReader:
         with ThreadPoolExecutor(self.threads, thread_name_prefix="shardstream-fetch") as pool:
             try:
                 for row in range(batches.shape[0]):
-                    horizon = (row + 1) * width + predownload
+                    # The first batch waits for its own shards only; its look-ahead starts
+                    # once it is out (time to first batch).
+                    horizon = (row + 1) * width + (predownload if row else 0)
                     while ahead < len(needed) and needed_at[ahead] < horizon:
                         shard = needed[ahead]
                         if (

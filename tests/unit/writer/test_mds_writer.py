@@ -549,15 +549,17 @@ def test_remote_only_url_uses_a_temporary_folder(tmp_path: Path, monkeypatch: py
 
 
 def test_unsupported_out_fails_on_first_write():
-    writer = MDSWriter(out="gs://bucket/ds", columns=COLUMNS)
-    assert writer.remote == "gs://bucket/ds"
-    with pytest.raises(UnsupportedURLError, match=r"cannot publish to 'gs://bucket/ds'.*'gs://'"):
+    writer = MDSWriter(out="hdfs://bucket/ds", columns=COLUMNS)
+    assert writer.remote == "hdfs://bucket/ds"
+    with pytest.raises(
+        UnsupportedURLError, match=r"cannot publish to 'hdfs://bucket/ds'.*'hdfs://'"
+    ):
         writer.write(sample(0))
 
 
 def test_unsupported_out_with_a_local_folder_fails_on_first_write(tmp_path: Path):
-    writer = MDSWriter(out=(str(tmp_path / "local"), "gs://bucket/ds"), columns=COLUMNS)
-    with pytest.raises(UnsupportedURLError, match="gs://bucket/ds"):
+    writer = MDSWriter(out=(str(tmp_path / "local"), "hdfs://bucket/ds"), columns=COLUMNS)
+    with pytest.raises(UnsupportedURLError, match="hdfs://bucket/ds"):
         writer.write(sample(0))
     assert not (tmp_path / "local" / "index.json").exists()
 
@@ -574,8 +576,8 @@ def test_a_writer_that_failed_to_start_keeps_failing(tmp_path: Path):
         writer.write(sample(1))
     assert os.listdir(out) == ["precious.txt"]
 
-    remote = MDSWriter(out="gs://bucket/ds", columns=COLUMNS)
+    remote = MDSWriter(out="hdfs://bucket/ds", columns=COLUMNS)
     with pytest.raises(UnsupportedURLError):
         remote.write(sample(0))
-    with pytest.raises(UnsupportedURLError, match="gs://bucket/ds"):
+    with pytest.raises(UnsupportedURLError, match="hdfs://bucket/ds"):
         remote.write(sample(1))

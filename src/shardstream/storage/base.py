@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["ObjectInfo", "ObjectStore"]
+__all__ = ["ObjectInfo", "ObjectStore", "Publisher"]
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,17 @@ class ObjectInfo:
     etag: str | None = None
 
 
-class ObjectStore(Protocol):
+class Publisher(Protocol):
+    """What a writer needs of a store: publish files under keys, and name them in messages."""
+
+    def url(self, key: str) -> str:
+        """The full URL of ``key``, for messages and logs (never with credentials)."""
+
+    def put_file(self, local_path: str, key: str) -> None:
+        """Publish the file at ``local_path`` under ``key``, atomically for readers."""
+
+
+class ObjectStore(Publisher, Protocol):
     """A dataset root on some storage, addressed by keys relative to that root.
 
     Keys use ``/`` and never start with ``/`` or contain ``..`` (backends refuse such keys with

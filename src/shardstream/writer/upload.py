@@ -11,7 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from shardstream.errors import CredentialsError, UploadError
-from shardstream.storage import ObjectStore
+from shardstream.storage.base import Publisher
 from shardstream.storage.retry import backoff_delays
 
 __all__ = ["Uploader", "backoff_delays"]
@@ -31,7 +31,7 @@ class Uploader:
 
     def __init__(
         self,
-        store: ObjectStore,
+        store: Publisher,
         local_root: str,
         *,
         max_workers: int | None,

@@ -45,9 +45,12 @@ def put(store: DatabricksVolumeStore, tmp_path: Path, key: str, data: bytes) -> 
     store.put_file(str(source), key)
 
 
-def calls(workspace: DatabricksWorkspace, method: str, api: str) -> list[str]:
-    """The paths of the requests the fake has seen for one method and API."""
-    base = f"/api/2.0/fs/{api}/"
+def calls(workspace: DatabricksWorkspace, method: str, api: str, root: str = "") -> list[str]:
+    """The paths of the requests the fake has seen for one method and API (under ``root``).
+
+    The fake serves the whole test session, so other tests' requests are in its log too.
+    """
+    base = f"/api/2.0/fs/{api}{root}/" if root else f"/api/2.0/fs/{api}/"
     return [
         urlsplit(path).path
         for m, path, _ in workspace.server.requests
@@ -69,10 +72,14 @@ def test_round_trip_range_info_and_overwrite(databricks_env: DatabricksWorkspace
     put(store, tmp_path, "deep/er/a.bin", b"replaced")
     assert store.get_bytes("deep/er/a.bin") == b"replaced"
     # The documented calls: the folder made once (mkdir -p), then PUT ?overwrite=true.
-    assert calls(databricks_env, "PUT", "directories") == [
+    assert calls(databricks_env, "PUT", "directories", store.root) == [
         f"/api/2.0/fs/directories{store.root}/deep/er"
     ]
-    uploads = [p for m, p, _ in databricks_env.server.requests if m == "PUT" and "/files/" in p]
+    uploads = [
+        p
+        for m, p, _ in databricks_env.server.requests
+        if m == "PUT" and p.startswith(f"/api/2.0/fs/files{store.root}/")
+    ]
     assert uploads
     assert all(p.endswith("/deep/er/a.bin?overwrite=true") for p in uploads)
     ranged = [h for m, _, h in databricks_env.server.requests if m == "GET" and "Range" in h]

@@ -1,0 +1,454 @@
+"""Streaming benchmark: shardstream's StreamingDataset beside mosaicml-streaming and litdata.
+
+Usage::
+
+    .venv/bin/python benchmarks/streaming_bench.py [--quick] [--libs shardstream,reference]
+
+Two measurements, on the same samples, in one run, reported as ratios:
+
+* **epoch**: samples/s of a full shuffled epoch through each library's ``StreamingDataLoader``
+  with a warm cache (``num_workers`` 0 and 2, batch size 256), every sample checked, and the
+  peak RSS of the main process and of each DataLoader worker;
+* **ttfb**: the time from constructing the dataset to the first batch with 10,000 shards in
+  the index, on a cold (empty) and a warm (filled) cache.
+
+Each measurement runs ``streaming_worker.py`` in a fresh process under its library's venv
+(shardstream: this interpreter; mosaicml-streaming and litdata: ``$SHARDSTREAM_REF_PYTHON``,
+by default ``<repo>/.venv-ref/bin/python``), one after the other, never two at once.
+See ``benchmarks/README.md`` for what is measured and how to read the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+WORKER = HERE / "streaming_worker.py"
+
+#: name -> samples, payload bytes, +- jitter (full size; --quick divides the samples by 10).
+WORKLOADS: dict[str, dict[str, int]] = {
+    "small-1KiB": {"samples": 102_400, "size": 1024, "jitter": 0},
+    "large-100KiB": {"samples": 10_240, "size": 100 * 1024, "jitter": 10 * 1024},
+}
+#: 10 samples of 16 bytes per shard: 100,000 samples make 10,000 shards (--quick: 1,000).
+TTFB = {"samples": 100_000, "size": 16, "jitter": 0, "size_limit": 530}
+SHARD_BYTES = 1 << 26
+BATCH_SIZE = 256
+SEED = 20240601
+TTFB_TARGET = 0.25  # shardstream's cold time to first batch <= 1/4 of the reference's
+LIBS = ("shardstream", "reference", "litdata")
+WORKER_LIB = {"shardstream": "shardstream", "reference": "streaming", "litdata": "litdata"}
+PEERS = ("reference", "litdata")
+
+
+def reference_python() -> str:
+    return os.environ.get("SHARDSTREAM_REF_PYTHON") or str(REPO / ".venv-ref" / "bin" / "python")
+
+
+class Runner:
+    """Runs worker processes one at a time, each with its own TMPDIR, and reads their JSON."""
+
+    def __init__(self, pythons: dict[str, str], tmp: str, timeout: float) -> None:
+        self.pythons = pythons
+        self.tmp = tmp
+        self.timeout = timeout
+        self.count = 0
+
+    def fresh(self, name: str) -> str:
+        """A new path under the benchmark's folder (not created)."""
+        self.count += 1
+        return os.path.join(self.tmp, f"{name}-{self.count}")
+
+    def __call__(self, lib: str, mode: str, params: dict[str, Any], **options: Any) -> Any:
+        """Run one worker; its JSON result (a failed run raises with its output)."""
+        result_path = self.fresh("result") + ".json"
+        tmpdir = self.fresh("tmpdir")  # mosaicml-streaming's lock files land here, not in /tmp
+        os.makedirs(tmpdir)
+        command = [self.pythons[lib], str(WORKER), mode, "--lib", WORKER_LIB[lib]]
+        for key, value in {**params, "seed": SEED, **options}.items():
+            flag = "--" + key.replace("_", "-")
+            if value is True:
+                command.append(flag)
+            elif value is not False and value is not None:
+                command += [flag, str(value)]
+        command += ["--result", result_path]
+        env = dict(os.environ, PYTHONHASHSEED="0", TMPDIR=tmpdir)
+        started = time.perf_counter()
+        completed = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=self.timeout, check=False
+        )
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        if completed.returncode != 0 or not os.path.exists(result_path):
+            raise RuntimeError(
+                f"the {lib} worker failed ({mode}, exit {completed.returncode}):\n"
+                f"$ {' '.join(command)}\n{completed.stdout[-4000:]}\n{completed.stderr[-4000:]}"
+            )
+        with open(result_path, encoding="utf-8") as handle:
+            result = json.load(handle)
+        result["worker_wall_seconds"] = time.perf_counter() - started
+        return result
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or denominator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def run_epochs(
+    run: Runner, libs: list[str], workers: list[int], epochs: int, scale: int
+) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for name, spec in WORKLOADS.items():
+        params = {**spec, "samples": spec["samples"] // scale}
+        print(f"[epoch {name}] {params['samples']:,} samples ...", flush=True)
+        mds, lit = run.fresh(f"{name}-mds"), run.fresh(f"{name}-litdata")
+        workload: dict[str, Any] = {"params": params, "write": {}, "runs": {}}
+        workload["write"]["mds"] = run(
+            "shardstream", "write", params, out=mds, size_limit=SHARD_BYTES
+        )
+        if "litdata" in libs:
+            workload["write"]["litdata"] = run(
+                "litdata", "write", params, out=lit, size_limit=SHARD_BYTES
+            )
+        for count in workers:
+            setting: dict[str, Any] = {}
+            for lib in [lib for lib in ("reference", "litdata", "shardstream") if lib in libs]:
+                cache = run.fresh(f"{name}-{lib}-cache")
+                data = lit if lib == "litdata" else mds
+                setting[lib] = run(
+                    lib, "epoch", params, data=data, cache=cache, workers=count,
+                    batch_size=BATCH_SIZE, epochs=epochs,
+                )  # fmt: skip
+                shutil.rmtree(cache, ignore_errors=True)
+                rate = setting[lib]["samples_per_s"]["best"]
+                print(
+                    f"  workers={count} {lib}: {rate:,.0f} samples/s, checks "
+                    f"{'PASS' if setting[lib]['checks_passed'] else 'FAIL'}",
+                    flush=True,
+                )
+            setting["ratios"] = epoch_ratios(setting)
+            workload["runs"][f"workers={count}"] = setting
+        shutil.rmtree(mds, ignore_errors=True)
+        shutil.rmtree(lit, ignore_errors=True)
+        results[name] = workload
+    return results
+
+
+def epoch_ratios(setting: dict[str, Any]) -> dict[str, Any]:
+    """Ratios: shardstream samples/s over each peer's (best, median) and over the faster peer's."""
+    ours = setting.get("shardstream")
+    ratios: dict[str, Any] = {}
+    if ours is None:
+        return ratios
+    peers = [peer for peer in PEERS if peer in setting]
+    for stat in ("best", "median"):
+        suffix = "" if stat == "best" else "_median"
+        for peer in peers:
+            ratios[f"{peer}{suffix}"] = ratio(
+                ours["samples_per_s"][stat], setting[peer]["samples_per_s"][stat]
+            )
+        if peers:
+            faster = max(peers, key=lambda peer: setting[peer]["samples_per_s"][stat])
+            ratios[f"faster_peer{suffix}"] = ratio(
+                ours["samples_per_s"][stat], setting[faster]["samples_per_s"][stat]
+            )
+            ratios[f"faster_peer_name{suffix}"] = faster
+    return ratios
+
+
+def summary(values: list[float]) -> dict[str, Any]:
+    return {"all": values, "best": min(values), "median": statistics.median(values)}
+
+
+def run_ttfb(
+    run: Runner, libs: list[str], workers: list[int], repeats: int, scale: int
+) -> dict[str, Any]:
+    params = {key: TTFB[key] // (scale if key == "samples" else 1) for key in TTFB}
+    size_limit = params.pop("size_limit")
+    data = run.fresh("ttfb-mds")
+    print(f"[ttfb] {params['samples']:,} samples of {params['size']} bytes ...", flush=True)
+    written = run("shardstream", "write", params, out=data, size_limit=size_limit)
+    shards = written["files"] - 1
+    print(f"  {shards:,} shards written in {written['write_seconds']:.1f} s", flush=True)
+    results: dict[str, Any] = {"params": params, "shards": shards, "write": written, "runs": {}}
+    for count in workers:
+        setting: dict[str, Any] = {}
+        for lib in [lib for lib in ("reference", "shardstream") if lib in libs]:
+            cold: list[dict[str, Any]] = []
+            caches = []
+            for repeat in range(repeats):
+                # The first cold run reads and checks the whole epoch, which fills its cache.
+                caches.append(run.fresh(f"ttfb-{lib}-cache"))
+                cold.append(
+                    run(lib, "ttfb", params, data=data, cache=caches[-1], workers=count,
+                        batch_size=BATCH_SIZE, finish=repeat == 0)
+                )  # fmt: skip
+            warm = [
+                run(lib, "ttfb", params, data=data, cache=caches[0], workers=count,
+                    batch_size=BATCH_SIZE)
+                for _ in range(repeats)
+            ]  # fmt: skip
+            for cache in caches:
+                shutil.rmtree(cache, ignore_errors=True)
+            setting[lib] = {
+                "cold_seconds": summary([r["ttfb_seconds"] for r in cold]),
+                "warm_seconds": summary([r["ttfb_seconds"] for r in warm]),
+                "cold_construct_seconds": summary([r["construct_seconds"] for r in cold]),
+                "warm_construct_seconds": summary([r["construct_seconds"] for r in warm]),
+                "epoch_seconds_after_cold_start": cold[0].get("epoch_seconds"),
+                "epoch_checks": cold[0].get("checks"),
+                "checks_passed": all(r["checks_passed"] for r in cold + warm),
+                "version": cold[0]["version"],
+                "import_seconds": cold[0]["import_seconds"],
+                "cold": cold,
+                "warm": warm,
+            }
+            print(
+                f"  workers={count} {lib}: cold {setting[lib]['cold_seconds']['best']:.2f} s, "
+                f"warm {setting[lib]['warm_seconds']['best']:.2f} s, checks "
+                f"{'PASS' if setting[lib]['checks_passed'] else 'FAIL'}",
+                flush=True,
+            )
+        if "shardstream" in setting and "reference" in setting:
+            ours, ref = setting["shardstream"], setting["reference"]
+            setting["ratios"] = {
+                f"{cache}{suffix}": ratio(
+                    ours[f"{cache}_seconds"][stat], ref[f"{cache}_seconds"][stat]
+                )
+                for cache in ("cold", "warm")
+                for stat, suffix in (("best", ""), ("median", "_median"))
+            }
+        results["runs"][f"workers={count}"] = setting
+    shutil.rmtree(data, ignore_errors=True)
+    return results
+
+
+def format_table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for number, row in enumerate(rows):
+        cells = [
+            cell.ljust(w) if i < 2 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if number == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def epoch_tables(results: dict[str, Any], libs: list[str]) -> tuple[list[list[str]], ...]:
+    peers = [peer for peer in PEERS if peer in libs]
+    speed = [["workload", "workers", *libs, *(f"ss/{p[:3]}" for p in peers), "ss/faster"]]
+    memory = [["workload", "workers", *(f"{lib} main/worker" for lib in libs)]]
+    anon = [["workload", "workers", *(f"{lib} main/worker" for lib in libs)]]
+    for name, workload in results.items():
+        for setting_name, setting in workload["runs"].items():
+            count = setting_name.split("=")[1]
+            ratios = setting["ratios"]
+            speed.append(
+                [name, count]
+                + [_num(setting[lib]["samples_per_s"]["best"], "{:,.0f}") for lib in libs]
+                + [_num(ratios.get(peer), "{:.2f}x") for peer in peers]
+                + [_num(ratios.get("faster_peer"), "{:.2f}x")]
+            )
+            cells, anon_cells = [], []
+            for lib in libs:
+                mem = setting[lib]["memory"]
+                worker = _num(mem["worker_vmhwm_mib_max"], "{:,.0f}")
+                cells.append(f"{mem['main']['vmhwm_mib']:,.0f} / {worker}")
+                worker = _num(mem["worker_rss_anon_mib_max"], "{:,.0f}")
+                anon_cells.append(f"{mem['main_rss_anon_mib_max']:,.0f} / {worker}")
+            memory.append([name, count, *cells])
+            anon.append([name, count, *anon_cells])
+    return speed, memory, anon
+
+
+def ttfb_table(results: dict[str, Any], libs: list[str]) -> list[list[str]]:
+    sides = [lib for lib in ("shardstream", "reference") if lib in libs]
+    rows = [["cache", "workers", *(f"{lib} s" for lib in sides), "ss/ref", "target"]]
+    for setting_name, setting in results["runs"].items():
+        count = setting_name.split("=")[1]
+        for cache in ("cold", "warm"):
+            value = setting.get("ratios", {}).get(cache)
+            target = "-"
+            if cache == "cold" and value is not None:
+                target = "MET" if value <= TTFB_TARGET else "MISSED"
+            rows.append(
+                [cache, count]
+                + [f"{setting[lib][f'{cache}_seconds']['best']:.3f}" for lib in sides]
+                + [_num(value, "{:.2f}"), target]
+            )
+    return rows
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": sys.version.split()[0],
+        "load_average_at_start": os.getloadavg(),
+    }
+
+
+def parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10x fewer samples, 1 repeat")
+    parser.add_argument("--out", default=str(HERE / "results" / "streaming.json"))
+    parser.add_argument(
+        "--libs", default=",".join(LIBS), help="comma-separated: shardstream,reference,litdata"
+    )
+    parser.add_argument("--workers", default="0,2", help="DataLoader num_workers, epoch part")
+    parser.add_argument("--ttfb-workers", default="0,2", help="num_workers, ttfb part")
+    parser.add_argument("--epochs", type=int, help="timed warm epochs (default 2; quick 1)")
+    parser.add_argument("--ttfb-repeats", type=int, help="runs per ttfb cell (3; quick 1)")
+    parser.add_argument("--skip-epoch", action="store_true", help="only the ttfb part")
+    parser.add_argument("--skip-ttfb", action="store_true", help="only the epoch part")
+    parser.add_argument("--timeout", type=float, default=1200, help="seconds per worker run")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse()
+    libs = [lib.strip() for lib in args.libs.split(",") if lib.strip()]
+    if "shardstream" not in libs or not set(libs) <= set(LIBS):
+        print(f"error: --libs must name shardstream and some of {LIBS}", file=sys.stderr)
+        return 2
+    libs = [lib for lib in LIBS if lib in libs]
+    ref_python = reference_python()
+    needs_ref = [lib for lib in libs if lib != "shardstream"]
+    if needs_ref and not os.path.exists(ref_python):
+        print(
+            f"error: {ref_python} does not exist; run scripts/setup-ref-venv (add --litdata for "
+            f"litdata) or set SHARDSTREAM_REF_PYTHON",
+            file=sys.stderr,
+        )
+        return 2
+    for lib in needs_ref:
+        module = WORKER_LIB[lib]
+        probe = subprocess.run([ref_python, "-c", f"import {module}"], capture_output=True)
+        if probe.returncode != 0:
+            print(
+                f"error: {module} is not importable by {ref_python}; run scripts/setup-ref-venv"
+                f"{' --litdata' if lib == 'litdata' else ''}, or leave {lib} out of --libs",
+                file=sys.stderr,
+            )
+            return 2
+    pythons = {"shardstream": sys.executable, "reference": ref_python, "litdata": ref_python}
+    scale = 10 if args.quick else 1
+    epochs = args.epochs or (1 if args.quick else 2)
+    repeats = args.ttfb_repeats or (1 if args.quick else 3)
+    workers = [int(w) for w in args.workers.split(",")]
+    ttfb_workers = [int(w) for w in args.ttfb_workers.split(",")]
+    started = time.perf_counter()
+    report: dict[str, Any] = {
+        "benchmark": "streaming",
+        "quick": args.quick,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine(),
+        "libs": libs,
+        "interpreters": {lib: pythons[lib] for lib in libs},
+        "batch_size": BATCH_SIZE,
+        "timed_epochs": epochs,
+        "ttfb_repeats": repeats,
+        "seed": SEED,
+    }
+    tmp = tempfile.mkdtemp(prefix="shardstream-streaming-bench-")
+    run = Runner(pythons, tmp, args.timeout)
+    try:
+        if not args.skip_epoch:
+            report["epoch"] = run_epochs(run, libs, workers, epochs, scale)
+        if not args.skip_ttfb:
+            report["ttfb"] = run_ttfb(run, libs, ttfb_workers, repeats, scale)
+    finally:
+        if "reference" in libs:  # a ttfb run stops without unlinking its /dev/shm blocks
+            subprocess.run(
+                [ref_python, "-c", "from streaming.base.util import clean_stale_shared_memory "
+                 "as clean; clean()"],
+                capture_output=True, env=dict(os.environ, TMPDIR=tmp), check=False,
+            )  # fmt: skip
+        shutil.rmtree(tmp, ignore_errors=True)
+    report["wall_seconds"] = time.perf_counter() - started
+    report["versions"] = versions(report)
+    checks = [
+        setting[lib]["checks_passed"]
+        for part in ("epoch", "ttfb")
+        for setting in settings(report, part)
+        for lib in libs
+        if lib in setting
+    ]
+    report["checks_passed"] = bool(checks) and all(checks)
+
+    print()
+    print(
+        f"versions: {report['versions']}; {os.cpu_count()} CPUs, {platform.platform()}; "
+        f"batch {BATCH_SIZE}{' (QUICK: sizes / 10)' if args.quick else ''}"
+    )
+    tables: dict[str, Any] = {}
+    if "epoch" in report:
+        speed, memory, anon = epoch_tables(report["epoch"], libs)
+        tables.update(epoch_samples_per_s=speed, epoch_peak_rss=memory, epoch_peak_anon=anon)
+        print(f"\nepoch, warm cache: samples/s (best of {epochs}); ss/x = shardstream / x")
+        print(format_table(speed))
+        print("\npeak RSS (VmHWM), MiB: main process / largest DataLoader worker")
+        print(format_table(memory))
+        print("\npeak anonymous RSS (RssAnon: heap, no mapped files), MiB: main / largest worker")
+        print(format_table(anon))
+    if "ttfb" in report:
+        rows = ttfb_table(report["ttfb"], libs)
+        tables["ttfb"] = rows
+        print(
+            f"\ntime to first batch, {report['ttfb']['shards']:,} shards, best of {repeats}; "
+            f"target ss/ref <= {TTFB_TARGET} (cold)"
+        )
+        print(format_table(rows))
+    report["tables"] = tables
+    print(f"\ncorrectness: {'PASS' if report['checks_passed'] else 'FAIL'} (every run)")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(f"raw numbers: {out} ({report['wall_seconds']:.0f} s)")
+    if not report["checks_passed"]:
+        print("error: a correctness check failed; the numbers are not valid", file=sys.stderr)
+        return 1
+    return 0
+
+
+def settings(report: dict[str, Any], part: str) -> list[dict[str, Any]]:
+    if part not in report:
+        return []
+    if part == "ttfb":
+        return list(report["ttfb"]["runs"].values())
+    return [s for w in report["epoch"].values() for s in w["runs"].values()]
+
+
+def versions(report: dict[str, Any]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for part in ("epoch", "ttfb"):
+        for setting in settings(report, part):
+            for lib in LIBS:
+                if lib in setting and "version" in setting[lib]:
+                    found.setdefault(lib, setting[lib]["version"])
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,484 @@
+"""One run of the streaming benchmark (started by ``streaming_bench.py``, once per measurement).
+
+Run with the Python of the venv that holds the library under test::
+
+    .venv/bin/python benchmarks/streaming_worker.py write --lib shardstream --out DIR ...
+    .venv-ref/bin/python benchmarks/streaming_worker.py epoch --lib streaming --data DIR ...
+    .venv-ref/bin/python benchmarks/streaming_worker.py epoch --lib litdata --data DIR ...
+    .venv/bin/python benchmarks/streaming_worker.py ttfb --lib shardstream --data DIR ...
+
+Modes:
+
+``write``
+    Writes the samples: an MDS dataset with shardstream's ``MDSWriter`` (``--lib shardstream``;
+    mosaicml-streaming reads the very same files), or litdata's own format with
+    ``litdata.optimize`` (``--lib litdata``). Not timed for the comparison.
+``epoch``
+    A full shuffled epoch through the library's ``StreamingDataLoader``, ``1 + --epochs`` times
+    on one dataset object: the first epoch fills the cache (reported, not compared), the others
+    are timed with a warm cache. Every batch is checked as it arrives.
+``ttfb``
+    Time from constructing the dataset to the first batch out of ``iter(loader)``, on an empty
+    (cold) or a filled (warm) cache; ``--finish`` then reads and checks the rest of the epoch.
+
+Every sample is ``{"data": bytes, "label": int}``; sample ``i``'s data starts with ``i`` as 8
+little-endian bytes, its length and last 8 bytes follow from ``(seed, i)``, so each sample is
+checked against its label without keeping the data. The result is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import json
+import os
+import platform
+import signal
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+_import_started = time.perf_counter()
+import numpy as np  # noqa: E402 - the import is timed
+
+POOL_BYTES = 1 << 20
+MIN_SIZE = 16
+
+
+class Payloads:
+    """The samples of a workload: ``payload(i)`` is a pure function of ``(seed, i)``."""
+
+    def __init__(self, samples: int, size: int, jitter: int, seed: int) -> None:
+        if size - jitter < MIN_SIZE:
+            raise SystemExit(f"payloads must be at least {MIN_SIZE} bytes")
+        rng = np.random.default_rng(seed)
+        self.samples = samples
+        self.pool = rng.bytes(POOL_BYTES + size + jitter)
+        if jitter:
+            self.lengths = rng.integers(size - jitter, size + jitter + 1, samples).tolist()
+        else:
+            self.lengths = [size] * samples
+        self.offsets = rng.integers(0, POOL_BYTES, samples).tolist()
+
+    def payload(self, index: int) -> bytes:
+        """Sample ``index``'s data: ``index`` as 8 bytes, then bytes from the pool."""
+        offset, length = self.offsets[index], self.lengths[index]
+        return index.to_bytes(8, "little") + self.pool[offset : offset + length - 8]
+
+    def sample(self, index: int) -> dict[str, Any]:
+        """Sample ``index`` as the writers take it."""
+        return {"data": self.payload(index), "label": index}
+
+    def tail(self, index: int) -> bytes:
+        """The last 8 bytes of sample ``index``'s data."""
+        end = self.offsets[index] + self.lengths[index] - 8
+        return self.pool[end - 8 : end]
+
+
+class Checker:
+    """Checks each batch as it arrives and, per epoch, that every label came exactly once."""
+
+    def __init__(self, payloads: Payloads, padding: int = 0) -> None:
+        self.samples = payloads.samples
+        self.padding = padding
+        self.lengths = payloads.lengths
+        self.tails = [payloads.tail(i) for i in range(payloads.samples)]
+        self.failures = 0
+        self.labels: list[Any] = []
+
+    def batch(self, batch: Any) -> int:
+        """Check one collated batch (``data``: a list, ``label``: a tensor); its length."""
+        labels = np.asarray(batch["label"]).astype(np.int64, copy=False)
+        data = batch["data"]
+        if len(data) != len(labels) or labels.min() < 0 or labels.max() >= self.samples:
+            self.failures += len(labels)
+            return len(labels)
+        lengths, tails = self.lengths, self.tails
+        for value, label in zip(data, labels.tolist(), strict=True):
+            if (
+                len(value) != lengths[label]
+                or int.from_bytes(value[:8], "little") != label
+                or value[-8:] != tails[label]
+            ):
+                self.failures += 1
+        self.labels.append(labels)
+        return len(labels)
+
+    def end_epoch(self) -> dict[str, Any]:
+        """Every label once, plus the padding the library documents: what came, what did not."""
+        seen = np.concatenate(self.labels) if self.labels else np.empty(0, np.int64)
+        counts = np.bincount(seen, minlength=self.samples)
+        result = {
+            "samples_seen": int(seen.size),
+            "padding_expected": self.padding,
+            "missing_labels": int((counts == 0).sum()),
+            "repeated_labels": int((counts > 1).sum()),
+            "most_repeats": int(counts.max(initial=0)),
+            "sample_failures": self.failures,
+        }
+        result["passed"] = (
+            result["missing_labels"] == 0
+            and seen.size == self.samples + self.padding
+            and result["repeated_labels"] == self.padding
+            and result["most_repeats"] <= (2 if self.padding else 1)
+            and self.failures == 0
+        )
+        self.labels, self.failures = [], 0
+        return result
+
+
+# --- memory: peak RSS of this process and of its DataLoader workers --------------------------
+
+
+def _status(pid: int) -> dict[str, int]:
+    """VmHWM, VmRSS, RssAnon, RssFile of ``pid`` in KiB (empty once it has exited)."""
+    values = {}
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                key, _, rest = line.partition(":")
+                if key in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
+                    values[key] = int(rest.split()[0])
+    except (OSError, ValueError):
+        return {}
+    return values
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
+class MemoryMonitor:
+    """Polls ``/proc`` every ``interval`` s: the peaks of this process and of its workers.
+
+    The workers are the children that run this very command line (forked DataLoader workers);
+    other children (multiprocessing's resource tracker) are left out. VmHWM is the kernel's
+    high-water mark of each process's resident set; it is read until the process exits, so the
+    last reading is its peak up to the last ``interval``. A forked worker's resident set
+    includes the pages it shares with the main process (torch, the libraries), as ``ps`` shows.
+    """
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self.interval = interval
+        self.me = os.getpid()
+        self.my_cmdline = _cmdline(self.me)
+        self.peaks: dict[int, dict[str, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> MemoryMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _children(self) -> list[int]:
+        pids: list[int] = []
+        try:
+            for task in os.listdir(f"/proc/{self.me}/task"):
+                with open(f"/proc/{self.me}/task/{task}/children", encoding="ascii") as handle:
+                    pids.extend(int(pid) for pid in handle.read().split())
+        except OSError:
+            pass
+        return [pid for pid in pids if _cmdline(pid) == self.my_cmdline]
+
+    def _sample(self) -> None:
+        for pid in [self.me, *self._children()]:
+            values = _status(pid)
+            if not values:
+                continue
+            peak = self.peaks.setdefault(pid, {})
+            for key in ("VmHWM", "RssAnon", "RssFile"):
+                peak[key] = max(peak.get(key, 0), values.get(key, 0))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def workers(self) -> list[dict[str, float]]:
+        """Each worker's peak: ``vmhwm_mib`` and the largest anonymous and file-backed RSS."""
+        return [_mib(peak) for pid, peak in sorted(self.peaks.items()) if pid != self.me]
+
+    def main(self) -> dict[str, float]:
+        """The same for this process, over the monitored time."""
+        return _mib(self.peaks.get(self.me, {}))
+
+
+def _mib(peak: dict[str, int]) -> dict[str, float]:
+    return {
+        "vmhwm_mib": peak.get("VmHWM", 0) / 1024,
+        "rss_anon_mib": peak.get("RssAnon", 0) / 1024,
+        "rss_file_mib": peak.get("RssFile", 0) / 1024,
+    }
+
+
+def main_memory() -> dict[str, float]:
+    values = _status(os.getpid())
+    return {
+        "vmhwm_mib": values.get("VmHWM", 0) / 1024,
+        "rss_anon_mib_now": values.get("RssAnon", 0) / 1024,
+        "rss_file_mib_now": values.get("RssFile", 0) / 1024,
+    }
+
+
+# --- the libraries -----------------------------------------------------------------------------
+
+
+def collate_bytes(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """What torch's default collation gives for ``bytes`` data, for data that is not ``bytes``.
+
+    litdata returns ``bytes`` columns as memoryviews, which torch's default collation turns
+    into one tensor per byte position and which cannot pass between processes; this makes
+    the same batch the other libraries get by default: a list of ``bytes`` and a label tensor.
+    """
+    import torch
+
+    return {
+        "data": [bytes(sample["data"]) for sample in samples],
+        "label": torch.tensor([int(sample["label"]) for sample in samples], dtype=torch.int64),
+    }
+
+
+def version_of(lib: str) -> str:
+    module = importlib.import_module("shardstream" if lib == "shardstream" else lib)
+    return str(module.__version__)
+
+
+def padding_of(lib: str, samples: int, batch_size: int) -> int:
+    """Repeated samples the library documents for one epoch on one rank.
+
+    shardstream tops the last global batch up to a whole batch with samples from the epoch's
+    start (``EpochPlan.padding``); mosaicml-streaming and litdata (``drop_last=False``) yield
+    each sample once on a single rank.
+    """
+    return -samples % batch_size if lib == "shardstream" else 0
+
+
+def make_loader(
+    lib: str, data: str, cache: str, batch_size: int, num_workers: int
+) -> tuple[Any, Any]:
+    """``(dataset, loader)``: the library's StreamingDataset and StreamingDataLoader, shuffled."""
+    if lib == "shardstream":
+        from shardstream import StreamingDataLoader, StreamingDataset
+
+        dataset = StreamingDataset(remote=data, local=cache, batch_size=batch_size, shuffle=True)
+        loader = StreamingDataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
+        return dataset, loader
+    if lib == "streaming":
+        streaming = importlib.import_module("streaming")
+        dataset = streaming.StreamingDataset(
+            remote=data, local=cache, batch_size=batch_size, shuffle=True
+        )
+        loader = streaming.StreamingDataLoader(
+            dataset, batch_size=batch_size, num_workers=num_workers
+        )
+        return dataset, loader
+    if lib == "litdata":
+        litdata = importlib.import_module("litdata")
+        dataset = litdata.StreamingDataset(data, shuffle=True)
+        loader = litdata.StreamingDataLoader(
+            dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate_bytes
+        )
+        return dataset, loader
+    raise SystemExit(f"unknown --lib {lib!r}")
+
+
+def clean_reference_shm(lib: str) -> None:
+    """mosaicml-streaming keeps state in /dev/shm; drop blocks left by earlier runs."""
+    if lib == "streaming":
+        util = importlib.import_module("streaming.base.util")
+        util.clean_stale_shared_memory()
+
+
+# --- the modes ---------------------------------------------------------------------------------
+
+
+def write(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
+    started = time.perf_counter()
+    if args.lib == "shardstream":
+        from shardstream import MDSWriter
+
+        with MDSWriter(
+            out=args.out,
+            columns={"data": "bytes", "label": "int"},
+            compression=None,
+            hashes=None,
+            size_limit=args.size_limit,
+        ) as writer:
+            for index in range(payloads.samples):
+                writer.write(payloads.sample(index))
+    elif args.lib == "litdata":
+        litdata = importlib.import_module("litdata")
+        litdata.optimize(
+            fn=payloads.sample,
+            inputs=list(range(payloads.samples)),
+            output_dir=args.out,
+            num_workers=min(2, os.cpu_count() or 1),
+            chunk_bytes=args.size_limit,
+            mode="overwrite",
+        )
+    else:
+        raise SystemExit("write: --lib must be shardstream or litdata")
+    seconds = time.perf_counter() - started
+    files = [os.path.join(parent, name) for parent, _, names in os.walk(args.out) for name in names]
+    return {
+        "write_seconds": seconds,
+        "files": len(files),
+        "bytes": sum(os.path.getsize(path) for path in files),
+    }
+
+
+def run_epoch(loader: Any, checker: Checker) -> dict[str, Any]:
+    """One epoch through ``loader``: wall and CPU seconds, checks, the workers' peak RSS."""
+    gc.collect()
+    with MemoryMonitor() as monitor:
+        cpu_started = time.process_time()
+        started = time.perf_counter()
+        batches = 0
+        for batch in loader:
+            checker.batch(batch)
+            batches += 1
+        seconds = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
+    checks = checker.end_epoch()
+    return {
+        "seconds": seconds,
+        "main_cpu_seconds": cpu,
+        "batches": batches,
+        "samples_per_s": checks["samples_seen"] / seconds,
+        "checks": checks,
+        "workers_memory": monitor.workers(),
+        "main_memory": monitor.main(),
+    }
+
+
+def epoch(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
+    clean_reference_shm(args.lib)
+    checker = Checker(payloads, padding_of(args.lib, args.samples, args.batch_size))
+    gc.collect()
+    gc.freeze()
+    dataset, loader = make_loader(args.lib, args.data, args.cache, args.batch_size, args.workers)
+    runs = [run_epoch(loader, checker) for _ in range(1 + args.epochs)]
+    first, timed = runs[0], runs[1:]
+    times = [run["seconds"] for run in timed]
+    rates = [run["samples_per_s"] for run in timed]
+    workers = [w["vmhwm_mib"] for run in runs for w in run["workers_memory"]]
+    anon = [w["rss_anon_mib"] for run in runs for w in run["workers_memory"]]
+    del loader, dataset
+    return {
+        "first_epoch": first,
+        "epochs": timed,
+        "epoch_seconds": {"all": times, "best": min(times), "median": statistics.median(times)},
+        "samples_per_s": {"best": max(rates), "median": statistics.median(rates)},
+        "checks_passed": all(run["checks"]["passed"] for run in runs),
+        "memory": {
+            "main": main_memory(),
+            "main_rss_anon_mib_max": max(run["main_memory"]["rss_anon_mib"] for run in runs),
+            "main_rss_file_mib_max": max(run["main_memory"]["rss_file_mib"] for run in runs),
+            "worker_vmhwm_mib_max": max(workers) if workers else None,
+            "worker_rss_anon_mib_max": max(anon) if anon else None,
+            "workers_per_epoch": args.workers,
+        },
+    }
+
+
+def ttfb(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
+    clean_reference_shm(args.lib)
+    padding = padding_of(args.lib, args.samples, args.batch_size)
+    checker = Checker(payloads, padding) if args.finish else None
+    gc.collect()
+    started = time.perf_counter()
+    dataset, loader = make_loader(args.lib, args.data, args.cache, args.batch_size, args.workers)
+    constructed = time.perf_counter()
+    iterator = iter(loader)
+    batch = next(iterator)
+    first = time.perf_counter()
+    result: dict[str, Any] = {
+        "construct_seconds": constructed - started,
+        "ttfb_seconds": first - started,
+        "first_batch_size": len(batch["label"]),
+    }
+    if checker is not None:
+        checker.batch(batch)
+        for batch in iterator:
+            checker.batch(batch)
+        result["epoch_seconds"] = time.perf_counter() - started
+        result["checks"] = checker.end_epoch()
+        result["checks_passed"] = result["checks"]["passed"]
+    else:  # only the first batch is read: check what came
+        probe = Checker(payloads)
+        probe.batch(batch)
+        result["checks_passed"] = probe.failures == 0 and len(batch["label"]) > 0
+    result["memory"] = {"main": main_memory()}
+    del iterator, loader, dataset
+    return result
+
+
+def parse(argv: Iterable[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["write", "epoch", "ttfb"])
+    parser.add_argument("--lib", required=True, choices=["shardstream", "streaming", "litdata"])
+    parser.add_argument("--samples", type=int, required=True)
+    parser.add_argument("--size", type=int, required=True, help="payload bytes per sample")
+    parser.add_argument("--jitter", type=int, default=0, help="payload size varies by +- this")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="write: the folder to write")
+    parser.add_argument("--size-limit", type=int, default=1 << 26, help="write: shard bytes")
+    parser.add_argument("--data", help="epoch/ttfb: the dataset (the 'remote' for MDS)")
+    parser.add_argument("--cache", help="epoch/ttfb: the local cache folder")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
+    parser.add_argument("--epochs", type=int, default=2, help="epoch: timed warm epochs")
+    parser.add_argument("--finish", action="store_true", help="ttfb: read and check the epoch")
+    parser.add_argument("--result", required=True, help="where the JSON result goes")
+    return parser.parse_args(None if argv is None else list(argv))
+
+
+def main() -> None:
+    args = parse()
+    import_started = time.perf_counter()
+    version = version_of(args.lib)
+    if args.mode != "write":
+        importlib.import_module("torch")
+    import_seconds = time.perf_counter() - import_started
+    payloads = Payloads(args.samples, args.size, args.jitter, args.seed)
+    modes: dict[str, Callable[[argparse.Namespace, Payloads], dict[str, Any]]] = {
+        "write": write,
+        "epoch": epoch,
+        "ttfb": ttfb,
+    }
+    result = modes[args.mode](args, payloads)
+    result.update(
+        lib=args.lib,
+        mode=args.mode,
+        version=version,
+        python=sys.version.split()[0],
+        numpy=np.__version__,
+        platform=platform.platform(),
+        import_seconds=import_seconds,
+        numpy_import_seconds=import_started - _import_started,
+        params={k: v for k, v in vars(args).items() if k not in ("result", "mode")},
+    )
+    with open(args.result, "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=1)
+    sys.stdout.flush()
+    if args.mode == "ttfb" and not args.finish:
+        # An iterator left after its first batch: stop its DataLoader workers (which would go
+        # on fetching shards for a few seconds) and do not wait for its download threads.
+        for pid in MemoryMonitor()._children():
+            os.kill(pid, signal.SIGKILL)
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

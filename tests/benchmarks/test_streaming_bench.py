@@ -1,0 +1,91 @@
+"""Smoke test of the streaming benchmark: ``streaming_bench.py --quick`` end to end.
+
+It runs shardstream and the reference (mosaicml-streaming) only: litdata's ``optimize`` adds
+about a minute even at toy size, so the full benchmark covers it and CI does not. Only
+correctness facts are asserted, never speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DRIVER = REPO / "benchmarks" / "streaming_bench.py"
+LIBS = ("shardstream", "reference")
+WORKLOADS = {"small-1KiB": 10_240, "large-100KiB": 1_024}
+
+
+@pytest.mark.interop
+def test_quick_benchmark_runs_and_checks_pass(tmp_path: Path) -> None:
+    python = os.environ.get("SHARDSTREAM_REF_PYTHON", str(REPO / ".venv-ref" / "bin" / "python"))
+    if not os.path.exists(python):
+        pytest.fail(
+            f"the benchmark needs the reference venv, and {python} is missing; run "
+            f"scripts/setup-ref-venv or set SHARDSTREAM_REF_PYTHON to a python with "
+            f"mosaicml-streaming==0.13.0"
+        )
+    out = tmp_path / "streaming.json"
+    completed = subprocess.run(
+        [sys.executable, str(DRIVER), "--quick", "--libs", ",".join(LIBS), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=REPO,
+        env=dict(os.environ, SHARDSTREAM_REF_PYTHON=python),
+    )
+    assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
+    assert "time to first batch" in completed.stdout
+    assert "correctness: PASS" in completed.stdout
+
+    report = json.loads(out.read_text())
+    assert report["quick"] is True
+    assert report["checks_passed"] is True
+    assert report["libs"] == list(LIBS)
+    assert report["versions"]["reference"] == "0.13.0"
+    assert {"cpu_count", "platform", "python"} <= set(report["machine"])
+
+    assert set(report["epoch"]) == set(WORKLOADS)
+    for name, samples in WORKLOADS.items():
+        workload = report["epoch"][name]
+        assert workload["params"]["samples"] == samples
+        assert set(workload["runs"]) == {"workers=0", "workers=2"}
+        for setting_name, setting in workload["runs"].items():
+            for lib in LIBS:
+                side = setting[lib]
+                assert side["checks_passed"] is True, (name, setting_name, lib)
+                for run in [side["first_epoch"], *side["epochs"]]:
+                    checks = run["checks"]
+                    assert checks["passed"] is True
+                    assert checks["missing_labels"] == 0
+                    assert checks["sample_failures"] == 0
+                    # Sizes are whole batches: no padding, every label exactly once.
+                    assert checks["samples_seen"] == samples
+                    assert checks["repeated_labels"] == 0
+                workers = len(side["first_epoch"]["workers_memory"])
+                assert workers == (2 if setting_name == "workers=2" else 0), (lib, workers)
+                assert side["memory"]["main"]["vmhwm_mib"] > 0
+                assert side["memory"]["main_rss_anon_mib_max"] > 0
+            assert set(setting["ratios"]) >= {"reference", "faster_peer"}
+
+    ttfb = report["ttfb"]
+    assert ttfb["shards"] == 1_000
+    for setting_name, setting in ttfb["runs"].items():
+        for lib in LIBS:
+            side = setting[lib]
+            assert side["checks_passed"] is True, (setting_name, lib)
+            checks = side["epoch_checks"]
+            # 10,000 samples in batches of 256: shardstream repeats 240 to fill the last batch.
+            padding = -10_000 % 256 if lib == "shardstream" else 0
+            assert checks["padding_expected"] == padding
+            assert checks["samples_seen"] == 10_000 + padding
+            assert checks["missing_labels"] == 0
+            assert side["cold_seconds"]["best"] > 0
+            assert side["warm_seconds"]["best"] > 0
+        assert {"cold", "warm"} <= set(setting["ratios"])

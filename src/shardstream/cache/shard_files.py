@@ -178,13 +178,18 @@ _NOT_A_FILE = frozenset(
 _POPULATE = mmap.MAP_SHARED | mmap.MAP_POPULATE if hasattr(mmap, "MAP_POPULATE") else 0
 
 
+# Files up to this size are read into memory instead: a mapping keeps a file descriptor open
+# (Python's mmap holds a duplicate), and a reader may keep thousands of small shards open.
+_READ_WHOLE = 8 << 20
+
+
 def _map(path: str) -> Buffer:
-    """Memory-map a whole file read-only (an empty file gives empty bytes)."""
+    """A whole file, read-only: memory-mapped, or read into bytes when small (or empty)."""
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            if size == 0:
-                return b""
+            if size <= _READ_WHOLE:
+                return handle.read()
             if _POPULATE:
                 return mmap.mmap(handle.fileno(), 0, flags=_POPULATE, prot=mmap.PROT_READ)
             return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)

@@ -30,7 +30,12 @@ __all__ = ["ColumnBatch", "SampleReader"]
 
 logger = logging.getLogger(__name__)
 
-_OPEN_SHARDS = 32  # mapped shards a reader keeps; the rest are unmapped so eviction frees disk
+# A reader keeps shards open up to a count and a size; the least recently used beyond either
+# are let go (so that an evicted shard's disk space is freed, and many tiny shards are not
+# opened again for every sample). Shards over 8 MiB are memory-mapped, each holding a file
+# descriptor: 2 GiB of them is at most 256 descriptors.
+_OPEN_SHARDS = 32768
+_OPEN_BYTES = 2 << 30
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
 
 
@@ -61,6 +66,7 @@ class SampleReader:
         stream_first_shard: The first dataset-wide shard of every stream, plus the total.
         cache: The node's shard cache.
         threads: Download threads of this reader.
+        open_bytes: The most bytes of shard files the reader keeps mapped.
     """
 
     def __init__(
@@ -71,8 +77,12 @@ class SampleReader:
         cache: ShardCache,
         *,
         threads: int = 4,
+        open_bytes: int = _OPEN_BYTES,
     ) -> None:
         self.datasets = list(datasets)
+        self.open_bytes = open_bytes
+        self._open_sizes: dict[int, int] = {}
+        self._mapped = 0
         self.shard_starts = shard_starts
         self._starts = shard_starts.tolist()
         self._stream_of_shard = np.repeat(
@@ -182,12 +192,18 @@ class SampleReader:
         """Keep ``view`` open, unmapping the least recently used beyond the limit."""
         self.cache.touch(shard)
         self._open[shard] = view
-        while len(self._open) > _OPEN_SHARDS:
+        size = self.cache.locate(shard)[1].raw_data.bytes
+        self._open_sizes[shard] = size
+        self._mapped += size
+        while len(self._open) > 1 and (
+            len(self._open) > _OPEN_SHARDS or self._mapped > self.open_bytes
+        ):
             self._release(next(iter(self._open)))
         return view
 
     def _release(self, shard: int) -> None:
         self._open.pop(shard, None)
+        self._mapped -= self._open_sizes.pop(shard, 0)
         stream = self._stream_of_shard[shard]
         self.datasets[stream].release(shard - self._first_shard[stream])
 

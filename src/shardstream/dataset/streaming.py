@@ -299,15 +299,12 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         predownload = self.predownload
         if predownload is None:
             predownload = 8 * self.batch_size
-        reader = self._reader()
-        try:
-            if self._collated_batches:  # whole device batches, collated by the loader
-                batches = reader.columns(plan.batches, predownload=predownload)
-                yield from cast(Iterator[dict[str, Any]], batches)
-            else:
-                yield from reader.samples(plan.batches, predownload=predownload)
-        finally:
-            reader.close()
+        reader = self._reader()  # one per process: its mapped shards serve the next epoch too
+        if self._collated_batches:  # whole device batches, collated by the loader
+            batches = reader.columns(plan.batches, predownload=predownload)
+            yield from cast(Iterator[dict[str, Any]], batches)
+        else:
+            yield from reader.samples(plan.batches, predownload=predownload)
 
     def plan(self, start: EpochStart, topology: Topology) -> EpochPlan:
         """The samples ``topology``'s worker reads in the epoch ``start`` names."""
@@ -399,13 +396,19 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
 
     def _reader(self) -> SampleReader:
         prepared = self._prepare()
-        return SampleReader(
+        if prepared.reader is not None:
+            return prepared.reader
+        prepared.reader = SampleReader(
             prepared.datasets,
             prepared.shard_starts,
             prepared.stream_first_shard.tolist(),
             prepared.cache,
             threads=min(4, self.download_concurrency),
+            # Unmapping is what frees an evicted shard's disk space: under a cache limit, keep
+            # at most a quarter of it mapped.
+            open_bytes=min(2 << 30, (self.cache_limit or 2 << 32) // 4),
         )
+        return prepared.reader
 
     def _topology(self) -> Topology:
         """The data-parallel topology of this rank (replica groups count as one rank)."""
@@ -477,6 +480,7 @@ class _Prepared:
             np.concatenate(self.stream_shard_sizes) if counts else np.empty(0, np.int64)
         ).astype(np.int64)
         self.shard_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.reader: SampleReader | None = None  # made on first read, kept for the process
 
     def __getstate__(self) -> dict[str, Any]:
         # Stores hold clients and locks that do not pickle (a spawned DataLoader worker): send
@@ -484,6 +488,7 @@ class _Prepared:
         state = self.__dict__.copy()
         cache = state.pop("cache")
         state["_cache_settings"] = (cache.limit, cache.download_slots)
+        state["reader"] = None  # its mapped shards stay in this process
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

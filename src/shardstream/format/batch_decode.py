@@ -16,21 +16,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shardstream.errors import SampleEncodingError, ShardFormatError
+from shardstream.errors import ShardFormatError
 from shardstream.format.encodings import Encoding
+from shardstream.format.sample_codec import DECODE_ERRORS
 
 __all__ = ["ColumnsDecoder"]
 
 _RAW, _PYTHON_SCALAR, _NUMPY_SCALAR, _DECODER = range(4)
-_DECODE_ERRORS = (
-    ShardFormatError,
-    SampleEncodingError,
-    ValueError,
-    struct.error,
-    LookupError,
-    OverflowError,
-    RecursionError,
-)
 
 
 class ColumnsDecoder:
@@ -111,7 +103,7 @@ class ColumnsDecoder:
                     position = stop
                 if bool(np.any(position != ends)):
                     raise ShardFormatError("a sample's columns do not add up to its length")
-            except (*_DECODE_ERRORS, IndexError):
+            except (*DECODE_ERRORS, IndexError):
                 return _one_by_one(fallback, indices, len(columns))
             return decoded
 

@@ -16,7 +16,13 @@ from typing import Any
 from shardstream.errors import SampleEncodingError, ShardFormatError
 from shardstream.format.encodings import Encoding
 
-__all__ = ["GetterFactory", "SampleEncoder", "compile_encoder", "compile_getter_factory"]
+__all__ = [
+    "DECODE_ERRORS",
+    "GetterFactory",
+    "SampleEncoder",
+    "compile_encoder",
+    "compile_getter_factory",
+]
 
 #: ``make(buffer, view, offsets, source)`` returns ``get(k)`` decoding sample ``k``.
 GetterFactory = Callable[[Any, memoryview, Sequence[int], str], Callable[[int], dict[str, Any]]]
@@ -24,6 +30,18 @@ GetterFactory = Callable[[Any, memoryview, Sequence[int], str], Callable[[int], 
 SampleEncoder = Callable[[Mapping[str, Any]], tuple[list[bytes], int]]
 
 Plan = Sequence[tuple[str, Encoding, "int | None"]]
+
+#: What decoders raise on bytes that are not a value of their encoding (say, an ndarray shorter
+#: than its header, or JSON nested too deep); readers report it as a corrupt sample.
+DECODE_ERRORS = (
+    ShardFormatError,
+    SampleEncodingError,
+    ValueError,
+    struct.error,
+    LookupError,
+    OverflowError,
+    RecursionError,
+)
 
 
 def _compile(lines: list[str], namespace: dict[str, Any], name: str) -> Any:
@@ -46,17 +64,7 @@ def compile_getter_factory(plan: Plan, *, zero_copy: bool = False) -> GetterFact
         "unpack_sizes": struct.Struct(f"<{variable}I").unpack_from,
         "fail": _decode_failure,
         "Mismatch": _SizeMismatch,
-        # What decoders raise on bytes that are not a value of their encoding (say, an ndarray
-        # shorter than its header, or JSON nested too deep); ``get`` reports it as corruption.
-        "Errors": (
-            ShardFormatError,
-            SampleEncodingError,
-            ValueError,
-            struct.error,
-            LookupError,
-            OverflowError,
-            RecursionError,
-        ),
+        "Errors": DECODE_ERRORS,
     }
     lines = [
         "def make(buf, view, offsets, source):",

@@ -106,6 +106,7 @@ class ShardCache:
         remote = [s for s in self.streams if s.store is not None]
         # Node-wide state (the cache lock, download slots) lives with the first remote stream.
         self._state = os.path.join(remote[0].local, STATE_FOLDER) if remote else None
+        self._largest: int | None = None  # the largest remote shard's footprint, once known
 
     @property
     def num_shards(self) -> int:
@@ -141,15 +142,7 @@ class ShardCache:
         """
         if self.limit is None:
             return
-        largest = max(
-            (
-                self.footprint(self._first[number] + k)
-                for number, stream in enumerate(self.streams)
-                if stream.store is not None
-                for k in range(len(stream.entries))
-            ),
-            default=0,
-        )
+        largest = self._largest_footprint()
         need = concurrent_readers * largest
         if self.limit < need:
             raise CacheLimitError(
@@ -158,6 +151,20 @@ class ShardCache:
                 f"(compressed and decompressed), {need} bytes in all. Raise cache_limit to at "
                 f"least {need} bytes (twice that leaves room to download ahead)."
             )
+
+    def _largest_footprint(self) -> int:
+        """The largest footprint of a shard from a remote (0 without remote streams)."""
+        if self._largest is None:
+            self._largest = max(
+                (
+                    self.footprint(self._first[number] + k)
+                    for number, stream in enumerate(self.streams)
+                    if stream.store is not None
+                    for k in range(len(stream.entries))
+                ),
+                default=0,
+            )
+        return self._largest
 
     def ensure(self, shard: int) -> None:
         """Make the shard's uncompressed files present, fetching them if needed.

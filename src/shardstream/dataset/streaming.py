@@ -291,11 +291,17 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         if start.drop_first >= int(prepared.choices.sum()) > 0:  # resumed at the very end
             start = EpochStart(start.epoch + 1, 0)
         plan = self.plan(start, topology)
-        if plan.dropped:
-            logger.warning(
-                "epoch %d: %d samples fit no whole %s batch and are left out",
-                start.epoch, plan.dropped, self.batching_method,
-            )  # fmt: skip
+        if topology.global_worker == 0:  # said once per job, not by every worker
+            if plan.dropped:
+                logger.warning(
+                    "epoch %d: %d samples fit no whole %s batch and are left out",
+                    start.epoch, plan.dropped, self.batching_method,
+                )  # fmt: skip
+            if plan.padding:
+                logger.info(
+                    "epoch %d: %d samples are repeated to fill the last global batch",
+                    start.epoch, plan.padding,
+                )  # fmt: skip
         predownload = self.predownload
         if predownload is None:
             predownload = 8 * self.batch_size

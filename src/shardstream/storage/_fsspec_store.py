@@ -20,6 +20,7 @@ from shardstream.errors import (
     ShardstreamError,
     StorageError,
 )
+from shardstream.storage.answers import exists_by_info
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
@@ -133,11 +134,7 @@ class FsspecStore:
             CredentialsError: The server refused the credentials, or none were found.
             StorageError: Any other failure of the request.
         """
-        try:
-            self.info(key)
-        except ObjectNotFoundError:
-            return False
-        return True
+        return exists_by_info(self.info, key)
 
     def list(self, prefix: str = "") -> list[str]:
         """The keys (relative to the store's root) that start with ``prefix``, sorted.

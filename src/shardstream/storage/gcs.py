@@ -82,10 +82,14 @@ def parse_gcs_url(url: str) -> tuple[str, str, str]:
     return scheme, parts.netloc, parts.path.strip("/")
 
 
-def _import_gcsfs() -> ModuleType:
-    """gcsfs, imported with its experimental bucket types off unless the user chose otherwise."""
+def _import_gcsfs(module: str = "gcsfs") -> ModuleType:
+    """Import gcsfs, or one of its modules, with gcsfs's experimental bucket types off.
+
+    Off unless the user chose otherwise; whichever module is imported first imports the package
+    and fixes the choice, so every import goes through here.
+    """
     config.prepare_gcsfs_import()
-    return require("gcsfs", extra="gcs", purpose=_PURPOSE)
+    return require(module, extra="gcs", purpose=_PURPOSE)
 
 
 @functools.cache
@@ -96,7 +100,7 @@ def _single_attempt(filesystem_class: type) -> type:
     setting for it; the same loop with one attempt replaces it. Should a gcsfs version lack the
     pieces, its own class (with its retries) is used as it is.
     """
-    retry = require("gcsfs.retry", extra="gcs", purpose=_PURPOSE)
+    retry = _import_gcsfs("gcsfs.retry")
     owner = next((cls for cls in filesystem_class.__mro__ if "_request" in cls.__dict__), None)
     inner = getattr(owner.__dict__["_request"], "__wrapped__", None) if owner else None
     loop = getattr(retry, "retry_request", None)
@@ -195,7 +199,7 @@ class GCSStore(FsspecStore):
 
     def _translate(self, exc: Exception, where: str) -> StorageError:
         auth = require("google.auth.exceptions", extra="gcs", purpose=_PURPOSE)
-        retry = require("gcsfs.retry", extra="gcs", purpose=_PURPOSE)
+        retry = _import_gcsfs("gcsfs.retry")
         endpoint = self.endpoint_url or "Google Cloud Storage (no STORAGE_EMULATOR_HOST)"
         detail = f"{type(exc).__name__}: {exc}".strip()
         if exc.__cause__ is not None:  # gcsfs wraps a refused token refresh in an HttpError

@@ -22,6 +22,7 @@ from shardstream.errors import (
     StorageError,
     UnsupportedURLError,
 )
+from shardstream.storage.answers import exists_by_info, info_from_headers
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
@@ -130,19 +131,12 @@ class HTTPStore:
         """
         url = self.url(check_key(key, self.base))
         with self._boundary("checking", url), self._open(url, "HEAD", {}) as response:
-            length = response.headers.get("Content-Length")
-            etag = response.headers.get("ETag")
-        if length is None or not length.strip().isdigit():
-            raise StorageError(f"checking {url}: the server sent no usable Content-Length")
-        return ObjectInfo(size=int(length), etag=etag.strip('"') if etag else None)
+            headers = response.headers
+        return info_from_headers(headers, url)
 
     def exists(self, key: str) -> bool:
         """Whether a HEAD request for ``key`` succeeds."""
-        try:
-            self.info(key)
-        except ObjectNotFoundError:
-            return False
-        return True
+        return exists_by_info(self.info, key)
 
     def list(self, prefix: str = "") -> list[str]:
         """Always raises: HTTP has no way to list a folder.

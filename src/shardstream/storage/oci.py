@@ -33,6 +33,7 @@ from shardstream.errors import (
     ShardstreamError,
     StorageError,
 )
+from shardstream.storage.answers import exists_by_info, info_from_headers
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
@@ -203,20 +204,11 @@ class OCIStore:
         with self._boundary("checking", key):
             response = self._oci_client().head_object(self.namespace, self.bucket, name)
         headers = response.headers
-        length = str(headers.get("Content-Length", ""))
-        if not length.isdigit():
-            raise StorageError(
-                f"checking {self.url(key)}: the answer gave no size (Content-Length {length!r})"
-            )
-        return ObjectInfo(size=int(length), etag=headers.get("ETag"))
+        return info_from_headers(headers, self.url(key))
 
     def exists(self, key: str) -> bool:
         """Whether an object exists under ``key``."""
-        try:
-            self.info(key)
-        except ObjectNotFoundError:
-            return False
-        return True
+        return exists_by_info(self.info, key)
 
     def list(self, prefix: str = "") -> list[str]:
         """The keys (relative to the store's root) that start with ``prefix``, sorted.

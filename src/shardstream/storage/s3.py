@@ -32,6 +32,7 @@ from shardstream.errors import (
     ShardstreamError,
     StorageError,
 )
+from shardstream.storage.answers import exists_by_info
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
@@ -213,11 +214,7 @@ class S3Store:
 
     def exists(self, key: str) -> bool:
         """Whether an object exists under ``key`` (a prefix of other keys is not one)."""
-        try:
-            self.info(key)
-        except ObjectNotFoundError:
-            return False
-        return True
+        return exists_by_info(self.info, key)
 
     def size(self, key: str) -> int:
         """The size in bytes of the object under ``key`` (``info(key).size``).

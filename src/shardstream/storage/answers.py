@@ -1,0 +1,37 @@
+"""What stores' answers say about an object, read the same way by every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from shardstream.errors import ObjectNotFoundError, StorageError
+from shardstream.storage.base import ObjectInfo
+
+__all__ = ["exists_by_info", "info_from_headers"]
+
+
+def info_from_headers(headers: Any, url: str) -> ObjectInfo:
+    """An object's size and etag from the headers of an HTTP answer about it.
+
+    Args:
+        headers: The answer's headers (anything with ``get``).
+        url: The object's URL, named in the error.
+
+    Raises:
+        StorageError: The answer gave no size.
+    """
+    length = str(headers.get("Content-Length", "")).strip()
+    if not length.isdigit():
+        raise StorageError(f"checking {url}: the answer gave no size (Content-Length {length!r})")
+    etag = headers.get("ETag")
+    return ObjectInfo(size=int(length), etag=str(etag).strip('"') if etag else None)
+
+
+def exists_by_info(info: Callable[[str], ObjectInfo], key: str) -> bool:
+    """Whether ``info(key)`` finds an object (a missing one is ``False``; other errors raise)."""
+    try:
+        info(key)
+    except ObjectNotFoundError:
+        return False
+    return True

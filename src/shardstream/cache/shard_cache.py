@@ -188,7 +188,7 @@ class ShardCache:
                 self._remove_orphans(stream, entry)
                 os.ftruncate(lock.fd, 0)
             if stream.store is not None and self.limit is not None:
-                self._reserve(self.footprint(shard), lock, entry)  # records the fetch
+                self._reserve(self.footprint(shard), lock, stream, entry)  # records the fetch
             else:
                 _record(lock.fd, self.footprint(shard), entry)
             try:
@@ -275,7 +275,7 @@ class ShardCache:
 
     # --- the size limit -------------------------------------------------------------------------
 
-    def _reserve(self, need: int, lock: FileLock, entry: ShardEntry) -> None:
+    def _reserve(self, need: int, lock: FileLock, stream: CacheStream, entry: ShardEntry) -> None:
         """Make room for ``need`` bytes and record the reservation in ``lock``'s file."""
         assert self.limit is not None
         assert self._state is not None
@@ -284,7 +284,7 @@ class ShardCache:
                 f"shard {_name(entry)} needs {need} bytes on disk but cache_limit is "
                 f"{self.limit}; raise cache_limit above the largest shard"
             )
-        deadline = time.monotonic() + _lock_timeout(self.streams[0], entry)
+        deadline = time.monotonic() + _lock_timeout(stream, entry)
         ledger = FileLock(os.path.join(self._state, "cache.lock"))
         delay = _POLL_S
         while True:
@@ -313,10 +313,13 @@ class ShardCache:
         for number, stream in enumerate(self.streams):
             if stream.store is None:
                 continue
+            present = _listing(stream)
             for k, entry in enumerate(stream.entries):
                 size = 0
                 last = 0
                 for path in _paths(stream, entry):
+                    if path not in present:  # a folder listing, not a stat per absent file
+                        continue
                     try:
                         status = os.stat(path)
                     except OSError:
@@ -386,6 +389,16 @@ def _paths(stream: CacheStream, entry: ShardEntry) -> list[str]:
         for info in pair
         if info is not None
     ]
+
+
+def _listing(stream: CacheStream) -> set[str]:
+    """The paths of the files now in the folders that hold the stream's shards."""
+    folders = {os.path.dirname(path) for entry in stream.entries for path in _paths(stream, entry)}
+    present: set[str] = set()
+    for folder in folders:
+        with contextlib.suppress(OSError):  # no such folder yet: nothing in it
+            present.update(os.path.join(folder, name) for name in os.listdir(folder))
+    return present
 
 
 def _whole(path: str, info: FileInfo) -> bool:

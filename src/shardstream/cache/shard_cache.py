@@ -307,12 +307,17 @@ class ShardCache:
             delay = min(2 * delay, _MAX_POLL_S)
 
     def _scan(self, own: str | None) -> tuple[int, list[tuple[int, int]]]:
-        """Bytes in use, and ``(last use, shard)`` of every evictable shard on disk."""
+        """Bytes in use, and ``(last use, shard)`` of every evictable shard on disk.
+
+        Reservations are read before the files are listed: a fetch that finishes in between is
+        then counted twice (safe), never missed.
+        """
         used = 0
         candidates: list[tuple[int, int]] = []
         for number, stream in enumerate(self.streams):
             if stream.store is None:
                 continue
+            used += self._reserved(stream, own)
             present = _listing(stream)
             for k, entry in enumerate(stream.entries):
                 size = 0
@@ -329,7 +334,6 @@ class ShardCache:
                 if size:
                     used += size
                     candidates.append((last, self._first[number] + k))
-            used += self._reserved(stream, own)
         return used, candidates
 
     def _reserved(self, stream: CacheStream, own: str | None) -> int:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-DRIVER = REPO / "benchmarks" / "download_bench.py"
+from tests.benchmarks import run_benchmark
+
 WORKLOADS = {"16x64MiB", "256x1MiB"}
 ROWS = {"reference", "shardstream", "shardstream, 4 shards at a time"}
 
@@ -19,24 +16,8 @@ ROWS = {"reference", "shardstream", "shardstream, 4 shards at a time"}
 @pytest.mark.interop
 @pytest.mark.s3
 def test_quick_download_benchmark_runs_and_every_file_is_right(tmp_path: Path) -> None:
-    python = os.environ.get("SHARDSTREAM_REF_PYTHON", str(REPO / ".venv-ref" / "bin" / "python"))
-    if not os.path.exists(python):
-        pytest.fail(
-            f"the benchmark needs the reference venv, and {python} is missing; run "
-            f"scripts/setup-ref-venv or set SHARDSTREAM_REF_PYTHON to a python with "
-            f"mosaicml-streaming==0.13.0"
-        )
     out = tmp_path / "download.json"
-    completed = subprocess.run(
-        [sys.executable, str(DRIVER), "--quick", "--repeats", "1", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO,
-        env=dict(os.environ, SHARDSTREAM_REF_PYTHON=python),
-    )
-    assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
+    completed = run_benchmark("download_bench.py", "--quick", "--repeats", "1", "--out", str(out))
     assert "MB/s (best)" in completed.stdout
     assert "correctness (sizes and sha256 of every file): PASS" in completed.stdout
 

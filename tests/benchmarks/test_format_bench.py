@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-DRIVER = REPO / "benchmarks" / "format_bench.py"
+from tests.benchmarks import run_benchmark
+
 WORKLOADS = ["small-1KiB", "large-100KiB"]
 SIDE_KEYS = {
     "version",
@@ -27,24 +24,8 @@ SIDE_KEYS = {
 
 @pytest.mark.interop
 def test_quick_benchmark_runs_and_checks_pass(tmp_path: Path) -> None:
-    python = os.environ.get("SHARDSTREAM_REF_PYTHON", str(REPO / ".venv-ref" / "bin" / "python"))
-    if not os.path.exists(python):
-        pytest.fail(
-            f"the benchmark needs the reference venv, and {python} is missing; run "
-            f"scripts/setup-ref-venv or set SHARDSTREAM_REF_PYTHON to a python with "
-            f"mosaicml-streaming==0.13.0"
-        )
     out = tmp_path / "format.json"
-    completed = subprocess.run(
-        [sys.executable, str(DRIVER), "--quick", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=REPO,
-        env=dict(os.environ, SHARDSTREAM_REF_PYTHON=python),
-    )
-    assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
+    completed = run_benchmark("format_bench.py", "--quick", "--out", str(out))
     assert "workload" in completed.stdout
     assert "byte-identical" in completed.stdout
 

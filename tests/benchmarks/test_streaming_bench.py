@@ -8,39 +8,22 @@ correctness facts are asserted, never speed.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-DRIVER = REPO / "benchmarks" / "streaming_bench.py"
+from tests.benchmarks import run_benchmark
+
 LIBS = ("shardstream", "reference")
 WORKLOADS = {"small-1KiB": 10_240, "large-100KiB": 1_024}
 
 
 @pytest.mark.interop
 def test_quick_benchmark_runs_and_checks_pass(tmp_path: Path) -> None:
-    python = os.environ.get("SHARDSTREAM_REF_PYTHON", str(REPO / ".venv-ref" / "bin" / "python"))
-    if not os.path.exists(python):
-        pytest.fail(
-            f"the benchmark needs the reference venv, and {python} is missing; run "
-            f"scripts/setup-ref-venv or set SHARDSTREAM_REF_PYTHON to a python with "
-            f"mosaicml-streaming==0.13.0"
-        )
     out = tmp_path / "streaming.json"
-    completed = subprocess.run(
-        [sys.executable, str(DRIVER), "--quick", "--libs", ",".join(LIBS), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-        cwd=REPO,
-        env=dict(os.environ, SHARDSTREAM_REF_PYTHON=python),
+    completed = run_benchmark(
+        "streaming_bench.py", "--quick", "--libs", ",".join(LIBS), "--out", str(out), timeout=900
     )
-    assert completed.returncode == 0, f"{completed.stdout}\n{completed.stderr}"
     assert "time to first batch" in completed.stdout
     assert "correctness: PASS" in completed.stdout
 

@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from shardstream.cache.locks import FileLock
+from shardstream.cache.shard_cache import STATE_FOLDER
 from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.errors import IndexFormatError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index
@@ -49,8 +50,6 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
         StorageError: The remote index could not be read after every retry.
         IndexFormatError: The remote index is malformed.
     """
-    from shardstream.cache.shard_cache import STATE_FOLDER  # one folder name for all state
-
     state = os.path.join(local, STATE_FOLDER)
     path = os.path.join(local, INDEX_BASENAME)
     info = _info(store, options)

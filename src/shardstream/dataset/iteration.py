@@ -120,11 +120,6 @@ class SampleReader:
             else:
                 yield [views[shard].get(index) for shard, index in zip(shards, local, strict=True)]
 
-    def close(self) -> None:
-        """Unmap every shard this reader opened."""
-        for shard in list(self._open):
-            self._release(shard)
-
     def _walk(
         self, batches: NDArray[np.int64], predownload: int
     ) -> Iterator[tuple[list[int], list[int], dict[int, ShardView]]]:

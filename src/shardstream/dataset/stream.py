@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from shardstream import config
 from shardstream.errors import ConfigurationError
@@ -162,7 +162,3 @@ class ResolvedStream:
     validate_hash: str | None
     keep_zip: bool
     weight: StreamWeight
-
-    def with_local(self, local: str) -> ResolvedStream:
-        """The same stream cached elsewhere."""
-        return replace(self, local=local)

@@ -175,12 +175,15 @@ class MemoryMonitor:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> MemoryMonitor:
+        self._sample()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        # A run shorter than one interval still gets a reading of this process.
+        self._sample()
 
     def _children(self) -> list[int]:
         pids: list[int] = []

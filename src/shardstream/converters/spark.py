@@ -1,0 +1,323 @@
+"""``dataframe_to_mds``: a Spark DataFrame to one MDS dataset, every task writing its own part.
+
+How a write goes:
+
+1. The driver infers ``columns`` from the DataFrame's Arrow schema (see
+   :mod:`shardstream.converters.arrow_types`; ML vectors become ``array<double>`` first) unless
+   ``mds_kwargs`` gives them, and checks that the destination is empty.
+2. Each Spark task streams its partition's Arrow batches (``mapInArrow``) into an
+   :class:`~shardstream.MDSWriter` whose ``out`` is the sub-folder
+   ``part-<partition>-<task attempt id>`` of the destination: a local (or FUSE) folder, or any
+   URL the writer publishes to (``s3://``, ``gs://``, ...). It returns one row: its partition,
+   its sub-folder and its sample count.
+3. The driver merges the indexes of exactly the sub-folders named in the rows it received,
+   in partition order, and publishes ``index.json`` last.
+
+Attempt safety: Spark hands the driver one result per partition, from the attempt that
+succeeded first. A failed attempt, or a speculative copy that lost, wrote to a sub-folder of
+its own (attempt ids are unique), which the merged index never names, so no row is lost or
+counted twice. Locally such sub-folders are deleted after the job; on an object store they
+are left in place (a store is not asked to delete) and a warning lists them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shardstream._optional import require
+from shardstream.converters.arrow_samples import NULL_POLICIES, OnNull
+from shardstream.converters.arrow_types import arrow_module
+from shardstream.converters.batches import BatchUDF, prepare_mds_kwargs, write_batches
+from shardstream.errors import ConfigurationError, DatasetExistsError
+from shardstream.storage import is_remote, local_path, open_store
+from shardstream.writer.merge import merge_partitions
+
+__all__ = ["dataframe_to_mds"]
+
+logger = logging.getLogger(__name__)
+
+_FOLDER = re.compile(r"part-(\d+)-(\d+)")
+_RESULT_SCHEMA = "partition int, folder string, samples long, skipped long"
+
+
+def dataframe_to_mds(
+    dataframe: Any,
+    merge_index: bool = True,
+    mds_kwargs: Mapping[str, Any] | None = None,
+    udf_iterable: BatchUDF | None = None,
+    udf_kwargs: Mapping[str, Any] | None = None,
+    *,
+    on_null: OnNull = "error",
+    progress: bool = True,
+) -> tuple[str, str]:
+    """Write a Spark DataFrame as one MDS dataset, each task writing its partition's shards.
+
+    Args:
+        dataframe: A ``pyspark.sql.DataFrame``.
+        merge_index: Merge the partitions' indexes into one ``index.json`` at ``out``. When
+            False, each ``part-*`` sub-folder holds its own index (and failed attempts'
+            folders, which have none, are still removed from a local ``out``).
+        mds_kwargs: Keyword arguments of :class:`~shardstream.MDSWriter`. ``out`` is required:
+            a local folder, a URL, or a ``(local, remote)`` pair. ``columns`` defaults to the
+            encodings inferred from the schema, ``compression`` to ``"zstd"``; ``exist_ok``
+            lets a non-empty destination be used (a local one is emptied first).
+        udf_iterable: ``udf_iterable(pandas_df, **udf_kwargs)`` is called per Arrow batch of
+            each partition and yields the sample dicts to write (``columns`` is then required).
+        udf_kwargs: Keyword arguments of ``udf_iterable``.
+        on_null: ``"error"`` (default: a null fails the job, naming column, row and partition)
+            or ``"skip"`` (rows holding a null are not written). Not applied to UDF output.
+        progress: Show a progress bar of finished tasks on the driver.
+
+    Returns:
+        ``(local, remote)`` as the reference returns them: the local folder (``""`` when
+        ``out`` is a URL) and the remote URL (``""`` when ``out`` is local).
+
+    Raises:
+        ConfigurationError: Bad arguments, or a column type with no encoding.
+        DatasetExistsError: ``out`` is not empty and ``exist_ok`` is not set.
+        SampleEncodingError: (inside the Spark job's error) a null or a value its column's
+            encoding cannot hold.
+    """
+    if dataframe is None:
+        raise ConfigurationError("dataframe_to_mds needs a DataFrame, got None")
+    if on_null not in NULL_POLICIES:
+        raise ConfigurationError(f"on_null must be one of {NULL_POLICIES}, got {on_null!r}")
+    require("pyspark.sql", extra="spark", purpose="dataframe_to_mds")
+    dataframe = _vectors_as_arrays(dataframe)
+    kwargs = prepare_mds_kwargs(
+        mds_kwargs, _arrow_schema(dataframe), has_udf=udf_iterable is not None
+    )
+    local, remote = _destination(kwargs.pop("out"))
+    _prepare_destination(local, remote, exist_ok=bool(kwargs.pop("exist_ok", False)))
+    kwargs.pop("progress_bar", None)
+    task = _PartitionTask(local, remote, kwargs, on_null, udf_iterable, dict(udf_kwargs or {}))
+    rows = _collect(dataframe.mapInArrow(task, _RESULT_SCHEMA), progress)
+    results = sorted((row["partition"], row["folder"], row["samples"]) for row in rows)
+    partitions = [partition for partition, _, _ in results]
+    if len(set(partitions)) != len(partitions):  # Spark keeps one result per partition
+        raise RuntimeError(f"Spark returned a partition twice: {partitions}")
+    winners = [folder for _, folder, samples in results if samples]
+    skipped = sum(row["skipped"] for row in rows)
+    total = sum(samples for _, _, samples in results)
+    _remove_losers(local, remote, set(winners))
+    if skipped:
+        logger.warning("dataframe_to_mds skipped %d rows holding a null (on_null='skip')", skipped)
+    if not winners:
+        raise ConfigurationError("the DataFrame has no rows to write (after skipping nulls)")
+    if merge_index:
+        merge_partitions(remote or local or "", winners, local=local if remote else None)
+    logger.info(
+        "dataframe_to_mds wrote %d samples from %d partitions to %s",
+        total,
+        len(winners),
+        remote or local,
+    )
+    return local or "", remote or ""
+
+
+@dataclass(frozen=True)
+class _PartitionTask:
+    """What each Spark task runs (pickled to the executors): write one partition's shards."""
+
+    local: str | None
+    remote: str | None
+    writer_kwargs: dict[str, Any]
+    on_null: OnNull
+    udf_iterable: BatchUDF | None
+    udf_kwargs: dict[str, Any]
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        pa = arrow_module()
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        assert context is not None, "runs inside a Spark task"
+        partition = context.partitionId()
+        folder = f"part-{partition:05d}-{context.taskAttemptId()}"
+        first = next(batches, None)
+        samples = skipped = 0
+        if first is not None:
+            out: Any = (
+                (os.path.join(self.local, folder), f"{self.remote.rstrip('/')}/{folder}")
+                if self.local and self.remote
+                else f"{self.remote.rstrip('/')}/{folder}"
+                if self.remote
+                else os.path.join(self.local or "", folder)
+            )
+            summary = write_batches(
+                _chain(first, batches),
+                first.schema,
+                {**self.writer_kwargs, "out": out},
+                on_null=self.on_null,
+                where=f"Spark partition {partition}",
+                udf_iterable=self.udf_iterable,
+                udf_kwargs=self.udf_kwargs,
+            )
+            samples, skipped = summary.samples, summary.skipped
+        yield pa.RecordBatch.from_pydict(
+            {
+                "partition": pa.array([partition], pa.int32()),
+                "folder": pa.array([folder if samples else ""], pa.string()),
+                "samples": pa.array([samples], pa.int64()),
+                "skipped": pa.array([skipped], pa.int64()),
+            }
+        )
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
+
+
+def _vectors_as_arrays(dataframe: Any) -> Any:
+    """ML ``Vector`` columns (dense or sparse) as ``array<double>``, dense."""
+    vectors = [
+        field.name
+        for field in dataframe.schema.fields
+        if type(field.dataType).__name__ == "VectorUDT"
+    ]
+    if not vectors:
+        return dataframe
+    functions = require("pyspark.ml.functions", extra="spark", purpose="ML vector columns")
+    column = require("pyspark.sql.functions", extra="spark", purpose="ML vector columns").col
+    for name in vectors:
+        dataframe = dataframe.withColumn(name, functions.vector_to_array(column(name), "float64"))
+    return dataframe
+
+
+def _arrow_schema(dataframe: Any) -> Any:
+    types = require("pyspark.sql.pandas.types", extra="spark", purpose="dataframe_to_mds")
+    try:
+        return types.to_arrow_schema(dataframe.schema, timezone="UTC")
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"the DataFrame's schema has a type Arrow cannot carry ({exc}); cast or drop "
+            f"that column first"
+        ) from exc
+
+
+def _destination(out: Any) -> tuple[str | None, str | None]:
+    """``(local folder or None, remote URL or None)`` of ``mds_kwargs['out']``."""
+    if isinstance(out, (tuple, list)):
+        if len(out) != 2 or is_remote(os.fspath(out[0])):
+            raise ConfigurationError(
+                f"out must be a folder, a URL or a (local folder, remote URL) pair, got {out!r}"
+            )
+        return local_path(os.fspath(out[0])), os.fspath(out[1]).rstrip("/")
+    text = os.fspath(out)
+    if is_remote(text):
+        return None, text.rstrip("/")
+    return local_path(text), None
+
+
+def _prepare_destination(local: str | None, remote: str | None, *, exist_ok: bool) -> None:
+    if local is not None and os.path.isdir(local) and os.listdir(local):
+        if not exist_ok:
+            raise DatasetExistsError(
+                f"output folder {local} is not empty; pass exist_ok=True in mds_kwargs to "
+                f"replace its contents, or choose an empty folder"
+            )
+        logger.warning("deleting the contents of %s (exist_ok=True)", local)
+        shutil.rmtree(local)
+    if remote is not None:
+        existing = open_store(remote).list()
+        if existing and not exist_ok:
+            raise DatasetExistsError(
+                f"{remote} already holds {len(existing)} objects; pass exist_ok=True in "
+                f"mds_kwargs to write over them, or choose an empty prefix"
+            )
+
+
+def _remove_losers(local: str | None, remote: str | None, winners: set[str]) -> None:
+    """Delete (locally) or list (remotely) the sub-folders of attempts that did not count."""
+    if local is not None and os.path.isdir(local):
+        for name in sorted(os.listdir(local)):
+            if _FOLDER.fullmatch(name) and name not in winners:
+                logger.info("removing %s: a failed or superseded task attempt", name)
+                shutil.rmtree(os.path.join(local, name), ignore_errors=True)
+    if remote is not None:
+        losers = sorted(
+            {
+                key.split("/", 1)[0]
+                for key in open_store(remote).list("part-")
+                if _FOLDER.fullmatch(key.split("/", 1)[0]) and key.split("/", 1)[0] not in winners
+            }
+        )
+        if losers:
+            logger.warning(
+                "%s holds the folders of %d failed or superseded task attempts, which the "
+                "index does not name (delete them at will): %s",
+                remote,
+                len(losers),
+                ", ".join(losers),
+            )
+
+
+def _collect(dataframe: Any, progress: bool) -> list[Any]:
+    """``dataframe.collect()``, with a bar of finished tasks on the driver when possible."""
+    try:
+        context = dataframe.sparkSession.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: no progress bar
+        context = None
+    if not progress or context is None:
+        return list(dataframe.collect())
+    from tqdm.auto import tqdm
+
+    group = f"shardstream-{uuid.uuid4().hex}"
+    previous = context.getLocalProperty("spark.jobGroup.id")
+    context.setJobGroup(group, "shardstream dataframe_to_mds")
+    done = threading.Event()
+    bar = tqdm(desc="dataframe_to_mds", unit="task", dynamic_ncols=True)
+    poller = threading.Thread(
+        target=_poll_tasks, args=(context, group, bar, done), name="shardstream-progress"
+    )
+    poller.daemon = True
+    poller.start()
+    try:
+        rows = list(dataframe.collect())
+        done.set()
+        poller.join()
+        _show_tasks(context, group, bar)
+        bar.update(max(0, (bar.total or bar.n) - bar.n))  # a stage Spark skipped is done too
+        return rows
+    finally:
+        done.set()
+        poller.join()
+        bar.close()
+        context.setLocalProperty("spark.jobGroup.id", previous)
+
+
+def _poll_tasks(context: Any, group: str, bar: Any, done: threading.Event) -> None:
+    try:
+        while not done.wait(0.5):
+            _show_tasks(context, group, bar)
+    except Exception:  # a progress bar must never fail the write
+        logger.debug("could not read Spark's task progress", exc_info=True)
+
+
+def _show_tasks(context: Any, group: str, bar: Any) -> None:
+    tracker = context.statusTracker()
+    total = finished = 0
+    for job in _each(tracker.getJobIdsForGroup(group), tracker.getJobInfo):
+        for stage in _each(job.stageIds, tracker.getStageInfo):
+            total += stage.numTasks
+            finished += stage.numCompletedTasks
+    if total and bar.total != total:
+        bar.total = total
+    if finished > bar.n:
+        bar.update(finished - bar.n)
+
+
+def _each(ids: Iterable[int], lookup: Callable[[int], Any]) -> Iterator[Any]:
+    for item in ids:
+        info = lookup(item)
+        if info is not None:
+            yield info

@@ -16,17 +16,17 @@ import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.cache import ShardCache, ShardView
+from shardstream.dataset.column_batch import ColumnBatch, PackedBytes
 from shardstream.dataset.local import LocalDataset
 from shardstream.errors import ShardNotFoundError
 
-__all__ = ["ColumnBatch", "SampleReader"]
+__all__ = ["SampleReader"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,24 +37,6 @@ logger = logging.getLogger(__name__)
 _OPEN_SHARDS = 32768
 _OPEN_BYTES = 2 << 30
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
-
-
-@dataclass(frozen=True)
-class ColumnBatch:
-    """A device batch as column names and one list of values per column, in batch order.
-
-    It crosses from a DataLoader worker to the loader as plain lists (cheap to pickle); the
-    loader collates it there.
-    """
-
-    names: list[str]
-    columns: list[list[Any]]
-
-    def collate(self, collate: Callable[[list[Any]], Any]) -> dict[str, Any]:
-        """The batch as ``collate`` would make it of the samples: each column collated."""
-        return {
-            name: collate(column) for name, column in zip(self.names, self.columns, strict=True)
-        }
 
 
 class SampleReader:
@@ -106,17 +88,19 @@ class SampleReader:
                 yield getters[shard](index)
 
     def columns(
-        self, batches: NDArray[np.int64], *, predownload: int
+        self, batches: NDArray[np.int64], *, predownload: int, raw_views: bool = False
     ) -> Iterator[ColumnBatch | list[dict[str, Any]]]:
         """Yield each device batch of ``batches`` as columns.
 
         A batch whose shards disagree on the columns (streams of other schemas) comes as a
         list of sample dicts instead, for the caller to collate as it would any samples.
+        With ``raw_views``, ``bytes`` columns of MDS shards hold memoryviews of the shards,
+        which the caller must copy or drop before asking for the next batch.
         """
         for shards, local, views in self._walk(batches, predownload):
             names = {tuple(_names(view)) for view in views.values()}
             if len(names) == 1:
-                yield _decode_columns(shards, local, views)
+                yield _decode_columns(shards, local, views, raw_views)
             else:
                 yield [views[shard].get(index) for shard, index in zip(shards, local, strict=True)]
 
@@ -204,24 +188,24 @@ class SampleReader:
 
 
 def _decode_columns(
-    shards: list[int], local: list[int], views: dict[int, ShardView]
+    shards: list[int], local: list[int], views: dict[int, ShardView], raw_views: bool
 ) -> ColumnBatch:
     """One device batch as columns, in batch order, decoding each shard's samples at once."""
     if len(views) == 1:
         view = next(iter(views.values()))
-        return ColumnBatch(_names(view), _many(view)(local))
+        return ColumnBatch(_names(view), list(_many(view, raw_views)(local)))
     groups: dict[int, list[int]] = {shard: [] for shard in views}
     positions: dict[int, list[int]] = {shard: [] for shard in views}
     for position, (shard, index) in enumerate(zip(shards, local, strict=True)):
         groups[shard].append(index)
         positions[shard].append(position)
-    parts = [_many(views[shard])(indices) for shard, indices in groups.items()]
+    parts = [_many(views[shard], raw_views)(indices) for shard, indices in groups.items()]
     names = _names(next(iter(views.values())))
     placed = [p for shard in groups for p in positions[shard]]  # decoded order -> batch slot
     back = np.empty(len(placed), np.int64)
     back[placed] = np.arange(len(placed))
     pick = operator.itemgetter(*back.tolist())
-    columns = []
+    columns: list[list[Any] | PackedBytes] = []
     for column in range(len(names)):
         decoded = [value for part in parts for value in part[column]]
         picked = pick(decoded)
@@ -229,9 +213,9 @@ def _decode_columns(
     return ColumnBatch(names, columns)
 
 
-def _many(view: ShardView) -> Callable[[Sequence[int]], list[list[Any]]]:
+def _many(view: ShardView, raw_views: bool = False) -> Callable[[Sequence[int]], list[list[Any]]]:
     """The view's batch decoder, or one built from its per-sample getter (text shards)."""
-    get_many = getattr(view, "get_many", None)
+    get_many = getattr(view, "get_many_views" if raw_views else "get_many", None)
     if get_many is not None:
         return get_many  # type: ignore[no-any-return]
 

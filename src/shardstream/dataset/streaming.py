@@ -30,6 +30,7 @@ from shardstream import config
 from shardstream._torch import require_torch, worker_info
 from shardstream.cache import STATE_FOLDER, CacheStream, EpochStart, RunState, ShardCache
 from shardstream.cache import sync_index as _sync_index
+from shardstream.dataset.column_batch import ColumnBatch, for_transfer
 from shardstream.dataset.iteration import SampleReader
 from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.stream import ResolvedStream, Stream
@@ -307,7 +308,10 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             predownload = 8 * self.batch_size
         reader = self._reader()  # one per process: its mapped shards serve the next epoch too
         if self._collated_batches:  # whole device batches, collated by the loader
-            batches = reader.columns(plan.batches, predownload=predownload)
+            in_worker = info is not None  # large values leave a worker through shared memory
+            batches = reader.columns(plan.batches, predownload=predownload, raw_views=in_worker)
+            if in_worker:
+                batches = (for_transfer(b) if isinstance(b, ColumnBatch) else b for b in batches)
             yield from cast(Iterator[dict[str, Any]], batches)
         else:
             yield from reader.samples(plan.batches, predownload=predownload)

@@ -275,6 +275,25 @@ class MDSShardView:
         self.get_many = schema.columns_decoder(zero_copy=zero_copy).bind(
             buffer, view, offsets, self.get
         )
+        self._bind_views: Callable[[], Callable[[Sequence[int]], list[list[Any]]]] | None = (
+            None
+            if zero_copy
+            else lambda: schema.columns_decoder(zero_copy=True).bind(
+                buffer, view, offsets, self.get
+            )
+        )
+        self._get_many_views: Callable[[Sequence[int]], list[list[Any]]] | None = None
+
+    def get_many_views(self, indices: Sequence[int]) -> list[list[Any]]:
+        """Like ``get_many``, with ``bytes`` columns as read-only memoryviews of the shard.
+
+        The views are valid until :meth:`release`; the caller must drop them before.
+        """
+        if self._bind_views is None:
+            return self.get_many(indices)
+        if self._get_many_views is None:
+            self._get_many_views = self._bind_views()
+        return self._get_many_views(indices)
 
     def __len__(self) -> int:
         return len(self._offsets) - 1
@@ -294,4 +313,6 @@ class MDSShardView:
     def release(self) -> None:
         """Drop the reference to the buffer (decoded arrays keep what they need alive)."""
         self.get_many = _released  # its array over the buffer goes with it
+        self._bind_views = None
+        self._get_many_views = _released
         self._view.release()

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from shardstream._torch import default_collate, require_torch
-from shardstream.dataset.iteration import ColumnBatch
+from shardstream.dataset.column_batch import ColumnBatch
 from shardstream.dataset.streaming import StreamingDataset
 from shardstream.errors import ConfigurationError
 

@@ -95,3 +95,29 @@ def test_the_dataset_still_yields_samples_outside_the_loader(remote: Path, tmp_p
     next(iter(StreamingDataLoader(ds, batch_size=8)))
     sample = next(iter(ds))
     assert set(sample) == set(COLUMNS)
+
+
+@pytest.fixture(scope="module")
+def large_remote(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Batches of 8 values of ~200 KiB: over the size from which workers pack them."""
+    root = tmp_path_factory.mktemp("remote") / "large"
+    rng = np.random.default_rng(5)
+    with MDSWriter(out=str(root), columns={"id": "int", "payload": "bytes"}) as writer:
+        for i in range(37):
+            writer.write({"id": i, "payload": rng.bytes(200_000 + i)})
+    return root
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_large_values_from_workers_equal_torch_collating_each_sample(
+    large_remote: Path, tmp_path: Path, workers: int
+):
+    plain = list(DataLoader(make(large_remote, tmp_path / "c"), batch_size=8, num_workers=workers))
+    fast = list(
+        StreamingDataLoader(make(large_remote, tmp_path / "c"), batch_size=8, num_workers=workers)
+    )
+    assert len(fast) == len(plain) == 5
+    assert all(same_batch(a, b) for a, b in zip(fast, plain, strict=True))
+    assert all(type(value) is bytes for batch in fast for value in batch["payload"])
+    ids = torch.cat([batch["id"] for batch in fast]).tolist()
+    assert set(ids) == set(range(37))

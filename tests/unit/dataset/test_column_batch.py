@@ -1,0 +1,95 @@
+"""Device batches crossing from a DataLoader worker: large bytes columns packed, the rest as is."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+import pytest
+
+from shardstream.dataset.column_batch import (
+    CAN_PACK,
+    PACK_MEAN,
+    PACK_THRESHOLD,
+    ColumnBatch,
+    PackedBytes,
+    for_transfer,
+)
+
+pytestmark = pytest.mark.skipif(not CAN_PACK, reason="memfd_create is Linux's")  # CI is Linux
+
+
+def values(count: int, size: int) -> list[bytes]:
+    return [bytes([k % 251]) * (size + k % 7) for k in range(count)]
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_packed_column_unpacks_to_the_same_bytes_and_closes_its_file():
+    data: list[Any] = [*values(40, 5000), b"", memoryview(b"view value")]
+    before = open_fds()
+    packed = PackedBytes.pack(data)
+    assert open_fds() == before + 1
+    out = packed.unpack()
+    assert out == [bytes(v) for v in data]
+    assert all(type(v) is bytes for v in out)
+    assert open_fds() == before
+
+
+def test_more_values_than_one_writev_takes():
+    data = values(2500, 3)
+    assert PackedBytes.pack(data).unpack() == data
+
+
+def test_an_unread_packed_column_closes_its_file_when_dropped():
+    before = open_fds()
+    packed = PackedBytes.pack(values(3, 10))
+    del packed
+    assert open_fds() == before
+
+
+def _receive(queue: Any, result: Any) -> None:
+    batch = queue.get()
+    result.put([batch.names, batch.collate(lambda column: column)])
+
+
+def test_a_packed_batch_crosses_to_another_process_as_a_descriptor():
+    context = multiprocessing.get_context("fork")
+    queue, result = context.Queue(), context.Queue()
+    data = values(64, PACK_THRESHOLD // 32)
+    batch = for_transfer(ColumnBatch(["x", "label"], [data, list(range(64))]))
+    assert isinstance(batch.columns[0], PackedBytes)
+    assert len(ForkingPickler.dumps(batch)) < 4096  # the values do not go through the pickle
+    child = context.Process(target=_receive, args=(queue, result))
+    child.start()
+    queue.put(batch)
+    names, columns = result.get(timeout=60)
+    child.join(60)
+    assert child.exitcode == 0
+    assert names == ["x", "label"]
+    assert columns == {"x": data, "label": list(range(64))}
+
+
+def test_small_or_short_values_stay_lists_and_views_become_bytes():
+    small = values(8, 100)  # far below the threshold
+    many_short = values(PACK_THRESHOLD // 100, 100)  # enough bytes, but short values
+    assert sum(map(len, many_short)) >= PACK_THRESHOLD > PACK_MEAN * 100
+    views = [memoryview(v) for v in small]
+    mixed = ["text", 1]
+    batch = for_transfer(ColumnBatch(["a", "b", "c", "d"], [small, many_short, views, mixed]))
+    assert batch.columns[0] is small
+    assert batch.columns[1] is many_short
+    assert batch.columns[2] == small
+    assert all(type(v) is bytes for v in batch.columns[2])
+    assert batch.columns[3] is mixed
+
+
+def test_a_large_bytes_column_is_packed():
+    large = values(32, PACK_THRESHOLD // 16)
+    batch = for_transfer(ColumnBatch(["a"], [large]))
+    assert isinstance(batch.columns[0], PackedBytes)
+    assert batch.collate(list) == {"a": large}

@@ -23,6 +23,7 @@ import datetime
 import io
 import itertools
 import logging
+import math
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, Literal
@@ -335,10 +336,9 @@ def _ndarray_values(
             flat = array
             for _ in range(depth):
                 flat = flat.flatten()
-            block = leaves(flat).reshape((len(array), *fixed))
-            if shape is not None and shape != fixed:
-                raise fail(int(rows[0]), f"shape {fixed} is not the encoding's {shape}")
-            return list(block)
+            if shape is not None and math.prod(shape) != math.prod(fixed):
+                raise fail(int(rows[0]), f"shape {fixed} does not fill the encoding's {shape}")
+            return list(leaves(flat).reshape((len(array), *(shape or fixed))))
 
         return fixed_rows
     if depth == 1:

@@ -55,6 +55,7 @@ SCHEMA = T.StructType(
         T.StructField("date", T.DateType()),
         T.StructField("timestamp", T.TimestampType()),
         T.StructField("timestamp_ntz", T.TimestampNTZType()),
+        T.StructField("interval", T.DayTimeIntervalType()),
         T.StructField("doubles", T.ArrayType(T.DoubleType(), containsNull=False)),
         T.StructField("ints_nullable", T.ArrayType(T.IntegerType(), containsNull=True)),
         T.StructField("shorts", T.ArrayType(T.ShortType())),
@@ -83,6 +84,7 @@ ENCODINGS = {
     "date": "int32",
     "timestamp": "int64",
     "timestamp_ntz": "int64",
+    "interval": "int64",
     "doubles": "ndarray:float64",
     "ints_nullable": "ndarray:int32",
     "shorts": "ndarray:int16",
@@ -111,6 +113,7 @@ def row(i: int) -> tuple[Any, ...]:
         datetime.date(1969, 12, 25) + datetime.timedelta(days=i * 40),
         datetime.datetime(1965, 3, 4, 5, 6, 7, i, tzinfo=UTC) + datetime.timedelta(days=i * 500),
         datetime.datetime(2001, 2, 3, 4, 5, 6, 7 * i),
+        datetime.timedelta(days=-i, microseconds=i),
         [float(i), -0.5, 1e300][: 1 + i % 3],
         [i, -i],
         [sign * 300, i],
@@ -132,6 +135,7 @@ def expected(i: int) -> dict[str, Any]:
         "timestamp": (values["timestamp"] - EPOCH) // datetime.timedelta(microseconds=1),
         "timestamp_ntz": (values["timestamp_ntz"] - EPOCH.replace(tzinfo=None))
         // datetime.timedelta(microseconds=1),
+        "interval": (-i * 86_400_000_000) + i,
         "struct": {"a": i, "b": f"s{i}"},
         "vector": values["vector"].toArray(),
     }
@@ -363,6 +367,7 @@ def test_binary_files_keep_or_decode_images(spark, tmp_path: Path):
             assert any(data in raw for data in files.values())
 
 
+@pytest.mark.interop
 def test_the_reference_reads_what_dataframe_to_mds_wrote(spark, tmp_path: Path):
     python = reference_python()
     frame = spark.createDataFrame(

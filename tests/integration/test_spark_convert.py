@@ -305,6 +305,9 @@ def test_writes_to_an_object_store(spark, s3_env: S3Server, tmp_path: Path):
             "id long, text string, v array<float>",
         ).repartition(3)
         assert dataframe_to_mds(frame, mds_kwargs={"out": url, "size_limit": 400}) == ("", url)
+        # A (local, remote) pair: shards and the merged index in both places.
+        pair = (str(tmp_path / "pair"), s3_env.url("spark-pair"))
+        dataframe_to_mds(frame, mds_kwargs={"out": pair, "keep_local": True}, progress=False)
     finally:
         environment.clear()
         environment.update(saved)
@@ -321,6 +324,9 @@ def test_writes_to_an_object_store(spark, s3_env: S3Server, tmp_path: Path):
     assert samples[9]["v"].dtype == np.float32
     with pytest.raises(DatasetExistsError, match="already holds"):
         dataframe_to_mds(frame, mds_kwargs={"out": url})
+    assert sorted(read_back(tmp_path / "pair")) == list(range(60))
+    remote_index = open_store(pair[1]).get_bytes("index.json")
+    assert remote_index == (tmp_path / "pair" / "index.json").read_bytes()
 
 
 def _image_bytes(fmt: str, seed: int) -> bytes:

@@ -17,7 +17,9 @@ Attempt safety: Spark hands the driver one result per partition, from the attemp
 succeeded first. A failed attempt, or a speculative copy that lost, wrote to a sub-folder of
 its own (attempt ids are unique), which the merged index never names, so no row is lost or
 counted twice. Locally such sub-folders are deleted after the job; on an object store they
-are left in place (a store is not asked to delete) and a warning lists them.
+are left in place (a store is not asked to delete) and a warning lists them. A speculative
+copy that Spark has not yet stopped when the job ends may still write a folder afterwards:
+the index never names it either.
 """
 
 from __future__ import annotations

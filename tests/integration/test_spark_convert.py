@@ -282,6 +282,11 @@ def test_destination_must_be_empty_unless_exist_ok(spark, tmp_path: Path):
         dataframe_to_mds(frame.where("id < 0"), mds_kwargs={"out": str(tmp_path / "none")})
     with pytest.raises(ConfigurationError, match="columns"):
         dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path / "u")}, udf_iterable=lambda df: [])
+    # Columns that do not fit the schema fail on the driver, before any task runs.
+    with pytest.raises(ConfigurationError, match=r"\['nope'\] are not in the data"):
+        dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path / "c"), "columns": {"nope": "int"}})
+    with pytest.raises(ConfigurationError, match=r"column 'id' has Arrow type int64.*'png'"):
+        dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path / "c"), "columns": {"id": "png"}})
 
 
 @pytest.mark.s3

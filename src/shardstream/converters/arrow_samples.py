@@ -232,14 +232,18 @@ def _values_for(name: str, arrow_type: Any, encoding: str, where: str) -> Values
         return _ndarray_values(name, arrow_type, encoding, where, refuse)
     if encoding == "str":
         return _str_values(arrow_type, refuse)
-    if encoding in _FILE_ENCODINGS:
-        if types.is_string(arrow_type) or types.is_large_string(arrow_type):
-            if encoding != "bytes":
-                raise refuse()
+    if encoding in _FILE_ENCODINGS or encoding in _PIL_ENCODINGS:
+        single = encoding in ("bytes", "jpeg", "png", "pil")
+        leaf, depth = leaf_type(arrow_type)
+        if encoding == "bytes" and (
+            types.is_string(arrow_type) or types.is_large_string(arrow_type)
+        ):
             return lambda array, rows: [text.encode("utf-8") for text in array.to_pylist()]
+        if depth != (0 if single else 1) or not _is_binary(types, leaf):
+            raise refuse(" (it takes binary values)" if single else " (it takes lists of binary)")
+        if encoding in _PIL_ENCODINGS:
+            return _pil_values(single)
         return lambda array, rows: array.to_pylist()
-    if encoding in _PIL_ENCODINGS:
-        return _pil_values(encoding == "pil")
     if encoding == "json":
         if _needs_json_care(pa, arrow_type):
             return lambda array, rows: [_jsonable(v, array.type) for v in array.to_pylist()]
@@ -250,6 +254,14 @@ def _values_for(name: str, arrow_type: Any, encoding: str, where: str) -> Values
         return lambda array, rows: [Decimal(v) for v in array.to_pylist()]
     get_encoding(encoding)  # an unknown name fails here, naming it
     return lambda array, rows: array.to_pylist()
+
+
+def _is_binary(types: Any, arrow_type: Any) -> bool:
+    return bool(
+        types.is_binary(arrow_type)
+        or types.is_large_binary(arrow_type)
+        or types.is_fixed_size_binary(arrow_type)
+    )
 
 
 def _as_numbers(arrow_type: Any) -> Callable[[Any], Any] | None:

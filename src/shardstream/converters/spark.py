@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardstream._optional import require
-from shardstream.converters.arrow_samples import NULL_POLICIES, OnNull
+from shardstream.converters.arrow_samples import NULL_POLICIES, BatchConverter, OnNull
 from shardstream.converters.arrow_types import arrow_module
 from shardstream.converters.batches import BatchUDF, prepare_mds_kwargs, write_batches
 from shardstream.errors import ConfigurationError, DatasetExistsError
@@ -94,9 +94,10 @@ def dataframe_to_mds(
         raise ConfigurationError(f"on_null must be one of {NULL_POLICIES}, got {on_null!r}")
     require("pyspark.sql", extra="spark", purpose="dataframe_to_mds")
     dataframe = _vectors_as_arrays(dataframe)
-    kwargs = prepare_mds_kwargs(
-        mds_kwargs, _arrow_schema(dataframe), has_udf=udf_iterable is not None
-    )
+    schema = _arrow_schema(dataframe)
+    kwargs = prepare_mds_kwargs(mds_kwargs, schema, has_udf=udf_iterable is not None)
+    if udf_iterable is None:  # a column or type/encoding mismatch fails here, before any task
+        BatchConverter(schema, kwargs["columns"], on_null=on_null)
     local, remote = _destination(kwargs.pop("out"))
     _prepare_destination(local, remote, exist_ok=bool(kwargs.pop("exist_ok", False)))
     kwargs.pop("progress_bar", None)

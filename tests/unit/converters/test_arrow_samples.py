@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import datetime
 import io
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,10 @@ def test_wrong_pairings_of_type_and_encoding_are_refused_up_front():
     table = pa.table({"s": ["x"], "n": [1]})
     with pytest.raises(ConfigurationError, match=r"column 's' has Arrow type string.*'int32'"):
         BatchConverter(table.schema, {"s": "int32"})
+    with pytest.raises(ConfigurationError, match=r"'pil'.*binary values"):
+        BatchConverter(table.schema, {"n": "pil"})
+    with pytest.raises(ConfigurationError, match=r"'jpeg_array'.*lists of binary"):
+        BatchConverter(table.schema, {"s": "jpeg_array"})
     with pytest.raises(ConfigurationError, match=r"not in the data"):
         BatchConverter(table.schema, {"missing": "int32"})
     with pytest.raises(ConfigurationError, match="on_null"):
@@ -199,3 +205,32 @@ def test_arrow_to_mds_takes_readers_and_batch_iterables(tmp_path: Path):
         assert [dataset[i]["s"] for i in range(10)] == [str(i) for i in range(10)]
     with pytest.raises(ConfigurationError, match="no record batches"):
         arrow_to_mds(iter([]), str(tmp_path / "e"), progress=False)
+
+
+def test_element_nulls_are_found_in_sliced_and_fixed_size_arrays():
+    table = pa.table(
+        {
+            "f": pa.array([[1, 2], [3, 4], [5, None], [7, 8]], pa.list_(pa.int32(), 2)),
+            "g": pa.array([[1], [2], [3], [None]]),
+        }
+    )
+    converter = BatchConverter(table.schema, infer_columns(table.schema), on_null="skip")
+    samples = converter.samples(table.to_batches()[0].slice(1), first_row=1)
+    assert [s["f"].tolist() for s in samples] == [[3, 4]]
+    assert converter.skipped == 2
+    strict = BatchConverter(table.schema, infer_columns(table.schema))
+    with pytest.raises(
+        SampleEncodingError, match=r"'f' is null \(an element of its array\) at row 2"
+    ):
+        strict.samples(table.to_batches()[0].slice(2), first_row=2)
+
+
+def test_importing_the_converters_imports_no_optional_dependency():
+    code = (
+        "import json, sys, shardstream.converters; print(json.dumps([m for m in "
+        "('pyarrow', 'pyspark', 'pandas', 'datasets', 'PIL', 'torch') if m in sys.modules]))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]"

@@ -157,11 +157,12 @@ def assert_same(got: Any, want: Any, where: str) -> None:
         assert got == want, where
 
 
-def test_every_spark_type_round_trips(spark, tmp_path: Path):
+def test_every_spark_type_round_trips(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     frame = spark.createDataFrame([row(i) for i in range(ROWS)], SCHEMA).repartition(3)
     out = tmp_path / "all"
     local, remote = dataframe_to_mds(frame, mds_kwargs={"out": str(out), "size_limit": 2000})
     assert (local, remote) == (str(out), "")
+    assert "dataframe_to_mds: 100%" in capsys.readouterr().err  # the driver's bar of tasks
     index = parse_index((out / "index.json").read_bytes(), source="index.json")
     assert index[0].columns == ENCODINGS
     assert all(entry.compression == "zstd" for entry in index)

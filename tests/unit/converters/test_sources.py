@@ -41,15 +41,18 @@ def test_pandas_dataframe(tmp_path: Path):
             "name": [f"n{i}" for i in range(30)],
             "when": pd.date_range("2024-01-01", periods=30, freq="h"),
             "vec": [np.array([i, i + 1], dtype=np.float32) for i in range(30)],
+            "kind": pd.Categorical([["a", "b"][i % 2] for i in range(30)]),
         }
     )
     assert pandas_to_mds(frame, str(tmp_path / "ds"), progress=False, size_limit=500) == 30
     assert columns_of(tmp_path / "ds") == {"id": "int32", "score": "float64", "name": "str",
-                                           "when": "int64", "vec": "ndarray:float32"}  # fmt: skip
+                                           "when": "int64", "vec": "ndarray:float32",
+                                           "kind": "str"}  # fmt: skip
     samples = read(tmp_path / "ds")
     assert [s["name"] for s in samples] == list(frame["name"])
     assert samples[2]["when"] == (frame["when"][2] - pd.Timestamp(0)) // pd.Timedelta(1, "us")
     np.testing.assert_array_equal(samples[29]["vec"], [29, 30])
+    assert [s["kind"] for s in samples[:3]] == ["a", "b", "a"]
     # pandas' missing value (NaN) is a null.
     frame.loc[7, "score"] = np.nan
     with pytest.raises(

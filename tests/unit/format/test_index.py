@@ -6,6 +6,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.spec import MDS_KEYS
 
 from shardstream.errors import IndexFormatError, UnsafePathError
@@ -14,6 +16,7 @@ from shardstream.format.index import (
     INDEX_VERSION,
     FileInfo,
     ShardEntry,
+    _plain_mds_entry,
     dump_index,
     parse_index,
     safe_basename,
@@ -393,3 +396,71 @@ def test_basename_nested_too_deep_is_refused():
     assert safe_basename("a/" * 63 + "b", where="here") == "a/" * 63 + "b"
     with pytest.raises(IndexFormatError, match=r"here: basename .* is 64 folders deep; at most 63"):
         safe_basename("a/" * 64 + "b", where="here")
+
+
+# --- the quick path for plain MDS entries agrees with the full checks ------------------------
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12)
+    | st.sampled_from(["mds", "zstd", "shard.00000.mds", "a/b.mds", "../x", ".hidden", 2, 0]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=6,
+)
+
+
+def _mutate(entry: dict[str, Any], path: list[str], value: Any, drop: bool) -> dict[str, Any]:
+    out = copy.deepcopy(entry)
+    target = out
+    for key in path[:-1]:
+        if not isinstance(target.get(key), dict):
+            return out
+        target = target[key]
+    if drop:
+        target.pop(path[-1], None)
+    else:
+        target[path[-1]] = value
+    return out
+
+
+_PATHS = [[key] for key in MDS_KEYS] + [
+    [file, key] for file in ("raw_data", "zip_data") for key in ("basename", "bytes", "hashes")
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    path=st.sampled_from(_PATHS),
+    value=_JSON_VALUES,
+    drop=st.booleans(),
+    compressed=st.booleans(),
+)
+def test_the_quick_path_accepts_only_what_the_full_checks_accept(
+    path: list[str], value: Any, drop: bool, compressed: bool
+):
+    base = mds_entry() if compressed else mds_entry(compression=None, zip_data=None)
+    entry = _mutate(base, path, value, drop)
+    # Parsed as the second entry, after a valid one made its column set known.
+    text = json.dumps({"shards": [base, entry], "version": 2})
+    quick = _plain_mds_entry(json.loads(text)["shards"][1])
+    try:
+        full: ShardEntry | None = ShardEntry.from_json(json.loads(text)["shards"][1], where="x")
+    except IndexFormatError:
+        full = None
+    if quick is not None:
+        assert full is not None, entry
+        assert quick == full
+    if full is not None:  # what the full checks accept parses the same either way
+        assert parse_index(text, source=SOURCE)[1] == full
+
+
+def test_the_quick_path_takes_plain_entries():
+    parse_index(index_text(mds_entry()), source=SOURCE)  # the column set is now known
+    entry = mds_entry(raw_data={"basename": "7/shard.00003.mds", "bytes": 1, "hashes": {}})
+    quick = _plain_mds_entry(entry)
+    assert quick is not None
+    assert quick == ShardEntry.from_json(mds_entry(raw_data=entry["raw_data"]), where="x")
+    assert _plain_mds_entry(mds_entry(raw_data={**entry["raw_data"], "basename": "é.mds"})) is None

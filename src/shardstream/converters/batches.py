@@ -8,6 +8,7 @@ when absent, and ``compression`` defaults to ``"zstd"``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -114,18 +115,13 @@ def write_batches(
         converter = BatchConverter(schema, writer_kwargs["columns"], on_null=on_null, where=where)
     writer: MDSWriter | None = None
     samples = 0
-    try:
+    # The writer finishes (publishing its index) on success and aborts on an error.
+    with contextlib.ExitStack() as stack:
         for sample in _samples(batches, converter, udf_iterable, udf_kwargs or {}, progress):
             if writer is None:
-                writer = MDSWriter(**writer_kwargs)
+                writer = stack.enter_context(MDSWriter(**writer_kwargs))
             writer.write(sample)
             samples += 1
-    except BaseException as exc:
-        if writer is not None:
-            writer.__exit__(type(exc), exc, exc.__traceback__)
-        raise
-    if writer is not None:
-        writer.finish()
     skipped = converter.skipped if converter is not None else 0
     if skipped:
         logger.info("%s: skipped %d rows holding a null (on_null='skip')", where, skipped)

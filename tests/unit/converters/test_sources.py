@@ -83,6 +83,16 @@ def test_jsonl_files_in_order(tmp_path: Path):
         jsonl_to_mds(missing, str(tmp_path / "m"), progress=False)
     with pytest.raises(ConfigurationError, match="not a file"):
         jsonl_to_mds(tmp_path / "nope.jsonl", str(tmp_path / "n"), progress=False)
+    # Later files are read to the first file's schema.
+    (tmp_path / "f1.jsonl").write_text('{"id": 1, "score": 0.5}\n')
+    (tmp_path / "f2.jsonl").write_text('{"id": 2, "score": 1}\n')
+    (tmp_path / "f3.jsonl").write_text('{"id": 3, "score": "high"}\n')
+    files = [tmp_path / "f1.jsonl", tmp_path / "f2.jsonl"]
+    assert jsonl_to_mds(files, str(tmp_path / "cast"), progress=False) == 2
+    assert [s["score"] for s in read(tmp_path / "cast")] == [0.5, 1.0]
+    with pytest.raises(ConfigurationError, match=r"f3\.jsonl: .*'high'.*give schema="):
+        jsonl_to_mds([files[0], tmp_path / "f3.jsonl"], str(tmp_path / "bad"), progress=False)
+    assert not (tmp_path / "bad" / "index.json").exists()  # no index for a failed write
 
 
 def test_csv_files_and_tsv(tmp_path: Path):

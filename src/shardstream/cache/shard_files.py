@@ -186,13 +186,16 @@ _READ_WHOLE = 8 << 20
 def _map(path: str) -> Buffer:
     """A whole file, read-only: memory-mapped, or read into bytes when small (or empty)."""
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            size = os.fstat(fd).st_size
             if size <= _READ_WHOLE:
-                return handle.read()
+                return _read_whole(fd, size)
             if _POPULATE:
-                return mmap.mmap(handle.fileno(), 0, flags=_POPULATE, prot=mmap.PROT_READ)
-            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                return mmap.mmap(fd, 0, flags=_POPULATE, prot=mmap.PROT_READ)
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
     except OSError as exc:
         if exc.errno not in _NOT_A_FILE:
             raise
@@ -200,3 +203,14 @@ def _map(path: str) -> Buffer:
             f"shard file {path} is missing (or not a file); the dataset is incomplete or "
             f"index.json belongs to another dataset"
         ) from exc
+
+
+def _read_whole(fd: int, size: int) -> bytes:
+    """The file's bytes: ``size`` of them, or what it holds if it shrank meanwhile."""
+    data = os.read(fd, size + 1)  # one more: a file that grew shows it
+    if len(data) >= size:
+        return data
+    parts = [data]
+    while chunk := os.read(fd, size + 1 - sum(map(len, parts))):
+        parts.append(chunk)
+    return b"".join(parts)

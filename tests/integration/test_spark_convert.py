@@ -34,7 +34,8 @@ from shardstream.storage import open_store
 from .conftest import S3Server
 from .spark_session import spark_fixture  # noqa: F401 (the session fixture `spark`)
 
-pytestmark = pytest.mark.slow
+# Spark binds 127.0.0.1 (spark_session.py); the driver process may connect nowhere else.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("loopback_only")]
 
 UTC = datetime.timezone.utc
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=UTC)

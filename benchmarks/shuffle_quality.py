@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -29,50 +28,23 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from shardstream.sampling import EpochPartition, EpochPlan, ShuffleConfig, Topology
+from shardstream.sampling import ShuffleConfig
+from shardstream.sampling.simulation import (
+    JobShape,
+    displacement,
+    epoch_order,
+    lru_misses,
+    node_sequence,
+    positions_of,
+    shard_of,
+    shards_per_batch,
+    step_batches,
+)
+
+Setup = JobShape  # the simulated dataset and job (uniform shards by default here)
 
 ALGORITHMS = ("naive", "py1s", "py2s", "py1b", "py1br", "py1e")
 BLOCKED = ("py1b", "py1br", "py1e")  # the algorithms whose result depends on the block size
-
-
-@dataclass(frozen=True)
-class Setup:
-    """The simulated dataset and job (uniform shards; any sizes work)."""
-
-    shard_sizes: tuple[int, ...] = (1000,) * 1000
-    num_canonical_nodes: int = 8
-    nodes: int = 8
-    ranks_per_node: int = 8
-    workers_per_rank: int = 2
-    device_batch: int = 32
-    seed: int = 9176
-    epoch: int = 0
-
-    @property
-    def world_size(self) -> int:
-        """Ranks in the job."""
-        return self.nodes * self.ranks_per_node
-
-    @property
-    def global_batch(self) -> int:
-        """Samples per global step."""
-        return self.device_batch * self.world_size
-
-    @property
-    def epoch_size(self) -> int:
-        """Samples in the epoch."""
-        return sum(self.shard_sizes)
-
-    def describe(self) -> str:
-        """One line for the report."""
-        sizes = set(self.shard_sizes)
-        shard = f"{sizes.pop():,}" if len(sizes) == 1 else "varied"
-        return (
-            f"{len(self.shard_sizes):,} shards x {shard} samples ({self.epoch_size:,}), "
-            f"NCN {self.num_canonical_nodes}, {self.nodes} nodes x {self.ranks_per_node} ranks x "
-            f"{self.workers_per_rank} workers, device batch {self.device_batch} "
-            f"(global {self.global_batch})"
-        )
 
 
 @dataclass(frozen=True)
@@ -111,65 +83,6 @@ def cases(block_sizes: tuple[int, ...], seed: int = 9176) -> list[Case]:
     return out
 
 
-def step_batches(setup: Setup, config: ShuffleConfig) -> NDArray[np.int64]:
-    """``[steps, ranks, device batch]`` sample ids: every rank's device batch at every step.
-
-    Built from ``EpochPlan.for_worker`` for every (rank, worker): worker ``w`` of a rank
-    delivers that rank's device batches ``w, w + W, w + 2W ...`` (the DataLoader round-robin).
-    """
-    sizes = np.asarray(setup.shard_sizes, dtype=np.int64)
-    steps = EpochPartition(setup.epoch_size, setup.num_canonical_nodes, setup.global_batch)
-    out = np.empty((steps.num_steps, setup.world_size, setup.device_batch), dtype=np.int64)
-    workers = setup.workers_per_rank
-    for rank in range(setup.world_size):
-        for worker in range(workers):
-            topology = Topology(setup.nodes, setup.ranks_per_node, workers, rank, worker)
-            plan = EpochPlan.for_worker(
-                sizes,
-                topology=topology,
-                num_canonical_nodes=setup.num_canonical_nodes,
-                global_batch_size=setup.global_batch,
-                epoch=setup.epoch,
-                shuffle=config,
-            )
-            out[worker::workers, rank] = plan.batches
-    return out
-
-
-def epoch_order(setup: Setup, batches: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The sample id at each epoch position (padding included), from the step batches.
-
-    Inside a step, rank ``r`` (node ``p``, rank-of-node ``q``) holds offsets
-    ``p + P * (q + R * j)`` for ``j`` in its device batch.
-    """
-    ranks = np.arange(setup.world_size)
-    node, of_node = ranks // setup.ranks_per_node, ranks % setup.ranks_per_node
-    j = np.arange(setup.device_batch)
-    within = node[:, None] + setup.nodes * (of_node[:, None] + setup.ranks_per_node * j[None, :])
-    order = np.empty((len(batches), setup.global_batch), dtype=np.int64)
-    order[:, within] = batches
-    return order.reshape(-1)
-
-
-def node_sequence(setup: Setup, batches: NDArray[np.int64], node: int) -> NDArray[np.int64]:
-    """The sample ids physical node ``node`` consumes: step by step, its ranks in turn."""
-    low = node * setup.ranks_per_node
-    return batches[:, low : low + setup.ranks_per_node].reshape(-1)
-
-
-def shard_of(shard_sizes: tuple[int, ...], samples: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The shard of each global sample id."""
-    ends = np.cumsum(np.asarray(shard_sizes, dtype=np.int64))
-    return np.searchsorted(ends, samples, side="right").astype(np.int64)
-
-
-def shards_per_batch(shards: NDArray[np.int64]) -> float:
-    """Mean distinct shards per row of ``[steps, global batch]`` shard ids."""
-    ordered = np.sort(shards, axis=1)
-    distinct = 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
-    return float(distinct.mean())
-
-
 @lru_cache(maxsize=4)
 def unshuffled_positions(setup: Setup) -> NDArray[np.int64]:
     """The epoch position of each sample with shuffling off (through the same plans)."""
@@ -177,36 +90,6 @@ def unshuffled_positions(setup: Setup) -> NDArray[np.int64]:
     positions = positions_of(order[: setup.epoch_size])
     positions.setflags(write=False)  # shared by every caller
     return positions
-
-
-def positions_of(order: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The inverse of an epoch order without padding: the position of each sample id."""
-    positions = np.empty_like(order)
-    positions[order] = np.arange(len(order), dtype=np.int64)
-    return positions
-
-
-def displacement(positions: NDArray[np.int64], reference: NDArray[np.int64]) -> float:
-    """Mean ``|position - reference position|`` over samples, as a fraction of the epoch."""
-    return float(np.abs(positions - reference).mean() / max(len(positions), 1))
-
-
-def lru_misses(shards: NDArray[np.int64], capacity: int) -> int:
-    """Misses of an LRU cache of ``capacity`` shards over the access sequence ``shards``."""
-    if len(shards) == 0:
-        return 0
-    runs = shards[np.concatenate(([True], shards[1:] != shards[:-1]))]  # repeats always hit
-    cache: OrderedDict[int, None] = OrderedDict()
-    misses = 0
-    for shard in runs.tolist():
-        if shard in cache:
-            cache.move_to_end(shard)
-            continue
-        misses += 1
-        cache[shard] = None
-        if len(cache) > capacity:
-            cache.popitem(last=False)
-    return misses
 
 
 def measure(setup: Setup, case: Case, capacities: tuple[int, ...]) -> Result:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from benchmarks import shuffle_quality as sq
-from shardstream.sampling import ShuffleConfig, canonical_node_bounds, get_shuffle, interleave
 
 # 200 shards x 100 samples; 4 nodes x 2 ranks x 2 workers, device batch 8 (G = 64). A canonical
 # node holds 5,000 samples (50 shards); a block of 2^11 samples spans about 20 shards.
@@ -37,43 +35,6 @@ def test_cases_cover_every_algorithm_and_shuffle_off():
     assert "py1e B=2^14" in labels
     assert "py1br B=2^16" in labels
     assert len(labels) == 10
-
-
-@pytest.mark.parametrize("algo", ["naive", "py1e"])
-def test_epoch_order_rebuilt_from_worker_plans_is_the_interleaved_shuffle(algo):
-    config = ShuffleConfig(True, algo, SETUP.seed, BLOCK)
-    batches = sq.step_batches(SETUP, config)
-    order = sq.epoch_order(SETUP, batches)
-    size = SETUP.epoch_size
-    sizes = np.asarray(SETUP.shard_sizes)
-    perm = get_shuffle(algo, sizes, SETUP.num_canonical_nodes, SETUP.seed, 0, BLOCK)
-    nodes, local = interleave(np.arange(size), size, SETUP.num_canonical_nodes)
-    bounds = canonical_node_bounds(size, SETUP.num_canonical_nodes)
-    assert order[:size].tolist() == perm[bounds[nodes] + local].tolist()
-    # The last step is topped up with the epoch's first positions.
-    assert order[size:].tolist() == order[: len(order) - size].tolist()
-
-
-def test_node_sequence_walks_steps_then_ranks():
-    batches = np.arange(3 * 8 * 2).reshape(3, 8, 2)  # 3 steps, 8 ranks, batch 2
-    setup = sq.Setup(nodes=4, ranks_per_node=2, device_batch=2)
-    assert sq.node_sequence(setup, batches, 1).tolist() == [4, 5, 6, 7, 20, 21, 22, 23, 36, 37,
-                                                            38, 39]  # fmt: skip
-
-
-def test_lru_misses():
-    seq = np.array([0, 0, 1, 0, 2, 2, 0, 1])
-    assert sq.lru_misses(seq, 1) == 6  # every change of shard
-    assert sq.lru_misses(seq, 2) == 4  # 0 stays (recently used), 2 evicts 1 (FIFO would miss 5)
-    assert sq.lru_misses(seq, 3) == 3  # the cold misses only
-    assert sq.lru_misses(np.array([], dtype=np.int64), 4) == 0
-
-
-def test_measures_on_known_orders():
-    assert sq.shards_per_batch(np.array([[0, 0, 1], [2, 2, 2]])) == 1.5
-    order = np.arange(10)
-    assert sq.displacement(sq.positions_of(order), sq.positions_of(order)) == 0
-    assert sq.displacement(sq.positions_of(order[::-1]), sq.positions_of(order)) == 0.5
 
 
 def test_downloads_never_below_the_distinct_shards(results):

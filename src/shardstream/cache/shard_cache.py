@@ -32,6 +32,7 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from shardstream.cache.locks import FileLock, try_lock_file
 from shardstream.cache.shard_files import ShardFiles, shard_file_pairs
@@ -39,7 +40,7 @@ from shardstream.errors import CacheLimitError, ConfigurationError, ShardNotFoun
 from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.storage import DownloadOptions, ObjectStore, download_file
 
-__all__ = ["STATE_FOLDER", "CacheStream", "ShardCache"]
+__all__ = ["STATE_FOLDER", "CacheStream", "ShardCache", "ShardFetcher"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +48,15 @@ logger = logging.getLogger(__name__)
 STATE_FOLDER = ".shardstream"
 _POLL_S = 0.01
 _MAX_POLL_S = 0.25
+
+
+class ShardFetcher(Protocol):
+    """Fetches shards that are not objects of their own (Parquet row groups: byte ranges)."""
+
+    def fetch(
+        self, store: ObjectStore, entry: ShardEntry, dest: str, options: DownloadOptions
+    ) -> None:
+        """Write the shard's bytes to ``dest`` (``raw_data.bytes`` of them), atomically."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,7 @@ class CacheStream:
         options: Retries, timeout and parallelism of its downloads.
         keep_zip: Keep compressed files after decompressing them.
         validate_hash: Check compressed files against this digest when decompressing.
+        fetcher: Fetches the shards instead of downloading ``raw_data.basename`` (Parquet).
     """
 
     local: str
@@ -69,6 +80,7 @@ class CacheStream:
     options: DownloadOptions = field(default_factory=DownloadOptions)
     keep_zip: bool = False
     validate_hash: str | None = None
+    fetcher: ShardFetcher | None = None
 
 
 class ShardCache:
@@ -243,6 +255,11 @@ class ShardCache:
     def _fetch(self, number: int, entry: ShardEntry) -> None:
         stream = self.streams[number]
         assert stream.store is not None
+        if stream.fetcher is not None:
+            with self._slot():
+                path = os.path.join(stream.local, entry.raw_data.basename)
+                stream.fetcher.fetch(stream.store, entry, path, stream.options)
+            return
         for raw, zipped in shard_file_pairs(entry):
             info = zipped if zipped is not None else raw
             path = os.path.join(stream.local, info.basename)

@@ -21,10 +21,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shardstream.cache import ShardCache, ShardView
+from shardstream.cache import ShardCache
+from shardstream.cache import ShardView as _MDSView
 from shardstream.dataset.column_batch import ColumnBatch, PackedBytes
 from shardstream.dataset.local import LocalDataset
+from shardstream.dataset.parquet import ParquetDataset
 from shardstream.errors import ShardNotFoundError
+from shardstream.format.parquet_view import RowGroupView
 
 __all__ = ["SampleReader"]
 
@@ -37,6 +40,8 @@ logger = logging.getLogger(__name__)
 _OPEN_SHARDS = 32768
 _OPEN_BYTES = 2 << 30
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
+
+ShardView = _MDSView | RowGroupView  # a Parquet row group is a shard too
 
 
 class SampleReader:
@@ -53,7 +58,7 @@ class SampleReader:
 
     def __init__(
         self,
-        datasets: Sequence[LocalDataset],
+        datasets: Sequence[LocalDataset | ParquetDataset],
         shard_starts: NDArray[np.int64],
         stream_first_shard: Sequence[int],
         cache: ShardCache,
@@ -171,7 +176,12 @@ class SampleReader:
         """Keep ``view`` open, unmapping the least recently used beyond the limit."""
         self.cache.touch(shard)
         self._open[shard] = view
-        size = self.cache.locate(shard)[1].raw_data.bytes
+        # A decoded row group's memory; a mapped shard's file.
+        size = (
+            view.nbytes
+            if type(view) is RowGroupView
+            else self.cache.locate(shard)[1].raw_data.bytes
+        )
         self._open_sizes[shard] = size
         self._mapped += size
         while len(self._open) > 1 and (

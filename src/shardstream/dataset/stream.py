@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shardstream import config
@@ -36,6 +37,10 @@ class Stream:
         download_timeout: Seconds allowed for each download request.
         validate_hash: Check shard files against this digest from the index.
         keep_zip: Keep compressed shard files after decompressing them.
+        format: ``'mds'``, ``'parquet'`` (a folder of ``*.parquet`` files, read row group by
+            row group: see ``docs/parquet.md``), or ``None``: MDS where an ``index.json`` is,
+            else Parquet where ``*.parquet`` files are.
+        columns: The columns to read from a Parquet stream (``None``: the dataset's).
 
     Raises:
         ConfigurationError: Neither ``remote`` nor ``local``, several weights, or bad values.
@@ -54,6 +59,8 @@ class Stream:
         download_timeout: float | None = None,
         validate_hash: str | None = None,
         keep_zip: bool | None = None,
+        format: str | None = None,
+        columns: Sequence[str] | None = None,
     ) -> None:
         if remote is None and local is None:
             raise ConfigurationError("a Stream needs a remote, a local folder, or both")
@@ -83,6 +90,14 @@ class Stream:
         self.download_timeout = download_timeout
         self.validate_hash = validate_hash
         self.keep_zip = keep_zip
+        if format not in (None, "mds", "parquet"):
+            raise ConfigurationError(f"format={format!r}; use 'mds', 'parquet' or None (detect)")
+        if columns is not None and (
+            isinstance(columns, str) or not all(isinstance(c, str) for c in columns)
+        ):
+            raise ConfigurationError(f"columns must be a list of column names, got {columns!r}")
+        self.format = format
+        self.columns = None if columns is None else list(columns)
 
     @property
     def proportion(self) -> float | None:
@@ -110,6 +125,7 @@ class Stream:
         validate_hash: str | None,
         keep_zip: bool,
         download_concurrency: int,
+        columns: Sequence[str] | None = None,
     ) -> ResolvedStream:
         """This stream with the dataset's defaults filled in and its folders decided."""
         remote = self.remote
@@ -140,7 +156,13 @@ class Stream:
             validate_hash=self.validate_hash or validate_hash,
             keep_zip=bool(self.keep_zip if self.keep_zip is not None else keep_zip),
             weight=self.weight,
+            format=self.format,
+            columns=self.columns if self.columns is not None else _list(columns),
         )
+
+
+def _list(columns: Sequence[str] | None) -> list[str] | None:
+    return None if columns is None else list(columns)
 
 
 @dataclass(frozen=True)
@@ -154,6 +176,8 @@ class ResolvedStream:
         validate_hash: A digest to check shard files against, or ``None``.
         keep_zip: Keep compressed files after decompressing.
         weight: The stream's weight in the mix.
+        format: ``'mds'``, ``'parquet'`` or ``None`` (detected when loaded).
+        columns: The Parquet columns to read, or ``None`` for all.
     """
 
     remote: str | None
@@ -162,3 +186,5 @@ class ResolvedStream:
     validate_hash: str | None
     keep_zip: bool
     weight: StreamWeight
+    format: str | None = None
+    columns: list[str] | None = None

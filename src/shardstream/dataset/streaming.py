@@ -29,11 +29,11 @@ from numpy.typing import NDArray
 from shardstream import config
 from shardstream._torch import require_torch, worker_info
 from shardstream.cache import STATE_FOLDER, CacheStream, EpochStart, RunState, ShardCache
-from shardstream.cache import sync_index as _sync_index
 from shardstream.dataset.column_batch import ColumnBatch, for_transfer
 from shardstream.dataset.iteration import SampleReader
-from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.stream import ResolvedStream, Stream
+from shardstream.dataset.stream_data import StreamData, open_stream_data
+from shardstream.dataset.stream_data import cache_stream as _cache_stream
 from shardstream.dataset.world import detect_topology
 from shardstream.errors import ConfigurationError
 from shardstream.format.hashing import HASH_ALGORITHMS
@@ -46,7 +46,7 @@ from shardstream.sampling import (
     resample,
     stream_choices,
 )
-from shardstream.storage import ObjectStore, open_store
+from shardstream.storage import open_store
 from shardstream.units import parse_bytes
 
 __all__ = ["StreamingDataset"]
@@ -101,6 +101,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         ranks_per_node: Ranks on each node (default: ``LOCAL_WORLD_SIZE``).
         download_concurrency: Downloads at once on a node, over all its processes.
         zero_copy: Return ``bytes`` columns as read-only memoryviews of the mapped shard.
+        columns: The columns to read from Parquet streams (``None``: all; see ``Stream``).
 
     Raises:
         ConfigurationError: An argument is invalid; the message says which and why.
@@ -141,6 +142,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         ranks_per_node: int | None = None,
         download_concurrency: int = 8,
         zero_copy: bool = False,
+        columns: Sequence[str] | None = None,
     ) -> None:
         if streams is not None and (remote is not None or local is not None):
             raise ConfigurationError(
@@ -149,7 +151,8 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         if streams is None:
             if remote is None and local is None:
                 raise ConfigurationError("StreamingDataset needs streams, a remote or a local")
-            streams = [Stream(remote=remote, local=local, split=split)]
+            streams = [Stream(remote=remote, local=local, split=split, columns=columns)]
+            columns = None
         elif not streams:
             raise ConfigurationError("streams is empty: give at least one Stream")
         elif split is not None:
@@ -214,6 +217,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         self.replication = replication
         self.download_concurrency = download_concurrency
         self.zero_copy = zero_copy
+        self.columns = columns
         self._rank = rank
         self._world_size = world_size
         self._ranks_per_node = ranks_per_node
@@ -475,7 +479,7 @@ class _Prepared:
     def __init__(
         self,
         resolved: list[ResolvedStream],
-        datasets: list[LocalDataset],
+        datasets: list[StreamData],
         cache: ShardCache,
         choices: NDArray[np.int64],
     ) -> None:
@@ -519,6 +523,7 @@ class _Prepared:
                 validate_hash=dataset.validate_hash,
                 keep_zip=dataset.keep_zip,
                 download_concurrency=dataset.download_concurrency,
+                columns=dataset.columns,
             )
             for stream in dataset.streams
         ]
@@ -529,18 +534,14 @@ class _Prepared:
                     f"two streams use the local folder {stream.local}: give each its own"
                 )
             locals_seen[stream.local] = stream.remote
-        datasets: list[LocalDataset] = []
+        datasets: list[StreamData] = []
         cache_streams: list[CacheStream] = []
         for stream in resolved:
             store = None if stream.remote is None else open_store(stream.remote)
-            entries = None if store is None else _sync_index(store, stream.local, stream.options)
-            local = LocalDataset(
-                stream.local,
-                validate_hash=stream.validate_hash,
-                allow_unsafe_types=dataset.allow_unsafe_types,
+            local = open_stream_data(
+                stream, store, allow_unsafe_types=dataset.allow_unsafe_types,
                 zero_copy=dataset.zero_copy,
-                entries=entries,
-            )
+            )  # fmt: skip
             datasets.append(local)
             cache_streams.append(_cache_stream(stream, local, store))
         cache = ShardCache(
@@ -552,22 +553,6 @@ class _Prepared:
             epoch_size=dataset.requested_epoch_size, seed=dataset.shuffle_seed,
         )  # fmt: skip
         return cls(resolved, datasets, cache, choices)
-
-
-def _cache_stream(
-    stream: ResolvedStream, local: LocalDataset, store: ObjectStore | None = None
-) -> CacheStream:
-    """The cache's view of a stream (opening its store when not given)."""
-    if store is None and stream.remote is not None:
-        store = open_store(stream.remote)
-    return CacheStream(
-        local=stream.local,
-        store=store,
-        entries=local.shards,
-        options=stream.options,
-        keep_zip=stream.keep_zip,
-        validate_hash=stream.validate_hash,
-    )
 
 
 def _with_split(stream: Stream, split: str) -> Stream:

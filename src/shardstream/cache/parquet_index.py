@@ -1,0 +1,201 @@
+"""The derived index of a Parquet dataset: its files and their row groups, once per node.
+
+A Parquet folder has no ``index.json``; its footers are the index. The files are listed in
+sorted key order (``*.parquet``, skipping names and folders that start with ``_`` or ``.``,
+such as Spark's ``_SUCCESS`` and ``_temporary/``), and each file's footer is read with ranged
+requests: the last ``FOOTER_TAIL`` bytes, and more if the footer is longer.
+
+For a remote, the footers are saved with each file's size and etag in the stream's cache
+folder (``.shardstream/parquet-index.json``), under a lock: later processes and runs ask the
+store only for the files' sizes and etags, and read again only the footers of files that
+changed, whose cached row groups are deleted. A local folder read in place is never written
+to; its footers are read each time (a few reads per file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import numpy as np
+
+from shardstream.cache.locks import FileLock
+from shardstream.cache.parquet_files import fetch_range, row_group_basename
+from shardstream.cache.shard_cache import STATE_FOLDER
+from shardstream.errors import IndexFormatError, ShardFormatError, ShardNotFoundError
+from shardstream.format.index import safe_basename
+from shardstream.format.parquet_layout import (
+    FOOTER_TAIL,
+    ParquetFileLayout,
+    dump_layouts,
+    footer_length,
+    layout_from_footer,
+    parse_layouts,
+)
+from shardstream.storage import DownloadOptions, ObjectStore, atomic_write
+from shardstream.storage.base import ObjectInfo
+from shardstream.storage.retry import backoff_delays, is_transient
+
+__all__ = ["PARQUET_INDEX", "is_parquet_key", "list_parquet", "local_layouts", "sync_layouts"]
+
+logger = logging.getLogger(__name__)
+
+#: The derived index's file name, in a remote stream's ``.shardstream`` folder.
+PARQUET_INDEX = "parquet-index.json"
+_THREADS = 8
+T = TypeVar("T")
+
+
+def is_parquet_key(key: str) -> bool:
+    """Whether ``key`` names a data file of a Parquet dataset."""
+    parts = key.split("/")
+    return key.endswith(".parquet") and not any(p.startswith(("_", ".")) for p in parts)
+
+
+def list_parquet(store: ObjectStore) -> list[str]:
+    """The keys of the store's Parquet data files, sorted."""
+    return sorted(key for key in store.list() if is_parquet_key(key))
+
+
+def local_layouts(root: str) -> list[ParquetFileLayout]:
+    """The layouts of the Parquet files under the local folder ``root`` (read in place).
+
+    Raises:
+        ShardNotFoundError: The folder holds no Parquet file.
+        ShardFormatError: A file is not Parquet.
+    """
+    keys: list[str] = []
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [name for name in subfolders if not name.startswith(("_", "."))]
+        relative = os.path.relpath(folder, root)
+        prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
+        keys.extend(prefix + name for name in names if is_parquet_key(prefix + name))
+    if not keys:
+        raise ShardNotFoundError(f"{root} holds no index.json and no *.parquet files")
+    with ThreadPoolExecutor(_THREADS, thread_name_prefix="shardstream-footer") as pool:
+        return list(pool.map(lambda key: _local_layout(root, key), sorted(keys)))
+
+
+def sync_layouts(
+    store: ObjectStore, local: str, options: DownloadOptions, keys: Sequence[str] | None = None
+) -> list[ParquetFileLayout]:
+    """The layouts of the remote's Parquet files, from the saved derived index where current.
+
+    Args:
+        store: The stream's remote root.
+        local: The stream's cache folder.
+        options: Retries and timeout of the requests.
+        keys: The Parquet keys, when the caller listed them already.
+
+    Raises:
+        ShardNotFoundError: The remote holds no Parquet file.
+        ShardFormatError: A file is not Parquet.
+        StorageError: A request failed after every retry.
+    """
+    keys = list_parquet(store) if keys is None else list(keys)
+    if not keys:
+        raise ShardNotFoundError(f"{store.url('')} holds no index.json and no *.parquet files")
+    with ThreadPoolExecutor(_THREADS, thread_name_prefix="shardstream-footer") as pool:
+        infos = list(pool.map(lambda key: _retrying(lambda: store.info(key), options), keys))
+        state = os.path.join(local, STATE_FOLDER)
+        path = os.path.join(state, PARQUET_INDEX)
+        saved = _saved(path)
+        if _current(saved, keys, infos):
+            return saved
+        lock = FileLock(os.path.join(state, "parquet-index.lock"))
+        with lock.hold(timeout=options.timeout * (options.retry + 1) + 60, what="the index"):
+            saved = _saved(path)
+            if _current(saved, keys, infos):
+                return saved  # another process of the node read the footers meanwhile
+            known = {(s.key, s.size, s.etag): s for s in saved if s.etag is not None}
+            layouts = list(
+                pool.map(
+                    lambda item: (
+                        known.get((item[0], item[1].size, item[1].etag))
+                        or _remote_layout(store, item[0], item[1], options)
+                    ),
+                    zip(keys, infos, strict=True),
+                )
+            )
+            _drop_changed(local, saved, layouts)
+            os.makedirs(state, exist_ok=True)
+            atomic_write(path, [dump_layouts(layouts)])
+    logger.info("read the footers of %s (%d Parquet files)", store.url(""), len(layouts))
+    return layouts
+
+
+def _current(saved: list[ParquetFileLayout], keys: list[str], infos: list[ObjectInfo]) -> bool:
+    return len(saved) == len(keys) and all(
+        s.key == key and s.size == info.size and s.etag is not None and s.etag == info.etag
+        for s, key, info in zip(saved, keys, infos, strict=False)
+    )
+
+
+def _saved(path: str) -> list[ParquetFileLayout]:
+    try:
+        with open(path, "rb") as handle:
+            return parse_layouts(handle.read(), source=path)
+    except FileNotFoundError:
+        return []
+    except (IndexFormatError, ShardFormatError) as exc:
+        logger.warning("ignoring the saved Parquet index: %s", exc)
+        return []
+
+
+def _drop_changed(local: str, old: list[ParquetFileLayout], new: list[ParquetFileLayout]) -> None:
+    """Delete the cached row groups of files that changed or are gone."""
+    kept = {(layout.key, layout.size, layout.etag) for layout in new}
+    for layout in old:
+        if (layout.key, layout.size, layout.etag) in kept:
+            continue
+        for group in layout.row_groups:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(local, row_group_basename(layout.key, group.index)))
+        logger.warning("%s changed: its cached row groups are deleted", layout.key)
+
+
+def _remote_layout(
+    store: ObjectStore, key: str, info: ObjectInfo, options: DownloadOptions
+) -> ParquetFileLayout:
+    key = safe_basename(key, where=store.url(""))
+    size = info.size
+    url = store.url(key)
+    if size < 12:
+        footer_length(b"", size=size, source=url)  # raises: too short to be Parquet
+    tail = fetch_range(store, key, max(0, size - FOOTER_TAIL), size, options)
+    need = footer_length(tail, size=size, source=url) + 8
+    if need > len(tail):
+        tail = fetch_range(store, key, size - need, size, options)
+    return layout_from_footer(key, size, info.etag, tail[-need:])
+
+
+def _local_layout(root: str, key: str) -> ParquetFileLayout:
+    path = os.path.join(root, key)
+    with open(path, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        size = status.st_size
+        tail = os.pread(handle.fileno(), min(size, FOOTER_TAIL), max(0, size - FOOTER_TAIL))
+        need = footer_length(tail, size=size, source=path) + 8
+        if need > len(tail):
+            tail = os.pread(handle.fileno(), need, size - need)
+    etag = f"{status.st_ino:x}-{size:x}-{status.st_mtime_ns:x}"
+    return layout_from_footer(key, size, etag, tail[-need:])
+
+
+def _retrying(call: Callable[[], T], options: DownloadOptions) -> T:
+    """``call()``, tried again after transient errors as a download would be."""
+    delays = backoff_delays(options.retry, np.random.default_rng())  # jitter only, unseeded
+    for attempt in range(options.retry + 1):
+        try:
+            return call()
+        except OSError as exc:  # noqa: PERF203 - one try per attempt is the point
+            if attempt == options.retry or not is_transient(exc):
+                raise
+            logger.warning("a request for a Parquet footer failed (%s); retrying", exc)
+            time.sleep(delays[attempt])
+    raise AssertionError("unreachable")

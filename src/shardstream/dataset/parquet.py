@@ -1,0 +1,205 @@
+"""``ParquetDataset``: a Parquet dataset's row groups presented as shards.
+
+Every row group that holds rows is one shard: its rows are the shard's samples, in file order,
+and files come in sorted key order. The epoch plan, the shuffle, the partition over ranks and
+workers and the resume points are those of MDS shards, so they hold the same guarantees. A
+sample is ``{column: value}`` over the projected columns (see
+:mod:`shardstream.format.parquet_view` for the value types).
+
+A local folder is read in place (each shard's "file" is the Parquet file itself, checked by
+size). For a remote, each shard's file is the row group's compact cache file
+(:mod:`shardstream.cache.parquet_files`), fetched, limited and evicted by the shard cache like
+any shard.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from shardstream.cache.parquet_files import RowGroupFetcher, read_row_group, row_group_basename
+from shardstream.errors import ConfigurationError, ShardFormatError
+from shardstream.format.index import FileInfo, ShardEntry
+from shardstream.format.parquet_layout import ParquetFileLayout, RowGroupSpan, parse_metadata
+from shardstream.format.parquet_view import RowGroupView
+
+__all__ = ["ParquetDataset"]
+
+
+class ParquetDataset:
+    """Random access to the rows of a Parquet dataset whose footers were read.
+
+    ``len(ds)`` counts rows and ``ds[i]`` is row ``i`` as a dict. A stream of a
+    :class:`~shardstream.StreamingDataset` uses it as it uses a ``LocalDataset``.
+
+    Args:
+        root: The folder holding the files (read in place) or the row groups' cache files.
+        layouts: The files, in dataset order.
+        columns: The columns to read (``None``: every column of the files).
+        cached: ``root`` holds row-group cache files (the data is remote), not the files.
+        source: The dataset's URL or path, named in errors.
+
+    Raises:
+        ConfigurationError: A projected column is missing from a file.
+        ShardFormatError: The files do not share their columns.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        layouts: Sequence[ParquetFileLayout],
+        *,
+        columns: Sequence[str] | None = None,
+        cached: bool = False,
+        source: str | None = None,
+    ) -> None:
+        self.root = root
+        self.source = source or root
+        self.layouts = list(layouts)
+        self.cached = cached
+        self.columns = None if columns is None else list(columns)
+        _check_columns(self.layouts, self.columns, self.source)
+        self._groups: list[tuple[int, RowGroupSpan]] = [
+            (number, group)
+            for number, layout in enumerate(self.layouts)
+            for group in layout.row_groups
+        ]
+        self._entries = [self._entry(number, group) for number, group in self._groups]
+        sizes = np.array([group.rows for _, group in self._groups], dtype=np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._views: dict[int, RowGroupView] = {}
+        self._metadata: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def shards(self) -> list[ShardEntry]:
+        """One entry per row group (``raw_data``: the file read in place, or the cache file)."""
+        return list(self._entries)
+
+    @property
+    def shard_sizes(self) -> np.ndarray[Any, np.dtype[np.int64]]:
+        """Rows in each row group, in dataset order."""
+        return np.diff(self._starts)
+
+    @property
+    def fetcher(self) -> RowGroupFetcher | None:
+        """What downloads the row groups of a remote dataset (``None`` when read in place)."""
+        if not self.cached:
+            return None
+        return RowGroupFetcher(
+            {
+                entry.raw_data.basename: (self.layouts[number].key, group)
+                for entry, (number, group) in zip(self._entries, self._groups, strict=True)
+            }
+        )
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        """Row ``index`` of the dataset (negative counts from the end)."""
+        total = len(self)
+        position = index + total if index < 0 else index
+        if not 0 <= position < total:
+            raise IndexError(f"row {index} is out of range for {total} rows")
+        shard = int(np.searchsorted(self._starts, position, side="right")) - 1
+        return self.shard_view(shard).get(position - int(self._starts[shard]))
+
+    def shard_view(self, shard: int) -> RowGroupView:
+        """Row group ``shard`` read and decoded (its file must be present).
+
+        Raises:
+            ShardNotFoundError: The file is missing (evicted meanwhile).
+            ShardFormatError: The bytes do not decode.
+        """
+        view = self._views.get(shard)
+        if view is not None:
+            return view
+        number, group = self._groups[shard]
+        layout = self.layouts[number]
+        with self._lock:
+            metadata = self._metadata.get(number)
+            if metadata is None:
+                metadata = self._metadata[number] = parse_metadata(layout.footer, source=layout.key)
+        where = f"{self.source}/{layout.key}, row group {group.index}"
+        table = read_row_group(
+            os.path.join(self.root, self._entries[shard].raw_data.basename),
+            metadata,
+            group,
+            size=layout.size,
+            compact=self.cached,
+            columns=self.columns,
+            source=where,
+        )
+        if table.num_rows != group.rows:
+            raise ShardFormatError(f"{where}: read {table.num_rows} rows, expected {group.rows}")
+        view = RowGroupView(table, source=where)
+        self._views[shard] = view
+        return view
+
+    def release(self, shard: int) -> None:
+        """Drop row group ``shard``'s decoded data; it is read again on next use."""
+        view = self._views.pop(shard, None)
+        if view is not None:
+            view.release()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Decoded row groups and parsed footers stay in this process; each worker reads its own.
+        state = self.__dict__.copy()
+        state["_views"] = {}
+        state["_metadata"] = {}
+        state["_lock"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _entry(self, number: int, group: RowGroupSpan) -> ShardEntry:
+        layout = self.layouts[number]
+        if self.cached:
+            raw = FileInfo(row_group_basename(layout.key, group.index), group.nbytes)
+        else:
+            raw = FileInfo(layout.key, layout.size)
+        names = self.columns if self.columns is not None else list(layout.columns)
+        types = dict(zip(layout.columns, layout.types, strict=True))
+        return ShardEntry(
+            format="parquet",
+            samples=group.rows,
+            raw_data=raw,
+            zip_data=None,
+            compression=None,
+            hashes=(),
+            size_limit=None,
+            columns={name: types[name] for name in names},
+        )
+
+
+def _check_columns(
+    layouts: list[ParquetFileLayout], columns: list[str] | None, source: str
+) -> None:
+    """Every file has the projected columns; without a projection, the same columns."""
+    if columns is not None:
+        if not columns or len(set(columns)) != len(columns):
+            raise ConfigurationError(f"columns must be distinct column names, got {columns!r}")
+        for layout in layouts:
+            missing = [name for name in columns if name not in layout.columns]
+            if missing:
+                raise ConfigurationError(
+                    f"columns={columns!r}: {missing} not in {source}/{layout.key}, whose "
+                    f"columns are {list(layout.columns)}"
+                )
+        return
+    if layouts:
+        first = layouts[0]
+        for layout in layouts[1:]:
+            if layout.columns != first.columns:
+                raise ShardFormatError(
+                    f"{source}: {layout.key} has the columns {list(layout.columns)} but "
+                    f"{first.key} has {list(first.columns)}; pass columns=[...] to read the "
+                    f"ones they share"
+                )

@@ -1,0 +1,99 @@
+"""Opening a stream's data: an MDS index, or the row groups of a Parquet folder.
+
+A stream's format is what it says (``Stream(format=...)``) or, left at ``None``, what is there:
+MDS where an ``index.json`` is, else Parquet where ``*.parquet`` files are. Detecting costs an
+MDS stream nothing: the remote ``index.json`` is asked for anyway, and only its absence makes
+the folder be listed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from shardstream.cache import CacheStream
+from shardstream.cache import sync_index as _sync_index
+from shardstream.cache.parquet_index import list_parquet, local_layouts, sync_layouts
+from shardstream.dataset.local import LocalDataset
+from shardstream.dataset.parquet import ParquetDataset
+from shardstream.dataset.stream import ResolvedStream
+from shardstream.errors import ConfigurationError, ObjectNotFoundError
+from shardstream.format.index import INDEX_BASENAME
+from shardstream.storage import ObjectStore, open_store
+
+__all__ = ["StreamData", "cache_stream", "open_stream_data"]
+
+#: What a stream reads from: MDS shards or Parquet row groups.
+StreamData = LocalDataset | ParquetDataset
+
+
+def open_stream_data(
+    stream: ResolvedStream,
+    store: ObjectStore | None,
+    *,
+    allow_unsafe_types: bool,
+    zero_copy: bool,
+) -> StreamData:
+    """The stream's dataset, its index fetched (MDS) or its footers read (Parquet).
+
+    Raises:
+        ConfigurationError: ``columns`` is given for an MDS stream.
+        ShardNotFoundError: Neither an index nor Parquet files are there.
+    """
+    if stream.format == "parquet" or (stream.format is None and _no_index(stream)):
+        return _parquet(stream, store)
+    entries = None
+    if store is not None:
+        try:
+            entries = _sync_index(store, stream.local, stream.options)
+        except ObjectNotFoundError:
+            if stream.format is not None or not list_parquet(store):
+                raise
+            return _parquet(stream, store)
+    if stream.columns is not None:
+        raise ConfigurationError(
+            f"columns={stream.columns!r} projects Parquet streams only; "
+            f"{stream.remote or stream.local} is an MDS dataset"
+        )
+    return LocalDataset(
+        stream.local,
+        validate_hash=stream.validate_hash,
+        allow_unsafe_types=allow_unsafe_types,
+        zero_copy=zero_copy,
+        entries=entries,
+    )
+
+
+def cache_stream(
+    stream: ResolvedStream, data: StreamData, store: ObjectStore | None = None
+) -> CacheStream:
+    """The cache's view of a stream (opening its store when not given)."""
+    if store is None and stream.remote is not None:
+        store = open_store(stream.remote)
+    return CacheStream(
+        local=stream.local,
+        store=store,
+        entries=data.shards,
+        options=stream.options,
+        keep_zip=stream.keep_zip,
+        validate_hash=stream.validate_hash,
+        fetcher=data.fetcher if isinstance(data, ParquetDataset) else None,
+    )
+
+
+def _no_index(stream: ResolvedStream) -> bool:
+    """A local-only stream without ``index.json`` (a remote one is asked when synced)."""
+    return stream.remote is None and not os.path.exists(os.path.join(stream.local, INDEX_BASENAME))
+
+
+def _parquet(stream: ResolvedStream, store: ObjectStore | None) -> ParquetDataset:
+    if store is None:
+        layouts = local_layouts(stream.local)
+    else:
+        layouts = sync_layouts(store, stream.local, stream.options)
+    return ParquetDataset(
+        stream.local,
+        layouts,
+        columns=stream.columns,
+        cached=store is not None,
+        source=stream.remote or stream.local,
+    )

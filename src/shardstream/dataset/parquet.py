@@ -142,10 +142,9 @@ class ParquetDataset:
         return view
 
     def release(self, shard: int) -> None:
-        """Drop row group ``shard``'s decoded data; it is read again on next use."""
-        view = self._views.pop(shard, None)
-        if view is not None:
-            view.release()
+        """Forget row group ``shard``'s view (it stays valid for whoever holds it; its memory
+        goes with the last reference); it is read again on next use."""
+        self._views.pop(shard, None)
 
     def __getstate__(self) -> dict[str, Any]:
         # Decoded row groups and parsed footers stay in this process; each worker reads its own.

@@ -86,13 +86,13 @@ def _values(column: Any) -> Any:
     if column.null_count == 0 and (
         pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
     ):
-        return column.to_numpy()
+        return np.array(column.to_numpy())  # a writable copy: torch warns on read-only arrays
     if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and column.null_count == 0:
         item = kind.value_type
         if pa.types.is_integer(item) or pa.types.is_floating(item):
             array = column.combine_chunks()
             if array.values.null_count == 0:
                 offsets = array.offsets.to_numpy()
-                flat = array.values.to_numpy()
+                flat = np.array(array.values.to_numpy())
                 return [flat[offsets[i] : offsets[i + 1]] for i in range(len(array))]
     return column.to_pylist()

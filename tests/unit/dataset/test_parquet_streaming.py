@@ -1,0 +1,287 @@
+"""StreamingDataset over Parquet folders: the guarantees of MDS, with row groups as shards.
+
+The "remote" is a local folder read through LocalStore, so row groups are fetched as byte
+ranges into the cache folder exactly as from an object store (the S3 run is in
+tests/integration/test_parquet_s3.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.parquet_data import FILES, ROWS, write_parquet
+from tests.streaming_data import global_batches, ids_of, write_dataset
+
+from shardstream import Stream, StreamingDataLoader, StreamingDataset
+from shardstream.errors import ConfigurationError, ShardFormatError, ShardNotFoundError
+
+GROUPS = sum(-(-rows // group) for rows, group in FILES)
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_parquet(tmp_path_factory.mktemp("parquet") / "ds")
+
+
+def dataset(remote: Path, local: Path | None, **kwargs: object) -> StreamingDataset:
+    """Shuffled, 2 canonical nodes; ``tokens`` (ragged lists: no default collation) left out."""
+    options: dict[str, object] = {
+        "batch_size": 4, "shuffle": True, "num_canonical_nodes": 2,
+        "columns": ["id", "score", "name", "blob"],
+    }  # fmt: skip
+    options.update(kwargs)
+    where = (
+        {"remote": str(remote)} if local is None else {"remote": str(remote), "local": str(local)}
+    )
+    return StreamingDataset(**where, **options)  # type: ignore[arg-type]
+
+
+def epoch_ids(ds: StreamingDataset) -> list[int]:
+    return [int(sample["id"]) for sample in ds]
+
+
+def assert_once_up_to_padding(ids: list[int], rows: int, global_batch: int) -> None:
+    counts = collections.Counter(ids)
+    assert set(counts) == set(range(rows))
+    assert len(ids) - rows == -rows % global_batch  # only the reported padding repeats
+
+
+@pytest.mark.parametrize("seed", [0, 1, 9176, 2024])
+@pytest.mark.parametrize("algo", ["py1e", "py1s", "naive"])
+def test_one_epoch_reads_every_row_once(remote: Path, tmp_path: Path, seed: int, algo: str):
+    ds = dataset(remote, tmp_path / "cache", shuffle_seed=seed, shuffle_algo=algo)
+    ids = epoch_ids(ds)
+    assert_once_up_to_padding(ids, ROWS, 4)
+    assert ids != sorted(ids)
+    assert (ds.num_samples, ds.num_shards) == (ROWS, GROUPS)
+
+
+def test_the_order_depends_on_the_seed_only(remote: Path, tmp_path: Path):
+    first = epoch_ids(dataset(remote, tmp_path / "a", shuffle_seed=5))
+    assert epoch_ids(dataset(remote, tmp_path / "b", shuffle_seed=5)) == first
+    assert epoch_ids(dataset(remote, None, shuffle_seed=5)) == first  # read in place
+    in_place = StreamingDataset(local=str(remote), batch_size=4, shuffle=True,
+                                num_canonical_nodes=2, shuffle_seed=5)  # fmt: skip
+    assert epoch_ids(in_place) == first  # read in place or fetched: the same rows in order
+
+
+def test_two_ranks_with_two_workers_yield_as_many_rows_and_the_same_global_batches(
+    remote: Path, tmp_path: Path
+):
+    single = dataset(remote, tmp_path / "one", batch_size=8, rank=0, world_size=1)
+    reference = global_batches([ids_of(StreamingDataLoader(single, batch_size=8))], 8)
+    per_rank = []
+    for rank in range(2):
+        ds = dataset(remote, tmp_path / "two", batch_size=4, rank=rank, world_size=2,
+                     ranks_per_node=2)  # fmt: skip
+        per_rank.append(ids_of(StreamingDataLoader(ds, batch_size=4, num_workers=2)))
+    assert len(per_rank[0]) == len(per_rank[1])
+    assert global_batches(per_rank, 4) == reference
+    assert_once_up_to_padding([i for ids in per_rank for i in ids], ROWS, 8)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_resume_mid_epoch_on_another_topology_continues_exactly(
+    remote: Path, tmp_path: Path, workers: int
+):
+    full = global_batches([epoch_ids(dataset(remote, tmp_path / "ref", batch_size=8))], 8)
+    ds = dataset(remote, tmp_path / "one", batch_size=8)
+    loader = StreamingDataLoader(ds, batch_size=8, num_workers=workers)
+    seen = 0
+    for batch in loader:
+        seen += len(batch["id"])
+        if seen == 48:
+            state = loader.state_dict()
+            break
+    assert (state["epoch"], state["sample_in_epoch"]) == (0, 48)
+    per_rank = []
+    for rank in range(2):
+        resumed = dataset(remote, tmp_path / "two", batch_size=4, rank=rank, world_size=2,
+                          ranks_per_node=2)  # fmt: skip
+        resumed.load_state_dict(state)
+        per_rank.append(ids_of(StreamingDataLoader(resumed, batch_size=4, num_workers=workers)))
+    assert global_batches(per_rank, 4) == full[6:]
+
+
+def test_epochs_differ_and_set_epoch_replays(remote: Path, tmp_path: Path):
+    ds = dataset(remote, tmp_path / "cache")
+    first, second = epoch_ids(ds), epoch_ids(ds)
+    assert first != second
+    assert_once_up_to_padding(second, ROWS, 4)
+    ds.set_epoch(0)
+    assert epoch_ids(ds) == first
+
+
+def test_projected_columns_are_the_only_ones_read(remote: Path, tmp_path: Path):
+    ds = dataset(remote, tmp_path / "cache", columns=["name", "id"])
+    sample = next(iter(ds))
+    assert list(sample) == ["name", "id"]
+    batch = next(iter(StreamingDataLoader(ds, batch_size=4, num_workers=0)))
+    assert list(batch) == ["name", "id"]
+    assert list(dataset(remote, tmp_path / "all", columns=None)[0]) == [
+        "id", "score", "name", "blob", "tokens"
+    ]  # fmt: skip
+    streams = [Stream(remote=str(remote), local=str(tmp_path / "s"), columns=["name"])]
+    assert list(StreamingDataset(streams=streams, batch_size=4)[7]) == ["name"]
+
+
+def test_values_keep_their_types(remote: Path, tmp_path: Path):
+    row = dataset(remote, tmp_path / "cache", columns=None)[137]
+    assert row["id"] == 137
+    assert isinstance(row["id"], np.integer)
+    assert row["score"] == np.float32(137 / 4)
+    assert row["name"] == "row-137"
+    assert row["blob"] == bytes([137]) * (137 % 9)
+    assert row["tokens"].tolist() == list(range(137 % 5))
+
+
+def test_remote_row_groups_are_fetched_alone_and_read_back(remote: Path, tmp_path: Path):
+    local = tmp_path / "cache"
+    ds = dataset(remote, local)
+    assert ds[140]["id"] == 140  # row 10 of part-002's first row group
+    cached = sorted(p.name for p in local.iterdir() if p.is_file())
+    assert cached == ["part-002.parquet.rowgroup-0"]
+    metadata = pq.ParquetFile(remote / "part-002.parquet").metadata.row_group(0)
+    span = sum(metadata.column(c).total_compressed_size for c in range(metadata.num_columns))
+    assert (local / cached[0]).stat().st_size == span  # the span alone, no footer, no holes
+    assert (local / ".shardstream" / "parquet-index.json").exists()
+    expected = pq.ParquetFile(remote / "part-002.parquet").read_row_group(0).to_pylist()
+    view = ds._prepare().datasets[0].shard_view(4)  # 3 + 1 row groups before it
+    assert [view.get(i)["name"] for i in range(len(view))] == [r["name"] for r in expected]
+    assert_once_up_to_padding(epoch_ids(ds), ROWS, 4)
+    assert len(list(local.glob("*.rowgroup-*"))) == GROUPS
+
+
+def test_a_cache_limit_evicts_row_groups_and_the_epoch_stays_whole(remote: Path, tmp_path: Path):
+    local = tmp_path / "cache"
+    probe = dataset(remote, tmp_path / "probe")
+    epoch_ids(probe)
+    largest = max(p.stat().st_size for p in (tmp_path / "probe").glob("*.rowgroup-*"))
+    limit = 3 * largest
+    ds = dataset(remote, local, cache_limit=limit, predownload=4)
+    peak, ids = 0, []
+    for sample in ds:
+        ids.append(int(sample["id"]))
+        total = 0
+        for path in local.glob("*.rowgroup-*"):
+            with contextlib.suppress(FileNotFoundError):
+                total += path.stat().st_size
+        peak = max(peak, total)
+    assert_once_up_to_padding(ids, ROWS, 4)
+    assert 0 < peak <= limit
+    assert len(list(local.glob("*.rowgroup-*"))) < GROUPS  # some were evicted
+
+
+def test_the_derived_index_is_read_once_and_again_for_changed_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from shardstream.cache import parquet_index
+
+    remote = write_parquet(tmp_path / "remote")
+    local = tmp_path / "cache"
+    footers: list[str] = []
+    original = parquet_index._remote_layout
+
+    def counting(store, key, info, options):
+        footers.append(key)
+        return original(store, key, info, options)
+
+    monkeypatch.setattr(parquet_index, "_remote_layout", counting)
+    assert_once_up_to_padding(epoch_ids(dataset(remote, local)), ROWS, 4)
+    assert len(footers) == len(FILES)
+    dataset(remote, local).prepare()
+    assert len(footers) == len(FILES)  # sizes and etags unchanged: no footer read
+    write_parquet(remote, [(30, 10)], first=1000)  # part-000 rewritten, 30 other rows
+    assert (local / "part-000.parquet.rowgroup-2").exists()
+    ds = dataset(remote, local)
+    ds.prepare()
+    assert footers[len(FILES) :] == ["part-000.parquet"]
+    assert not list(local.glob("part-000.parquet.rowgroup-*"))  # its old row groups are gone
+    ids = epoch_ids(ds)
+    assert set(ids) == set(range(1000, 1030)) | set(range(130, ROWS))
+
+
+def test_dataloader_workers_do_not_change_the_batches(remote: Path, tmp_path: Path):
+    in_process = ids_of(StreamingDataLoader(dataset(remote, tmp_path / "c"), batch_size=4))
+    spawned = StreamingDataLoader(dataset(remote, tmp_path / "c"), batch_size=4, num_workers=2,
+                                  multiprocessing_context="spawn")  # fmt: skip
+    assert ids_of(spawned) == in_process
+
+
+def test_parquet_and_mds_streams_mix(remote: Path, tmp_path: Path):
+    mds = write_dataset(tmp_path / "mds", 100, first=10_000)
+    ds = StreamingDataset(
+        streams=[Stream(remote=str(remote), local=str(tmp_path / "p"), columns=["id"]),
+                 Stream(remote=str(mds), local=str(tmp_path / "m"))],
+        batch_size=4, shuffle=True,
+    )  # fmt: skip
+    ids = epoch_ids(ds)
+    assert set(ids) == set(range(ROWS)) | set(range(10_000, 10_100))
+
+
+def test_a_file_that_is_not_parquet_is_named(tmp_path: Path):
+    root = write_parquet(tmp_path / "ds")
+    (root / "part-001.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(ShardFormatError, match=r"part-001\.parquet is not a Parquet file"):
+        StreamingDataset(local=str(root), batch_size=4).prepare()
+    with pytest.raises(ShardFormatError, match=r"part-001\.parquet is not a Parquet file"):
+        dataset(root, tmp_path / "cache").prepare()
+
+
+def test_a_missing_projected_column_is_named(remote: Path, tmp_path: Path):
+    with pytest.raises(ConfigurationError, match=r"\['nope'\] not in .*part-000\.parquet"):
+        dataset(remote, tmp_path / "cache", columns=["id", "nope"]).prepare()
+
+
+def test_files_with_other_columns_need_a_projection(tmp_path: Path):
+    root = write_parquet(tmp_path / "ds", [(20, 10)])
+    table = pq.read_table(root / "part-000.parquet").drop_columns(["blob"])
+    pq.write_table(table, root / "part-001.parquet")
+    with pytest.raises(ShardFormatError, match=r"part-001\.parquet has the columns"):
+        StreamingDataset(local=str(root), batch_size=4).prepare()
+    ds = StreamingDataset(local=str(root), batch_size=4, columns=["id", "name"])
+    assert len(ds) == 40
+
+
+def test_a_folder_without_data_and_columns_on_mds_are_refused(tmp_path: Path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ShardNotFoundError, match=r"no index\.json and no"):
+        StreamingDataset(local=str(tmp_path / "empty"), batch_size=4).prepare()
+    mds = write_dataset(tmp_path / "mds", 10)
+    with pytest.raises(ConfigurationError, match="projects Parquet streams only"):
+        StreamingDataset(local=str(mds), batch_size=4, columns=["id"]).prepare()
+    with pytest.raises(ConfigurationError, match="format="):
+        Stream(local=str(mds), format="orc")
+
+
+def test_format_parquet_is_explicit(remote: Path, tmp_path: Path):
+    ds = StreamingDataset(streams=[Stream(remote=str(remote), local=str(tmp_path / "c"),
+                                          format="parquet")], batch_size=4)  # fmt: skip
+    assert ds.num_samples == ROWS
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    files=st.lists(st.tuples(st.integers(1, 40), st.integers(1, 15)), min_size=1, max_size=4),
+    seed=st.integers(0, 2**16),
+    batch=st.integers(1, 6),
+)
+def test_random_row_groups_are_read_exactly_once(
+    files: list[tuple[int, int]], seed: int, batch: int
+):
+    rows = sum(count for count, _ in files)
+    with tempfile.TemporaryDirectory() as folder:
+        root = write_parquet(Path(folder) / "ds", files, compression="none")
+        ds = StreamingDataset(local=str(root), batch_size=batch, shuffle=True,
+                              shuffle_seed=seed, num_canonical_nodes=3)  # fmt: skip
+        assert_once_up_to_padding(epoch_ids(ds), rows, batch)
+        shutil.rmtree(root)

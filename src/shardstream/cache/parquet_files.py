@@ -1,16 +1,17 @@
 """Parquet row groups as cached shards: fetched as byte ranges, read back at their offsets.
 
 A remote row group is fetched alone: the byte span of its column chunks, one ranged request per
-``part_size``, into a compact local file (``<key>.rowgroup-<n>``) written under a temporary name
-and renamed. The footer is not in it: it is kept in the stream's derived index. To read the row
-group, pyarrow is handed the footer's metadata and a file object that serves the original
-offsets from the compact file, so the cache holds exactly the bytes downloaded (a sparse file
-would count as the whole file against ``cache_limit``).
+``part_size``, into a compact local file (``<key>.<version>.rowgroup-<n>``) written under a
+temporary name and renamed. The footer is not in it: it is kept in the stream's derived index.
+To read the row group, pyarrow is handed the footer's metadata and a file object that serves
+the original offsets from the compact file, so the cache holds exactly the bytes downloaded (a
+sparse file would count as the whole file against ``cache_limit``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 from collections.abc import Mapping
@@ -19,16 +20,21 @@ from typing import Any, cast
 from shardstream._optional import require
 from shardstream.errors import ShardFormatError, ShardNotFoundError, StorageError
 from shardstream.format.index import ShardEntry
-from shardstream.format.parquet_layout import RowGroupSpan
+from shardstream.format.parquet_layout import ParquetFileLayout, RowGroupSpan
 from shardstream.storage import DownloadOptions, ObjectStore, fetch_bytes
 from shardstream.storage.local import temporary_sibling
 
 __all__ = ["RowGroupFetcher", "fetch_range", "read_row_group", "row_group_basename"]
 
 
-def row_group_basename(key: str, group: int) -> str:
-    """The cache file of row group ``group`` of the file ``key``."""
-    return f"{key}.rowgroup-{group}"
+def row_group_basename(layout: ParquetFileLayout, group: int) -> str:
+    """The cache file of row group ``group`` of a file, named for the file's version.
+
+    The name carries a digest of the file's size and etag, so a row group cached from an
+    earlier version of the file is never taken for one of the current version.
+    """
+    version = hashlib.blake2s(f"{layout.size}:{layout.etag}".encode(), digest_size=4).hexdigest()
+    return f"{layout.key}.{version}.rowgroup-{group}"
 
 
 def fetch_range(

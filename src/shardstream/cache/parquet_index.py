@@ -155,7 +155,7 @@ def _drop_changed(local: str, old: list[ParquetFileLayout], new: list[ParquetFil
             continue
         for group in layout.row_groups:
             with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(local, row_group_basename(layout.key, group.index)))
+                os.remove(os.path.join(local, row_group_basename(layout, group.index)))
         logger.warning("%s changed: its cached row groups are deleted", layout.key)
 
 

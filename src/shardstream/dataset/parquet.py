@@ -142,8 +142,10 @@ class ParquetDataset:
         return view
 
     def release(self, shard: int) -> None:
-        """Forget row group ``shard``'s view (it stays valid for whoever holds it; its memory
-        goes with the last reference); it is read again on next use."""
+        """Forget row group ``shard``'s view; it is read again on next use.
+
+        The view stays valid for whoever holds it; its memory goes with the last reference.
+        """
         self._views.pop(shard, None)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -161,7 +163,7 @@ class ParquetDataset:
     def _entry(self, number: int, group: RowGroupSpan) -> ShardEntry:
         layout = self.layouts[number]
         if self.cached:
-            raw = FileInfo(row_group_basename(layout.key, group.index), group.nbytes)
+            raw = FileInfo(row_group_basename(layout, group.index), group.nbytes)
         else:
             raw = FileInfo(layout.key, layout.size)
         names = self.columns if self.columns is not None else list(layout.columns)

@@ -92,12 +92,8 @@ class Stream:
         self.keep_zip = keep_zip
         if format not in (None, "mds", "parquet"):
             raise ConfigurationError(f"format={format!r}; use 'mds', 'parquet' or None (detect)")
-        if columns is not None and (
-            isinstance(columns, str) or not all(isinstance(c, str) for c in columns)
-        ):
-            raise ConfigurationError(f"columns must be a list of column names, got {columns!r}")
         self.format = format
-        self.columns = None if columns is None else list(columns)
+        self.columns = _list(columns)
 
     @property
     def proportion(self) -> float | None:
@@ -162,6 +158,10 @@ class Stream:
 
 
 def _list(columns: Sequence[str] | None) -> list[str] | None:
+    if columns is not None and (
+        isinstance(columns, str) or not all(isinstance(c, str) for c in columns)
+    ):
+        raise ConfigurationError(f"columns must be a list of column names, got {columns!r}")
     return None if columns is None else list(columns)
 
 

@@ -8,6 +8,7 @@ the folder be listed.
 
 from __future__ import annotations
 
+import logging
 import os
 
 from shardstream.cache import CacheStream
@@ -21,6 +22,8 @@ from shardstream.format.index import INDEX_BASENAME
 from shardstream.storage import ObjectStore, open_store
 
 __all__ = ["StreamData", "cache_stream", "open_stream_data"]
+
+logger = logging.getLogger(__name__)
 
 #: What a stream reads from: MDS shards or Parquet row groups.
 StreamData = LocalDataset | ParquetDataset
@@ -46,9 +49,10 @@ def open_stream_data(
         try:
             entries = _sync_index(store, stream.local, stream.options)
         except ObjectNotFoundError:
-            if stream.format is not None or not list_parquet(store):
+            keys = None if stream.format is not None else list_parquet(store)
+            if not keys:
                 raise
-            return _parquet(stream, store)
+            return _parquet(stream, store, keys)
     if stream.columns is not None:
         raise ConfigurationError(
             f"columns={stream.columns!r} projects Parquet streams only; "
@@ -85,11 +89,18 @@ def _no_index(stream: ResolvedStream) -> bool:
     return stream.remote is None and not os.path.exists(os.path.join(stream.local, INDEX_BASENAME))
 
 
-def _parquet(stream: ResolvedStream, store: ObjectStore | None) -> ParquetDataset:
+def _parquet(
+    stream: ResolvedStream, store: ObjectStore | None, keys: list[str] | None = None
+) -> ParquetDataset:
+    if stream.validate_hash is not None:
+        logger.warning(
+            "validate_hash=%r does not apply to the Parquet stream %s: its files carry no "
+            "digests in an index", stream.validate_hash, stream.remote or stream.local,
+        )  # fmt: skip
     if store is None:
         layouts = local_layouts(stream.local)
     else:
-        layouts = sync_layouts(store, stream.local, stream.options)
+        layouts = sync_layouts(store, stream.local, stream.options, keys)
     return ParquetDataset(
         stream.local,
         layouts,

@@ -37,6 +37,7 @@ class RowGroupView:
         self._rows = int(table.num_rows)
         self._table: Any = table
         self._columns: list[Any] = [None] * len(self.names)
+        self._all: list[Any] | None = None  # every column, once all are decoded
 
     def __len__(self) -> int:
         return self._rows
@@ -45,7 +46,8 @@ class RowGroupView:
         """Row ``index`` as ``{column: value}``."""
         if not 0 <= index < self._rows:
             raise IndexError(f"{self.source}: row {index} is out of range for {self._rows} rows")
-        return {name: self._column(k)[index] for k, name in enumerate(self.names)}
+        columns = self._all if self._all is not None else self._decode_all()
+        return {name: values[index] for name, values in zip(self.names, columns, strict=True)}
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         """Row ``index`` (negative counts from the end)."""
@@ -69,6 +71,11 @@ class RowGroupView:
         """Drop the decoded data (values already handed out stay valid)."""
         self._table = None
         self._columns = [None] * len(self.names)
+        self._all = None
+
+    def _decode_all(self) -> list[Any]:
+        self._all = [self._column(k) for k in range(len(self.names))]
+        return self._all
 
     def _column(self, k: int) -> Any:
         values = self._columns[k]

@@ -48,7 +48,7 @@ def test_a_fetched_row_group_reads_back_like_the_file(source: Path, tmp_path: Pa
     metadata = parse_metadata(layout.footer, source=layout.key)
     original = pq.ParquetFile(source / layout.key)
     for group in layout.row_groups:
-        basename = row_group_basename(layout.key, group.index)
+        basename = row_group_basename(layout, group.index)
         fetcher = RowGroupFetcher({basename: (layout.key, group)})
         dest = local / basename
         fetcher.fetch(store, entry_for(basename, group.nbytes), str(dest), options)

@@ -6,7 +6,7 @@ import re
 
 from shardstream.errors import ConfigurationError
 
-__all__ = ["parse_bytes"]
+__all__ = ["format_bytes", "parse_bytes"]
 
 # Binary units, as the reference reads them: 'kb' is 1024 bytes.
 _UNITS = {"b": 0, "kb": 1, "mb": 2, "gb": 3, "tb": 4, "pb": 5, "eb": 6, "zb": 7, "yb": 8}
@@ -54,3 +54,20 @@ def parse_bytes(value: int | str, *, what: str = "size") -> int:
     if not scaled.is_integer() and "." in number:
         scaled = int(scaled)
     return int(scaled)
+
+
+def format_bytes(size: int) -> str:
+    """``size`` in bytes, readably, in the binary units :func:`parse_bytes` reads back.
+
+    Example:
+        >>> format_bytes(67108864)
+        '64.0 MiB'
+    """
+    if abs(size) < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if abs(value) < 1024:
+            return f"{value:.1f} {unit}"
+    return f"{value / 1024:.1f} PiB"

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from shardstream.errors import ConfigurationError
-from shardstream.units import parse_bytes
+from shardstream.units import format_bytes, parse_bytes
 
 UNITS = ["b", "kb", "mb", "gb", "tb", "pb", "eb", "zb", "yb"]
 
@@ -47,3 +47,19 @@ def test_negative_int_is_refused():
 def test_other_types_are_refused(value: object):
     with pytest.raises(ConfigurationError, match="cache_limit must be a byte count"):
         parse_bytes(value, what="cache_limit")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1.0 KiB"),
+        (1536, "1.5 KiB"),
+        (64 << 20, "64.0 MiB"),
+        (3 << 40, "3.0 TiB"),
+        (5 << 50, "5.0 PiB"),
+    ],
+)
+def test_format_bytes(size: int, text: str):
+    assert format_bytes(size) == text

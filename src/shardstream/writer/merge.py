@@ -13,12 +13,12 @@ from shardstream.errors import ConfigurationError, IndexFormatError, ShardNotFou
 from shardstream.format.index import INDEX_BASENAME, FileInfo, ShardEntry, dump_index, parse_index
 from shardstream.storage import atomic_write, is_remote, local_path, open_store
 
-__all__ = ["merge_index", "merge_partitions"]
+__all__ = ["merge_index", "merge_partitions", "natural_key"]
 
 logger = logging.getLogger(__name__)
 
 
-def _natural_key(path: str) -> list[object]:
+def natural_key(path: str) -> list[object]:
     """Sort key that orders ``part-2`` before ``part-10``."""
     return [int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", path)]
 
@@ -49,7 +49,7 @@ def merge_index(root: str) -> int:
     if not partitions:
         raise ShardNotFoundError(f"no sub-folder of {root} holds an {INDEX_BASENAME} to merge")
     merged: list[ShardEntry] = []
-    for prefix in sorted(partitions, key=_natural_key):
+    for prefix in sorted(partitions, key=natural_key):
         path = os.path.join(root, prefix, INDEX_BASENAME)
         with open(path, "rb") as handle:
             merged += _prefixed_entries(handle.read(), prefix, path)

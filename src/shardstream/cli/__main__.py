@@ -1,0 +1,5 @@
+"""``python -m shardstream.cli``."""
+
+from shardstream.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""A dataset named on the command line: its index, and its shard files on local disk.
+
+A local folder is read in place. A remote dataset (any URL :func:`open_store` opens) has its
+``index.json`` fetched, and each shard's stored file is downloaded on demand into a cache
+folder (``--cache``, or a temporary folder removed at exit), with the retries and timeouts of
+every other download.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from shardstream.dataset import LocalDataset
+from shardstream.errors import ShardNotFoundError
+from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index
+from shardstream.storage import (
+    ObjectStore,
+    download_file,
+    fetch_bytes,
+    is_remote,
+    local_path,
+    open_store,
+)
+
+__all__ = ["DatasetSource", "open_source"]
+
+
+@dataclass
+class DatasetSource:
+    """The dataset at ``url``: its entries, and where its files are (or will be) local."""
+
+    url: str
+    entries: list[ShardEntry]
+    local: str
+    store: ObjectStore | None = None
+    _fetched: set[int] = field(default_factory=set)
+
+    def fetch(self, shard: int) -> None:
+        """Make the stored files of shard ``shard`` present locally (no-op for a local folder)."""
+        if self.store is None or shard in self._fetched:
+            return
+        entry = self.entries[shard]
+        files = [entry.data_file]
+        if entry.raw_meta is not None:
+            files.append(entry.zip_meta or entry.raw_meta)
+        for info in files:
+            dest = os.path.join(self.local, info.basename)
+            with contextlib.suppress(OSError):
+                if os.path.getsize(dest) == info.bytes:
+                    continue
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            download_file(self.store, info.basename, dest, expected_size=info.bytes)
+        self._fetched.add(shard)
+
+    def drop(self, shard: int) -> None:
+        """Delete a remote shard's downloaded files (no-op for a local folder)."""
+        if self.store is None:
+            return
+        entry = self.entries[shard]
+        for info in (entry.data_file, entry.zip_meta or entry.raw_meta):
+            if info is not None:
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.join(self.local, info.basename))
+        self._fetched.discard(shard)
+
+    def dataset(self, **options: object) -> LocalDataset:
+        """A reader over the local files (fetch the shards it reads first)."""
+        return LocalDataset(self.local, entries=self.entries, **options)  # type: ignore[arg-type]
+
+    @property
+    def samples(self) -> int:
+        """Samples in the dataset."""
+        return sum(entry.samples for entry in self.entries)
+
+
+@contextlib.contextmanager
+def open_source(url: str, cache: str | None = None) -> Iterator[DatasetSource]:
+    """Open the dataset at ``url``: a local folder, or a remote one cached under ``cache``.
+
+    Raises:
+        ShardNotFoundError / ObjectNotFoundError: There is no ``index.json`` at ``url``.
+        IndexFormatError: The index is malformed.
+    """
+    if not is_remote(url):
+        local = local_path(url)
+        path = os.path.join(local, INDEX_BASENAME)
+        try:
+            with open(path, "rb") as handle:
+                entries = parse_index(handle.read(), source=path)
+        except FileNotFoundError as exc:
+            raise ShardNotFoundError(
+                f"no {INDEX_BASENAME} in {local}: is it the dataset's root folder?"
+            ) from exc
+        yield DatasetSource(url, entries, local)
+        return
+    store = open_store(url)
+    entries = parse_index(fetch_bytes(store, INDEX_BASENAME), source=store.url(INDEX_BASENAME))
+    with contextlib.ExitStack() as stack:
+        if cache is None:
+            cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="shardstream-cli-"))
+        os.makedirs(cache, exist_ok=True)
+        yield DatasetSource(url, entries, cache, store)

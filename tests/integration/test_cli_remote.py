@@ -1,0 +1,93 @@
+"""The ``shardstream`` command on a dataset in S3 (SeaweedFS on 127.0.0.1, auth enforced)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from tests.cli_run import run, write
+
+from shardstream import LocalDataset
+from shardstream.cli.main import EXIT_FAILED
+from shardstream.storage import open_store
+
+from .conftest import S3Server
+
+pytestmark = pytest.mark.s3
+
+
+def env_of(server: S3Server) -> dict[str, str]:
+    keys = (
+        "S3_ENDPOINT_URL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_EC2_METADATA_DISABLED",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+    )
+    return {key: os.environ[key] for key in keys}
+
+
+def test_inspect_head_validate_a_remote_dataset(s3_env: S3Server, tmp_path: Path):
+    url = s3_env.url("cli-remote")
+    write(url, 60, compression="zstd", hashes=["xxh64"])
+    env = env_of(s3_env)
+    summary = json.loads(run("inspect", url, "--json", env=env).stdout)
+    assert summary["samples"] == 60
+    assert summary["shards"] > 1
+    head = run("head", url, "-n", "2", env=env).stdout
+    assert "id: 1" in head
+    cache = tmp_path / "cache"
+    out = run("validate", url, "-q", "--cache", str(cache), env=env).stdout
+    assert out.startswith("OK: ")
+    assert "60 samples decoded" in out
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        e["raw_data"]["basename"] + ".zstd"
+        for e in json.loads(open_store(url).get_bytes("index.json"))["shards"]
+    )
+    # Without --cache the downloads go to a temporary folder that is gone afterwards.
+    assert run("validate", url, "-q", env=env).stdout.startswith("OK: ")
+
+
+def test_wrong_credentials_exit_3_without_the_secret(s3_env: S3Server):
+    url = s3_env.url("cli-remote-creds")
+    write(url, 3)
+    env = {**env_of(s3_env), "AWS_SECRET_ACCESS_KEY": "not-the-secret-xyz"}
+    done = run("inspect", url, env=env, check=EXIT_FAILED)
+    assert "not-the-secret-xyz" not in done.stderr + done.stdout
+    assert url in done.stderr or "s3://" in done.stderr
+    assert "AWS_SECRET_ACCESS_KEY" in done.stderr
+
+
+def test_merge_remote_partitions(s3_env: S3Server, tmp_path: Path):
+    root = s3_env.url("cli-merge")
+    write(f"{root}/part-1", 4)
+    write(f"{root}/part-0", 3, start=100)
+    run("merge", root, env=env_of(s3_env))
+    store = open_store(root)
+    copy = tmp_path / "copy"
+    for key in store.list():
+        (copy / key).parent.mkdir(parents=True, exist_ok=True)
+        (copy / key).write_bytes(store.get_bytes(key))
+    assert [s["id"] for s in LocalDataset(copy)] == [100, 101, 102, 0, 1, 2, 3]
+
+
+def test_convert_with_spark_to_s3(s3_env: S3Server, tmp_path: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "events"
+    source.mkdir()
+    pq.write_table(pa.table({"k": list(range(25)), "s": [f"v{i}" for i in range(25)]}),
+                   source / "part-0.parquet")  # fmt: skip
+    url = s3_env.url("cli-spark")
+    env = {**env_of(s3_env), "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYSPARK_DRIVER_PYTHON": sys.executable}  # fmt: skip
+    done = run("convert", str(source), url, "--from", "spark", "--spark-master", "local[1]",
+               "-q", env=env)  # fmt: skip
+    assert "wrote 25 samples" in done.stdout
+    summary = json.loads(run("inspect", url, "--json", env=env).stdout)
+    assert summary["samples"] == 25

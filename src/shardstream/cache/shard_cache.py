@@ -213,6 +213,12 @@ class ShardCache:
         finally:
             lock.release()
 
+    def source_url(self, shard: int) -> str | None:
+        """Where the shard's stored file comes from; ``None`` for a local-only stream."""
+        number, entry = self.locate(shard)
+        store = self.streams[number].store
+        return None if store is None else store.url(entry.data_file.basename)
+
     def touch(self, shard: int) -> None:
         """Mark the shard as just used, for least-recently-used eviction."""
         number, entry = self.locate(shard)

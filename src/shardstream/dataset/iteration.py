@@ -26,7 +26,7 @@ from shardstream.cache import ShardView as _MDSView
 from shardstream.dataset.column_batch import ColumnBatch, PackedBytes
 from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
-from shardstream.errors import ShardNotFoundError
+from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
 from shardstream.format.parquet_view import RowGroupView
 
 __all__ = ["SampleReader"]
@@ -159,6 +159,7 @@ class SampleReader:
             return view
         stream = self._stream_of_shard[shard]
         within = shard - self._first_shard[stream]
+        refetched = False
         for attempt in range(_REOPEN_ATTEMPTS):
             self.cache.ensure(shard)
             try:
@@ -168,6 +169,18 @@ class SampleReader:
                 if attempt == _REOPEN_ATTEMPTS - 1:
                     raise
                 logger.debug("shard %d vanished before it was opened; fetching it again", shard)
+            except (ChecksumError, ShardFormatError) as exc:
+                url = self.cache.source_url(shard)
+                if url is None:  # a local dataset's only copy: nothing to fetch again
+                    raise
+                if refetched:
+                    raise type(exc)(
+                        f"{exc} (downloaded twice from {url}: the remote file itself does not "
+                        f"match its index; rewrite the dataset or fix its index.json)"
+                    ) from exc
+                logger.warning("%s; downloading it once more from %s", exc, url)
+                self.cache.evict(shard)
+                refetched = True
         assert view is not None
         view = self._remember(shard, view)
         return view

@@ -21,6 +21,7 @@ Each error also derives from the builtin exception a caller would naturally catc
     ├── TopologyError(ValueError)                ranks, nodes and workers that do not add up
     ├── CacheLimitError(ValueError)              cache_limit too small for what must be cached
     ├── CacheTimeoutError(TimeoutError)          waited too long for another process's lock
+    ├── CacheFolderError(PermissionError)        a cache folder others own or can write
     ├── UploadError(OSError)                     a shard or index could not be uploaded
     └── StorageError(OSError)                    an object store refused or failed a request
         ├── CredentialsError                     the store rejected (or found no) credentials
@@ -31,6 +32,7 @@ Each error also derives from the builtin exception a caller would naturally catc
 from __future__ import annotations
 
 __all__ = [
+    "CacheFolderError",
     "CacheLimitError",
     "CacheTimeoutError",
     "ChecksumError",
@@ -130,6 +132,10 @@ class CacheLimitError(ShardstreamError, ValueError):
 
 class CacheTimeoutError(ShardstreamError, TimeoutError):
     """Another process held a cache lock (a shard being downloaded) for too long."""
+
+
+class CacheFolderError(ShardstreamError, PermissionError):
+    """A cache folder is not this user's alone (another owner, or others may write to it)."""
 
 
 class UploadError(ShardstreamError, OSError):

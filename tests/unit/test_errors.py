@@ -7,6 +7,7 @@ import pytest
 
 from shardstream import _optional, errors
 from shardstream.errors import (
+    CacheFolderError,
     CacheLimitError,
     CacheTimeoutError,
     ChecksumError,
@@ -58,6 +59,7 @@ HIERARCHY = [
     (DownloadTimeoutError, TimeoutError),
     (CacheLimitError, ValueError),
     (CacheTimeoutError, TimeoutError),
+    (CacheFolderError, PermissionError),
 ]
 
 

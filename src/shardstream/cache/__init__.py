@@ -6,6 +6,7 @@ memory.
 
 from shardstream.cache.index_sync import sync_index
 from shardstream.cache.locks import FileLock
+from shardstream.cache.private_folder import ensure_private_folder
 from shardstream.cache.run_state import EpochStart, RunState
 from shardstream.cache.shard_cache import STATE_FOLDER, CacheStream, ShardCache
 from shardstream.cache.shard_files import ShardFiles, ShardView
@@ -19,5 +20,6 @@ __all__ = [
     "ShardCache",
     "ShardFiles",
     "ShardView",
+    "ensure_private_folder",
     "sync_index",
 ]

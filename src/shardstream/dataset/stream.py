@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shardstream import config
+from shardstream.cache import ensure_private_folder
 from shardstream.errors import ConfigurationError
 from shardstream.format.hashing import HASH_ALGORITHMS
 from shardstream.format.index import safe_basename
@@ -133,7 +134,9 @@ class Stream:
         if local is None:
             assert remote is not None
             digest = hashlib.blake2s(remote.rstrip("/").encode(), digest_size=8).hexdigest()
-            local = os.path.join(config.cache_root(), digest)
+            default_root = config.cache_root()
+            ensure_private_folder(default_root)
+            local = os.path.join(default_root, digest)
         root = os.path.abspath(local_path(local))
         remote_root = remote
         if self.split:

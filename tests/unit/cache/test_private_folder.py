@@ -54,11 +54,23 @@ def test_a_stream_without_local_caches_in_a_private_default(
 ):
     root = tmp_path / "default-root"
     monkeypatch.setenv("SHARDSTREAM_CACHE_DIR", str(root))
-    options = {"download_retry": 0, "download_timeout": 5.0, "validate_hash": None,
-               "keep_zip": False, "download_concurrency": 1}  # fmt: skip
-    resolved = Stream(remote="s3://bucket/ds").resolve(**options)  # no request is made
-    assert os.path.dirname(resolved.local) == str(root)
+
+    def resolve() -> str:  # no request is made
+        return (
+            Stream(remote="s3://bucket/ds")
+            .resolve(
+                download_retry=0,
+                download_timeout=5.0,
+                validate_hash=None,
+                keep_zip=False,
+                download_concurrency=1,
+            )
+            .local
+        )
+
+    local = resolve()
+    assert os.path.dirname(local) == str(root)
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
     root.chmod(0o755)
     with pytest.raises(CacheFolderError, match=str(root)):
-        Stream(remote="s3://bucket/ds").resolve(**options)
+        resolve()

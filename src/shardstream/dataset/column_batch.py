@@ -115,9 +115,25 @@ class ColumnBatch:
     def collate(self, collate: Callable[[list[Any]], Any]) -> dict[str, Any]:
         """The batch as ``collate`` would make it of the samples: each column collated."""
         return {
-            name: collate(column.unpack() if isinstance(column, PackedBytes) else column)
+            name: collate(column.unpack() if isinstance(column, PackedBytes) else _stacked(column))
             for name, column in zip(self.names, self.columns, strict=True)
         }
+
+
+def _stacked(column: list[Any]) -> Any:
+    """A column of read-only arrays of one shape (views of a shard) as one writable array.
+
+    Collating the column or the array gives the same tensor; torch warns about each read-only
+    array it turns into a tensor, and a stacked copy is not read-only.
+    """
+    first = column[0] if column else None
+    if (
+        isinstance(first, np.ndarray)
+        and all(type(value) is np.ndarray and value.shape == first.shape for value in column)
+        and not all(value.flags.writeable for value in column)
+    ):
+        return np.stack(column)
+    return column
 
 
 def for_transfer(batch: ColumnBatch, threshold: int = PACK_THRESHOLD) -> ColumnBatch:

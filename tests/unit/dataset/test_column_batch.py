@@ -7,6 +7,7 @@ import os
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+import numpy as np
 import pytest
 
 from shardstream.dataset.column_batch import (
@@ -93,3 +94,14 @@ def test_a_large_bytes_column_is_packed():
     batch = for_transfer(ColumnBatch(["a"], [large]))
     assert isinstance(batch.columns[0], PackedBytes)
     assert batch.collate(list) == {"a": large}
+
+
+def test_read_only_arrays_collate_without_a_warning_into_the_same_tensor():
+    from torch.utils.data import default_collate
+
+    data = bytes(range(24))
+    column = [np.frombuffer(data, np.uint8, 12, 12 * i).reshape(3, 4) for i in range(2)]
+    assert not column[0].flags.writeable  # as decoded from a shard
+    collated = ColumnBatch(["x", "n"], [column, [1, 2]]).collate(default_collate)  # no warning
+    assert collated["x"].tolist() == [a.tolist() for a in column]
+    assert collated["n"].tolist() == [1, 2]

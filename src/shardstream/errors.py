@@ -22,6 +22,7 @@ Each error also derives from the builtin exception a caller would naturally catc
     ├── CacheLimitError(ValueError)              cache_limit too small for what must be cached
     ├── CacheTimeoutError(TimeoutError)          waited too long for another process's lock
     ├── CacheFolderError(PermissionError)        a cache folder others own or can write
+    ├── DiskFullError(OSError)                   no room left on the cache folder's disk
     ├── UploadError(OSError)                     a shard or index could not be uploaded
     └── StorageError(OSError)                    an object store refused or failed a request
         ├── CredentialsError                     the store rejected (or found no) credentials
@@ -39,6 +40,7 @@ __all__ = [
     "ConfigurationError",
     "CredentialsError",
     "DatasetExistsError",
+    "DiskFullError",
     "DownloadTimeoutError",
     "IndexFormatError",
     "MissingColumnError",
@@ -136,6 +138,10 @@ class CacheTimeoutError(ShardstreamError, TimeoutError):
 
 class CacheFolderError(ShardstreamError, PermissionError):
     """A cache folder is not this user's alone (another owner, or others may write to it)."""
+
+
+class DiskFullError(ShardstreamError, OSError):
+    """The disk of a cache folder filled up while a shard was fetched or decompressed."""
 
 
 class UploadError(ShardstreamError, OSError):

@@ -14,6 +14,7 @@ from shardstream.errors import (
     ConfigurationError,
     CredentialsError,
     DatasetExistsError,
+    DiskFullError,
     DownloadTimeoutError,
     IndexFormatError,
     MissingColumnError,
@@ -60,6 +61,7 @@ HIERARCHY = [
     (CacheLimitError, ValueError),
     (CacheTimeoutError, TimeoutError),
     (CacheFolderError, PermissionError),
+    (DiskFullError, OSError),
 ]
 
 

@@ -29,6 +29,7 @@ import hashlib
 import logging
 import math
 import os
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,12 @@ from typing import Protocol
 
 from shardstream.cache.locks import FileLock, try_lock_file
 from shardstream.cache.shard_files import ShardFiles, shard_file_pairs
-from shardstream.errors import CacheLimitError, ConfigurationError, ShardNotFoundError
+from shardstream.errors import (
+    CacheLimitError,
+    ConfigurationError,
+    DiskFullError,
+    ShardNotFoundError,
+)
 from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.storage import DownloadOptions, ObjectStore, download_file
 
@@ -208,6 +214,16 @@ class ShardCache:
                     self._files[number].materialize(entry, keep_zip=True)
                 else:
                     self._fetch(number, entry)
+            except OSError as exc:
+                if exc.errno not in _DISK_FULL:
+                    raise
+                raise DiskFullError(
+                    exc.errno,
+                    f"no space left in {stream.local} for shard {_name(entry)} "
+                    f"({self.footprint(shard)} bytes with its compressed file; "
+                    f"{_free_bytes(stream.local)} bytes free now): free disk space, set "
+                    f"cache_limit below the free space, or give local= a roomier folder",
+                ) from exc
             finally:
                 os.ftruncate(lock.fd, 0)
         finally:
@@ -426,6 +442,17 @@ def _listing(stream: CacheStream) -> set[str]:
         with contextlib.suppress(OSError):  # no such folder yet: nothing in it
             present.update(os.path.join(folder, name) for name in os.listdir(folder))
     return present
+
+
+# What a write to a full disk (or a full quota) fails with.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _free_bytes(folder: str) -> int | str:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return "unknown"
 
 
 def _whole(path: str, info: FileInfo) -> bool:

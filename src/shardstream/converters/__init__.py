@@ -1,5 +1,9 @@
 """Other sources to MDS: Spark DataFrames, pandas, Arrow, Hugging Face datasets and files.
 
+``cache_dataframe`` keeps one MDS copy of a DataFrame per plan and source files, for
+``shardstream.loader.make_spark_converter`` (Petastorm's converter API, which needs torch and
+so lives in the loader layer).
+
 Every converter goes through Arrow, so one type mapping (:mod:`.arrow_types`) and one null
 policy (:mod:`.arrow_samples`) serve them all; the image-folder converter reads files directly.
 Importing this package imports none of pyspark, pyarrow, pandas or datasets: each converter
@@ -11,11 +15,21 @@ from shardstream.converters.arrow_types import infer_columns, infer_encoding
 from shardstream.converters.files import csv_to_mds, jsonl_to_mds
 from shardstream.converters.image_folder import image_folder_to_mds
 from shardstream.converters.spark import dataframe_to_mds
+from shardstream.converters.spark_cache import (
+    PARENT_CACHE_DIR_URL_CONF,
+    SHARDSTREAM_CACHE_DIR_URL_CONF,
+    CachedDataFrame,
+    cache_dataframe,
+)
 from shardstream.converters.tables import arrow_to_mds, hf_to_mds, pandas_to_mds
 
 __all__ = [
+    "PARENT_CACHE_DIR_URL_CONF",
+    "SHARDSTREAM_CACHE_DIR_URL_CONF",
     "BatchConverter",
+    "CachedDataFrame",
     "arrow_to_mds",
+    "cache_dataframe",
     "csv_to_mds",
     "dataframe_to_mds",
     "hf_to_mds",

@@ -1,5 +1,15 @@
-"""Loaders over streaming datasets (imports torch)."""
+"""Loaders over streaming datasets (imports torch), and Petastorm's converter API."""
 
 from shardstream.loader.dataloader import StreamingDataLoader
+from shardstream.loader.spark_converter import (
+    ConverterDataLoader,
+    SparkDatasetConverter,
+    make_spark_converter,
+)
 
-__all__ = ["StreamingDataLoader"]
+__all__ = [
+    "ConverterDataLoader",
+    "SparkDatasetConverter",
+    "StreamingDataLoader",
+    "make_spark_converter",
+]

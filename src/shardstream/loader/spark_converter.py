@@ -1,0 +1,326 @@
+"""Petastorm's Spark converter API over shardstream: ``make_spark_converter`` and its loaders.
+
+``make_spark_converter(df)`` writes the DataFrame once as MDS under a cache folder keyed to its
+plan and source files (:mod:`shardstream.converters.spark_cache`) and returns a
+:class:`SparkDatasetConverter`. Its ``make_torch_dataloader`` and ``make_tf_dataset`` are
+context managers, as in Petastorm, that read the copy through
+:class:`~shardstream.StreamingDataset`. The knobs map as follows (docs/petastorm.md has the
+table):
+
+* ``batch_size`` is the per-rank batch; ``num_epochs=None`` loops for ever, an int stops after
+  that many epochs, each one reshuffled when shuffling.
+* ``shuffling_queue_capacity > 0`` (or ``shuffle=True``) shuffles the whole dataset each epoch
+  (a seeded global shuffle, not a queue); ``seed`` is the shuffle seed.
+* ``workers_count`` is the DataLoader's ``num_workers`` (default 4, as Petastorm's).
+* ``cur_shard``/``shard_count`` are the rank and world size (else the topology is detected from
+  torch.distributed or the launcher's variables).
+* Every row comes once per epoch over all ranks, the last batch short; ``even_batches=True``
+  keeps shardstream's behaviour instead (every rank the same number of whole batches, the
+  last one topped up with repeats), which a DDP job needs to avoid a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from shardstream._torch import require_torch
+from shardstream.converters.spark_cache import (
+    PARENT_CACHE_DIR_URL_CONF,
+    cache_dataframe,
+    delete_cached,
+)
+from shardstream.dataset.streaming import StreamingDataset
+from shardstream.dataset.world import detect_topology
+from shardstream.errors import ConfigurationError
+from shardstream.loader.dataloader import StreamingDataLoader
+from shardstream.loader.epoch_tail import EpochTail
+from shardstream.storage import is_remote
+
+__all__ = ["ConverterDataLoader", "SparkDatasetConverter", "make_spark_converter"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WORKERS = 4
+# Petastorm reader arguments that mean nothing here: accepted, logged, ignored.
+_IGNORED_READER_KWARGS = frozenset(
+    {"reader_pool_type", "results_queue_size", "shuffle_row_groups", "shuffle_row_drop_partitions"}
+)
+
+
+def make_spark_converter(
+    df: Any,
+    parent_cache_dir_url: str | None = None,
+    compression_codec: str | None = None,
+    dtype: str | None = "float32",
+    *,
+    progress: bool = False,
+) -> SparkDatasetConverter:
+    """Materialize a Spark DataFrame as MDS in the cache folder (or reuse it) for training.
+
+    The copy is reused by any process or job while the DataFrame's analyzed plan and its
+    source files are unchanged, and rebuilt when they change; it stays until
+    :meth:`SparkDatasetConverter.delete`.
+
+    Args:
+        df: A ``pyspark.sql.DataFrame``.
+        parent_cache_dir_url: The parent cache folder: a local path, ``file://`` URL or any URL
+            the writer publishes to. Default: the Spark conf
+            ``petastorm.spark.converter.parentCacheDirUrl``, then
+            ``shardstream.spark.converter.parentCacheDirUrl``.
+        compression_codec: Petastorm's Parquet codec names (``None`` gives zstd,
+            ``'uncompressed'`` none, ``gzip``/``deflate`` gz, ``bzip2`` bz2, ``snappy``,
+            ``lz4`` zstd) or an MDS compression.
+        dtype: ``'float32'`` (default) or ``'float64'`` casts every float and double column,
+            arrays and ML vectors included; ``None`` keeps them.
+        progress: Show the conversion's progress bar.
+
+    Returns:
+        The converter.
+
+    Raises:
+        ConfigurationError: No cache folder is set, or an option is invalid.
+
+    Example:
+        >>> spark.conf.set("petastorm.spark.converter.parentCacheDirUrl", "file:///tmp/cache")
+        >>> converter = make_spark_converter(df)
+        >>> with converter.make_torch_dataloader(batch_size=64, num_epochs=1) as loader:
+        ...     for batch in loader:
+        ...         ...
+    """
+    cached = cache_dataframe(df, parent_cache_dir_url, compression_codec, dtype, progress=progress)
+    return SparkDatasetConverter(cached.url, cached.rows, key_url=cached.key_url)
+
+
+class SparkDatasetConverter:
+    """A DataFrame's MDS copy, with Petastorm's loader factories.
+
+    Made by :func:`make_spark_converter`; the constructor only records where the copy is.
+
+    Args:
+        cache_dir_url: The MDS dataset (local path or URL).
+        dataset_size: Rows in it.
+        key_url: Its cache key's folder (what :meth:`delete` removes; default the dataset).
+    """
+
+    PARENT_CACHE_DIR_URL_CONF = PARENT_CACHE_DIR_URL_CONF
+
+    def __init__(self, cache_dir_url: str, dataset_size: int, *, key_url: str | None = None):
+        self.cache_dir_url = cache_dir_url
+        self.dataset_size = dataset_size
+        self._key_url = key_url or cache_dir_url
+
+    def __len__(self) -> int:
+        return self.dataset_size
+
+    def __repr__(self) -> str:
+        return f"SparkDatasetConverter({self.cache_dir_url!r}, rows={self.dataset_size})"
+
+    @contextlib.contextmanager
+    def make_torch_dataloader(
+        self,
+        batch_size: int = 32,
+        num_epochs: int | None = None,
+        workers_count: int | None = None,
+        shuffling_queue_capacity: int = 0,
+        data_loader_fn: Any = None,
+        **petastorm_reader_kwargs: Any,
+    ) -> Iterator[ConverterDataLoader]:
+        """A loader of dicts of tensors, one key per column, as a context manager.
+
+        Args:
+            batch_size: Rows per batch (per rank).
+            num_epochs: Epochs to yield; ``None`` loops for ever.
+            workers_count: The DataLoader's worker processes (default 4).
+            shuffling_queue_capacity: Above 0, shuffle every epoch (globally).
+            data_loader_fn: Not supported (must be ``None``).
+            **petastorm_reader_kwargs: ``cur_shard``, ``shard_count``, ``seed``, ``shuffle``,
+                ``even_batches``, ``ranks_per_node``, and any :class:`StreamingDataset`
+                argument (``cache_limit``, ``shuffle_algo``, ``local``...); Petastorm's
+                ``reader_pool_type``, ``results_queue_size``, ``shuffle_row_groups`` and
+                ``shuffle_row_drop_partitions`` are ignored.
+
+        Yields:
+            A :class:`ConverterDataLoader`; its worker processes stop when the block ends.
+
+        Raises:
+            ConfigurationError: An invalid or unsupported argument.
+        """
+        if data_loader_fn is not None:
+            raise ConfigurationError(
+                "data_loader_fn is not supported: the loader is a StreamingDataLoader "
+                "(torch's DataLoader); build your own over StreamingDataset if you need to"
+            )
+        workers = DEFAULT_WORKERS if workers_count is None else workers_count
+        dataset, tail = self._dataset(batch_size, num_epochs, shuffling_queue_capacity,
+                                      petastorm_reader_kwargs)  # fmt: skip
+        loader = StreamingDataLoader(dataset, batch_size=batch_size, num_workers=workers)
+        result = ConverterDataLoader(loader, num_epochs, tail)
+        try:
+            yield result
+        finally:
+            result.close()
+
+    @contextlib.contextmanager
+    def make_tf_dataset(
+        self,
+        batch_size: int | None = None,
+        prefetch: int | None = None,
+        num_epochs: int | None = None,
+        workers_count: int | None = None,
+        shuffling_queue_capacity: int | None = None,
+        **petastorm_reader_kwargs: Any,
+    ) -> Iterator[Any]:
+        """A ``tf.data.Dataset`` of dicts of batched tensors, as a context manager.
+
+        Built with ``tf.data.Dataset.from_generator`` over the same samples the torch loader
+        reads; arguments as :meth:`make_torch_dataloader` (``batch_size`` defaults to 32,
+        ``prefetch`` to ``tf.data.AUTOTUNE``). Samples are decoded in the generator's thread
+        (the dataset's download threads fetch ahead), so ``workers_count`` is unused.
+
+        Yields:
+            The ``tf.data.Dataset``.
+
+        Raises:
+            MissingDependencyError: TensorFlow is not installed (``shardstream[tf]``).
+            ConfigurationError: A column TensorFlow cannot hold, or a bad argument.
+        """
+        from shardstream.loader.tf_dataset import tf_dataset
+
+        del workers_count  # one generator thread: see the docstring
+        batch = 32 if batch_size is None else batch_size
+        dataset, tail = self._dataset(batch, num_epochs, shuffling_queue_capacity or 0,
+                                      petastorm_reader_kwargs)  # fmt: skip
+        yield tf_dataset(dataset, self.cache_dir_url, batch, num_epochs, tail, prefetch)
+
+    def delete(self) -> None:
+        """Delete the materialized copy (local cache folders only).
+
+        Raises:
+            ConfigurationError: The copy is on an object store; remove it with the store's
+                tools.
+        """
+        delete_cached(self._key_url)
+        logger.info("deleted the DataFrame's MDS copy at %s", self._key_url)
+
+    def _dataset(
+        self,
+        batch_size: int,
+        num_epochs: int | None,
+        shuffling_queue_capacity: int,
+        kwargs: Mapping[str, Any],
+    ) -> tuple[StreamingDataset, EpochTail | None]:
+        """The dataset to read, and the tail to cut from each epoch (None: keep padding)."""
+        if num_epochs is not None and (
+            not isinstance(num_epochs, int) or isinstance(num_epochs, bool) or num_epochs < 1
+        ):
+            raise ConfigurationError(
+                f"num_epochs must be None or an integer >= 1, got {num_epochs!r}"
+            )
+        options = dict(kwargs)
+        for name in sorted(_IGNORED_READER_KWARGS & options.keys()):
+            logger.info("ignoring Petastorm's %s=%r: it has no meaning here", name, options[name])
+            del options[name]
+        cur_shard, shard_count = options.pop("cur_shard", None), options.pop("shard_count", None)
+        if (cur_shard is None) != (shard_count is None):
+            raise ConfigurationError("give cur_shard and shard_count together, or neither")
+        ranks_per_node = options.pop("ranks_per_node", None)
+        if (
+            shard_count is not None
+            and ranks_per_node is None
+            and "LOCAL_WORLD_SIZE" not in os.environ
+        ):
+            ranks_per_node = shard_count  # Petastorm knows no nodes: one node of shard_count
+        seed = options.pop("seed", None)
+        shuffle = bool(options.pop("shuffle", False) or shuffling_queue_capacity > 0)
+        even_batches = bool(options.pop("even_batches", False))
+        if seed is not None:
+            options["shuffle_seed"] = seed
+        source = "remote" if is_remote(self.cache_dir_url) else "local"
+        options[source] = self.cache_dir_url  # a local copy is read in place
+        dataset = StreamingDataset(
+            **options, batch_size=batch_size, shuffle=shuffle,
+            rank=cur_shard, world_size=shard_count, ranks_per_node=ranks_per_node,
+        )  # fmt: skip
+        if even_batches:
+            return dataset, None
+        topology = detect_topology(
+            rank=cur_shard, world_size=shard_count, ranks_per_node=ranks_per_node
+        )
+        return dataset, EpochTail.of(
+            epoch_size=dataset.epoch_size, batch_size=batch_size, topology=topology
+        )
+
+
+class ConverterDataLoader:
+    """Batches from a :class:`StreamingDataLoader` over ``num_epochs`` epochs, padding cut.
+
+    Iterating runs the epochs (``None``: for ever); each epoch's last batch loses the rows that
+    only repeat others (unless the converter was asked for ``even_batches``).
+
+    Attributes:
+        loader: The underlying ``StreamingDataLoader`` (its ``state_dict`` resumes mid-epoch).
+        num_epochs: Epochs per iteration, or ``None``.
+    """
+
+    def __init__(
+        self, loader: StreamingDataLoader, num_epochs: int | None, tail: EpochTail | None
+    ) -> None:
+        self.loader = loader
+        self.num_epochs = num_epochs
+        self._tail = tail
+        self._running: list[Iterator[Any]] = []
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = 0
+        while self.num_epochs is None or epoch < self.num_epochs:
+            batches = iter(self.loader)
+            self._running.append(batches)
+            try:
+                for step, batch in enumerate(batches):
+                    if self._tail is not None and step == self._tail.steps - 1:
+                        batch = _cut(batch, self._tail)
+                        if batch is None:
+                            continue
+                    yield batch
+            finally:
+                self._running.remove(batches)
+                _close(batches)
+            epoch += 1
+
+    def close(self) -> None:
+        """Stop any epoch still running (its DataLoader workers exit)."""
+        for batches in list(self._running):
+            _close(batches)
+        self._running.clear()
+
+
+def _cut(batch: Any, tail: EpochTail) -> Any:
+    """``batch`` without its padding rows; ``None`` when none is left."""
+    if not tail.padded:
+        return batch
+    if not tail.keep.any():
+        return None
+    torch = require_torch()
+    rows = tail.keep.nonzero()[0].tolist()
+    index = torch.as_tensor(rows, dtype=torch.long)
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.index_select(0, index)
+        if isinstance(value, Mapping):
+            return {key: cut(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [value[row] for row in rows]
+        return value
+
+    return cut(batch)
+
+
+def _close(batches: Iterator[Any]) -> None:
+    close = getattr(batches, "close", None)
+    if close is not None:
+        close()

@@ -29,6 +29,7 @@ from shardstream.converters import (
 from shardstream.errors import ConfigurationError
 from shardstream.loader import SparkDatasetConverter, make_spark_converter
 
+from .conftest import S3Server
 from .spark_session import spark_fixture  # noqa: F401 (the session fixture `spark`)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("loopback_only")]
@@ -293,3 +294,30 @@ def test_tf_dataset_shards_and_epochs(converter: SparkDatasetConverter):
         ) as dataset:
             ids += [int(i) for batch in dataset.as_numpy_iterator() for i in batch["id"]]
     assert Counter(ids) == dict.fromkeys(range(ROWS), 2)
+
+
+@pytest.mark.s3
+def test_cache_on_an_object_store(spark: Any, s3_env: S3Server, parquet: Path, tmp_path: Path):
+    # Python workers take their environment from the SparkContext (spark.executorEnv.*).
+    names = ["S3_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+             "AWS_EC2_METADATA_DISABLED", "AWS_CONFIG_FILE",
+             "AWS_SHARED_CREDENTIALS_FILE"]  # fmt: skip
+    environment = spark.sparkContext.environment
+    saved = dict(environment)
+    environment.update({name: os.environ[name] for name in names})
+    parent = s3_env.url("converter-cache")
+    try:
+        df = spark.read.parquet(str(parquet))
+        converter = make_spark_converter(df, parent)
+        again = make_spark_converter(df, parent)
+    finally:
+        environment.clear()
+        environment.update(saved)
+    assert converter.cache_dir_url.startswith(f"{parent}/")
+    assert again.cache_dir_url == converter.cache_dir_url
+    assert len(again) == ROWS
+    local = str(tmp_path / "local")
+    ids = torch_ids(converter, batch_size=10, num_epochs=1, workers_count=0, local=local)
+    assert sorted(ids) == list(range(ROWS))
+    with pytest.raises(ConfigurationError, match="never deletes"):
+        converter.delete()

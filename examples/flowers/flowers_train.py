@@ -102,7 +102,7 @@ class TrainConfig:
 
 @dataclass
 class EpochResult:
-    """One epoch's figures (rank 0's view; the loss and sample counts are over every rank)."""
+    """One epoch's figures: loss, accuracy and samples of all ranks; times and ids this rank's."""
 
     epoch: int
     loss: float
@@ -126,7 +126,6 @@ def train(config: TrainConfig) -> list[EpochResult]:
     torch.manual_seed(config.seed)
     distributed = dist.is_available() and dist.is_initialized()
     rank = dist.get_rank() if distributed else 0
-    world = dist.get_world_size() if distributed else 1
 
     # The loader, in two lines: the shards stream from `remote` into the node's cache.
     dataset = StreamingDataset(remote=config.remote, local=config.cache, split="train",
@@ -173,11 +172,11 @@ def train(config: TrainConfig) -> list[EpochResult]:
         totals = torch.tensor([loss_sum, float(samples)], dtype=torch.float64)
         if distributed:
             dist.all_reduce(totals)
-        accuracy = evaluate(_bare(model), config) if rank == 0 else float("nan")
+        accuracy = evaluate(_bare(model), config)
         result = EpochResult(
             epoch=epoch, loss=float(totals[0] / totals[1]), accuracy=accuracy,
             samples=int(totals[1]), seconds=time.perf_counter() - started,
-            data_seconds=data_seconds * world, ids=ids,
+            data_seconds=data_seconds, ids=ids,
         )  # fmt: skip
         results.append(result)
         if rank == 0:
@@ -190,25 +189,22 @@ def train(config: TrainConfig) -> list[EpochResult]:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, config: TrainConfig) -> float:
-    """Accuracy on the whole ``validation`` split, read by this process alone."""
-    # An explicit topology: this one process reads every validation sample, whatever the job.
+    """Accuracy on the ``validation`` split, each rank reading its share (every rank gets it)."""
     dataset = StreamingDataset(remote=config.remote, local=config.cache, split="validation",
-                               batch_size=64, rank=0, world_size=1, ranks_per_node=1)  # fmt: skip
+                               batch_size=config.batch_size)  # fmt: skip
     was_training = model.training
     model.eval()
-    correct = total = 0
-    seen: set[int] = set()
-    for batch in StreamingDataLoader(dataset, batch_size=64):
-        keep = []  # each sample once: the last batch is topped up with repeated samples
-        for position, sample_id in enumerate(batch["id"].tolist()):
-            if sample_id not in seen:
-                seen.add(sample_id)
-                keep.append(position)
-        predicted = model(batch["image"][keep]).argmax(dim=1)
-        correct += int((predicted == batch["label"][keep]).sum())
-        total += len(keep)
+    right: dict[int, bool] = {}  # by sample id: the last global batch repeats some samples
+    for batch in StreamingDataLoader(dataset, batch_size=config.batch_size):
+        predicted = model(batch["image"]).argmax(dim=1)
+        hits = (predicted == batch["label"]).tolist()
+        right.update(zip(batch["id"].tolist(), hits, strict=True))
     model.train(was_training)
-    return correct / max(total, 1)
+    if dist.is_available() and dist.is_initialized():
+        shares: list[dict[int, bool] | None] = [None] * dist.get_world_size()
+        dist.all_gather_object(shares, right)
+        right = {key: hit for share in shares if share for key, hit in share.items()}
+    return sum(right.values()) / max(len(right), 1)
 
 
 def _bare(model: nn.Module) -> nn.Module:

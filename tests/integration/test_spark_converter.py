@@ -25,6 +25,7 @@ from shardstream.converters import (
     SHARDSTREAM_CACHE_DIR_URL_CONF,
     cache_dataframe,
     spark_cache,
+    spark_cache_key,
 )
 from shardstream.errors import ConfigurationError
 from shardstream.loader import SparkDatasetConverter, make_spark_converter
@@ -321,3 +322,19 @@ def test_cache_on_an_object_store(spark: Any, s3_env: S3Server, parquet: Path, t
     assert sorted(ids) == list(range(ROWS))
     with pytest.raises(ConfigurationError, match="never deletes"):
         converter.delete()
+
+
+def test_hadoop_stats_list_each_folder_once(
+    spark: Any, parquet: Path, monkeypatch: pytest.MonkeyPatch
+):
+    files = sorted(parquet.glob("*.parquet"))
+    expected = {f"file:{f}": (f.stat().st_size, f.stat().st_mtime_ns // 1_000_000) for f in files}
+
+    def no_single_stat(*args: Any) -> Any:
+        raise AssertionError("the folder's listing should have answered")
+
+    monkeypatch.setattr(spark_cache_key, "_hadoop_stat", no_single_stat)
+    assert spark_cache_key.hadoop_stats(spark, sorted(expected)) == expected
+    monkeypatch.undo()  # a URL spelled otherwise than the listing's: asked about alone
+    spelled = {f"file://{f}": (f.stat().st_size, f.stat().st_mtime_ns // 1_000_000) for f in files}
+    assert spark_cache_key.hadoop_stats(spark, sorted(spelled)) == spelled

@@ -28,7 +28,7 @@ from urllib.parse import unquote, urlsplit
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError
 
-__all__ = ["KEY_VERSION", "cast_floats", "dataframe_key", "mds_compression"]
+__all__ = ["KEY_VERSION", "cast_floats", "dataframe_key", "hadoop_stats", "mds_compression"]
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ def dataframe_key(dataframe: Any, options: Mapping[str, Any]) -> tuple[str, dict
         "plan": plan,
         "schema": dataframe.schema.json(),
         "time_zone": session.conf.get("spark.sql.session.timeZone"),  # what casts assume
-        "files": [_stat(session, url) for url in sorted(dataframe.inputFiles())],
+        "files": _file_stats(session, sorted(dataframe.inputFiles())),
         "options": dict(options),
     }
     if _IN_MEMORY_LEAVES.search(plan):
@@ -178,19 +178,58 @@ def _plan_text(dataframe: Any) -> str:
         return str(plan.toString())
 
 
-def _stat(session: Any, url: str) -> list[Any]:
-    """``[url, size, modification time]`` of one source file."""
+def _file_stats(session: Any, urls: list[str]) -> list[list[Any]]:
+    """``[url, size, modification time]`` of each source file, in ``urls``' order."""
+    local = [url for url in urls if urlsplit(url).scheme in ("", "file")]
+    found = {url: _local_stat(url) for url in local}
+    found.update(hadoop_stats(session, [url for url in urls if url not in found]))
+    return [[url, *found[url]] for url in urls]
+
+
+def _local_stat(url: str) -> tuple[int, int]:
     parts = urlsplit(url)
-    if parts.scheme in ("", "file"):
-        path = unquote(parts.path) if parts.scheme else url
+    path = unquote(parts.path) if parts.scheme else url
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot stat the DataFrame's source file {url}: {exc}") from exc
+    return info.st_size, info.st_mtime_ns
+
+
+def hadoop_stats(session: Any, urls: list[str]) -> dict[str, tuple[int, int]]:
+    """``{url: (size, modification time in ms)}`` through Spark's Hadoop file systems.
+
+    One listing per folder (one request to an object store) rather than a request per file,
+    each ``FileStatus`` read from its text (one call into the JVM); a file the listing does not
+    show as expected is asked about alone.
+    """
+    if not urls:
+        return {}
+    context = session.sparkContext
+    jvm, conf = context._jvm, context._jsc.hadoopConfiguration()
+    folders: dict[str, list[str]] = {}
+    for url in urls:
+        folders.setdefault(url.rsplit("/", 1)[0], []).append(url)
+    stats: dict[str, tuple[int, int]] = {}
+    for folder, members in folders.items():
+        path = jvm.org.apache.hadoop.fs.Path(folder)
+        listed: dict[str, tuple[int, int]] = {}
         try:
-            info = os.stat(path)
-        except OSError as exc:
-            raise ConfigurationError(
-                f"cannot stat the DataFrame's source file {url}: {exc}"
-            ) from exc
-        return [url, info.st_size, info.st_mtime_ns]
-    jvm = session.sparkContext._jvm
+            for status in path.getFileSystem(conf).listStatus(path):
+                match = _STATUS.search(str(status.toString()))  # one call, not three
+                if match:
+                    listed[match[1]] = (int(match[2]), int(match[3]))
+        except Exception:  # a folder that cannot be listed: each file alone
+            logger.debug("listing %s failed; stat'ing its files one by one", folder, exc_info=True)
+        for url in members:
+            stats[url] = listed.get(url) or _hadoop_stat(jvm, conf, url)
+    return stats
+
+
+_STATUS = re.compile(r"path=([^;]*); isDirectory=false; length=(\d+);.*?modification_time=(\d+)")
+
+
+def _hadoop_stat(jvm: Any, conf: Any, url: str) -> tuple[int, int]:
     path = jvm.org.apache.hadoop.fs.Path(url)
-    status = path.getFileSystem(session.sparkContext._jsc.hadoopConfiguration()).getFileStatus(path)
-    return [url, int(status.getLen()), int(status.getModificationTime())]
+    status = path.getFileSystem(conf).getFileStatus(path)
+    return int(status.getLen()), int(status.getModificationTime())

@@ -1,0 +1,98 @@
+"""The flowers example end to end, driven as a user runs it, with SeaweedFS as the S3 store.
+
+One Spark run (images -> binaryFile -> dataframe_to_mds to ``s3://``) and single-node training
+from the store; then the same shards trained with DDP by torchrun (2 nodes x 2 ranks, stopped
+mid-epoch and resumed) and by TorchDistributor (2 processes, local mode).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.integration.conftest import S3Server
+from tests.integration.flowers_run import (
+    TRAIN_IDS,
+    environment,
+    rank_ids,
+    run,
+    torchrun,
+)
+
+pytestmark = [pytest.mark.s3, pytest.mark.slow]
+
+EPOCHS = 5
+GLOBAL_BATCH = 16  # 4 ranks x 4 (DDP), or 1 rank x 16 (one node)
+PER_EPOCH = -(-len(TRAIN_IDS) // GLOBAL_BATCH) * GLOBAL_BATCH  # the last batch topped up
+
+
+@pytest.fixture(scope="module")
+def flowers(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``flowers_demo.py --out s3://...``: the shards on the store, one node trained from them."""
+    work = tmp_path_factory.mktemp("flowers")
+    url = s3_server.url("flowers")
+    env = environment(s3_server)
+    result = run("flowers_demo.py", "--out", url, "--work", str(work), "--epochs", str(EPOCHS),
+                 "--report", str(work / "report.json"), env=env)  # fmt: skip
+    report = json.loads((work / "report.json").read_text())
+    return {"url": url, "env": env, "report": report, "stdout": result.stdout}
+
+
+def test_one_node_learns_and_reads_every_sample_once_per_epoch(flowers: dict[str, Any]):
+    report = flowers["report"]
+    assert report["written"] == {"train": 90, "validation": 10}
+    epochs = report["epochs"]
+    assert [e["epoch"] for e in epochs] == list(range(EPOCHS))
+    for epoch in epochs:
+        counts = Counter(epoch["ids"])
+        assert set(counts) == TRAIN_IDS  # every training sample, no validation sample
+        assert sum(counts.values()) == PER_EPOCH  # 90 and 6 repeated to fill the last batch
+    assert epochs[-1]["loss"] < epochs[0]["loss"] / 2
+    assert max(e["accuracy"] for e in epochs[-2:]) >= 0.5  # five classes: chance is 0.2
+    stdout = flowers["stdout"]
+    assert f"to {flowers['url']}/train and {flowers['url']}/validation" in stdout
+    assert "samples/s" in stdout
+    assert "accuracy:" in stdout
+
+
+def test_torchrun_two_nodes_resumed_mid_epoch_read_what_an_uninterrupted_run_reads(
+    flowers: dict[str, Any], tmp_path: Path
+):
+    common = ("--remote", flowers["url"], "--epochs", "2", "--batch-size", "4")
+    env = flowers["env"]
+    torchrun(*common, "--cache", str(tmp_path / "c1"), "--report", str(tmp_path / "whole"),
+             env=env)  # fmt: skip
+    whole = rank_ids(tmp_path / "whole", 4)
+    for epoch in (0, 1):
+        per_rank = [ids[epoch] for ids in whole]
+        assert {len(ids) for ids in per_rank} == {PER_EPOCH // 4}  # equal counts: no DDP hang
+        assert set().union(*per_rank) == TRAIN_IDS
+
+    checkpoint = str(tmp_path / "checkpoint.pt")
+    stop = PER_EPOCH // GLOBAL_BATCH + 2  # two steps into the second epoch
+    torchrun(*common, "--cache", str(tmp_path / "c2"), "--report", str(tmp_path / "first"),
+             "--stop-after", str(stop), "--checkpoint", checkpoint, env=env)  # fmt: skip
+    torchrun(*common, "--cache", str(tmp_path / "c2"), "--report", str(tmp_path / "second"),
+             "--resume", checkpoint, env=env)  # fmt: skip
+    first, second = rank_ids(tmp_path / "first", 4), rank_ids(tmp_path / "second", 4)
+    for rank in range(4):
+        assert first[rank][0] == whole[rank][0]
+        assert len(first[rank][1]) == 2 * 4  # stopped mid-epoch
+        assert list(second[rank]) == [1]
+        assert first[rank][1] + second[rank][1] == whole[rank][1]
+
+
+def test_torch_distributor_two_processes_train_from_the_store(
+    flowers: dict[str, Any], tmp_path: Path
+):
+    result = run("flowers_ddp.py", "--torch-distributor", "2", "--local-mode",
+                 "--remote", flowers["url"], "--epochs", "1", "--batch-size", "8",
+                 "--cache", str(tmp_path / "cache"), "--report", str(tmp_path / "ids"),
+                 env=flowers["env"])  # fmt: skip
+    per_rank = [ids[0] for ids in rank_ids(tmp_path / "ids", 2)]
+    assert len(per_rank[0]) == len(per_rank[1]) == PER_EPOCH // 2
+    assert set(per_rank[0]) | set(per_rank[1]) == TRAIN_IDS
+    assert f"{PER_EPOCH} samples over 2 ranks" in result.stdout

@@ -338,3 +338,11 @@ def test_hadoop_stats_list_each_folder_once(
     monkeypatch.undo()  # a URL spelled otherwise than the listing's: asked about alone
     spelled = {f"file://{f}": (f.stat().st_size, f.stat().st_mtime_ns // 1_000_000) for f in files}
     assert spark_cache_key.hadoop_stats(spark, sorted(spelled)) == spelled
+
+
+def test_leaving_the_block_stops_an_epoch_midway(converter: SparkDatasetConverter):
+    with converter.make_torch_dataloader(batch_size=10, workers_count=2) as loader:
+        batches = iter(loader)
+        assert len(next(batches)["id"]) == 10
+    assert loader._running == []  # the DataLoader's workers were told to stop
+    assert next(batches, None) is None  # and no new epoch starts

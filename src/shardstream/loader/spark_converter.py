@@ -273,10 +273,11 @@ class ConverterDataLoader:
         self.num_epochs = num_epochs
         self._tail = tail
         self._running: list[Iterator[Any]] = []
+        self._closed = False
 
     def __iter__(self) -> Iterator[Any]:
         epoch = 0
-        while self.num_epochs is None or epoch < self.num_epochs:
+        while not self._closed and (self.num_epochs is None or epoch < self.num_epochs):
             batches = iter(self.loader)
             self._running.append(batches)
             try:
@@ -287,12 +288,14 @@ class ConverterDataLoader:
                             continue
                     yield batch
             finally:
-                self._running.remove(batches)
+                if batches in self._running:  # close() may have stopped it already
+                    self._running.remove(batches)
                 _close(batches)
             epoch += 1
 
     def close(self) -> None:
-        """Stop any epoch still running (its DataLoader workers exit)."""
+        """Stop any epoch still running (its DataLoader workers exit); iterating ends."""
+        self._closed = True
         for batches in list(self._running):
             _close(batches)
         self._running.clear()

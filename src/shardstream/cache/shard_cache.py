@@ -31,9 +31,9 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from shardstream.cache.locks import FileLock, try_lock_file
 from shardstream.cache.shard_files import ShardFiles, shard_file_pairs
@@ -49,6 +49,8 @@ from shardstream.storage import DownloadOptions, ObjectStore, download_file
 __all__ = ["STATE_FOLDER", "CacheStream", "ShardCache", "ShardFetcher"]
 
 logger = logging.getLogger(__name__)
+
+V = TypeVar("V")
 
 #: The folder, inside each stream's local folder, holding shardstream's locks and state.
 STATE_FOLDER = ".shardstream"
@@ -125,6 +127,7 @@ class ShardCache:
         # Node-wide state (the cache lock, download slots) lives with the first remote stream.
         self._state = os.path.join(remote[0].local, STATE_FOLDER) if remote else None
         self._largest: int | None = None  # the largest remote shard's footprint, once known
+        self._warned = False  # a tight cache_limit is logged once
 
     @property
     def num_shards(self) -> int:
@@ -149,26 +152,37 @@ class ShardCache:
         return self._present(self.streams[stream], entry)
 
     def check_limit(self, concurrent_readers: int) -> None:
-        """Refuse a limit too small for every reader of the node to hold one shard.
+        """Refuse a limit that cannot hold the largest shard; warn when it is tight.
+
+        A reader needs a shard on disk only from its fetch to its opening (an opened shard is
+        read or mapped, and may be evicted then), so a limit of one shard lets any number of
+        readers make progress, waiting for each other's downloads. Fewer shards than readers
+        is allowed but slow, and logged.
 
         Args:
             concurrent_readers: Processes of the node that read at once (ranks x workers).
 
         Raises:
-            CacheLimitError: ``limit`` is below what the readers need; the message says how
-                much is enough.
+            CacheLimitError: ``limit`` is below the largest shard; the message says how much
+                is enough.
         """
         if self.limit is None:
             return
         largest = self._largest_footprint()
-        need = concurrent_readers * largest
-        if self.limit < need:
+        if self.limit < largest:
             raise CacheLimitError(
-                f"cache_limit={self.limit} bytes is too small: the {concurrent_readers} processes "
-                f"that read on this node each need room for one shard of up to {largest} bytes "
-                f"(compressed and decompressed), {need} bytes in all. Raise cache_limit to at "
-                f"least {need} bytes (twice that leaves room to download ahead)."
+                f"cache_limit={self.limit} bytes is too small: the largest shard needs "
+                f"{largest} bytes on disk (compressed and decompressed). Raise cache_limit to "
+                f"at least {largest} bytes; {concurrent_readers * largest * 2} bytes lets the "
+                f"{concurrent_readers} reading processes of this node download ahead."
             )
+        if self.limit < concurrent_readers * largest and not self._warned:
+            self._warned = True
+            logger.warning(
+                "cache_limit=%d bytes holds fewer shards than the %d processes that read on "
+                "this node: they will wait for each other's downloads (about %d bytes avoids it)",
+                self.limit, concurrent_readers, concurrent_readers * largest * 2,
+            )  # fmt: skip
 
     def _largest_footprint(self) -> int:
         """The largest footprint of a shard from a remote (0 without remote streams)."""
@@ -191,43 +205,75 @@ class ShardCache:
             ShardNotFoundError: A local-only stream lacks the shard's files.
             CacheLimitError: No room could be made within the wait allowed.
             CacheTimeoutError: Another process held the shard's lock too long.
+            DiskFullError: The cache folder's disk filled up.
             StorageError: The download failed after every retry.
         """
         number, entry = self.locate(shard)
         stream = self.streams[number]
         if self._present(stream, entry):
             return
+        with self._held(stream, entry) as lock:
+            self._fill(lock, number, stream, entry, shard)
+
+    def open(self, shard: int, opener: Callable[[], V]) -> V:
+        """Make the shard present and return ``opener()``, called before anyone can evict it.
+
+        ``opener`` maps or reads the shard's files; once it has, eviction (which only unlinks)
+        no longer matters to it. Without this, under a small ``cache_limit`` another process
+        could evict a shard between its fetch and its opening, again and again.
+
+        Raises:
+            The errors of :meth:`ensure`, and whatever ``opener`` raises.
+        """
+        number, entry = self.locate(shard)
+        stream = self.streams[number]
+        if self._present(stream, entry):
+            with contextlib.suppress(ShardNotFoundError):  # evicted just now: fetch it below
+                return opener()
+        with self._held(stream, entry) as lock:
+            self._fill(lock, number, stream, entry, shard)
+            return opener()
+
+    @contextlib.contextmanager
+    def _held(self, stream: CacheStream, entry: ShardEntry) -> Iterator[FileLock]:
+        """Hold the shard's lock: one fetch at a time, and no eviction meanwhile."""
         lock = FileLock(self._lock_path(stream, entry))
         lock.acquire(timeout=_lock_timeout(stream, entry), what=f"shard {_name(entry)}")
         try:
-            if self._present(stream, entry):
-                return
-            if os.fstat(lock.fd).st_size:  # the last holder died mid-fetch: clear its leftovers
-                self._remove_orphans(stream, entry)
-                os.ftruncate(lock.fd, 0)
-            if stream.store is not None and self.limit is not None:
-                self._reserve(self.footprint(shard), lock, stream, entry)  # records the fetch
-            else:
-                _record(lock.fd, self.footprint(shard), entry)
-            try:
-                if stream.store is None:
-                    self._files[number].materialize(entry, keep_zip=True)
-                else:
-                    self._fetch(number, entry)
-            except OSError as exc:
-                if exc.errno not in _DISK_FULL:
-                    raise
-                raise DiskFullError(
-                    exc.errno,
-                    f"no space left in {stream.local} for shard {_name(entry)} "
-                    f"({self.footprint(shard)} bytes with its compressed file; "
-                    f"{_free_bytes(stream.local)} bytes free now): free disk space, set "
-                    f"cache_limit below the free space, or give local= a roomier folder",
-                ) from exc
-            finally:
-                os.ftruncate(lock.fd, 0)
+            yield lock
         finally:
             lock.release()
+
+    def _fill(
+        self, lock: FileLock, number: int, stream: CacheStream, entry: ShardEntry, shard: int
+    ) -> None:
+        """Fetch the shard unless present; the caller holds its ``lock``."""
+        if self._present(stream, entry):
+            return
+        if os.fstat(lock.fd).st_size:  # the last holder died mid-fetch: clear its leftovers
+            self._remove_orphans(stream, entry)
+            os.ftruncate(lock.fd, 0)
+        if stream.store is not None and self.limit is not None:
+            self._reserve(self.footprint(shard), lock, stream, entry)  # records the fetch
+        else:
+            _record(lock.fd, self.footprint(shard), entry)
+        try:
+            if stream.store is None:
+                self._files[number].materialize(entry, keep_zip=True)
+            else:
+                self._fetch(number, entry)
+        except OSError as exc:
+            if exc.errno not in _DISK_FULL:
+                raise
+            raise DiskFullError(
+                exc.errno,
+                f"no space left in {stream.local} for shard {_name(entry)} "
+                f"({self.footprint(shard)} bytes with its compressed file; "
+                f"{_free_bytes(stream.local)} bytes free now): free disk space, set "
+                f"cache_limit below the free space, or give local= a roomier folder",
+            ) from exc
+        finally:
+            os.ftruncate(lock.fd, 0)
 
     def source_url(self, shard: int) -> str | None:
         """Where the shard's stored file comes from; ``None`` for a local-only stream."""

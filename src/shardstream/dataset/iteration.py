@@ -161,9 +161,8 @@ class SampleReader:
         within = shard - self._first_shard[stream]
         refetched = False
         for attempt in range(_REOPEN_ATTEMPTS):
-            self.cache.ensure(shard)
             try:
-                view = self.datasets[stream].shard_view(within)
+                view = self.cache.open(shard, lambda: self.datasets[stream].shard_view(within))
                 break
             except ShardNotFoundError:  # evicted by another process in between
                 if attempt == _REOPEN_ATTEMPTS - 1:

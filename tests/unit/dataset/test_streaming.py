@@ -263,7 +263,7 @@ def cached_bytes(local: Path) -> int:
     return total
 
 
-def test_a_cache_limit_below_one_shard_per_reader_fails_at_start(remote: Path, tmp_path: Path):
+def test_a_cache_limit_below_the_largest_shard_fails_at_start(remote: Path, tmp_path: Path):
     ds = dataset(remote, tmp_path / "cache", cache_limit=100)
     with pytest.raises(CacheLimitError, match="cache_limit=100"):
         next(iter(ds))

@@ -346,3 +346,22 @@ def test_leaving_the_block_stops_an_epoch_midway(converter: SparkDatasetConverte
         assert len(next(batches)["id"]) == 10
     assert loader._running == []  # the DataLoader's workers were told to stop
     assert next(batches, None) is None  # and no new epoch starts
+
+
+def test_ranks_from_the_launchers_variables(
+    converter: SparkDatasetConverter, monkeypatch: pytest.MonkeyPatch
+):
+    shards = []
+    for rank in range(2):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        shards.append(torch_ids(converter, batch_size=10, num_epochs=1, workers_count=0))
+    assert not set(shards[0]) & set(shards[1])
+    assert sorted(itertools.chain(*shards)) == list(range(ROWS))
+
+
+def test_a_path_is_not_a_dataframe(spark: Any, parquet: Path, tmp_path: Path):
+    with pytest.raises(ConfigurationError, match=r"spark\.read\.parquet"):
+        make_spark_converter(str(parquet), str(tmp_path))

@@ -113,9 +113,16 @@ def cache_dataframe(
         Where the copy is, and how many rows it holds.
 
     Raises:
-        ConfigurationError: No cache folder, a bad option, or a DataFrame without a JVM plan.
+        ConfigurationError: Not a DataFrame, no cache folder, a bad option, or a DataFrame
+            without a JVM plan (Spark Connect).
     """
     require("pyspark.sql", extra="spark", purpose="make_spark_converter")
+    if not hasattr(dataframe, "sparkSession"):
+        raise ConfigurationError(
+            f"make_spark_converter needs a Spark DataFrame, got {type(dataframe).__name__}; for "
+            f"a folder of Parquet files use spark.read.parquet(path), or stream it as it is "
+            f"with StreamingDataset(remote=path)"
+        )
     parent = parent_cache_dir(dataframe.sparkSession, parent_cache_dir_url)
     compression = mds_compression(compression_codec)
     prepared = cast_floats(dataframe, dtype)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -365,3 +366,15 @@ def test_ranks_from_the_launchers_variables(
 def test_a_path_is_not_a_dataframe(spark: Any, parquet: Path, tmp_path: Path):
     with pytest.raises(ConfigurationError, match=r"spark\.read\.parquet"):
         make_spark_converter(str(parquet), str(tmp_path))
+
+
+def test_a_copy_deleted_by_hand_is_written_again(spark: Any, parquet: Path, tmp_path: Path):
+    df = spark.read.parquet(str(parquet))
+    first = make_spark_converter(df, str(tmp_path))
+    shutil.rmtree(first.cache_dir_url)  # the marker stays behind
+    again = make_spark_converter(df, str(tmp_path))
+    assert again.cache_dir_url != first.cache_dir_url
+    assert sorted(torch_ids(again, batch_size=50, num_epochs=1, workers_count=0)) == list(
+        range(ROWS)
+    )
+    assert make_spark_converter(df, str(tmp_path)).cache_dir_url == again.cache_dir_url

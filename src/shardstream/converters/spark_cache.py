@@ -130,9 +130,11 @@ def cache_dataframe(
     remote = is_remote(parent)
     key_url = f"{parent}/{key}" if remote else os.path.join(local_path(parent), key)
     found = _read_marker(key_url)
-    if found is not None:
+    if found is not None and open_store(found.url).exists("index.json"):
         logger.info("reusing the DataFrame's MDS copy at %s (%d rows)", found.url, found.rows)
         return found
+    if found is not None:
+        logger.warning("%s has no index.json any more (deleted?): writing it again", found.url)
     run = f"run-{uuid.uuid4().hex[:12]}"
     url = f"{key_url}/{run}" if remote else os.path.join(key_url, run)
     logger.info("materializing the DataFrame as MDS at %s", url)
@@ -141,7 +143,7 @@ def cache_dataframe(
     )
     rows = _count_rows(url)
     marker = {"dataset": run, "rows": rows, "key": material}
-    if _publish_marker(key_url, marker):
+    if _publish_marker(key_url, marker, replace=found is not None):
         return CachedDataFrame(url=url, key_url=key_url, rows=rows, created=True)
     winner = _read_marker(key_url)
     assert winner is not None, "the marker that won exists"
@@ -193,8 +195,11 @@ def _count_rows(url: str) -> int:
     return sum(entry.samples for entry in entries)
 
 
-def _publish_marker(key_url: str, marker: dict[str, Any]) -> bool:
-    """Publish the marker unless another creator did first; True when this one counts."""
+def _publish_marker(key_url: str, marker: dict[str, Any], *, replace: bool = False) -> bool:
+    """Publish the marker unless another creator did first; True when this one counts.
+
+    ``replace`` publishes over a marker whose copy is gone (the last such creator wins).
+    """
     text = json.dumps(marker, indent=1, sort_keys=True).encode()
     if not is_remote(key_url):
         final = os.path.join(key_url, MARKER)
@@ -204,14 +209,18 @@ def _publish_marker(key_url: str, marker: dict[str, Any]) -> bool:
                 out.write(text)
                 out.flush()
                 os.fsync(out.fileno())
+            if replace:
+                os.replace(temporary, final)
+                return True
             os.link(temporary, final)  # fails when the marker exists: the first creator wins
         except FileExistsError:
             return False
         finally:
-            os.remove(temporary)
+            with contextlib.suppress(FileNotFoundError):  # gone when replaced
+                os.remove(temporary)
         return True
     store = open_store(key_url)
-    if store.exists(MARKER):
+    if not replace and store.exists(MARKER):
         return False
     with tempfile.TemporaryDirectory(prefix="shardstream-marker-") as folder:
         path = os.path.join(folder, MARKER)

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import numpy as np
 
 from shardstream._optional import require
+from shardstream.converters.arrow_columns import column_encoder
 from shardstream.converters.arrow_types import (
     arrow_module,
     leaf_type,
@@ -108,6 +109,13 @@ class BatchConverter:
             name: _values_for(name, self._types[name], encoding, where)
             for name, encoding in self.columns.items()
         }
+        encoders = {
+            name: column_encoder(self._types[name], encoding, _NUMERIC_ENCODINGS.get(encoding))
+            for name, encoding in self.columns.items()
+        }
+        #: Whether :meth:`encode` may return whole encoded columns (every column has an encoder).
+        self.columnar = all(encoder is not None for encoder in encoders.values())
+        self._encoders = {name: encoder for name, encoder in encoders.items() if encoder}
         self._element_checked = {
             name
             for name, encoding in self.columns.items()
@@ -126,6 +134,35 @@ class BatchConverter:
                 cannot hold (an empty or ragged array for ``ndarray``, an overflow), naming
                 the column and row.
         """
+        batch, rows = self._kept(batch, first_row)
+        return self._dicts(batch, rows)
+
+    def encode(
+        self, batch: Any, first_row: int = 0
+    ) -> dict[str, list[bytes]] | list[dict[str, Any]]:
+        """The rows of one batch, ready for an :class:`~shardstream.MDSWriter`.
+
+        Whole columns of encoded values (for ``MDSWriter.write_columns``) when every column
+        can be encoded at once (see :mod:`shardstream.converters.arrow_columns`), else the
+        sample dicts of :meth:`samples` (for ``MDSWriter.write``). Both write the same bytes.
+
+        Raises:
+            SampleEncodingError: As :meth:`samples`.
+        """
+        batch, rows = self._kept(batch, first_row)
+        if self.columnar and batch.num_rows:
+            columns = {}
+            for name in self._names:
+                values = self._encoders[name](_plain(batch.column(name)))
+                if values is None:
+                    break
+                columns[name] = values
+            else:
+                return columns
+        return self._dicts(batch, rows)
+
+    def _kept(self, batch: Any, first_row: int) -> tuple[Any, np.ndarray[Any, Any]]:
+        """The batch less its rows holding a null (raising for one on error), and row numbers."""
         rows = np.arange(first_row, first_row + batch.num_rows, dtype=np.int64)
         bad = self._null_rows(batch, first_row)
         if bad is not None:
@@ -133,6 +170,9 @@ class BatchConverter:
             self.skipped += int(bad.sum())
             batch = batch.filter(arrow_module().array(keep))
             rows = rows[keep]
+        return batch, rows
+
+    def _dicts(self, batch: Any, rows: np.ndarray[Any, Any]) -> list[dict[str, Any]]:
         if batch.num_rows == 0:
             return []
         lists = [self._values[name](_plain(batch.column(name)), rows) for name in self._names]

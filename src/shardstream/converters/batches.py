@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,34 +114,32 @@ def write_batches(
     if udf_iterable is None:
         converter = BatchConverter(schema, writer_kwargs["columns"], on_null=on_null, where=where)
     writer: MDSWriter | None = None
-    samples = 0
+    samples = first_row = 0
     # The writer finishes (publishing its index) on success and aborts on an error.
     with contextlib.ExitStack() as stack:
-        for sample in _samples(batches, converter, udf_iterable, udf_kwargs or {}, progress):
-            if writer is None:
-                writer = stack.enter_context(MDSWriter(**writer_kwargs))
-            writer.write(sample)
-            samples += 1
+        for batch in batches:
+            rows: Iterable[Mapping[str, Any]]
+            if converter is None:
+                assert udf_iterable is not None
+                rows = udf_iterable(batch.to_pandas(), **(udf_kwargs or {}))
+            else:
+                encoded = converter.encode(batch, first_row)
+                if isinstance(encoded, dict):  # whole columns, already encoded
+                    if writer is None:
+                        writer = stack.enter_context(MDSWriter(**writer_kwargs))
+                    writer.write_columns(encoded)
+                    samples += len(next(iter(encoded.values())))
+                    encoded = []
+                rows = encoded
+            for sample in rows:
+                if writer is None:
+                    writer = stack.enter_context(MDSWriter(**writer_kwargs))
+                writer.write(sample)
+                samples += 1
+            first_row += batch.num_rows
+            if progress is not None:
+                progress.update(batch.num_rows)
     skipped = converter.skipped if converter is not None else 0
     if skipped:
         logger.info("%s: skipped %d rows holding a null (on_null='skip')", where, skipped)
     return WriteSummary(samples=samples, skipped=skipped)
-
-
-def _samples(
-    batches: Iterable[Any],
-    converter: BatchConverter | None,
-    udf_iterable: BatchUDF | None,
-    udf_kwargs: Mapping[str, Any],
-    progress: Any,
-) -> Iterator[Mapping[str, Any]]:
-    first_row = 0
-    for batch in batches:
-        if converter is not None:
-            yield from converter.samples(batch, first_row)
-        else:
-            assert udf_iterable is not None
-            yield from udf_iterable(batch.to_pandas(), **udf_kwargs)
-        first_row += batch.num_rows
-        if progress is not None:
-            progress.update(batch.num_rows)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from shardstream.errors import ConfigurationError, DatasetExistsError
+from shardstream.errors import ConfigurationError, DatasetExistsError, SampleEncodingError
 from shardstream.format.compression import Compression, get_compression
 from shardstream.format.hashing import check_hash_names, hash_bytes
 from shardstream.format.index import INDEX_BASENAME, FileInfo, ShardEntry, dump_index
@@ -136,6 +137,56 @@ class MDSWriter:
         self._parts += parts
         self._sizes.append(size - 4)
         self._shard_bytes += size
+
+    def write_columns(self, columns: Mapping[str, Sequence[bytes]]) -> None:
+        """Append samples given column by column, each value already encoded.
+
+        For converters that encode a whole column at once: ``columns[name][i]`` must be
+        exactly what ``name``'s encoding returns for sample ``i`` (the caller vouches for it;
+        only fixed sizes are checked). Shards are cut where :meth:`write` would cut them.
+
+        Raises:
+            ConfigurationError: The names are not the writer's columns, or the lists differ
+                in length.
+            SampleEncodingError: A value of a fixed-size column has the wrong length.
+        """
+        if self._finished:
+            raise ConfigurationError("this MDSWriter is finished; create a new one to write more")
+        schema = self._schema
+        if set(columns) != set(schema.names):
+            raise ConfigurationError(
+                f"write_columns needs exactly the columns {schema.names}, got {sorted(columns)}"
+            )
+        ordered = [columns[name] for name in schema.names]
+        count = len(ordered[0])
+        if any(len(values) != count for values in ordered):
+            raise ConfigurationError("write_columns needs columns of one length")
+        if not count:
+            return
+        fixed_total, variable = 4, []
+        for name, values, size in zip(schema.names, ordered, schema.sizes, strict=True):
+            if size is None:
+                variable.append(values)
+                fixed_total += 4
+            elif any(len(value) != size for value in values):
+                raise SampleEncodingError(f"column {name!r}: values must be {size} bytes each")
+            else:
+                fixed_total += size
+        if not self._started:
+            self._start()
+        pack = struct.Struct(f"<{len(variable)}I").pack
+        lengths = [list(map(len, values)) for values in variable]
+        headers = list(map(pack, *lengths)) if variable else [b""] * count
+        sizes = [fixed_total + sum(row) for row in zip(*lengths, strict=True)] if variable else None
+        limit = self._size_limit
+        for number, (header, *payloads) in enumerate(zip(headers, *ordered, strict=True)):
+            size = fixed_total if sizes is None else sizes[number]
+            if limit and self._sizes and self._shard_bytes + size > limit:
+                self._flush()
+            self._parts.append(header)
+            self._parts += payloads
+            self._sizes.append(size - 4)
+            self._shard_bytes += size
 
     def finish(self) -> None:
         """Write the last shard and ``index.json``, wait for uploads, then publish the index.

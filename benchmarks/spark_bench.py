@@ -191,14 +191,19 @@ def table(report: dict[str, Any]) -> list[list[str]]:
             "reference s",
             "ratio",
             "median ratio",
-            "shardstream MB",
-            "reference MB",
+            "shardstream CPU s",
+            "reference CPU s",
+            "CPU ratio",
+            "MB (both)",
         ]
     ]
     for name, workload in report["workloads"].items():
         for compression, row in workload["comparison"].items():
             ours = workload["shardstream"]["runs"][compression]
             ref = workload["reference"]["runs"][compression]
+            size = f"{ours['bytes'] / 1e6:,.0f}"
+            if ref["bytes"] != ours["bytes"]:
+                size += f" / {ref['bytes'] / 1e6:,.0f}"
             rows.append(
                 [
                     name,
@@ -207,8 +212,10 @@ def table(report: dict[str, Any]) -> list[list[str]]:
                     f"{ref['seconds']['best']:.2f}",
                     f"{row['ratio']:.2f}x",
                     f"{row['median_ratio']:.2f}x",
-                    f"{ours['bytes'] / 1e6:,.0f}",
-                    f"{ref['bytes'] / 1e6:,.0f}",
+                    f"{ours['cpu_seconds']['best']:.2f}",
+                    f"{ref['cpu_seconds']['best']:.2f}",
+                    f"{row['cpu_ratio']:.2f}x",
+                    size,
                 ]
             )
     return rows
@@ -306,6 +313,8 @@ def main() -> int:
                     / ours["runs"][compression]["seconds"]["best"],
                     "median_ratio": ref["runs"][compression]["seconds"]["median"]
                     / ours["runs"][compression]["seconds"]["median"],
+                    "cpu_ratio": ref["runs"][compression]["cpu_seconds"]["best"]
+                    / ours["runs"][compression]["cpu_seconds"]["best"],
                 }
                 for compression in spec["compressions"]
             }
@@ -357,7 +366,10 @@ def main() -> int:
         f"local[2]; {os.cpu_count()} CPUs, {platform.platform()}; best of {repeats}"
         f"{f' (QUICK: rows / {QUICK_SCALE})' if args.quick else ''}"
     )
-    print("ratio = reference seconds / shardstream seconds (> 1: shardstream is faster)")
+    print(
+        "ratio = reference seconds / shardstream seconds (> 1: shardstream is faster); CPU: "
+        "user + system seconds of the worker's whole process tree (JVM and Python workers)"
+    )
     print()
     print(format_table(rows))
     print()
@@ -365,8 +377,9 @@ def main() -> int:
         ours, ref = workload["shardstream"], workload["reference"]
         print(
             f"[{name}] Spark alone (a mapInArrow that only counts the rows): "
-            f"{ours['spark_floor_seconds']:.2f} s (shardstream's run), "
-            f"{ref['spark_floor_seconds']:.2f} s (reference's run)"
+            f"{ours['spark_floor_seconds']:.2f} s, CPU {ours['spark_floor_cpu_seconds']:.2f} s "
+            f"(in shardstream's session); {ref['spark_floor_seconds']:.2f} s, CPU "
+            f"{ref['spark_floor_cpu_seconds']:.2f} s (in the reference's)"
         )
         checks = workload["checks"]
         for compression, check in checks["compressions"].items():

@@ -179,6 +179,36 @@ def digest(dataframe: Any) -> dict[str, Any]:
     return {"rows": int(row["rows"]), "xor": int(row["xor"])}
 
 
+def tree_cpu_seconds() -> float:
+    """CPU seconds used so far by this process and its descendants (the JVM, Python workers).
+
+    Read from ``/proc`` (Linux): user + system time of every live process of the tree, plus
+    what each has collected from children it reaped. Under load, CPU time moves far less than
+    wall time, so its ratio backs the wall-time one. NaN where ``/proc`` is missing.
+    """
+    if not os.path.isdir("/proc/self"):
+        return float("nan")
+    parents: dict[int, int] = {}
+    times: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process is gone
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(value) for value in fields[11:15])  # utime stime cu cs
+    tree, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+        tree.update(children)
+        frontier += children
+    return sum(times.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
+
+
 def folder_stats(folder: str) -> dict[str, Any]:
     total = shards = 0
     for parent, _, names in os.walk(folder):
@@ -196,18 +226,20 @@ def convert(convert_fn: Any, dataframe: Any, out: str, columns: dict[str, str], 
     )
 
 
-def floor(dataframe: Any) -> float:
-    """Seconds of a ``mapInArrow`` that only counts its batches: Spark's share of a conversion."""
+def floor(dataframe: Any) -> tuple[float, float]:
+    """Wall and CPU seconds of a ``mapInArrow`` that only counts its batches: Spark's share."""
 
     def count(batches: Iterator[Any]) -> Iterator[Any]:
         rows = sum(batch.num_rows for batch in batches)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([rows], pa.int64())})
 
+    cpu_started = tree_cpu_seconds()
     started = time.perf_counter()
     total = sum(row["rows"] for row in dataframe.mapInArrow(count, "rows long").collect())
     elapsed = time.perf_counter() - started
+    cpu = tree_cpu_seconds() - cpu_started
     assert total == dataframe.count()
-    return elapsed
+    return elapsed, cpu
 
 
 def run_workload(
@@ -242,6 +274,8 @@ def run_workload(
     for compression in spec["compressions"]:
         codec = None if compression == "none" else compression
         times: list[float] = []
+        cpus: list[float] = []
+        loads: list[float] = []
         folder = ""
         for repeat in range(args.repeats):
             if folder:
@@ -250,12 +284,21 @@ def run_workload(
             if hasattr(os, "sync"):
                 os.sync()  # flush earlier writes so their writeback does not slow this run
             load = os.getloadavg()[0]
+            cpu_started = tree_cpu_seconds()
             started = time.perf_counter()
             convert(convert_fn, dataframe, folder, columns, codec)
             times.append(time.perf_counter() - started)
-            print(f"  {lib} {name} {compression}: {times[-1]:.2f} s (load {load:.2f})", flush=True)
+            cpus.append(tree_cpu_seconds() - cpu_started)
+            loads.append(load)
+            print(
+                f"  {lib} {name} {compression}: {times[-1]:.2f} s, CPU {cpus[-1]:.2f} s "
+                f"(load {load:.2f})",
+                flush=True,
+            )
         runs[compression] = {
             "seconds": {"all": times, "best": min(times), "median": statistics.median(times)},
+            "cpu_seconds": {"all": cpus, "best": min(cpus), "median": statistics.median(cpus)},
+            "load_average_1min": loads,
             "folder": folder,
             **folder_stats(folder),
         }
@@ -263,8 +306,9 @@ def run_workload(
     return {
         "prepare_seconds": prepare_seconds,
         "warmup_seconds": warmup_seconds,
-        "spark_floor_seconds": floor_seconds[-1],
-        "spark_floor_first_seconds": floor_seconds[0],
+        "spark_floor_seconds": floor_seconds[-1][0],
+        "spark_floor_cpu_seconds": floor_seconds[-1][1],
+        "spark_floor_first_seconds": floor_seconds[0][0],
         "data_digest": data_digest,
         "columns": columns,
         "runs": runs,

@@ -65,6 +65,7 @@ def test_quick_benchmark_runs_and_checks_pass(tmp_path: Path) -> None:
             for compression in COMPRESSIONS:
                 run = result["runs"][compression]
                 assert run["seconds"]["best"] > 0
+                assert run["cpu_seconds"]["best"] > 0
                 assert run["bytes"] > 0
                 assert run["shard_files"] >= 1
         for compression in COMPRESSIONS:
@@ -76,4 +77,5 @@ def test_quick_benchmark_runs_and_checks_pass(tmp_path: Path) -> None:
                 assert check[side]["repeated_ids"] == 0
                 assert check[side]["passed"] is True
             assert workload["comparison"][compression]["ratio"] > 0
+            assert workload["comparison"][compression]["cpu_ratio"] > 0
             assert isinstance(report["targets"][f"{name}/{compression}"]["met"], bool)

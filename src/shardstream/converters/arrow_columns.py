@@ -136,7 +136,9 @@ class _Arrays:
             return None  # an empty array: the per-sample path names the row
         data = child.to_numpy(zero_copy_only=False).astype(self.dtype, copy=False).tobytes()
         width = self.dtype.itemsize
-        prefixes = [self.prefix(length) for length in lengths.tolist()]
+        for length in np.unique(lengths).tolist():
+            self.prefix(length)
+        prefixes = list(map(self.prefixes.__getitem__, lengths.tolist()))
         bounds = (offsets * width).tolist()
         return [
             prefix + data[start:end]

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+
 from shardstream.errors import ConfigurationError, DatasetExistsError, SampleEncodingError
 from shardstream.format.compression import Compression, get_compression
 from shardstream.format.hashing import check_hash_names, hash_bytes
@@ -168,7 +170,7 @@ class MDSWriter:
             if size is None:
                 variable.append(values)
                 fixed_total += 4
-            elif any(len(value) != size for value in values):
+            elif set(map(len, values)) != {size}:
                 raise SampleEncodingError(f"column {name!r}: values must be {size} bytes each")
             else:
                 fixed_total += size
@@ -177,10 +179,14 @@ class MDSWriter:
         pack = struct.Struct(f"<{len(variable)}I").pack
         lengths = [list(map(len, values)) for values in variable]
         headers = list(map(pack, *lengths)) if variable else [b""] * count
-        sizes = [fixed_total + sum(row) for row in zip(*lengths, strict=True)] if variable else None
+        sizes: list[int] = (
+            (np.sum(lengths, axis=0, dtype=np.int64) + fixed_total).tolist()
+            if variable
+            else [fixed_total] * count
+        )
         limit = self._size_limit
-        for number, (header, *payloads) in enumerate(zip(headers, *ordered, strict=True)):
-            size = fixed_total if sizes is None else sizes[number]
+        rows = zip(headers, sizes, zip(*ordered, strict=True), strict=True)
+        for header, size, payloads in rows:
             if limit and self._sizes and self._shard_bytes + size > limit:
                 self._flush()
             self._parts.append(header)

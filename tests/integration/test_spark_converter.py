@@ -378,3 +378,14 @@ def test_a_copy_deleted_by_hand_is_written_again(spark: Any, parquet: Path, tmp_
         range(ROWS)
     )
     assert make_spark_converter(df, str(tmp_path)).cache_dir_url == again.cache_dir_url
+
+
+def test_replica_groups_read_the_same_rows(converter: SparkDatasetConverter):
+    ranks = [
+        torch_ids(converter, batch_size=8, num_epochs=1, workers_count=0, cur_shard=rank,
+                  shard_count=4, replication=2)
+        for rank in range(4)
+    ]  # fmt: skip
+    assert ranks[0] == ranks[1]
+    assert ranks[2] == ranks[3]
+    assert sorted(ranks[0] + ranks[2]) == list(range(ROWS))

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from shardstream import config
 from shardstream._torch import require_torch
 from shardstream.converters.spark_cache import (
     PARENT_CACHE_DIR_URL_CONF,
@@ -231,7 +231,7 @@ class SparkDatasetConverter:
         if (
             shard_count is not None
             and ranks_per_node is None
-            and "LOCAL_WORLD_SIZE" not in os.environ
+            and "LOCAL_WORLD_SIZE" not in config.distributed_environment()
         ):
             ranks_per_node = shard_count  # Petastorm knows no nodes: one node of shard_count
         seed = options.pop("seed", None)
@@ -250,6 +250,8 @@ class SparkDatasetConverter:
         topology = detect_topology(
             rank=cur_shard, world_size=shard_count, ranks_per_node=ranks_per_node
         )
+        if dataset.replication:  # as the dataset sees it: each replica group one rank
+            topology = topology.replicated(dataset.replication)
         return dataset, EpochTail.of(
             epoch_size=dataset.epoch_size, batch_size=batch_size, topology=topology
         )

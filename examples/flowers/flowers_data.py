@@ -44,8 +44,8 @@ CLASSES = ("daisy", "dandelion", "roses", "sunflowers", "tulips")
 IMAGE_SIZE = 64
 #: The shards' columns: the resized image as channels x height x width bytes, and its labels.
 COLUMNS = {
-    "id": "int",
-    "label": "int",
+    "id": "int64",
+    "label": "int64",
     "class_name": "str",
     "image": f"ndarray:uint8:3,{IMAGE_SIZE},{IMAGE_SIZE}",
 }

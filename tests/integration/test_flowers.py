@@ -96,3 +96,37 @@ def test_torch_distributor_two_processes_train_from_the_store(
     assert len(per_rank[0]) == len(per_rank[1]) == PER_EPOCH // 2
     assert set(per_rank[0]) | set(per_rank[1]) == TRAIN_IDS
     assert f"{PER_EPOCH} samples over 2 ranks" in result.stdout
+
+
+def test_lightning_resumed_mid_epoch_from_its_checkpoint_trains_on_what_one_run_reads(
+    flowers: dict[str, Any], tmp_path: Path
+):
+    common = ("--remote", flowers["url"], "--cache", str(tmp_path / "cache"), "--epochs", "2",
+              "--batch-size", "16")  # fmt: skip
+    steps = PER_EPOCH // GLOBAL_BATCH + 2  # two steps into the second epoch
+    checkpoint = str(tmp_path / "flowers.ckpt")
+    run("flowers_lightning.py", *common, "--stop-after", str(steps), "--checkpoint", checkpoint,
+        "--report", str(tmp_path / "first.json"), env=flowers["env"])  # fmt: skip
+    result = run("flowers_lightning.py", *common, "--resume", checkpoint,
+                 "--report", str(tmp_path / "second.json"), env=flowers["env"])  # fmt: skip
+    first = json.loads((tmp_path / "first.json").read_text())
+    second = json.loads((tmp_path / "second.json").read_text())
+    # The demo's single-node run read the same shards with the same batch size and seed.
+    reference = [epoch["ids"] for epoch in flowers["report"]["epochs"]]
+    assert first["0"] == reference[0]
+    assert len(first["1"]) == 2 * GLOBAL_BATCH
+    assert list(second) == ["1"]
+    assert first["1"] + second["1"] == reference[1]
+    assert "lightning: 2 epochs" in result.stdout
+
+
+def test_keras_learns_from_the_same_shards_through_tf_data(flowers: dict[str, Any], tmp_path):
+    report = tmp_path / "keras.json"
+    result = run("flowers_keras.py", "--remote", flowers["url"], "--cache", str(tmp_path / "c"),
+                 "--epochs", "6", "--report", str(report), env=flowers["env"])  # fmt: skip
+    figures = json.loads(report.read_text())
+    assert len(figures["loss"]) == 6
+    assert figures["loss"][-1] < figures["loss"][0] / 2
+    assert figures["accuracy"][-1] >= 0.6  # training accuracy; five classes: chance is 0.2
+    assert max(figures["val_accuracy"]) >= 0.4
+    assert "validation accuracy" in result.stdout

@@ -31,6 +31,7 @@ __all__ = [
     "COLUMNS",
     "IMAGE_SIZE",
     "convert_with_spark",
+    "log_progress",
     "make_images",
     "preprocess",
     "spark_session",
@@ -60,6 +61,13 @@ _LOOKS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int], str]] = {
     "sunflowers": ((250, 190, 20), (90, 50, 20), "petals"),
     "tulips": ((235, 90, 170), (235, 90, 170), "cup"),
 }
+
+
+def log_progress() -> None:
+    """Log the example's and shardstream's progress (INFO); other libraries' warnings only."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for name in ("flowers", "shardstream"):
+        logging.getLogger(name).setLevel(logging.INFO)
 
 
 def make_images(root: str | os.PathLike[str], images: int = 100, seed: int = 0) -> int:

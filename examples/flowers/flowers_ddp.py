@@ -23,18 +23,18 @@ exactly the samples the uninterrupted run would have read.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from dataclasses import asdict
 from typing import Any
 
 import torch.distributed as dist
+from flowers_data import log_progress
 from flowers_train import TrainConfig, train
 
 
 def run_rank(settings: dict[str, Any]) -> list[dict[str, Any]]:
     """One rank's job (torchrun or TorchDistributor started it): train, return its figures."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_progress()
     dist.init_process_group("gloo")
     try:
         # Ranks of a node share its cache; GROUP_RANK is the node's number (set by torchrun).
@@ -77,8 +77,7 @@ def main() -> None:
     from flowers_data import spark_session
     from pyspark.ml.torch.distributor import TorchDistributor
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    log_progress()
     # The ranks unpickle run_rank, which imports this folder's modules: put it on their path.
     here = os.path.dirname(os.path.abspath(__file__))
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import time
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from flowers_data import CLASSES, convert_with_spark, make_images, spark_session
+from flowers_data import CLASSES, convert_with_spark, log_progress, make_images, spark_session
 from flowers_train import TrainConfig, train
 
 DEFAULT_OUT = "demo-data/flowers/Volumes/main/default/flowers"
@@ -43,8 +42,7 @@ def main() -> None:
     parser.add_argument("--skip-convert", action="store_true", help="train on existing shards")
     parser.add_argument("--report", default="", help="write the figures as JSON here")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    log_progress()
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     started = time.perf_counter()
     out = args.out if "://" in args.out or args.out.startswith("dbfs:") else _absolute(args.out)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import os
 import time
@@ -20,11 +19,10 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no banner
 import tensorflow as tf  # after the variable above
+from flowers_data import CLASSES, log_progress
 
 from shardstream import StreamingDataset
 from shardstream.loader.tf_dataset import tf_dataset
-
-CLASSES = 5
 
 
 def flowers(remote: str, cache: str, split: str, batch_size: int, **kwargs: Any) -> Any:
@@ -60,7 +58,7 @@ def model(size: int = 64, width: int = 16) -> Any:
                 )
             ),
             layers.GlobalAveragePooling2D(),
-            layers.Dense(CLASSES),
+            layers.Dense(len(CLASSES)),
         ]
     )
 
@@ -75,7 +73,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--report", default="", help="write the figures as JSON here")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_progress()
     tf.random.set_seed(17)
 
     train = flowers(args.remote, args.cache, "train", args.batch_size, shuffle=True)
@@ -100,7 +98,7 @@ def main() -> None:
     accuracy = history.history["val_accuracy"]
     print(f"keras:     {args.epochs} epochs of {steps * args.batch_size} samples in "
           f"{seconds:.1f} s; validation accuracy {100 * accuracy[-1]:.1f}% "
-          f"(chance: {100 / CLASSES:.0f}%)")  # fmt: skip
+          f"(chance: {100 / len(CLASSES):.0f}%)")  # fmt: skip
     if args.report:
         figures = {name: history.history[name] for name in ("loss", "accuracy", "val_accuracy")}
         Path(args.report).write_text(json.dumps(figures))

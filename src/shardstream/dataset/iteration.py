@@ -92,6 +92,12 @@ class SampleReader:
             for shard, index in zip(shards, local, strict=True):
                 yield getters[shard](index)
 
+    def ids(self, batches: NDArray[np.int64], *, predownload: int) -> Iterator[int]:
+        """Yield the ids of ``batches`` one by one, each one's shard fetched (and read ahead)."""
+        for shards, local, _ in self._walk(batches, predownload):
+            for shard, index in zip(shards, local, strict=True):
+                yield self._starts[shard] + index
+
     def columns(
         self, batches: NDArray[np.int64], *, predownload: int, raw_views: bool = False
     ) -> Iterator[ColumnBatch | list[dict[str, Any]]]:

@@ -20,7 +20,7 @@ import logging
 import math
 import os
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -49,7 +49,7 @@ from shardstream.sampling import (
 from shardstream.storage import open_store
 from shardstream.units import parse_bytes
 
-__all__ = ["StreamingDataset"]
+__all__ = ["StreamingDataset", "reads_through_getitem"]
 
 logger = logging.getLogger(__name__)
 
@@ -311,7 +311,11 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         if predownload is None:
             predownload = 8 * self.batch_size
         reader = self._reader()  # one per process: its mapped shards serve the next epoch too
-        if self._collated_batches:  # whole device batches, collated by the loader
+        custom = reads_through_getitem(self)
+        if custom is not None:  # a subclass's __getitem__/get_item makes each sample
+            for sample_id in reader.ids(plan.batches, predownload=predownload):
+                yield custom(sample_id)
+        elif self._collated_batches:  # whole device batches, collated by the loader
             in_worker = info is not None  # large values leave a worker through shared memory
             batches = reader.columns(plan.batches, predownload=predownload, raw_views=in_worker)
             if in_worker:
@@ -553,6 +557,20 @@ class _Prepared:
             epoch_size=dataset.requested_epoch_size, seed=dataset.shuffle_seed,
         )  # fmt: skip
         return cls(resolved, datasets, cache, choices)
+
+
+def reads_through_getitem(dataset: StreamingDataset) -> Callable[[int], Any] | None:
+    """The subclass's ``__getitem__`` or ``get_item`` when it overrides one, else ``None``.
+
+    As with the reference, a subclass that transforms samples there (decoding, augmenting)
+    has iteration go through it, sample by sample (shards are still read ahead).
+    """
+    kind = type(dataset)
+    if kind.__getitem__ is not StreamingDataset.__getitem__:
+        return dataset.__getitem__
+    if kind.get_item is not StreamingDataset.get_item:
+        return dataset.get_item
+    return None
 
 
 def _with_split(stream: Stream, split: str) -> Stream:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardstream._torch import default_collate, require_torch
 from shardstream.dataset.column_batch import ColumnBatch
-from shardstream.dataset.streaming import StreamingDataset
+from shardstream.dataset.streaming import StreamingDataset, reads_through_getitem
 from shardstream.errors import ConfigurationError
 
 __all__ = ["StreamingDataLoader"]
@@ -100,6 +100,7 @@ def _collates_device_batches(dataset: Any, args: tuple[Any, ...], kwargs: dict[s
     """Whether the dataset can hand over whole batches: default collation, nothing custom."""
     return (
         isinstance(dataset, StreamingDataset)
+        and reads_through_getitem(dataset) is None  # a subclass's samples are collated as usual
         and not args
         and kwargs.get("batch_size", 1) is not None
         and kwargs.get("collate_fn") is None

@@ -15,6 +15,11 @@ cluster drop ``--local-mode`` to run them on the executors)::
 
     python examples/flowers/flowers_ddp.py --torch-distributor 2 --local-mode --remote ...
 
+On a cluster, the ranks must be able to import ``flowers_train`` (install this folder's
+modules on the executors, or put ``run_rank``'s code in a notebook cell), and they need the
+store's credentials in their environment: for ``dbfs:/Volumes/...`` URLs ``DATABRICKS_HOST``
+and ``DATABRICKS_TOKEN``, which a notebook's own login does not pass on.
+
 ``--stop-after STEPS --checkpoint PATH`` stops mid-epoch as if the job died, having saved the
 model, the optimizer and the loader's place; ``--resume PATH`` goes on from there and reads
 exactly the samples the uninterrupted run would have read.

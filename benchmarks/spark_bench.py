@@ -194,16 +194,14 @@ def table(report: dict[str, Any]) -> list[list[str]]:
             "shardstream CPU s",
             "reference CPU s",
             "CPU ratio",
-            "MB (both)",
+            "MB (shardstream / reference)",
         ]
     ]
     for name, workload in report["workloads"].items():
         for compression, row in workload["comparison"].items():
             ours = workload["shardstream"]["runs"][compression]
             ref = workload["reference"]["runs"][compression]
-            size = f"{ours['bytes'] / 1e6:,.0f}"
-            if ref["bytes"] != ours["bytes"]:
-                size += f" / {ref['bytes'] / 1e6:,.0f}"
+            size = f"{ours['bytes'] / 1e6:,.0f} / {ref['bytes'] / 1e6:,.0f}"
             rows.append(
                 [
                     name,

@@ -349,6 +349,7 @@ def main() -> None:
     result = {
         "lib": args.lib,
         "version": version,
+        "module": getattr(sys.modules.get(args.lib), "__file__", None),
         "pyspark": importlib.import_module("pyspark").__version__,
         "pyarrow": pa.__version__,
         "pandas": importlib.import_module("pandas").__version__,

@@ -139,6 +139,8 @@ class FaultProxy:
             return
         request_line, headers = _parse_head(head)
         method, path = request_line.split(" ")[:2]
+        if headers.get("expect", "").lower() == "100-continue":  # the client waits for a go
+            client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = reader.body(headers)
         with self._lock:
             rule = next((r for r in self._rules if r.matches(method, path)), None)
@@ -165,7 +167,11 @@ class FaultProxy:
     def _forward(self, head: bytes, body: bytes) -> bytes:
         """Send the request upstream (asking it to close) and return its whole answer."""
         lines = head.split(b"\r\n")
-        kept = [line for line in lines[1:] if line and not _is_header(line, b"connection")]
+        kept = [
+            line
+            for line in lines[1:]
+            if line and not _is_header(line, b"connection") and not _is_header(line, b"expect")
+        ]
         request = b"\r\n".join([lines[0], *kept, b"Connection: close", b"", b""]) + body
         with socket.create_connection(self.upstream, timeout=60) as upstream:
             upstream.sendall(request)

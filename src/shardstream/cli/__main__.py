@@ -2,4 +2,7 @@
 
 from shardstream.cli.main import main
 
-raise SystemExit(main())
+__all__: list[str] = []
+
+if __name__ == "__main__":
+    raise SystemExit(main())

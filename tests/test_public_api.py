@@ -19,7 +19,9 @@ PUBLIC = [
     "StreamingDataLoader",
     "StreamingDataset",
     "__version__",
+    "dataframe_to_mds",
     "get_encoding",
+    "make_spark_converter",
     "merge_index",
     "register_encoding",
 ]

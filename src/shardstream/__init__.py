@@ -1,7 +1,8 @@
 """shardstream: Spark and object stores to deep-learning jobs, through MDS shards.
 
 The public names live here; everything else is an implementation detail. The torch-facing
-classes (``StreamingDataset``, ``StreamingDataLoader``) load torch on first use, so that
+classes (``StreamingDataset``, ``StreamingDataLoader``) and the Spark entry points
+(``dataframe_to_mds``, ``make_spark_converter``) load on first use, so that
 ``import shardstream`` stays light.
 """
 
@@ -16,8 +17,9 @@ from shardstream.format.encodings import Encoding, get_encoding, register_encodi
 from shardstream.writer import MDSWriter, merge_index
 
 if TYPE_CHECKING:
+    from shardstream.converters import dataframe_to_mds
     from shardstream.dataset.streaming import StreamingDataset
-    from shardstream.loader import StreamingDataLoader
+    from shardstream.loader import StreamingDataLoader, make_spark_converter
 
 __all__ = [
     "Encoding",
@@ -27,7 +29,9 @@ __all__ = [
     "StreamingDataLoader",
     "StreamingDataset",
     "__version__",
+    "dataframe_to_mds",
     "get_encoding",
+    "make_spark_converter",
     "merge_index",
     "register_encoding",
 ]
@@ -36,6 +40,8 @@ __all__ = [
 _LAZY = {
     "StreamingDataset": "shardstream.dataset.streaming",
     "StreamingDataLoader": "shardstream.loader",
+    "dataframe_to_mds": "shardstream.converters",
+    "make_spark_converter": "shardstream.loader",
 }
 
 

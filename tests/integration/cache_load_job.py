@@ -35,11 +35,12 @@ def main() -> None:
         parser.add_argument(name, required=True)
     for name in ("--rank", "--world-size", "--workers", "--batch-size", "--epochs"):
         parser.add_argument(name, type=int, required=True)
+    parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args()
     dataset = StreamingDataset(
         remote=args.remote, local=args.cache, batch_size=args.batch_size, shuffle=True,
         cache_limit=args.cache_limit, rank=args.rank, world_size=args.world_size,
-        ranks_per_node=args.world_size, num_canonical_nodes=1, shuffle_seed=5,
+        ranks_per_node=args.world_size, num_canonical_nodes=1, shuffle_seed=args.seed,
     )  # fmt: skip
     loader = StreamingDataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers)
     peak = 0

@@ -34,6 +34,7 @@ sys.path.insert(0, str(REPO))  # for tests.integration.seaweedfs, the tests' ser
 
 from tests.integration.seaweedfs import S3Server, run_seaweedfs  # noqa: E402
 
+from benchmarks.report import format_table  # noqa: E402
 from shardstream.storage import S3Store  # noqa: E402
 
 MiB = 1 << 20
@@ -131,20 +132,6 @@ def run_worker(
         result: dict[str, Any] = json.load(handle)
     result["worker_wall_seconds"] = time.perf_counter() - started
     return result
-
-
-def format_table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for number, row in enumerate(rows):
-        cells = [
-            cell.ljust(w) if i < 2 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-        if number == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def main() -> int:

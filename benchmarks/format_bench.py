@@ -48,6 +48,9 @@ LIBS = {"shardstream": "shardstream", "reference": "streaming"}
 SEED = 20240601
 ORDER_SEED = 7
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for benchmarks.report
+from benchmarks.report import format_table, machine  # noqa: E402
+
 
 def reference_python() -> str:
     return os.environ.get("SHARDSTREAM_REF_PYTHON") or str(REPO / ".venv-ref" / "bin" / "python")
@@ -153,30 +156,6 @@ def table(results: dict[str, Any]) -> list[list[str]]:
                 ours_cell, ref_cell = fmt.format(ours[key][stat]), fmt.format(ref[ref_key][stat])
                 rows.append([name, label, ours_cell, ref_cell, f"{ratios[ratio_key]:.2f}x"])
     return rows
-
-
-def format_table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for number, row in enumerate(rows):
-        cells = [
-            cell.ljust(w) if i < 2 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-        if number == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def machine() -> dict[str, Any]:
-    return {
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-    }
 
 
 def main() -> int:

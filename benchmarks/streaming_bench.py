@@ -52,6 +52,9 @@ LIBS = ("shardstream", "reference", "litdata")
 WORKER_LIB = {"shardstream": "shardstream", "reference": "streaming", "litdata": "litdata"}
 PEERS = ("reference", "litdata")
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for benchmarks.report
+from benchmarks.report import format_table, machine  # noqa: E402
+
 
 def reference_python() -> str:
     return os.environ.get("SHARDSTREAM_REF_PYTHON") or str(REPO / ".venv-ref" / "bin" / "python")
@@ -236,20 +239,6 @@ def run_ttfb(
     return results
 
 
-def format_table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for number, row in enumerate(rows):
-        cells = [
-            cell.ljust(w) if i < 2 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-        if number == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
@@ -297,16 +286,6 @@ def ttfb_table(results: dict[str, Any], libs: list[str]) -> list[list[str]]:
                 + [_num(value, "{:.2f}"), target]
             )
     return rows
-
-
-def machine() -> dict[str, Any]:
-    return {
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": sys.version.split()[0],
-        "load_average_at_start": os.getloadavg(),
-    }
 
 
 def parse() -> argparse.Namespace:

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from shardstream.cli.source import DatasetSource, open_source
-from shardstream.format.index import ShardEntry
 from shardstream.units import format_bytes
 
 __all__ = ["describe", "readable", "register"]
@@ -161,11 +160,3 @@ def readable(value: Any, width: int = 72) -> str:
         return f"<{len(value)} images>"
     text = repr(value)
     return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def entry_files(entry: ShardEntry) -> list[str]:
-    """The stored files of a shard (for messages)."""
-    files = [entry.data_file.basename]
-    if entry.raw_meta is not None:
-        files.append((entry.zip_meta or entry.raw_meta).basename)
-    return files

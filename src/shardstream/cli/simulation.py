@@ -22,7 +22,6 @@ from shardstream.errors import ConfigurationError
 from shardstream.sampling import DEFAULT_SHUFFLE_ALGORITHM, SHUFFLE_ALGORITHMS, ShuffleConfig
 from shardstream.sampling.simulation import (
     JobShape,
-    NodeCost,
     displacement,
     epoch_order,
     lru_bytes,
@@ -84,8 +83,11 @@ def simulate(
     shape: JobShape,
     config: ShuffleConfig,
     cache_limit: int | None,
-) -> dict[str, Any]:
-    """Every measure, as plain data (``cache_limit`` None: unlimited)."""
+) -> tuple[dict[str, Any], NDArray[np.int64]]:
+    """Every measure as plain data, and the shard ids of the step batches.
+
+    ``cache_limit`` None means unlimited; the shard ids are ``[steps, ranks, device batch]``.
+    """
     started = time.perf_counter()
     batches = step_batches(shape, config)
     shards = shard_of(shape.shard_sizes, batches)
@@ -93,7 +95,7 @@ def simulate(
     plain = epoch_order(shape, step_batches(shape, ShuffleConfig(False, seed=config.seed)))
     limit = cache_limit if cache_limit is not None else int(shard_bytes.sum())
     costs = [node_cost(shape, shards, shard_bytes, node, limit) for node in range(shape.nodes)]
-    return {
+    result = {
         "dataset": {
             "shards": len(shard_sizes),
             "samples": int(sum(shard_sizes)),
@@ -119,6 +121,7 @@ def simulate(
         "nodes": [cost.__dict__ for cost in costs],
         "seconds": time.perf_counter() - started,
     }
+    return result, shards
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -144,12 +147,12 @@ def _run(args: argparse.Namespace) -> int:
     config = ShuffleConfig(
         not args.no_shuffle, args.shuffle_algo, args.seed, args.shuffle_block_size
     )
-    result = simulate(sizes, shard_bytes, shape, config, cache_limit)
+    result, shards = simulate(sizes, shard_bytes, shape, config, cache_limit)
     result["bandwidth"] = bandwidth
     for node in result["nodes"]:
         node["first_step_seconds"] = node["first_step_bytes"] / max(bandwidth, 1)
     if args.plot:
-        _plot(args.plot, shape, config, shard_bytes, result)
+        _plot(args.plot, node_sequence(shape, shards, 0), shard_bytes, result)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -190,35 +193,35 @@ def _print(shape: JobShape, result: dict[str, Any]) -> None:
 
 def _plot(
     path: str,
-    shape: JobShape,
-    config: ShuffleConfig,
+    first_node: NDArray[np.int64],
     shard_bytes: NDArray[np.int64],
     result: dict[str, Any],
 ) -> None:
-    """Two panels: bytes per node against the minimum; node 0's downloads by cache size."""
+    """Two panels: bytes per node against the minimum; node 0's downloads by cache size.
+
+    ``first_node`` is the sequence of shards node 0 reads.
+    """
     matplotlib = require("matplotlib", extra="plot", purpose="shardstream simulate --plot")
     matplotlib.use("Agg")
     pyplot = require("matplotlib.pyplot", extra="plot", purpose="shardstream simulate --plot")
-    nodes: list[NodeCost] = [NodeCost(**{k: v for k, v in n.items() if k in _COST}) for n in
-                             result["nodes"]]  # fmt: skip
+    nodes = result["nodes"]
     figure, (left, right) = pyplot.subplots(1, 2, figsize=(11, 4))
     index = np.arange(len(nodes))
     mib = 1 << 20
-    left.bar(index - 0.2, [n.min_bytes / mib for n in nodes], 0.4, label="minimum")
-    left.bar(index + 0.2, [n.downloaded_bytes / mib for n in nodes], 0.4, label="downloaded")
+    left.bar(index - 0.2, [n["min_bytes"] / mib for n in nodes], 0.4, label="minimum")
+    left.bar(index + 0.2, [n["downloaded_bytes"] / mib for n in nodes], 0.4, label="downloaded")
     left.set_xticks(index)
     left.set_yscale("log")
     left.set_xlabel("node")
     left.set_ylabel("MiB per epoch")
     left.set_title("bytes each node downloads")
     left.legend()
-    sequence = node_sequence(shape, shard_of(shape.shard_sizes, step_batches(shape, config)), 0)
-    needed = max(nodes[0].cache_needed, int(shard_bytes.max()))
+    needed = max(nodes[0]["cache_needed"], int(shard_bytes.max()))
     capacities = np.unique(np.linspace(int(shard_bytes.max()), needed * 1.2, 24).astype(np.int64))
-    downloaded = [lru_bytes(sequence, shard_bytes, int(c))[0] / mib for c in capacities]
+    downloaded = [lru_bytes(first_node, shard_bytes, int(c))[0] / mib for c in capacities]
     right.plot(capacities / mib, downloaded, marker="o")
     right.set_yscale("log")
-    right.axhline(nodes[0].min_bytes / mib, linestyle="--", color="gray", label="minimum")
+    right.axhline(nodes[0]["min_bytes"] / mib, linestyle="--", color="gray", label="minimum")
     right.set_xlabel("cache size (MiB)")
     right.set_ylabel("MiB downloaded by node 0")
     right.set_title("downloads by cache size")
@@ -226,6 +229,3 @@ def _plot(
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     pyplot.close(figure)
-
-
-_COST = set(NodeCost.__dataclass_fields__)

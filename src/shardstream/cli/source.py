@@ -13,10 +13,12 @@ import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.dataset import LocalDataset
 from shardstream.errors import ShardNotFoundError
-from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index
+from shardstream.format.index import INDEX_BASENAME, FileInfo, ShardEntry, parse_index
 from shardstream.storage import (
     ObjectStore,
     download_file,
@@ -26,7 +28,7 @@ from shardstream.storage import (
     open_store,
 )
 
-__all__ = ["DatasetSource", "open_source"]
+__all__ = ["DatasetSource", "open_source", "stored_files"]
 
 
 @dataclass
@@ -43,11 +45,7 @@ class DatasetSource:
         """Make the stored files of shard ``shard`` present locally (no-op for a local folder)."""
         if self.store is None or shard in self._fetched:
             return
-        entry = self.entries[shard]
-        files = [entry.data_file]
-        if entry.raw_meta is not None:
-            files.append(entry.zip_meta or entry.raw_meta)
-        for info in files:
+        for info in stored_files(self.entries[shard]):
             dest = os.path.join(self.local, info.basename)
             with contextlib.suppress(OSError):
                 if os.path.getsize(dest) == info.bytes:
@@ -60,21 +58,24 @@ class DatasetSource:
         """Delete a remote shard's downloaded files (no-op for a local folder)."""
         if self.store is None:
             return
-        entry = self.entries[shard]
-        for info in (entry.data_file, entry.zip_meta or entry.raw_meta):
-            if info is not None:
-                with contextlib.suppress(OSError):
-                    os.remove(os.path.join(self.local, info.basename))
+        for info in stored_files(self.entries[shard]):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(self.local, info.basename))
         self._fetched.discard(shard)
 
-    def dataset(self, **options: object) -> LocalDataset:
+    def dataset(self, **options: Any) -> LocalDataset:
         """A reader over the local files (fetch the shards it reads first)."""
-        return LocalDataset(self.local, entries=self.entries, **options)  # type: ignore[arg-type]
+        return LocalDataset(self.local, entries=self.entries, **options)
 
     @property
     def samples(self) -> int:
         """Samples in the dataset."""
         return sum(entry.samples for entry in self.entries)
+
+
+def stored_files(entry: ShardEntry) -> list[FileInfo]:
+    """The files a shard is stored as: each compressed one, or else the uncompressed one."""
+    return [zipped or raw for raw, zipped in shard_file_pairs(entry)]
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from shardstream.cli.source import DatasetSource, open_source
+from shardstream.cli.source import DatasetSource, open_source, stored_files
 from shardstream.errors import ShardstreamError
 from shardstream.format.hashing import hash_bytes
 from shardstream.format.index import FileInfo
@@ -84,10 +84,7 @@ def validate(
             name = entry.raw_data.basename
             try:
                 source.fetch(number)
-                files = [entry.data_file]
-                if entry.raw_meta is not None:
-                    files.append(entry.zip_meta or entry.raw_meta)
-                for info in files:
+                for info in stored_files(entry):
                     report.digests += _check_file(source, info, report, name)
                 if decode and not _has_problem(report, name):
                     _decode_all(dataset, number, entry.samples)

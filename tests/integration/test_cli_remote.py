@@ -91,3 +91,23 @@ def test_convert_with_spark_to_s3(s3_env: S3Server, tmp_path: Path):
     assert "wrote 25 samples" in done.stdout
     summary = json.loads(run("inspect", url, "--json", env=env).stdout)
     assert summary["samples"] == 25
+
+
+def test_progress_of_uploads_and_downloads(s3_env: S3Server, tmp_path: Path):
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "text": "x" * 500}) + "\n" for i in range(400)))
+    url = s3_env.url("cli-progress")
+    env = env_of(s3_env)
+    done = run("convert", str(source), url, "--size-limit", "20kb", env=env)
+    assert "wrote 400 samples" in done.stdout
+    stored = sum(
+        entry["raw_data"]["bytes"]
+        for entry in json.loads(open_store(url).get_bytes("index.json"))["shards"]
+    )
+    assert "uploaded" in done.stderr  # the bar of bytes published, beside the bar of rows
+    assert "uploaded" not in run("convert", str(source), url + "-q", "-q", env=env).stderr
+    checked = run("validate", url, env=env)
+    assert checked.stdout.startswith("OK: ")
+    assert "downloaded" in checked.stderr
+    assert stored > 20_000  # several shards, so the bars had something to count
+    assert "downloaded" not in run("validate", url, "-q", env=env).stderr

@@ -335,9 +335,16 @@ class ShardCache:
                 continue
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with self._slot():
+                started = time.monotonic()
                 download_file(
                     stream.store, info.basename, path, stream.options, expected_size=info.bytes
                 )
+            logger.debug(
+                "downloaded %s (%d bytes) in %.3f s",
+                stream.store.url(info.basename),
+                info.bytes,
+                time.monotonic() - started,
+            )
         if entry.compression is not None:
             self._files[number].materialize(entry, keep_zip=stream.keep_zip)
 

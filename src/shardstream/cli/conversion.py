@@ -10,6 +10,7 @@ from typing import Any
 from shardstream._optional import require
 from shardstream.cli.source import open_source
 from shardstream.errors import ConfigurationError
+from shardstream.storage import is_remote
 
 __all__ = ["register"]
 
@@ -71,11 +72,14 @@ def _run(args: argparse.Namespace) -> int:
     on_null = "skip" if args.skip_nulls else "error"
     if kind == "images":
         written = converters.image_folder_to_mds(
-            args.source, args.out, image_encoding=args.image_encoding, progress=progress, **writer
-        )
+            args.source, args.out, image_encoding=args.image_encoding, progress=progress,
+            progress_bar=progress and is_remote(args.out), **writer,
+        )  # fmt: skip
     elif kind == "spark":
         written = _spark(args, columns, writer, on_null, progress)
     else:
+        # Beside the bar of rows, one of bytes uploaded when OUT is a URL.
+        writer["progress_bar"] = progress and is_remote(args.out)
         paths = _paths(args.source, kind)
         common: dict[str, Any] = {"columns": columns, "on_null": on_null, "progress": progress}
         if kind == "csv":

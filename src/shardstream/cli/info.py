@@ -126,7 +126,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _head(args: argparse.Namespace) -> int:
     wanted = None if args.columns is None else [c.strip() for c in args.columns.split(",")]
-    with open_source(args.url, args.cache) as source:
+    with open_source(args.url, args.cache, progress=not args.quiet) as source:
         total = min(max(args.samples, 0), source.samples)
         shard, seen = 0, 0
         while seen < total:  # fetch only the shards that hold the first samples

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tqdm import tqdm
+
 from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.dataset import LocalDataset
 from shardstream.errors import ShardNotFoundError
@@ -39,6 +41,7 @@ class DatasetSource:
     entries: list[ShardEntry]
     local: str
     store: ObjectStore | None = None
+    progress: Any = None  # a tqdm bar of bytes downloaded, or None
     _fetched: set[int] = field(default_factory=set)
 
     def fetch(self, shard: int) -> None:
@@ -52,6 +55,8 @@ class DatasetSource:
                     continue
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             download_file(self.store, info.basename, dest, expected_size=info.bytes)
+            if self.progress is not None:
+                self.progress.update(info.bytes)
         self._fetched.add(shard)
 
     def drop(self, shard: int) -> None:
@@ -79,8 +84,12 @@ def stored_files(entry: ShardEntry) -> list[FileInfo]:
 
 
 @contextlib.contextmanager
-def open_source(url: str, cache: str | None = None) -> Iterator[DatasetSource]:
+def open_source(
+    url: str, cache: str | None = None, *, progress: bool = False
+) -> Iterator[DatasetSource]:
     """Open the dataset at ``url``: a local folder, or a remote one cached under ``cache``.
+
+    With ``progress``, a remote dataset's downloads show a bar of bytes (on stderr).
 
     Raises:
         ShardNotFoundError / ObjectNotFoundError: There is no ``index.json`` at ``url``.
@@ -104,4 +113,9 @@ def open_source(url: str, cache: str | None = None) -> Iterator[DatasetSource]:
         if cache is None:
             cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="shardstream-cli-"))
         os.makedirs(cache, exist_ok=True)
-        yield DatasetSource(url, entries, cache, store)
+        bar = None
+        if progress:
+            bar = stack.enter_context(
+                tqdm(desc="downloaded", unit="B", unit_scale=True, leave=False, dynamic_ncols=True)
+            )
+        yield DatasetSource(url, entries, cache, store, bar)

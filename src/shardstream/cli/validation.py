@@ -146,7 +146,7 @@ def _decode_all(dataset: Any, shard: int, samples: int) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    with open_source(args.url, args.cache) as source:
+    with open_source(args.url, args.cache, progress=not args.quiet) as source:
         report = validate(
             source,
             decode=not args.no_decode,

@@ -46,7 +46,8 @@ class MDSWriter:
             than this many uncompressed bytes (an int, or a string such as ``"64mb"``). ``None``
             or ``0`` means one shard. Must be under 4 GiB.
         keep_local: With a remote ``out``, keep the local copy after uploading.
-        progress_bar: Show a progress bar of shards written.
+        progress_bar: Show a progress bar of shards written and, with a remote ``out``, one of
+            bytes uploaded.
         max_workers: Upload threads (default ``min(32, cpus + 4)``).
         retry: How many times a failed upload is retried.
         exist_ok: Allow a non-empty local folder; its contents are deleted first.
@@ -108,6 +109,7 @@ class MDSWriter:
         self._entries: list[ShardEntry] = []
         self._uploader: Uploader | None = None
         self._progress: Any = None
+        self._upload_progress: Any = None
         self._started = False
         self._finished = False
 
@@ -267,9 +269,17 @@ class MDSWriter:
             from tqdm.auto import tqdm
 
             self._progress = tqdm(desc="shards", unit="shard", dynamic_ncols=True)
+            if store is not None:
+                self._upload_progress = tqdm(
+                    desc="uploaded", total=0, unit="B", unit_scale=True, dynamic_ncols=True
+                )
         if store is not None:
             self._uploader = Uploader(
-                store, self._local, max_workers=self._max_workers, retry=self._retry
+                store,
+                self._local,
+                max_workers=self._max_workers,
+                retry=self._retry,
+                progress=self._upload_progress,
             )
         self._started = True
 
@@ -326,9 +336,10 @@ class MDSWriter:
             shutil.rmtree(self._local, ignore_errors=True)
 
     def _close_progress(self) -> None:
-        if self._progress is not None:
-            self._progress.close()
-            self._progress = None
+        for bar in (self._progress, self._upload_progress):
+            if bar is not None:
+                bar.close()
+        self._progress = self._upload_progress = None
 
 
 def _split_out(out: Out) -> tuple[str | None, str | None]:

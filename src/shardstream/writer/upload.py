@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,8 @@ class Uploader:
         local_root: The folder holding the files to publish.
         max_workers: Upload threads (default: ``min(32, cpus + 4)``).
         retry: Retries after a failed attempt (so ``retry + 1`` attempts in all).
+        progress: A tqdm-like bar counting bytes: each submitted file adds its size to
+            ``total``, each published one advances it; ``None`` for none.
     """
 
     def __init__(
@@ -36,10 +39,13 @@ class Uploader:
         *,
         max_workers: int | None,
         retry: int,
+        progress: Any = None,
     ) -> None:
         self.store = store
         self.local_root = local_root
         self.retry = retry
+        self._progress = progress
+        self._progress_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="shardstream-upload")
         self._futures: list[tuple[str, Future[None]]] = []
         self._failed = threading.Event()
@@ -50,13 +56,25 @@ class Uploader:
     def submit(self, key: str) -> None:
         """Start publishing ``<local_root>/<key>`` in the background."""
         self.raise_if_failed()
-        future = self._executor.submit(self.upload, key)
+        if self._progress is None:
+            future = self._executor.submit(self.upload, key)
+        else:
+            size = os.path.getsize(os.path.join(self.local_root, key))
+            with self._progress_lock:
+                self._progress.total = (self._progress.total or 0) + size
+                self._progress.refresh()
+            future = self._executor.submit(self._upload_counted, key, size)
         future.add_done_callback(self._note_failure)
         self._futures.append((key, future))
 
     def _note_failure(self, future: Future[None]) -> None:
         if future.exception() is not None:
             self._failed.set()
+
+    def _upload_counted(self, key: str, size: int) -> None:
+        self.upload(key)
+        with self._progress_lock:
+            self._progress.update(size)
 
     def upload(self, key: str) -> None:
         """Publish ``<local_root>/<key>`` now, retrying; raise :class:`UploadError` at the end."""

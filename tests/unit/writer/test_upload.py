@@ -137,3 +137,44 @@ def test_refused_credentials_are_not_retried(tmp_path: Path, local: Path) -> Non
         uploader.upload("shard.00000.mds")
     assert store.attempts == {"shard.00000.mds": 1}
     uploader.close()
+
+
+class CountingBar:
+    """A tqdm stand-in recording what the uploader reports."""
+
+    def __init__(self) -> None:
+        self.total: int | None = 0
+        self.n = 0
+        self.refreshes = 0
+
+    def update(self, n: int) -> None:
+        self.n += n
+
+    def refresh(self) -> None:
+        self.refreshes += 1
+
+
+def test_progress_counts_the_bytes_of_each_published_file(local: Path, tmp_path: Path) -> None:
+    store = FlakyStore(tmp_path / "remote", failures=1)  # a retry must not count twice
+    bar = CountingBar()
+    uploader = Uploader(store, str(local), max_workers=2, retry=2, progress=bar)  # type: ignore[arg-type]
+    sizes = 0
+    for name in ("shard.00000.mds", "shard.00001.mds"):
+        uploader.submit(name)
+        sizes += (local / name).stat().st_size
+    uploader.wait()
+    uploader.close()
+    assert bar.total == sizes
+    assert bar.n == sizes
+    assert bar.refreshes == 2
+
+
+def test_progress_does_not_count_a_failed_upload(local: Path, tmp_path: Path) -> None:
+    store = FlakyStore(tmp_path / "remote", failures=float("inf"))
+    bar = CountingBar()
+    uploader = Uploader(store, str(local), max_workers=1, retry=1, progress=bar)  # type: ignore[arg-type]
+    uploader.submit("shard.00000.mds")
+    with pytest.raises(UploadError, match="shard.00000.mds"):
+        uploader.wait()
+    assert bar.total == (local / "shard.00000.mds").stat().st_size
+    assert bar.n == 0

@@ -51,7 +51,7 @@ def render_docstring(doc: str | None) -> list[str]:
             match = _ITEM.match(stripped)
             out.append(f"- `{match[1]}`{match[2] or ''}: {match[3]}" if match else f"- {stripped}")
         elif section is not None:
-            out.append(f"  {stripped}" if section in _LISTED else stripped)
+            out.append(f"  {stripped}" if section in _LISTED and stripped else stripped)
         else:
             out.append(line)
     if section in ("Example", "Examples"):

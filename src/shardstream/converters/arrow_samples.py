@@ -82,6 +82,13 @@ class BatchConverter:
     Raises:
         ConfigurationError: A column is missing from the schema, or its Arrow type cannot be
             written with its encoding.
+
+    Example:
+        import pyarrow as pa
+        table = pa.table({"text": ["a", "b"], "label": [0, 1]})
+        converter = BatchConverter(table.schema, {"text": "str", "label": "int"})
+        for batch in table.to_batches():
+            samples = converter.samples(batch)  # [{"text": "a", "label": 0}, ...]
     """
 
     def __init__(

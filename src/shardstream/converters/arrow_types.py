@@ -119,6 +119,10 @@ def infer_encoding(arrow_type: Any, *, column: str) -> str:
     Raises:
         ConfigurationError: The type has no natural encoding (a column of nulls only, say);
             the message says to name one in ``columns=``.
+
+    Example:
+        import pyarrow as pa
+        infer_encoding(pa.list_(pa.float32()), column="embedding")  # "ndarray:float32"
     """
     pa = arrow_module()
     types = pa.types
@@ -169,6 +173,11 @@ def infer_columns(schema: Any) -> dict[str, str]:
 
     Raises:
         ConfigurationError: Two fields share a name, or a type has no encoding.
+
+    Example:
+        import pyarrow as pa
+        schema = pa.schema([("text", pa.string()), ("label", pa.int64())])
+        infer_columns(schema)  # {"text": "str", "label": "int64"}
     """
     names = list(schema.names)
     duplicates = sorted({name for name in names if names.count(name) > 1})

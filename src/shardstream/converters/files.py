@@ -51,6 +51,10 @@ def jsonl_to_mds(
 
     Returns:
         The number of samples written.
+
+    Example:
+        paths = ["/tmp/raw/part-0.jsonl", "/tmp/raw/part-1.jsonl"]
+        jsonl_to_mds(paths, "/tmp/my-ds", on_null="skip")
     """
     json = require("pyarrow.json", extra="arrow", purpose="Reading JSON Lines files")
     files = _paths(paths)
@@ -100,6 +104,10 @@ def csv_to_mds(
 
     Returns:
         The number of samples written.
+
+    Example:
+        columns = {"text": "str", "label": "int"}
+        csv_to_mds("/tmp/raw/train.csv", "s3://bucket/my-ds", columns=columns)
     """
     csv = require("pyarrow.csv", extra="arrow", purpose="Reading CSV files")
     files = _paths(paths)

@@ -58,6 +58,11 @@ def image_folder_to_mds(
     Raises:
         ConfigurationError: ``root`` has no class folder or no image, or an unknown
             ``image_encoding``.
+
+    Example:
+        # /tmp/flowers/daisy/1.jpg, /tmp/flowers/roses/2.jpg, ...
+        image_folder_to_mds("/tmp/flowers", "/tmp/my-ds", image_encoding="jpeg")
+        sample = LocalDataset("/tmp/my-ds")[0]  # image, label, class_name, path
     """
     if image_encoding not in _ENCODINGS:
         raise ConfigurationError(

@@ -87,6 +87,11 @@ def dataframe_to_mds(
         DatasetExistsError: ``out`` is not empty and ``exist_ok`` is not set.
         SampleEncodingError: (inside the Spark job's error) a null or a value its column's
             encoding cannot hold.
+
+    Example:
+        df = spark.read.parquet("s3://bucket/raw/")
+        out = {"out": "s3://bucket/my-ds", "compression": "zstd"}
+        local, remote = dataframe_to_mds(df.repartition(8), mds_kwargs=out)
     """
     if dataframe is None:
         raise ConfigurationError("dataframe_to_mds needs a DataFrame, got None")

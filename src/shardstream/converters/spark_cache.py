@@ -60,6 +60,11 @@ class CachedDataFrame:
         key_url: The key's folder, holding the marker and the copy.
         rows: Samples in the dataset.
         created: This call wrote the copy (``False``: an existing one was reused).
+
+    Example:
+        cached = cache_dataframe(df, "/tmp/cache")
+        dataset = LocalDataset(cached.url)
+        assert len(dataset) == cached.rows
     """
 
     url: str
@@ -115,6 +120,10 @@ def cache_dataframe(
     Raises:
         ConfigurationError: Not a DataFrame, no cache folder, a bad option, or a DataFrame
             without a JVM plan (Spark Connect).
+
+    Example:
+        cached = cache_dataframe(df, parent_cache_dir_url="file:///tmp/cache")
+        print(cached.url, cached.rows, "written" if cached.created else "reused")
     """
     require("pyspark.sql", extra="spark", purpose="make_spark_converter")
     if not hasattr(dataframe, "sparkSession"):

@@ -59,6 +59,11 @@ def arrow_to_mds(
         ConfigurationError: No rows, or a column type with no encoding.
         SampleEncodingError: A null (with ``on_null="error"``) or a value its encoding cannot
             hold, naming the column and row.
+
+    Example:
+        import pyarrow.parquet as pq
+        table = pq.read_table("/tmp/raw/train.parquet")
+        arrow_to_mds(table, "s3://bucket/my-ds", size_limit="128mb")
     """
     pa = arrow_module()
     total = total_rows
@@ -112,6 +117,11 @@ def pandas_to_mds(
 
     Returns:
         The number of samples written.
+
+    Example:
+        import pandas as pd
+        df = pd.DataFrame({"text": ["a", "b", "c"], "label": [0, 1, 0]})
+        pandas_to_mds(df, "/tmp/my-ds", columns={"text": "str", "label": "int"})
     """
     pa = arrow_module()
     table = pa.Table.from_pandas(dataframe, preserve_index=preserve_index)
@@ -155,6 +165,11 @@ def hf_to_mds(
 
     Returns:
         The number of samples written.
+
+    Example:
+        import datasets
+        dataset = datasets.load_dataset("imdb", split="train")
+        hf_to_mds(dataset, "s3://bucket/imdb-train", columns={"text": "str", "label": "int"})
     """
     datasets = require("datasets", extra="hf", purpose="Converting Hugging Face datasets")
     if not isinstance(dataset, datasets.Dataset):

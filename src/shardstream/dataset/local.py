@@ -40,8 +40,9 @@ class LocalDataset:
             again).
 
     Example:
-        >>> ds = LocalDataset("/data/my-dataset")
-        >>> len(ds), ds[0]["label"]
+        ds = LocalDataset("/tmp/my-ds")
+        print(len(ds), ds[0]["label"])
+        first_ten = ds[:10]
     """
 
     def __init__(

@@ -45,6 +45,11 @@ class Stream:
 
     Raises:
         ConfigurationError: Neither ``remote`` nor ``local``, several weights, or bad values.
+
+    Example:
+        web = Stream(remote="s3://bucket/web", proportion=0.7)
+        code = Stream(remote="s3://bucket/code", local="/tmp/cache/code", proportion=0.3)
+        ds = StreamingDataset(streams=[web, code], batch_size=32, shuffle=True)
     """
 
     def __init__(

@@ -107,8 +107,11 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         ConfigurationError: An argument is invalid; the message says which and why.
 
     Example:
-        >>> ds = StreamingDataset(remote="s3://bucket/ds", batch_size=32, shuffle=True)
-        >>> loader = StreamingDataLoader(ds, batch_size=32, num_workers=4)
+        ds = StreamingDataset(remote="s3://bucket/my-ds", split="train", batch_size=32,
+                              shuffle=True)
+        loader = StreamingDataLoader(ds, batch_size=32, num_workers=4)
+        for batch in loader:
+            ...
     """
 
     def __init__(

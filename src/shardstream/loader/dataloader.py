@@ -29,9 +29,10 @@ class StreamingDataLoader(DataLoader[Any]):
     and restore the loader's place in their checkpoints.
 
     Example:
-        >>> loader = StreamingDataLoader(dataset, batch_size=32, num_workers=4)
-        >>> state = loader.state_dict()          # in a checkpoint
-        >>> loader.load_state_dict(state)        # after a restart; takes effect at iter()
+        dataset = StreamingDataset(remote="s3://bucket/my-ds", batch_size=32, shuffle=True)
+        loader = StreamingDataLoader(dataset, batch_size=32, num_workers=4)
+        state = loader.state_dict()  # save it in the checkpoint
+        loader.load_state_dict(state)  # after a restart; takes effect at the next iter()
     """
 
     def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:

@@ -85,11 +85,11 @@ def make_spark_converter(
         ConfigurationError: No cache folder is set, or an option is invalid.
 
     Example:
-        >>> spark.conf.set("petastorm.spark.converter.parentCacheDirUrl", "file:///tmp/cache")
-        >>> converter = make_spark_converter(df)
-        >>> with converter.make_torch_dataloader(batch_size=64, num_epochs=1) as loader:
-        ...     for batch in loader:
-        ...         ...
+        spark.conf.set("petastorm.spark.converter.parentCacheDirUrl", "file:///tmp/cache")
+        converter = make_spark_converter(df)
+        with converter.make_torch_dataloader(batch_size=64, num_epochs=1) as loader:
+            for batch in loader:
+                ...
     """
     cached = cache_dataframe(df, parent_cache_dir_url, compression_codec, dtype, progress=progress)
     return SparkDatasetConverter(cached.url, cached.rows, key_url=cached.key_url)
@@ -104,6 +104,13 @@ class SparkDatasetConverter:
         cache_dir_url: The MDS dataset (local path or URL).
         dataset_size: Rows in it.
         key_url: Its cache key's folder (what :meth:`delete` removes; default the dataset).
+
+    Example:
+        converter = make_spark_converter(df, "file:///tmp/cache")
+        print(len(converter), converter.cache_dir_url)
+        with converter.make_torch_dataloader(batch_size=64, num_epochs=1) as loader:
+            ...
+        converter.delete()
     """
 
     PARENT_CACHE_DIR_URL_CONF = PARENT_CACHE_DIR_URL_CONF
@@ -266,6 +273,12 @@ class ConverterDataLoader:
     Attributes:
         loader: The underlying ``StreamingDataLoader`` (its ``state_dict`` resumes mid-epoch).
         num_epochs: Epochs per iteration, or ``None``.
+
+    Example:
+        converter = make_spark_converter(df, "file:///tmp/cache")
+        with converter.make_torch_dataloader(batch_size=64, num_epochs=2) as loader:
+            for batch in loader:  # loader is a ConverterDataLoader
+                ...
     """
 
     def __init__(

@@ -53,9 +53,10 @@ class MDSWriter:
         exist_ok: Allow a non-empty local folder; its contents are deleted first.
 
     Example:
-        >>> with MDSWriter(out="/tmp/ds", columns={"x": "int"}, exist_ok=True) as writer:
-        ...     for i in range(10):
-        ...         writer.write({"x": i})
+        columns = {"text": "str", "label": "int"}
+        with MDSWriter(out="/tmp/my-ds", columns=columns, compression="zstd") as writer:
+            for i in range(100):
+                writer.write({"text": f"sample {i}", "label": i % 10})
     """
 
     def __init__(

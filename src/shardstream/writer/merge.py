@@ -39,6 +39,12 @@ def merge_index(root: str) -> int:
     Raises:
         ShardNotFoundError: No sub-folder holds an ``index.json``.
         IndexFormatError: A partition's index is malformed.
+
+    Example:
+        for part in range(2):
+            with MDSWriter(out=f"/tmp/my-ds/{part}", columns={"x": "int"}) as writer:
+                writer.write({"x": part})
+        merge_index("/tmp/my-ds")  # 2 shards; LocalDataset("/tmp/my-ds") reads both
     """
     root = local_path(root)
     partitions = []

@@ -45,6 +45,15 @@ class Encoding(ABC):
             unless the user passes ``allow_unsafe_types=True``.
         raw_bytes: True when the value is the stored bytes as they are (a reader fast path).
         struct_format: The ``struct`` format that decodes the value, if one does (a fast path).
+
+    Example:
+        class Upper(Encoding):
+            def encode(self, value):
+                if not isinstance(value, str):
+                    raise self.reject(value, "a str")
+                return value.upper().encode()
+            def decode(self, data):
+                return bytes(data).decode()
     """
 
     size: int | None = None
@@ -105,10 +114,13 @@ def register_encoding(name: str, factory: EncodingFactory, *, clobber: bool = Fa
         ConfigurationError: The name is empty, contains ``:``, or is taken and ``clobber`` is False.
 
     Example:
-        >>> class Upper(Encoding):
-        ...     def encode(self, value): return value.upper().encode()
-        ...     def decode(self, data): return bytes(data).decode()
-        >>> register_encoding("upper", lambda name, arg: Upper(name))
+        class Upper(Encoding):
+            def encode(self, value):
+                return value.upper().encode()
+            def decode(self, data):
+                return bytes(data).decode()
+        register_encoding("upper", lambda name, argument: Upper(name))
+        columns = {"title": "upper"}  # for MDSWriter
     """
     if not name or ":" in name:
         raise ConfigurationError(f"encoding name {name!r} must be non-empty and contain no ':'")
@@ -134,6 +146,12 @@ def get_encoding(spec: str) -> Encoding:
     Raises:
         UnknownEncodingError: No encoding is registered under the spec's base name, or the
             argument is invalid for it.
+
+    Example:
+        import numpy as np
+        encoding = get_encoding("ndarray:uint8:3,32,32")
+        data = encoding.encode(np.zeros((3, 32, 32), dtype=np.uint8))
+        image = encoding.decode(data)
     """
     if not isinstance(spec, str):
         raise UnknownEncodingError(f"a column encoding must be a string, got {spec!r}")

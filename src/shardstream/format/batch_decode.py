@@ -24,6 +24,10 @@ __all__ = ["ColumnsDecoder"]
 
 _RAW, _PYTHON_SCALAR, _NUMPY_SCALAR, _DECODER = range(4)
 
+#: Up to this many samples, the per-sample getter is cheaper than the dozen numpy calls of the
+#: bulk path (a shuffled batch over many shards asks each for a few samples).
+SMALL_BATCH = 16
+
 
 class ColumnsDecoder:
     """The batch decoder of one schema's columns.
@@ -38,6 +42,7 @@ class ColumnsDecoder:
     ) -> None:
         self.zero_copy = zero_copy
         self._variable = sum(fixed is None for _, _, fixed in plan)
+        self._names = [name for name, _, _ in plan]
         self._columns: list[tuple[int, int | None, Any]] = []
         for _name, encoding, fixed in plan:
             self._columns.append(_kind(encoding, fixed))
@@ -48,6 +53,7 @@ class ColumnsDecoder:
         view: memoryview,
         offsets: NDArray[np.int64],
         fallback: Callable[[int], dict[str, Any]],
+        small: Callable[[int], dict[str, Any]] | None = None,
     ) -> Callable[[Sequence[int]], list[list[Any]]]:
         """``get_many(ks)`` over one shard's buffer: one list per column for samples ``ks``.
 
@@ -56,14 +62,20 @@ class ColumnsDecoder:
             view: ``memoryview(buffer)``.
             offsets: The shard's sample offsets (``samples + 1`` of them).
             fallback: The shard's per-sample getter, used to report a corrupt sample.
+            small: A per-sample getter returning what this decoder returns (``bytes`` columns
+                copied or not alike), used for at most :data:`SMALL_BATCH` samples.
         """
         octets = np.frombuffer(view, np.uint8)
         raw_source = view if self.zero_copy else buffer
         header = np.arange(4 * self._variable, dtype=np.int64)
         columns = self._columns
         variable = self._variable
+        names = self._names
 
         def get_many(indices: Sequence[int]) -> list[list[Any]]:
+            if small is not None and len(indices) <= SMALL_BATCH:
+                rows = [small(index) for index in indices]
+                return [[row[name] for row in rows] for name in names]
             picked = np.asarray(indices, dtype=np.int64)
             begins = offsets[picked]
             ends = offsets[picked + 1]

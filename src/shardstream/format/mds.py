@@ -273,13 +273,17 @@ class MDSShardView:
         self.get = schema.sample_getter(buffer, view, self._offsets, source, zero_copy=zero_copy)
         #: ``get_many(ks)`` decodes samples ``ks`` into one list per column (``schema.names``).
         self.get_many = schema.columns_decoder(zero_copy=zero_copy).bind(
-            buffer, view, offsets, self.get
+            buffer, view, offsets, self.get, self.get
         )
         self._bind_views: Callable[[], Callable[[Sequence[int]], list[list[Any]]]] | None = (
             None
             if zero_copy
             else lambda: schema.columns_decoder(zero_copy=True).bind(
-                buffer, view, offsets, self.get
+                buffer,
+                view,
+                offsets,
+                self.get,
+                schema.sample_getter(buffer, view, self._offsets, source, zero_copy=True),
             )
         )
         self._get_many_views: Callable[[Sequence[int]], list[list[Any]]] | None = None

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardstream.errors import ShardFormatError
+from shardstream.format import batch_decode
 from shardstream.format.mds import MDSSchema, MDSShardView, shard_header
 
 # Column encodings and strategies for their values.
@@ -63,17 +64,31 @@ def shards(draw: st.DrawFn) -> tuple[dict[str, str], list[dict[str, Any]], list[
     return columns, samples, picks, draw(st.booleans())
 
 
-@settings(max_examples=80, deadline=None)
-@given(shards())
-def test_get_many_equals_the_per_sample_getter(case):
+@settings(max_examples=120, deadline=None)
+@given(shards(), st.sampled_from([-1, batch_decode.SMALL_BATCH, 100]))
+def test_get_many_equals_the_per_sample_getter(case, small_batch):
+    # small_batch -1: always the bulk (numpy) path; 100: always the per-sample path.
     columns, samples, picks, zero_copy = case
     view = build_view(columns, samples, zero_copy=zero_copy)
-    decoded = view.get_many(picks)
-    assert len(decoded) == len(columns)
+    default = batch_decode.SMALL_BATCH
+    batch_decode.SMALL_BATCH = small_batch
+    try:
+        decoded = view.get_many(picks)
+        views = view.get_many_views(picks)
+    finally:
+        batch_decode.SMALL_BATCH = default
+    assert len(decoded) == len(views) == len(columns)
     for column, name in enumerate(view.schema.names):
-        assert len(decoded[column]) == len(picks)
-        for value, pick in zip(decoded[column], picks, strict=True):
-            assert same(value, view.get(pick)[name])
+        assert len(decoded[column]) == len(views[column]) == len(picks)
+        for value, seen, pick in zip(decoded[column], views[column], picks, strict=True):
+            expected = view.get(pick)[name]
+            assert same(value, expected)
+            if isinstance(seen, memoryview):  # bytes columns come back as views of the shard
+                assert columns[name] == "bytes"
+                assert seen.readonly
+                assert bytes(seen) == bytes(expected)
+            else:
+                assert same(seen, expected)
 
 
 def test_a_corrupt_sample_is_reported_not_decoded():

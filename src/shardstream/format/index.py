@@ -7,6 +7,7 @@ dataset root is refused.
 
 from __future__ import annotations
 
+import gc
 import json
 import posixpath
 import re
@@ -239,6 +240,19 @@ def parse_index(data: bytes | str, *, source: str) -> list[ShardEntry]:
     Raises:
         IndexFormatError: The text is not a version-2 index or an entry is malformed.
     """
+    # An index of 10,000 shards makes some 300,000 objects, none of them garbage; in a process
+    # that has imported torch, the collections they set off cost more than the parsing itself
+    # (measured: 177 ms with the collector on, 81 ms with it off). Pause it, if it was on.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_index(data, source)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _parse_index(data: bytes | str, source: str) -> list[ShardEntry]:
     try:
         obj = json.loads(data)
     except (ValueError, RecursionError) as exc:  # also: too deep, or an int of 4300+ digits

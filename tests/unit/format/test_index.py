@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import re
 from typing import Any
@@ -464,3 +465,18 @@ def test_the_quick_path_takes_plain_entries():
     assert quick is not None
     assert quick == ShardEntry.from_json(mds_entry(raw_data=entry["raw_data"]), where="x")
     assert _plain_mds_entry(mds_entry(raw_data={**entry["raw_data"], "basename": "é.mds"})) is None
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_parsing_leaves_the_garbage_collector_as_it_found_it(enabled: bool) -> None:
+    # parse_index pauses the collector while it builds its many objects (see its comment).
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert len(parse_index(index_text(mds_entry(), mds_entry()), source=SOURCE)) == 2
+        assert gc.isenabled() is enabled
+        with pytest.raises(IndexFormatError):
+            parse_index("{not json", source=SOURCE)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

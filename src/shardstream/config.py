@@ -75,7 +75,10 @@ def distributed_environment(environ: Mapping[str, str] | None = None) -> dict[st
         if text is None or text.strip() == "":
             continue
         if not text.strip().isdigit():
-            raise TopologyError(f"{name}={text!r} (environment) is not a non-negative integer")
+            raise TopologyError(
+                f"{name}={text!r} (environment) is not a non-negative integer: fix or unset "
+                f"{name} (the launcher, e.g. torchrun, sets it)"
+            )
         found[name] = Sourced(int(text), f"environment {name}")
     return found
 

@@ -48,7 +48,9 @@ def fetch_range(
     data = fetch_bytes(cast(ObjectStore, _Range(store, start, end)), key, options)
     if len(data) != end - start:
         raise StorageError(
-            f"reading bytes [{start}, {end}) of {store.url(key)} gave {len(data)} bytes"
+            f"reading bytes [{start}, {end}) of {store.url(key)} gave {len(data)} bytes: the "
+            "object changed while it was read (or the store sent a short body); if it was "
+            "rewritten, start the run again"
         )
     return data
 
@@ -119,7 +121,10 @@ def read_row_group(
     try:  # a whole file is read natively; a compact one through the offset-mapping wrapper
         handle: Any = _SpanFile(path, span, size) if compact else pa.OSFile(path)
     except FileNotFoundError as exc:
-        raise ShardNotFoundError(f"{source}: {path} is missing") from exc
+        raise ShardNotFoundError(
+            f"{source}: {path} is missing (removed from the cache meanwhile?); check that "
+            "nothing else deletes files in the cache folder, then start again"
+        ) from exc
     try:
         if not compact and handle.size() != size:
             raise ShardFormatError(
@@ -131,7 +136,11 @@ def read_row_group(
     except (OSError, ValueError, pa.ArrowException) as exc:
         if isinstance(exc, (ShardFormatError, ShardNotFoundError)):
             raise
-        raise ShardFormatError(f"{source} does not decode: {exc}") from exc
+        raise ShardFormatError(
+            f"{source} does not decode: {exc}; the file is corrupt or was rewritten during "
+            "the run: restore it and start again (a downloaded copy: delete it so it is "
+            "fetched again)"
+        ) from exc
     finally:
         handle.close()
 

@@ -76,7 +76,10 @@ def local_layouts(root: str) -> list[ParquetFileLayout]:
         prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
         keys.extend(prefix + name for name in names if is_parquet_key(prefix + name))
     if not keys:
-        raise ShardNotFoundError(f"{root} holds no index.json and no *.parquet files")
+        raise ShardNotFoundError(
+            f"{root} holds no index.json and no *.parquet files: point local= (or remote=) "
+            "at the dataset's root folder"
+        )
     with ThreadPoolExecutor(_THREADS, thread_name_prefix="shardstream-footer") as pool:
         return list(pool.map(lambda key: _local_layout(root, key), sorted(keys)))
 
@@ -99,7 +102,10 @@ def sync_layouts(
     """
     keys = list_parquet(store) if keys is None else list(keys)
     if not keys:
-        raise ShardNotFoundError(f"{store.url('')} holds no index.json and no *.parquet files")
+        raise ShardNotFoundError(
+            f"{store.url('')} holds no index.json and no *.parquet files: point remote= at "
+            "the dataset's root prefix"
+        )
     with ThreadPoolExecutor(_THREADS, thread_name_prefix="shardstream-footer") as pool:
         infos = list(pool.map(lambda key: _retrying(lambda: store.info(key), options), keys))
         state = os.path.join(local, STATE_FOLDER)

@@ -514,7 +514,10 @@ def _whole(path: str, info: FileInfo) -> bool:
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return False
-        raise ShardNotFoundError(f"cannot read {path}: {exc}") from exc
+        raise ShardNotFoundError(
+            f"cannot read the cached shard {path}: {exc}; check the permissions of the "
+            "cache folder (local=)"
+        ) from exc
 
 
 def _remove_temporaries(path: str) -> None:

@@ -161,7 +161,10 @@ def _paths(source: str, kind: str) -> list[str]:
     else:
         found = sorted(glob.glob(source))
     if not found:
-        raise ConfigurationError(f"no {kind} files in {source!r}")
+        raise ConfigurationError(
+            f"no {kind} files in {source!r} (looked for {', '.join(extensions)}): check the "
+            "path, or pass --from with the kind of files it holds"
+        )
     return found
 
 
@@ -172,6 +175,9 @@ def _columns(text: str | None) -> dict[str, str] | None:
     for item in text.split(","):
         name, sep, encoding = item.partition(":")
         if not sep or not name.strip() or not encoding.strip():
-            raise ConfigurationError(f"--columns item {item!r} is not name:encoding")
+            raise ConfigurationError(
+                f"--columns item {item!r} is not name:encoding; write e.g. "
+                "--columns text:str,label:int"
+            )
         columns[name.strip()] = encoding.strip()
     return columns

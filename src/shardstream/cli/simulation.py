@@ -127,7 +127,9 @@ def simulate(
 def _run(args: argparse.Namespace) -> int:
     for name in ("nodes", "ranks_per_node", "workers", "batch_size"):
         if getattr(args, name) < 1:
-            raise ConfigurationError(f"--{name.replace('_', '-')} must be at least 1")
+            raise ConfigurationError(
+                f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}"
+            )
     cache_limit = None if args.cache_limit is None else parse_bytes(args.cache_limit)
     bandwidth = parse_bytes(args.bandwidth, what="--bandwidth")
     with open_source(args.url) as source:

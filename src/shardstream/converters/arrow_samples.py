@@ -104,7 +104,8 @@ class BatchConverter:
         missing = [name for name in columns if name not in schema.names]
         if missing:
             raise ConfigurationError(
-                f"columns {missing} are not in the data, whose columns are {list(schema.names)}"
+                f"columns {missing} are not in the data, whose columns are {list(schema.names)}; "
+                "name only those in columns= (or fix the spelling)"
             )
         self.columns = dict(columns)
         self.on_null = on_null
@@ -269,7 +270,8 @@ def _values_for(name: str, arrow_type: Any, encoding: str, where: str) -> Values
                 cast = as_number(array).cast(target, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise SampleEncodingError(
-                    f"column {name!r} of {where} does not fit encoding {encoding!r}: {exc}"
+                    f"column {name!r} of {where} does not fit encoding {encoding!r}: {exc}; "
+                    "choose a wider encoding for it in columns= (e.g. 'int64' or 'float64')"
                 ) from exc
             values: list[Any] = cast.to_numpy(zero_copy_only=False).tolist()
             return values
@@ -383,7 +385,8 @@ def _ndarray_values(
             cast = values.cast(target, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise SampleEncodingError(
-                f"column {name!r} of {where} does not fit encoding {encoding!r}: {exc}"
+                f"column {name!r} of {where} does not fit encoding {encoding!r}: {exc}; "
+                "choose a dtype that holds its values in columns= (e.g. 'ndarray:float64')"
             ) from exc
         block: np.ndarray[Any, Any] = cast.to_numpy(zero_copy_only=False)
         return block

@@ -182,5 +182,7 @@ def infer_columns(schema: Any) -> dict[str, str]:
     names = list(schema.names)
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
-        raise ConfigurationError(f"column names must be unique; repeated: {duplicates}")
+        raise ConfigurationError(
+            f"column names must be unique; repeated: {duplicates}: rename or drop the copies"
+        )
     return {field.name: infer_encoding(field.type, column=field.name) for field in schema}

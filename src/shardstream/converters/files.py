@@ -141,10 +141,14 @@ def _paths(paths: Paths) -> list[str]:
         else [os.fspath(path) for path in paths]
     )
     if not files:
-        raise ConfigurationError("no files to convert")
+        raise ConfigurationError(
+            "no files to convert: pass a file path or a non-empty list of them"
+        )
     for path in files:
         if not os.path.isfile(path):
-            raise ConfigurationError(f"{path} is not a file")
+            raise ConfigurationError(
+                f"{path} is not a file: pass existing files (for a folder, list its files)"
+            )
     return files
 
 
@@ -156,7 +160,10 @@ def _batches(files: list[str], open_reader: Any) -> Iterator[Any]:
         try:
             reader = open_reader(path)
         except pa.ArrowInvalid as exc:
-            raise ConfigurationError(f"{path}: {exc}") from exc
+            raise ConfigurationError(
+                f"{path} does not read as this kind of file: {exc}; check the file and the "
+                "reader options"
+            ) from exc
         if schema is None:
             schema = reader.schema
         elif not reader.schema.equals(schema):

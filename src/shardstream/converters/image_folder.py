@@ -70,10 +70,14 @@ def image_folder_to_mds(
         )
     top = os.fspath(root)
     if not os.path.isdir(top):
-        raise ConfigurationError(f"{top} is not a folder")
+        raise ConfigurationError(
+            f"{top} is not a folder: pass the root of a root/<class>/<image> folder tree"
+        )
     classes = sorted(entry.name for entry in os.scandir(top) if entry.is_dir())
     if not classes:
-        raise ConfigurationError(f"{top} has no class sub-folders (root/<class>/<image>)")
+        raise ConfigurationError(
+            f"{top} has no class sub-folders: lay the images out as root/<class>/<image>"
+        )
     endings = tuple(ending.lower() for ending in extensions)
     files = [
         (label, os.path.join(name, file))
@@ -82,7 +86,10 @@ def image_folder_to_mds(
         if file.lower().endswith(endings) and os.path.isfile(os.path.join(top, name, file))
     ]
     if not files:
-        raise ConfigurationError(f"{top} has no image files ending in {', '.join(endings)}")
+        raise ConfigurationError(
+            f"{top} has no image files ending in {', '.join(endings)} in its class "
+            "sub-folders: pass extensions= to take other endings"
+        )
     decode = None
     if image_encoding == "pil":
         from shardstream._optional import require

@@ -119,7 +119,10 @@ def dataframe_to_mds(
     if skipped:
         logger.warning("dataframe_to_mds skipped %d rows holding a null (on_null='skip')", skipped)
     if not winners:
-        raise ConfigurationError("the DataFrame has no rows to write (after skipping nulls)")
+        raise ConfigurationError(
+            "the DataFrame has no rows to write (after skipping nulls): check its filters, "
+            "or fill its nulls instead of on_null='skip'"
+        )
     if merge_index:
         merge_partitions(remote or local or "", winners, local=local if remote else None)
     logger.info(

@@ -193,7 +193,10 @@ def _read_marker(key_url: str) -> CachedDataFrame | None:
     run = marker.get("dataset") if isinstance(marker, dict) else None
     rows = marker.get("rows") if isinstance(marker, dict) else None
     if not isinstance(run, str) or not isinstance(rows, int) or "/" in run:
-        raise ConfigurationError(f"{store.url(MARKER)} is not a converter marker: {marker!r}")
+        raise ConfigurationError(
+            f"{store.url(MARKER)} is not a converter marker: {marker!r}; the cache folder "
+            "holds something else: give make_spark_converter another parent_cache_dir_url"
+        )
     url = f"{key_url}/{run}" if is_remote(key_url) else os.path.join(key_url, run)
     return CachedDataFrame(url=url, key_url=key_url, rows=rows, created=False)
 

@@ -192,7 +192,10 @@ def _local_stat(url: str) -> tuple[int, int]:
     try:
         info = os.stat(path)
     except OSError as exc:
-        raise ConfigurationError(f"cannot stat the DataFrame's source file {url}: {exc}") from exc
+        raise ConfigurationError(
+            f"cannot stat the DataFrame's source file {url}: {exc}; it was moved or deleted "
+            "since the DataFrame was read: read the source again"
+        ) from exc
     return info.st_size, info.st_mtime_ns
 
 

@@ -79,7 +79,9 @@ def arrow_to_mds(
         iterator = iter(data)
         first = next(iterator, None)
         if first is None:
-            raise ConfigurationError(f"{where} has no record batches to write")
+            raise ConfigurationError(
+                f"{where} has no record batches to write: pass a non-empty table or iterable"
+            )
         schema, batches = first.schema, _chain(first, iterator)
     kwargs = prepare_mds_kwargs({**writer_kwargs, "out": out, "columns": columns}, schema)
     from tqdm.auto import tqdm
@@ -87,7 +89,10 @@ def arrow_to_mds(
     with tqdm(total=total, unit="row", desc="to MDS", disable=not progress) as bar:
         summary = write_batches(batches, schema, kwargs, on_null=on_null, where=where, progress=bar)
     if not summary.samples:
-        raise ConfigurationError(f"{where} has no rows to write (after skipping nulls)")
+        raise ConfigurationError(
+            f"{where} has no rows to write (after skipping nulls): check the input, or fill "
+            "its nulls instead of on_null='skip'"
+        )
     return summary.samples
 
 

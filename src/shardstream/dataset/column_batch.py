@@ -80,7 +80,8 @@ class PackedBytes:
             value = os.pread(fd, end - begin, begin)
             if len(value) != end - begin:
                 raise ShardstreamError(
-                    f"a packed batch column is {begin + len(value)} bytes, expected {end}"
+                    f"a packed batch column is {begin + len(value)} bytes, expected {end}: its "
+                    "temporary file was cut short (is the disk of the temporary folder full?)"
                 )
             out.append(value)
             begin = end

@@ -136,7 +136,10 @@ class ParquetDataset:
             source=where,
         )
         if table.num_rows != group.rows:
-            raise ShardFormatError(f"{where}: read {table.num_rows} rows, expected {group.rows}")
+            raise ShardFormatError(
+                f"{where}: read {table.num_rows} rows, expected {group.rows}; the file changed "
+                "since its footer was read: start again"
+            )
         view = RowGroupView(table, source=where)
         self._views[shard] = view
         return view

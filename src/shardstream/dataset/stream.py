@@ -69,7 +69,9 @@ class Stream:
         columns: Sequence[str] | None = None,
     ) -> None:
         if remote is None and local is None:
-            raise ConfigurationError("a Stream needs a remote, a local folder, or both")
+            raise ConfigurationError(
+                "a Stream needs a remote, a local folder, or both: pass remote=... and/or local=..."
+            )
         self.remote = None if remote is None else os.fspath(remote)
         self.local = None if local is None else os.fspath(local)
         self.split = None if split is None else safe_basename(split, where="split")

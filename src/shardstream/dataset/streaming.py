@@ -384,12 +384,21 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         """
         missing = [key for key in _STATE_KEYS if key not in obj]
         if missing:
-            raise ConfigurationError(f"the state dict lacks {missing}; it holds {sorted(obj)}")
+            raise ConfigurationError(
+                f"the state dict lacks {missing}; it holds {sorted(obj)}: pass what "
+                "state_dict() of a StreamingDataset (or StreamingDataLoader) returned"
+            )
         values = {key: obj[key] for key in _STATE_KEYS}
         if any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values.values()):
-            raise ConfigurationError(f"the state dict holds bad values: {values}")
+            raise ConfigurationError(
+                f"the state dict holds bad values: {values}; each must be an integer >= 0: pass "
+                "what state_dict() returned, unchanged"
+            )
         if values["num_canonical_nodes"] < 1:
-            raise ConfigurationError("the state dict's num_canonical_nodes must be >= 1")
+            raise ConfigurationError(
+                "the state dict's num_canonical_nodes must be >= 1, got "
+                f"{values['num_canonical_nodes']}: pass what state_dict() returned, unchanged"
+            )
         self.num_canonical_nodes = values["num_canonical_nodes"]
         if values["shuffle_seed"] != self.shuffle_seed:
             logger.info("resuming with the saved shuffle_seed %d", values["shuffle_seed"])

@@ -191,7 +191,9 @@ def get_compression(name: str) -> Compression:
     if not sep:
         return Compression(name, family, family.default_level)
     if family.levels is None:
-        raise ConfigurationError(f"compression {code!r} takes no level, got {name!r}")
+        raise ConfigurationError(
+            f"compression {code!r} takes no level, got {name!r}: write just {code!r}"
+        )
     if not (level_text.isascii() and level_text.isdigit() and len(level_text) <= 3) or (
         int(level_text) not in family.levels
     ):

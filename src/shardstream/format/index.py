@@ -137,7 +137,10 @@ class ShardEntry:
     def to_json(self) -> dict[str, Any]:
         """The entry as ``index.json`` stores it (MDS entries only)."""
         if self.format != "mds":
-            raise IndexFormatError(f"writing {self.format!r} shard entries is not supported")
+            raise IndexFormatError(
+                f"writing {self.format!r} shard entries is not supported: only 'mds' entries "
+                "can be written or merged"
+            )
         return {
             "column_encodings": list(self.columns.values()),
             "column_names": list(self.columns),
@@ -183,7 +186,9 @@ class ShardEntry:
         compression = _optional_str(obj["compression"], f"{where}: compression")
         size_limit = obj["size_limit"]
         if size_limit is not None and not _is_int(size_limit):
-            raise IndexFormatError(f"{where}: size_limit must be an integer or null")
+            raise IndexFormatError(
+                f"{where}: size_limit must be an integer or null, got {size_limit!r}"
+            )
         hashes = obj["hashes"]
         if not isinstance(hashes, list) or not all(isinstance(h, str) for h in hashes):
             raise IndexFormatError(f"{where}: hashes must be a list of names, got {hashes!r}")
@@ -197,7 +202,9 @@ class ShardEntry:
             if not isinstance(columns, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in columns.items()
             ):
-                raise IndexFormatError(f"{where}: columns must map names to encodings")
+                raise IndexFormatError(
+                    f"{where}: columns must map names to encodings (strings), got {columns!r}"
+                )
         else:
             columns = _columns(obj, where)
         if fmt == "mds":
@@ -208,7 +215,8 @@ class ShardEntry:
                 or not all(s is None or (_is_int(s) and s >= 0) for s in sizes)
             ):
                 raise IndexFormatError(
-                    f"{where}: column_sizes must hold one size or null per column"
+                    f"{where}: column_sizes must hold one size or null per column of "
+                    f"{list(columns)} (sizes >= 0), got {sizes!r}"
                 )
             fields["column_sizes"] = tuple(sizes)
         else:
@@ -256,12 +264,19 @@ def _parse_index(data: bytes | str, source: str) -> list[ShardEntry]:
     try:
         obj = json.loads(data)
     except (ValueError, RecursionError) as exc:  # also: too deep, or an int of 4300+ digits
-        raise IndexFormatError(f"{source} is not valid JSON: {exc}") from exc
+        raise IndexFormatError(
+            f"{source} is not valid JSON: {exc}; the file is truncated or not an MDS "
+            "index: fetch it again, or rewrite the dataset"
+        ) from exc
     if not isinstance(obj, dict) or not isinstance(obj.get("shards"), list):
-        raise IndexFormatError(f"{source} must be an object with a 'shards' list")
+        raise IndexFormatError(
+            f"{source} must be an object with a 'shards' list; is it an MDS dataset's "
+            "index.json? Point remote=/local= at the dataset's root"
+        )
     if obj.get("version") != INDEX_VERSION:
         raise IndexFormatError(
-            f"{source} has version {obj.get('version')!r}; only MDS index version 2 is supported"
+            f"{source} has version {obj.get('version')!r}; only MDS index version 2 is "
+            "supported: rewrite the dataset with a current writer"
         )
     entries = []
     for number, entry in enumerate(obj["shards"]):
@@ -430,6 +445,6 @@ def _check_columns(names: Any, encodings: Any, where: str) -> dict[str, str]:
     ):
         raise IndexFormatError(
             f"{where}: column_names and column_encodings must be lists of strings of equal "
-            f"length with unique names"
+            f"length with unique names, got {names!r} and {encodings!r}"
         )
     return dict(zip(names, encodings, strict=True))

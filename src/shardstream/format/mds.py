@@ -243,14 +243,21 @@ class MDSShardView:
         view = memoryview(buffer)
         size = len(view)
         if size < 8:
-            raise ShardFormatError(f"{source}: {size} bytes is too short for an MDS shard")
+            raise ShardFormatError(
+                f"{source}: {size} bytes is too short for an MDS shard; the file is truncated: "
+                "delete it so it is fetched again"
+            )
         (count,) = struct.unpack_from("<I", view, 0)
         if count != samples:
             raise ShardFormatError(
-                f"{source}: the shard holds {count} samples but index.json says {samples}"
+                f"{source}: the shard holds {count} samples but index.json says {samples}; "
+                "the file or index.json was replaced: fetch both again from one dataset"
             )
         if 4 + 4 * (count + 1) > size:
-            raise ShardFormatError(f"{source}: truncated offset table ({size} bytes)")
+            raise ShardFormatError(
+                f"{source}: truncated offset table ({size} bytes); delete the file so it is "
+                "fetched again"
+            )
         offsets = np.frombuffer(view, "<u4", count + 1, 4).astype(np.int64)
         header_end = 4 + 4 * (count + 1)
         if (

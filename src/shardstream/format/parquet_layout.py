@@ -114,7 +114,10 @@ def parse_metadata(footer: bytes, *, source: str) -> Any:
     try:
         return pq.read_metadata(pa.BufferReader(footer))
     except (OSError, ValueError, pa.ArrowException) as exc:
-        raise ShardFormatError(f"{source}: the Parquet footer does not parse: {exc}") from exc
+        raise ShardFormatError(
+            f"{source}: the Parquet footer does not parse: {exc}; the file is corrupt: "
+            "rewrite it, or remove it from the dataset folder"
+        ) from exc
 
 
 def layout_from_footer(key: str, size: int, etag: str | None, footer: bytes) -> ParquetFileLayout:

@@ -159,4 +159,7 @@ class _SizeMismatch(ShardFormatError):
 
 
 def _decode_failure(source: str, index: int, exc: Exception) -> None:
-    raise ShardFormatError(f"{source}, sample {index}: cannot decode: {exc}") from exc
+    raise ShardFormatError(
+        f"{source}, sample {index}: cannot decode: {exc}; the shard is corrupt or does not "
+        "match its index.json entry: delete it so it is fetched again, or rewrite the dataset"
+    ) from exc

@@ -35,17 +35,23 @@ class SplitShardView:
     def __init__(self, data: Buffer, meta: Buffer, entry: ShardEntry, *, source: str) -> None:
         meta_view = memoryview(meta)
         if len(meta_view) < 4:
-            raise ShardFormatError(f"{source}: the .meta file is truncated")
+            raise ShardFormatError(
+                f"{source}: the .meta file is truncated; delete it so it is fetched again"
+            )
         (count,) = struct.unpack_from("<I", meta_view, 0)
         if count != entry.samples or len(meta_view) < 4 * (count + 2):
             raise ShardFormatError(
                 f"{source}: the .meta file lists {count} samples but index.json says "
-                f"{entry.samples}"
+                f"{entry.samples}; the files or index.json were replaced: fetch them again "
+                "from one dataset"
             )
         offsets = np.frombuffer(meta_view, "<u4", count + 1, 4).astype(np.int64)
         data_view = memoryview(data)
         if count and (offsets[-1] > len(data_view) or bool(np.any(np.diff(offsets) < 0))):
-            raise ShardFormatError(f"{source}: corrupt offsets in the .meta file")
+            raise ShardFormatError(
+                f"{source}: corrupt offsets in the .meta file; delete the shard and its .meta "
+                "file so they are fetched again"
+            )
         self.source = source
         self._data = data_view
         self._offsets = offsets.tolist()
@@ -85,6 +91,10 @@ class SplitShardView:
                 for (name, decode), field in zip(self._columns, fields, strict=True)
             }
         except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep
-            raise ShardFormatError(f"{self.source}, sample {index}: cannot decode: {exc}") from exc
+            raise ShardFormatError(
+                f"{self.source}, sample {index}: cannot decode: {exc}; the shard is corrupt or "
+                "does not match its index.json entry: delete it so it is fetched again, or "
+                "rewrite the dataset"
+            ) from exc
 
     __getitem__ = get

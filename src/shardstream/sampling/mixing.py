@@ -111,7 +111,9 @@ def stream_choices(
     """
     sizes = np.asarray(stream_sizes, np.int64)
     if len(weights) != len(sizes):
-        raise ConfigurationError(f"{len(weights)} weights for {len(sizes)} streams")
+        raise ConfigurationError(
+            f"{len(weights)} weights for {len(sizes)} streams: give one weight per stream"
+        )
     relative = [weight.relative for weight in weights]
     if any(relative) and not all(relative):
         raise ConfigurationError(
@@ -120,7 +122,10 @@ def stream_choices(
         )
     absolute = [w.repeat is not None or w.choose is not None for w in weights]
     if any(absolute) and epoch_size is not None:
-        raise ConfigurationError("epoch_size cannot be combined with repeat or choose")
+        raise ConfigurationError(
+            f"epoch_size={epoch_size!r} cannot be combined with repeat or choose: drop "
+            "epoch_size, or give the streams proportions instead"
+        )
     if all(relative) and weights:
         shares = np.array([w.proportion for w in weights], np.float64)
     elif epoch_size is not None:
@@ -136,7 +141,10 @@ def stream_choices(
             np.int64,
         )  # fmt: skip
     if shares.sum() <= 0:
-        raise ConfigurationError("the streams' proportions (or sizes) add up to zero")
+        raise ConfigurationError(
+            f"the streams' proportions (or sizes) add up to zero ({shares.tolist()}): give at "
+            "least one stream a proportion > 0 (or samples)"
+        )
     total = int(sizes.sum()) if epoch_size is None else epoch_size
     exact = total * shares / shares.sum()
     choices: NDArray[np.int64] = np.floor(exact).astype(np.int64)

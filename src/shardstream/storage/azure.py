@@ -45,6 +45,7 @@ from shardstream.errors import (
     StorageError,
 )
 from shardstream.storage._fsspec_store import FsspecStore
+from shardstream.storage.keys import url_for_message
 
 __all__ = ["AzureStore", "AzureURL", "parse_azure_url"]
 
@@ -111,9 +112,14 @@ def parse_azure_url(url: str) -> AzureURL:
     scheme = parts.scheme.lower()
     usage = "azure://container[/prefix] or abfss://container@account.dfs.core.windows.net[/prefix]"
     if scheme not in SCHEMES or not parts.netloc:
-        raise ConfigurationError(f"{url!r} is not an Azure storage URL: {usage}")
+        raise ConfigurationError(
+            f"{url_for_message(url)!r} is not an Azure storage URL: write {usage}"
+        )
     if parts.query or parts.fragment:
-        raise ConfigurationError(f"{url!r}: an Azure storage URL takes no query or fragment")
+        raise ConfigurationError(
+            f"{url_for_message(url)!r}: an Azure storage URL takes no query or fragment; drop "
+            "it and pass a SAS token as sas_token= (or AZURE_STORAGE_SAS_TOKEN)"
+        )
     container, at, host = parts.netloc.partition("@")
     account = suffix = None
     if at:

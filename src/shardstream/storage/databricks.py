@@ -49,7 +49,7 @@ from shardstream.errors import (
 )
 from shardstream.storage.answers import exists_by_info, info_from_headers
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.keys import check_key, check_range
+from shardstream.storage.keys import check_key, check_range, url_for_message
 
 __all__ = ["DatabricksVolumeStore", "parse_volume_url"]
 
@@ -77,7 +77,10 @@ def parse_volume_url(url: str) -> str:
     """
     parts = urlsplit(url)
     if parts.scheme.lower() != "dbfs" or parts.query or parts.fragment:
-        raise ConfigurationError(f"{url!r} is not a dbfs:/Volumes/<catalog>/<schema>/<volume> URL")
+        raise ConfigurationError(
+            f"{url_for_message(url)!r} is not a Databricks volume URL: write "
+            "dbfs:/Volumes/<catalog>/<schema>/<volume>[/path], with no query or fragment"
+        )
     if parts.netloc:
         raise ConfigurationError(
             f"{url!r}: write dbfs:/Volumes/<catalog>/<schema>/<volume>/... with one slash after "

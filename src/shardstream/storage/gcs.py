@@ -40,6 +40,7 @@ from shardstream.errors import (
     StorageError,
 )
 from shardstream.storage._fsspec_store import FsspecStore
+from shardstream.storage.keys import url_for_message
 
 __all__ = ["GCSStore", "parse_gcs_url"]
 
@@ -71,9 +72,13 @@ def parse_gcs_url(url: str) -> tuple[str, str, str]:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in _SCHEMES or not parts.netloc:
-        raise ConfigurationError(f"{url!r} is not a gs://bucket[/prefix] URL")
+        raise ConfigurationError(
+            f"{url_for_message(url)!r} is not a GCS URL: write gs://bucket[/prefix]"
+        )
     if parts.query or parts.fragment:
-        raise ConfigurationError(f"{url!r}: a gs:// URL takes no query or fragment")
+        raise ConfigurationError(
+            f"{url_for_message(url)!r}: a gs:// URL takes no query or fragment; drop it"
+        )
     if not _BUCKET.match(parts.netloc):
         raise ConfigurationError(
             f"{url!r}: {parts.netloc!r} is not a GCS bucket name (3 to 222 characters: lowercase "

@@ -24,7 +24,7 @@ from shardstream.errors import (
 )
 from shardstream.storage.answers import exists_by_info, info_from_headers
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.keys import check_key, check_range
+from shardstream.storage.keys import check_key, check_range, url_for_message
 
 __all__ = ["HTTPStore"]
 
@@ -54,14 +54,19 @@ class HTTPStore:
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(f"{url!r} is not an http(s)://host/path URL")
+            raise ConfigurationError(
+                f"{url_for_message(url)!r} is not an HTTP URL: write http(s)://host/path"
+            )
         if parts.username is not None or parts.password is not None:
             raise ConfigurationError(
                 "an http(s):// dataset URL must not hold a user name or password; pass "
                 "credentials as headers= (they never appear in messages)"
             )
         if parts.query or parts.fragment:
-            raise ConfigurationError(f"{url!r}: an http(s):// dataset URL takes no query")
+            raise ConfigurationError(
+                f"{url_for_message(url)!r}: an http(s):// dataset URL takes no query or "
+                "fragment; drop it and pass credentials as headers="
+            )
         if not timeout > 0:
             raise ConfigurationError(f"HTTPStore({url!r}): timeout={timeout} must be positive")
         self.base = url.rstrip("/")

@@ -155,7 +155,10 @@ class LocalStore:
                 while offset < end:
                     chunk = os.pread(fd, end - offset, offset)
                     if not chunk:  # the file shrank under us
-                        raise StorageError(f"reading {self.url(key)}: the file shrank to {offset}")
+                        raise StorageError(
+                            f"reading {self.url(key)}: the file shrank to {offset} bytes while "
+                            "it was read; something rewrote it: start again"
+                        )
                     parts.append(chunk)
                     offset += len(chunk)
             finally:
@@ -171,7 +174,9 @@ class LocalStore:
         with self._boundary("checking", key):
             status = os.stat(self._path(key))
         if not stat.S_ISREG(status.st_mode):
-            raise ObjectNotFoundError(f"checking {self.url(key)} failed: it is not a file")
+            raise ObjectNotFoundError(
+                f"checking {self.url(key)} failed: it is not a file (a folder?); name a file"
+            )
         etag = f"{status.st_ino:x}-{status.st_size:x}-{status.st_mtime_ns:x}"
         return ObjectInfo(size=status.st_size, etag=etag)
 
@@ -206,7 +211,8 @@ class LocalStore:
             raise
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             raise ObjectNotFoundError(
-                f"{action} {self.url(key)} failed: no such file ({exc.strerror})"
+                f"{action} {self.url(key)} failed: no such file ({exc.strerror}); check the "
+                f"key, and that the folder {self.root} is the complete dataset"
             ) from exc
         except OSError as exc:
             raise StorageError(f"{action} {self.url(key)} failed: {exc}") from exc

@@ -35,7 +35,7 @@ from shardstream.errors import (
 )
 from shardstream.storage.answers import exists_by_info, info_from_headers
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.keys import check_key, check_range
+from shardstream.storage.keys import check_key, check_range, url_for_message
 
 __all__ = ["OCIStore", "parse_oci_url"]
 
@@ -64,9 +64,13 @@ def parse_oci_url(url: str) -> tuple[str, str, str]:
     """
     scheme, sep, rest = url.partition("://")
     if scheme.lower() != "oci" or not sep:
-        raise ConfigurationError(f"{url!r} is not an oci://bucket@namespace[/prefix] URL")
+        raise ConfigurationError(
+            f"{url_for_message(url)!r} is not an OCI URL: write oci://bucket@namespace[/prefix]"
+        )
     if "?" in rest or "#" in rest:
-        raise ConfigurationError(f"{url!r}: an oci:// URL takes no query or fragment")
+        raise ConfigurationError(
+            f"{url_for_message(url)!r}: an oci:// URL takes no query or fragment; drop it"
+        )
     authority, _, prefix = rest.partition("/")
     bucket, at, namespace = authority.partition("@")
     if not at or not bucket or not namespace or "@" in namespace:

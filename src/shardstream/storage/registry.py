@@ -13,6 +13,7 @@ from shardstream.storage.base import ObjectStore
 from shardstream.storage.databricks import DatabricksVolumeStore
 from shardstream.storage.gcs import GCSStore
 from shardstream.storage.http import HTTPStore
+from shardstream.storage.keys import url_for_message
 from shardstream.storage.local import LocalStore
 from shardstream.storage.oci import OCIStore
 from shardstream.storage.s3 import S3Store
@@ -78,7 +79,8 @@ def open_store(url: str, **options: Any) -> ObjectStore:
     if scheme == "dbfs":  # Unity Catalog volumes; other dbfs:/ paths raise UnsupportedURLError
         return DatabricksVolumeStore(url, **options)
     raise UnsupportedURLError(
-        f"cannot publish to {url!r} or read from it: this version of shardstream has no "
-        f"storage backend for "
-        f"'{scheme}://' yet. Write to a local folder or a file:// URL, then copy the folder."
+        f"cannot publish to {url_for_message(url)!r} or read from it: this version of "
+        f"shardstream has no storage backend for '{scheme}://' (it has file://, s3://, gs://, "
+        "azure://, oci://, dbfs:/Volumes and, to read, http(s)://). Write to a local folder "
+        "or a file:// URL, then copy the folder."
     )

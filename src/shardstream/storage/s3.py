@@ -34,7 +34,7 @@ from shardstream.errors import (
 )
 from shardstream.storage.answers import exists_by_info
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.keys import check_key, check_range
+from shardstream.storage.keys import check_key, check_range, url_for_message
 
 __all__ = ["S3Store"]
 
@@ -109,9 +109,14 @@ class S3Store:
     ) -> None:
         parts = urlsplit(url)
         if parts.scheme.lower() != "s3" or not parts.netloc:
-            raise ConfigurationError(f"{url!r} is not an s3://bucket[/prefix] URL")
+            raise ConfigurationError(
+                f"{url_for_message(url)!r} is not an S3 URL: write s3://bucket[/prefix]"
+            )
         if parts.query or parts.fragment:
-            raise ConfigurationError(f"{url!r}: an s3:// URL takes no query or fragment")
+            raise ConfigurationError(
+                f"{url_for_message(url)!r}: an s3:// URL takes no query or fragment; drop it "
+                "and pass credentials as key=/secret= or through the AWS chain"
+            )
         if (key is None) != (secret is None):
             raise ConfigurationError(
                 f"S3Store({url!r}): pass both key and secret, or neither (to use the AWS chain)"

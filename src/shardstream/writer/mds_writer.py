@@ -165,7 +165,11 @@ class MDSWriter:
         ordered = [columns[name] for name in schema.names]
         count = len(ordered[0])
         if any(len(values) != count for values in ordered):
-            raise ConfigurationError("write_columns needs columns of one length")
+            counts = {name: len(values) for name, values in zip(schema.names, ordered, strict=True)}
+            raise ConfigurationError(
+                f"write_columns needs columns of one length, got {counts}: pass the same "
+                "number of values for every column"
+            )
         if not count:
             return
         fixed_total, variable = 4, []
@@ -174,7 +178,10 @@ class MDSWriter:
                 variable.append(values)
                 fixed_total += 4
             elif set(map(len, values)) != {size}:
-                raise SampleEncodingError(f"column {name!r}: values must be {size} bytes each")
+                raise SampleEncodingError(
+                    f"column {name!r}: values must be {size} bytes each (its encoding is "
+                    f"fixed-size), got sizes {sorted(set(map(len, values)))[:5]}"
+                )
             else:
                 fixed_total += size
         if not self._started:

@@ -90,9 +90,14 @@ def merge_partitions(root: str, prefixes: Sequence[str], *, local: str | None = 
         IndexFormatError: A partition's index is malformed.
     """
     if not prefixes:
-        raise ConfigurationError(f"no partitions to merge into {root}")
+        raise ConfigurationError(
+            f"no partitions to merge into {root}: pass the sub-folders (or prefixes) that hold "
+            "the partitions' index.json files"
+        )
     if len(set(prefixes)) != len(prefixes):
-        raise ConfigurationError(f"a partition is named twice in {list(prefixes)}")
+        raise ConfigurationError(
+            f"a partition is named twice in {list(prefixes)}: name each one once"
+        )
     remote = is_remote(root)
     store = open_store(root) if remote else None
     local_root = local_path(local) if local is not None else None if remote else local_path(root)

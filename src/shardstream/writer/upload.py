@@ -114,7 +114,9 @@ class Uploader:
                 self.close(cancel=True)
                 if isinstance(exc, UploadError):
                     raise exc
-                raise UploadError(f"uploading {key} failed: {exc}") from exc
+                raise UploadError(
+                    f"uploading {key} to {self.store.url(key)} failed: {type(exc).__name__}: {exc}"
+                ) from exc
 
     def close(self, *, cancel: bool = False) -> None:
         """Stop the worker threads; with ``cancel``, drop uploads not yet started."""

@@ -180,7 +180,8 @@ def no_argument(cls: Callable[[str], Encoding]) -> EncodingFactory:
 
     def factory(name: str, argument: str | None) -> Encoding:
         if argument is not None:
-            raise ValueError(f"encoding {name.partition(':')[0]!r} takes no ':' argument")
+            base = name.partition(":")[0]
+            raise ValueError(f"encoding {base!r} takes no ':' argument: write just {base!r}")
         return cls(name)
 
     return factory

@@ -66,7 +66,10 @@ class NDArrayEncoding(Encoding):
             try:
                 shape = tuple(int(dim) for dim in parts[1].split(","))
             except ValueError as exc:
-                raise ValueError(f"shape {parts[1]!r} is not a list of integers") from exc
+                raise ValueError(
+                    f"shape {parts[1]!r} is not a list of integers: write e.g. "
+                    "ndarray:uint8:3,32,32"
+                ) from exc
         return cls(name, parts[0], shape)
 
     def encode(self, value: Any) -> bytes:

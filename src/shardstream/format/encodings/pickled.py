@@ -20,7 +20,10 @@ class PickleEncoding(Encoding):
         try:
             return pickle.dumps(value)
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            raise SampleEncodingError(f"encoding 'pkl' cannot pickle the value: {exc}") from exc
+            raise SampleEncodingError(
+                f"encoding 'pkl' cannot pickle the value: {exc}; convert it to picklable "
+                "types first"
+            ) from exc
 
     def decode(self, data: Buffer) -> Any:
         try:

@@ -176,7 +176,9 @@ class StrDecimalEncoding(Encoding):
         try:
             return Decimal(str(data, "ascii"))
         except InvalidOperation as exc:
-            raise SampleEncodingError(f"not a decimal number: {bytes(data)[:40]!r}") from exc
+            raise SampleEncodingError(
+                f"encoding {self.name!r}: not a decimal number: {bytes(data)[:40]!r}"
+            ) from exc
 
 
 class JSONEncoding(Encoding):
@@ -188,7 +190,10 @@ class JSONEncoding(Encoding):
         try:
             text = json.dumps(value)
         except (TypeError, ValueError) as exc:
-            raise SampleEncodingError(f"encoding 'json' cannot serialise the value: {exc}") from exc
+            raise SampleEncodingError(
+                f"encoding 'json' cannot serialise the value: {exc}; convert it to dicts, "
+                "lists, str, int, float, bool and None first"
+            ) from exc
         return text.encode("utf-8")
 
     def decode(self, data: Buffer) -> Any:

@@ -20,6 +20,7 @@ from shardstream.errors import (
 )
 from shardstream.storage import DownloadOptions, ObjectInfo, download_file, fetch_bytes
 from shardstream.storage import download as download_module
+from shardstream.storage._memory_budget import ByteBudget
 from shardstream.storage.local import is_temporary
 from shardstream.storage.retry import is_transient
 
@@ -364,3 +365,91 @@ def test_fetch_bytes_retries():
     store = MemoryStore({"index.json": b"{}"}, failing(1, lambda: StorageError("503")))
     assert fetch_bytes(store, "index.json", DownloadOptions(retry=1)) == b"{}"
     assert store.calls["get_bytes"] == 2
+
+
+# --- the process-wide budget of bytes in flight ---------------------------------------------------
+
+
+class CountingStore(MemoryStore):
+    """A MemoryStore that records the most bytes its range requests held at once."""
+
+    def __init__(self, objects: dict[str, bytes], delay: float) -> None:
+        super().__init__(objects)
+        self.delay = delay
+        self.bytes_in_flight = 0
+        self.most_bytes_in_flight = 0
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        with self._lock:
+            self.bytes_in_flight += end - start
+            self.most_bytes_in_flight = max(self.most_bytes_in_flight, self.bytes_in_flight)
+        try:
+            time.sleep(self.delay)
+            return super().get_range(key, start, end)
+        finally:
+            with self._lock:
+                self.bytes_in_flight -= end - start
+
+
+@pytest.fixture
+def small_budget(monkeypatch: pytest.MonkeyPatch) -> ByteBudget:
+    budget = ByteBudget(3000)
+    monkeypatch.setattr(download_module, "_BUDGET", budget)
+    return budget
+
+
+def test_the_budget_takes_what_fits_and_one_oversize_request_alone():
+    budget = ByteBudget(100)
+    assert budget.try_take(5000)  # nothing held: a request larger than the cap still starts
+    assert not budget.try_take(1)
+    budget.give_back(5000)
+    assert budget.try_take(60)
+    assert budget.try_take(40)
+    assert not budget.try_take(1)
+    budget.give_back(60)
+    budget.give_back(40)
+    assert budget.used == 0
+
+
+def test_downloads_of_many_threads_hold_at_most_the_budget(
+    tmp_path: Path, small_budget: ByteBudget
+):
+    objects = {f"k{i}": bytes([i]) * len(DATA) for i in range(4)}
+    store = CountingStore(objects, delay=0.02)
+    options = DownloadOptions(part_size=1000, concurrency=8)
+    threads = [
+        threading.Thread(target=download_file, args=(store, key, str(tmp_path / key), options))
+        for key in objects
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    for key, data in objects.items():
+        assert (tmp_path / key).read_bytes() == data
+    assert store.calls["get_range"] == 4 * 11
+    assert store.most_bytes_in_flight <= 3000  # without the budget: 4 x 8 parts of 1,000 bytes
+    assert store.most_bytes_in_flight >= 2000  # and the budget is used, not left idle
+    assert small_budget.used == 0
+
+
+def test_the_budget_is_given_back_after_failures_and_timeouts(
+    tmp_path: Path, small_budget: ByteBudget
+):
+    missing = MemoryStore({"k": DATA}, failing(1, lambda: ObjectNotFoundError("gone"), "get_range"))
+    with pytest.raises(ObjectNotFoundError):
+        download_file(missing, "k", str(tmp_path / "a"), DownloadOptions(part_size=1000))
+    stalled = MemoryStore({"k": DATA}, stalling(0.3, times=100, method="get_range"))
+    with pytest.raises(DownloadTimeoutError):
+        download_file(
+            stalled,
+            "k",
+            str(tmp_path / "b"),
+            DownloadOptions(retry=0, timeout=0.05, part_size=1000),
+        )
+    deadline = time.monotonic() + 5
+    while (missing.in_flight or stalled.in_flight) and time.monotonic() < deadline:
+        time.sleep(0.01)  # abandoned attempts end on their own, then free their share
+    time.sleep(0.05)
+    assert small_budget.used == 0
+    assert os.listdir(tmp_path) == []

@@ -42,7 +42,16 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "jitter": 10 * 1024,
         "description": "10,000 x 90-110 KiB random bytes + int label",
     },
+    "tokens-2048": {
+        "samples": 100_000,
+        "size": 4096,
+        "jitter": 0,
+        "kind": "tokens",
+        "description": "100,000 x ndarray:uint16:2048 random tokens + int label",
+    },
 }
+#: Run by default; the others only when named with --workload (the suite names them all).
+DEFAULT_WORKLOADS = ["small-1KiB", "large-100KiB"]
 TARGETS = {"read": 10.0, "read_zero_copy": 10.0, "write": 1.5}
 LIBS = {"shardstream": "shardstream", "reference": "streaming"}
 SEED = 20240601
@@ -79,6 +88,8 @@ def run_worker(
         str(ORDER_SEED),
         "--repeats",
         str(repeats),
+        "--kind",
+        str(params.get("kind", "bytes")),
         "--tmp",
         tmp,
         "--result",
@@ -186,7 +197,7 @@ def main() -> int:
         return 2
     pythons = {"shardstream": sys.executable, "reference": ref_python}
     scale = 10 if args.quick else 1
-    names = args.workload or list(WORKLOADS)
+    names = args.workload or DEFAULT_WORKLOADS
 
     tmp = tempfile.mkdtemp(prefix="shardstream-format-bench-")
     results: dict[str, Any] = {}
@@ -197,6 +208,7 @@ def main() -> int:
                 "samples": spec["samples"] // scale,
                 "size": spec["size"],
                 "jitter": spec["jitter"],
+                "kind": spec.get("kind", "bytes"),
             }
             print(
                 f"[{name}] {params['samples']:,} samples of {params['size']:,} "

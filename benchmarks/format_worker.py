@@ -35,6 +35,8 @@ _import_started = time.perf_counter()
 import numpy as np  # noqa: E402 - the import is timed
 
 COLUMNS = {"data": "bytes", "label": "int"}
+#: ``--kind tokens``: each payload is read as 2,048 uint16 tokens (``--size 4096``).
+TOKEN_COLUMNS = {"data": "ndarray:uint16:2048", "label": "int"}
 
 
 def import_library(lib: str) -> tuple[Any, Any, Any, str]:
@@ -116,11 +118,13 @@ def summary(times: list[float]) -> dict[str, Any]:
     return {"all": times, "best": min(times), "median": statistics.median(times)}
 
 
-def time_write(writer_class: Any, folder: str, samples: list[dict[str, Any]]) -> float:
+def time_write(
+    writer_class: Any, folder: str, samples: list[dict[str, Any]], columns: dict[str, str]
+) -> float:
     started = time.perf_counter()
     with writer_class(
         out=folder,
-        columns=COLUMNS,
+        columns=columns,
         compression=None,
         hashes=None,
         size_limit=1 << 26,
@@ -132,12 +136,13 @@ def time_write(writer_class: Any, folder: str, samples: list[dict[str, Any]]) ->
 
 
 def time_read(
-    open_dataset: Any, folder: str, order: list[int], ends: list[tuple[int, bytes, bytes]]
+    open_dataset: Any, folder: str, order: list[int], ends: list[tuple[int, Any, Any]]
 ) -> tuple[float, float, int]:
     """Read each sample once in ``order``; return wall and CPU seconds and failures.
 
-    Each sample is checked as it arrives (label, length, and its first and last 16 bytes) and
-    then dropped, as a training loop drops it; a separate pass checks every byte.
+    Each sample is checked as it arrives (label, length, and its first and last 16 bytes; for
+    token arrays its length and first and last token) and then dropped, as a training loop
+    drops it; a separate pass checks every byte.
     """
     dataset = open_dataset(folder)
     if len(dataset) != len(ends):
@@ -150,7 +155,15 @@ def time_read(
         sample = dataset[index]
         data = sample["data"]
         length, head, tail = ends[index]
-        if (
+        if isinstance(head, int):  # a token array: its first and last token
+            if (
+                sample["label"] != index
+                or len(data) != length
+                or data[0] != head
+                or data[-1] != tail
+            ):
+                bad += 1
+        elif (
             sample["label"] != index
             or len(data) != length
             or data[:16] != head
@@ -185,6 +198,9 @@ def main() -> None:
     parser.add_argument("--result", required=True, help="where the JSON result goes")
     parser.add_argument("--keep", action="store_true", help="keep the last dataset written")
     parser.add_argument(
+        "--kind", choices=["bytes", "tokens"], default="bytes", help="tokens: ndarray:uint16:2048"
+    )
+    parser.add_argument(
         "--skip-write",
         action="store_true",
         help="profiling aid: write once untimed, time only the reads",
@@ -199,7 +215,14 @@ def main() -> None:
     # --- Untimed: generate the data, the samples and the read order. ---
     payloads, lengths = generate(args.samples, args.size, args.jitter, args.seed)
     expected_digest = digest_payloads(payloads)
-    samples = [{"data": payload, "label": index} for index, payload in enumerate(payloads)]
+    columns = COLUMNS
+    values: list[Any] = payloads
+    if args.kind == "tokens":
+        if args.size != 4096 or args.jitter:
+            raise SystemExit("--kind tokens needs --size 4096 --jitter 0 (2,048 uint16 tokens)")
+        columns = TOKEN_COLUMNS
+        values = [np.frombuffer(payload, dtype=np.uint16) for payload in payloads]
+    samples = [{"data": value, "label": index} for index, value in enumerate(values)]
     order = np.random.default_rng(args.order_seed).permutation(args.samples).tolist()
     gc.collect()
     gc.freeze()  # the pre-generated data is never garbage: keep collections from walking it
@@ -215,7 +238,7 @@ def main() -> None:
         if hasattr(os, "sync"):
             os.sync()  # flush earlier writes so their writeback does not slow this one
         gc.collect()
-        write_times.append(time_write(writer_class, folder, samples))
+        write_times.append(time_write(writer_class, folder, samples, columns))
     del samples
     dataset_bytes = sum(
         os.path.getsize(os.path.join(parent, name))
@@ -226,7 +249,12 @@ def main() -> None:
     # --- Read: warm the page cache once and check every byte in an untimed pass, then time
     # each pass over a fresh dataset object. ---
     warm_page_cache(folder)
-    ends = [(len(p), bytes(p[:16]), bytes(p[-16:])) for p in payloads]
+    ends: list[tuple[int, Any, Any]]
+    if args.kind == "tokens":
+        ends = [(len(v), int(v[0]), int(v[-1])) for v in values]
+    else:
+        ends = [(len(p), bytes(p[:16]), bytes(p[-16:])) for p in payloads]
+    del values
     failures = 0
     digests_ok = True
     timings: dict[str, tuple[list[float], list[float]]] = {}
@@ -265,6 +293,8 @@ def main() -> None:
             "seed": args.seed,
             "order_seed": args.order_seed,
             "repeats": args.repeats,
+            "kind": args.kind,
+            "columns": columns,
         },
         "payload_bytes": sum(lengths),
         "data_sha256": expected_digest,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import subprocess
 import sys
 from typing import Any
 
-__all__ = ["format_table", "machine"]
+__all__ = ["format_table", "machine", "package_versions"]
 
 
 def format_table(rows: list[list[str]]) -> str:
@@ -35,3 +37,28 @@ def machine() -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "load_average_at_start": os.getloadavg(),
     }
+
+
+def package_versions(python: str, packages: list[str]) -> dict[str, str | None]:
+    """The installed version of each distribution in ``python``'s environment (None: absent)."""
+    script = (
+        "import json, sys\n"
+        "from importlib.metadata import PackageNotFoundError, version\n"
+        "found = {}\n"
+        "for name in sys.argv[1:]:\n"
+        "    try:\n"
+        "        found[name] = version(name)\n"
+        "    except PackageNotFoundError:\n"
+        "        found[name] = None\n"
+        "print(json.dumps(found))\n"
+    )
+    try:
+        completed = subprocess.run(
+            [python, "-c", script, *packages], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return dict.fromkeys(packages)
+    if completed.returncode != 0:
+        return dict.fromkeys(packages)
+    found: dict[str, str | None] = json.loads(completed.stdout)
+    return found

@@ -20,6 +20,8 @@ Only ``shardstream.sampling`` and numpy; matplotlib is imported when ``--plot`` 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -242,6 +244,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, nargs="+", default=[1 << 14, 1 << 16])
     parser.add_argument("--capacities", type=int, nargs="+", default=[16, 64, 128])
     parser.add_argument("--plot", type=Path, help="write the figure (PNG) here")
+    parser.add_argument("--out", type=Path, help="write every result (JSON) here")
     args = parser.parse_args()
     start = time.perf_counter()
     setup = Setup(shard_sizes=(args.shard_size,) * args.shards)
@@ -249,6 +252,17 @@ def main() -> None:
     print(setup.describe())
     results = [measure(setup, case, capacities) for case in cases(tuple(args.blocks), setup.seed)]
     print(table(results, capacities))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        report = {
+            "benchmark": "shuffle-quality",
+            "setup": setup.describe(),
+            "shards": args.shards,
+            "shard_size": args.shard_size,
+            "capacities": list(capacities),
+            "results": [dataclasses.asdict(result) for result in results],
+        }
+        args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     if args.plot:
         plot(args.plot, setup, results, capacities)
         print(f"figure: {args.plot}")

@@ -44,6 +44,7 @@ WORKLOADS: dict[str, dict[str, int]] = {
 }
 #: 10 samples of 16 bytes per shard: 100,000 samples make 10,000 shards (--quick: 1,000).
 TTFB = {"samples": 100_000, "size": 16, "jitter": 0, "size_limit": 530}
+TTFB_SAMPLES_PER_SHARD = 10
 SHARD_BYTES = 1 << 26
 BATCH_SIZE = 256
 SEED = 20240601
@@ -110,8 +111,24 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
+def setting_key(workers: int, shuffle: bool) -> str:
+    """The key of one epoch setting in the JSON: ``workers=N`` (shuffled) or ``... shuffle=off``."""
+    return f"workers={workers}" + ("" if shuffle else " shuffle=off")
+
+
+def setting_label(key: str) -> str:
+    """The table's ``workers`` cell of a setting key: ``0``, or ``0, no shuffle``."""
+    count = key.split()[0].split("=")[1]
+    return count if "shuffle=off" not in key else f"{count}, no shuffle"
+
+
 def run_epochs(
-    run: Runner, libs: list[str], workers: list[int], epochs: int, scale: int
+    run: Runner,
+    libs: list[str],
+    workers: list[int],
+    epochs: int,
+    scale: int,
+    shuffles: tuple[bool, ...] = (True,),
 ) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for name, spec in WORKLOADS.items():
@@ -126,24 +143,26 @@ def run_epochs(
             workload["write"]["litdata"] = run(
                 "litdata", "write", params, out=lit, size_limit=SHARD_BYTES
             )
-        for count in workers:
-            setting: dict[str, Any] = {}
-            for lib in [lib for lib in ("reference", "litdata", "shardstream") if lib in libs]:
-                cache = run.fresh(f"{name}-{lib}-cache")
-                data = lit if lib == "litdata" else mds
-                setting[lib] = run(
-                    lib, "epoch", params, data=data, cache=cache, workers=count,
-                    batch_size=BATCH_SIZE, epochs=epochs,
-                )  # fmt: skip
-                shutil.rmtree(cache, ignore_errors=True)
-                rate = setting[lib]["samples_per_s"]["best"]
-                print(
-                    f"  workers={count} {lib}: {rate:,.0f} samples/s, checks "
-                    f"{'PASS' if setting[lib]['checks_passed'] else 'FAIL'}",
-                    flush=True,
-                )
-            setting["ratios"] = epoch_ratios(setting)
-            workload["runs"][f"workers={count}"] = setting
+        for shuffle in shuffles:
+            for count in workers:
+                key = setting_key(count, shuffle)
+                setting: dict[str, Any] = {}
+                for lib in [lib for lib in ("reference", "litdata", "shardstream") if lib in libs]:
+                    cache = run.fresh(f"{name}-{lib}-cache")
+                    data = lit if lib == "litdata" else mds
+                    setting[lib] = run(
+                        lib, "epoch", params, data=data, cache=cache, workers=count,
+                        batch_size=BATCH_SIZE, epochs=epochs, no_shuffle=not shuffle,
+                    )  # fmt: skip
+                    shutil.rmtree(cache, ignore_errors=True)
+                    rate = setting[lib]["samples_per_s"]["best"]
+                    print(
+                        f"  {key} {lib}: {rate:,.0f} samples/s, checks "
+                        f"{'PASS' if setting[lib]['checks_passed'] else 'FAIL'}",
+                        flush=True,
+                    )
+                setting["ratios"] = epoch_ratios(setting)
+                workload["runs"][key] = setting
         shutil.rmtree(mds, ignore_errors=True)
         shutil.rmtree(lit, ignore_errors=True)
         results[name] = workload
@@ -177,9 +196,15 @@ def summary(values: list[float]) -> dict[str, Any]:
 
 
 def run_ttfb(
-    run: Runner, libs: list[str], workers: list[int], repeats: int, scale: int
+    run: Runner,
+    libs: list[str],
+    workers: list[int],
+    repeats: int,
+    scale: int,
+    shards: int = TTFB["samples"] // TTFB_SAMPLES_PER_SHARD,
 ) -> dict[str, Any]:
-    params = {key: TTFB[key] // (scale if key == "samples" else 1) for key in TTFB}
+    """Time to first batch on ``shards`` shards of 10 tiny samples (--quick: shards / 10)."""
+    params = dict(TTFB, samples=shards * TTFB_SAMPLES_PER_SHARD // scale)
     size_limit = params.pop("size_limit")
     data = run.fresh("ttfb-mds")
     print(f"[ttfb] {params['samples']:,} samples of {params['size']} bytes ...", flush=True)
@@ -239,6 +264,58 @@ def run_ttfb(
     return results
 
 
+def run_resume(
+    run: Runner, libs: list[str], workers: list[int], repeats: int, scale: int
+) -> dict[str, Any]:
+    """Resume latency at 50% of an epoch of ``small-1KiB``: shardstream and the reference.
+
+    Per run: one process reads half the epoch and saves the loader's state; a second one, on
+    the same cache, times ``load_state_dict`` to the first batch and checks the rest: every
+    sample exactly once over both.
+    """
+    spec = WORKLOADS["small-1KiB"]
+    params = {**spec, "samples": spec["samples"] // scale}
+    data = run.fresh("resume-mds")
+    print(f"[resume] small-1KiB, {params['samples']:,} samples ...", flush=True)
+    run("shardstream", "write", params, out=data, size_limit=SHARD_BYTES)
+    results: dict[str, Any] = {"params": params, "runs": {}}
+    for count in workers:
+        setting: dict[str, Any] = {}
+        for lib in [lib for lib in ("reference", "shardstream") if lib in libs]:
+            resumed = []
+            for _ in range(repeats):
+                cache, state = run.fresh(f"resume-{lib}-cache"), run.fresh("state") + ".json"
+                options = {"data": data, "cache": cache, "workers": count}
+                options["batch_size"] = BATCH_SIZE
+                half = run(lib, "resume", params, state=state, **options)
+                resumed.append(run(lib, "resume", params, state=state, resume=True, **options))
+                resumed[-1]["first_half"] = half
+                shutil.rmtree(cache, ignore_errors=True)
+            setting[lib] = {
+                "resume_seconds": summary([r["resume_seconds"] for r in resumed]),
+                "checks_passed": all(
+                    r["checks_passed"] and r["first_half"]["checks_passed"] for r in resumed
+                ),
+                "version": resumed[0]["version"],
+                "runs": resumed,
+            }
+            print(
+                f"  workers={count} {lib}: {setting[lib]['resume_seconds']['best']:.3f} s, "
+                f"checks {'PASS' if setting[lib]['checks_passed'] else 'FAIL'}",
+                flush=True,
+            )
+        if "shardstream" in setting and "reference" in setting:
+            setting["ratios"] = {
+                "reference": ratio(
+                    setting["shardstream"]["resume_seconds"]["best"],
+                    setting["reference"]["resume_seconds"]["best"],
+                )
+            }
+        results["runs"][f"workers={count}"] = setting
+    shutil.rmtree(data, ignore_errors=True)
+    return results
+
+
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
@@ -250,7 +327,7 @@ def epoch_tables(results: dict[str, Any], libs: list[str]) -> tuple[list[list[st
     anon = [["workload", "workers", *(f"{lib} main/worker" for lib in libs)]]
     for name, workload in results.items():
         for setting_name, setting in workload["runs"].items():
-            count = setting_name.split("=")[1]
+            count = setting_label(setting_name)
             ratios = setting["ratios"]
             speed.append(
                 [name, count]
@@ -297,10 +374,20 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument("--workers", default="0,2", help="DataLoader num_workers, epoch part")
     parser.add_argument("--ttfb-workers", default="0,2", help="num_workers, ttfb part")
+    parser.add_argument(
+        "--ttfb-shards", default="10000", help="comma-separated shard counts, ttfb part"
+    )
+    parser.add_argument(
+        "--shuffle", default="on", help="epoch part: on, off or on,off (shuffle=True/False)"
+    )
     parser.add_argument("--epochs", type=int, help="timed warm epochs (default 2; quick 1)")
     parser.add_argument("--ttfb-repeats", type=int, help="runs per ttfb cell (3; quick 1)")
     parser.add_argument("--skip-epoch", action="store_true", help="only the ttfb part")
     parser.add_argument("--skip-ttfb", action="store_true", help="only the epoch part")
+    parser.add_argument(
+        "--resume", action="store_true", help="add resume latency at 50%% (ttfb workers)"
+    )
+    parser.add_argument("--s3", action="store_true", help="add a cold epoch from SeaweedFS")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per worker run")
     return parser.parse_args()
 
@@ -337,6 +424,8 @@ def main() -> int:
     repeats = args.ttfb_repeats or (1 if args.quick else 3)
     workers = [int(w) for w in args.workers.split(",")]
     ttfb_workers = [int(w) for w in args.ttfb_workers.split(",")]
+    ttfb_shards = [int(n) for n in args.ttfb_shards.split(",")]
+    shuffles = tuple(dict.fromkeys(word.strip() == "on" for word in args.shuffle.split(",")))
     started = time.perf_counter()
     report: dict[str, Any] = {
         "benchmark": "streaming",
@@ -349,14 +438,29 @@ def main() -> int:
         "timed_epochs": epochs,
         "ttfb_repeats": repeats,
         "seed": SEED,
+        "shuffle": ["on" if shuffle else "off" for shuffle in shuffles],
     }
     tmp = tempfile.mkdtemp(prefix="shardstream-streaming-bench-")
     run = Runner(pythons, tmp, args.timeout)
     try:
         if not args.skip_epoch:
-            report["epoch"] = run_epochs(run, libs, workers, epochs, scale)
+            report["epoch"] = run_epochs(run, libs, workers, epochs, scale, shuffles)
         if not args.skip_ttfb:
-            report["ttfb"] = run_ttfb(run, libs, ttfb_workers, repeats, scale)
+            by_shards = {
+                str(n): run_ttfb(run, libs, ttfb_workers, repeats, scale, n) for n in ttfb_shards
+            }
+            # "ttfb": the 10,000-shard case (or the first asked for); every case by shard count.
+            report["ttfb"] = by_shards.get("10000", by_shards[str(ttfb_shards[0])])
+            report["ttfb_by_shards"] = by_shards
+        if args.resume:
+            report["resume"] = run_resume(run, libs, ttfb_workers, repeats, scale)
+        if args.s3:
+            from benchmarks.streaming_s3 import run_s3_cold
+
+            sizes = {n: {**w, "samples": w["samples"] // scale} for n, w in WORKLOADS.items()}
+            report["s3_cold"] = run_s3_cold(
+                run, libs, workers, sizes, {"size_limit": SHARD_BYTES}, {"batch_size": BATCH_SIZE}
+            )
     finally:
         if "reference" in libs:  # a ttfb run stops without unlinking its /dev/shm blocks
             subprocess.run(
@@ -369,7 +473,7 @@ def main() -> int:
     report["versions"] = versions(report)
     checks = [
         setting[lib]["checks_passed"]
-        for part in ("epoch", "ttfb")
+        for part in ("epoch", "ttfb", "resume", "s3_cold")
         for setting in settings(report, part)
         for lib in libs
         if lib in setting
@@ -391,13 +495,40 @@ def main() -> int:
         print(format_table(memory))
         print("\npeak anonymous RSS (RssAnon: heap, no mapped files), MiB: main / largest worker")
         print(format_table(anon))
-    if "ttfb" in report:
-        rows = ttfb_table(report["ttfb"], libs)
-        tables["ttfb"] = rows
+    for nominal, ttfb_result in report.get("ttfb_by_shards", {}).items():
+        rows = ttfb_table(ttfb_result, libs)
+        tables["ttfb" if ttfb_result is report["ttfb"] else f"ttfb_{nominal}"] = rows
         print(
-            f"\ntime to first batch, {report['ttfb']['shards']:,} shards, best of {repeats}; "
+            f"\ntime to first batch, {ttfb_result['shards']:,} shards, best of {repeats}; "
             f"target ss/ref <= {TTFB_TARGET} (cold)"
         )
+        print(format_table(rows))
+    if "resume" in report:
+        rows = [["cache", "workers", "shardstream s", "reference s", "ss/ref"]]
+        for key, setting in report["resume"]["runs"].items():
+            rows.append(
+                ["warm", key.split("=")[1]]
+                + [
+                    _num(
+                        setting[lib]["resume_seconds"]["best"] if lib in setting else None, "{:.3f}"
+                    )
+                    for lib in ("shardstream", "reference")
+                ]
+                + [_num(setting.get("ratios", {}).get("reference"), "{:.2f}")]
+            )
+        tables["resume"] = rows
+        print(f"\nresume latency at 50% of an epoch (small-1KiB), best of {repeats}")
+        print(format_table(rows))
+    if "s3_cold" in report:
+        rows = [["workload", "workers", "shardstream", "reference", "ss/ref"]]
+        for name, workload in report["s3_cold"].items():
+            for key, setting in workload["runs"].items():
+                rates = [setting.get(lib, {}).get("cold_samples_per_s") for lib in LIBS[:2]]
+                cells = [_num(r, "{:,.0f}") for r in rates]
+                cells.append(_num(ratio(rates[0], rates[1]), "{:.2f}x"))
+                rows.append([name, key.split("=")[1], *cells])
+        tables["s3_cold"] = rows
+        print("\ncold epoch from S3 (SeaweedFS on 127.0.0.1, empty cache): samples/s")
         print(format_table(rows))
     report["tables"] = tables
     print(f"\ncorrectness: {'PASS' if report['checks_passed'] else 'FAIL'} (every run)")
@@ -414,14 +545,19 @@ def main() -> int:
 def settings(report: dict[str, Any], part: str) -> list[dict[str, Any]]:
     if part not in report:
         return []
+    if part == "resume":
+        return list(report["resume"]["runs"].values())
+    if part == "s3_cold":
+        return [s for w in report["s3_cold"].values() for s in w["runs"].values()]
     if part == "ttfb":
-        return list(report["ttfb"]["runs"].values())
+        cases = report.get("ttfb_by_shards", {"": report["ttfb"]}).values()
+        return [setting for case in cases for setting in case["runs"].values()]
     return [s for w in report["epoch"].values() for s in w["runs"].values()]
 
 
 def versions(report: dict[str, Any]) -> dict[str, str]:
     found: dict[str, str] = {}
-    for part in ("epoch", "ttfb"):
+    for part in ("epoch", "ttfb", "resume", "s3_cold"):
         for setting in settings(report, part):
             for lib in LIBS:
                 if lib in setting and "version" in setting[lib]:

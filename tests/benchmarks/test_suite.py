@@ -1,0 +1,239 @@
+"""The benchmark suite's merge: rows, ratios, targets and docs from canned driver JSON.
+
+No benchmark runs here: each driver's JSON is written by the test, with numbers chosen so
+every ratio and every MET / MISSED flag is known in advance.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import suite, suite_rows
+
+Row = suite_rows.Row
+TARGETS = suite_rows.TARGETS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _summary(best: float) -> dict[str, float]:
+    return {"best": best, "median": best}
+
+
+def _format() -> dict[str, Any]:
+    def side(write: float, read: float) -> dict[str, Any]:
+        return {"write_seconds": _summary(write), "read_samples_per_s": _summary(read)}
+
+    return {
+        "quick": True,
+        "workloads": {
+            # 1,000 samples: ours 0.5 s (2,000/s), reference 1.0 s (1,000/s): 2.0x >= 1.5 met
+            "small-1KiB": {
+                "params": {"samples": 1000},
+                "shardstream": side(0.5, 40_000),
+                "reference": side(1.0, 4_000),
+                "comparison": {"checks_passed": True},
+            },
+            # ours 1.0 s, reference 1.2 s: 1.2x, missed; a failed check shows as FAIL
+            "tokens-2048": {
+                "params": {"samples": 1000},
+                "shardstream": side(1.0, 10_000),
+                "reference": side(1.2, 5_000),
+                "comparison": {"checks_passed": False},
+            },
+        },
+    }
+
+
+def _epoch_side(rate: float, main_mib: float, worker_mib: float | None) -> dict[str, Any]:
+    return {
+        "samples_per_s": _summary(rate),
+        "checks_passed": True,
+        "memory": {"main": {"vmhwm_mib": main_mib}, "worker_vmhwm_mib_max": worker_mib},
+    }
+
+
+def _streaming() -> dict[str, Any]:
+    ttfb_side = {
+        "shardstream": {"cold_seconds": _summary(0.2), "checks_passed": True},
+        "reference": {"cold_seconds": _summary(1.0), "checks_passed": True},
+    }
+    return {
+        "quick": True,
+        "epoch": {
+            "small-1KiB": {
+                "runs": {
+                    # litdata is the faster peer: 300 / 200 = 1.5x < 2, missed; peak RSS:
+                    # ours max(300, 400) = 400, best peer reference 600: 0.67 <= 0.75, met
+                    "workers=2": {
+                        "shardstream": _epoch_side(300.0, 300, 400),
+                        "reference": _epoch_side(100.0, 500, 600),
+                        "litdata": _epoch_side(200.0, 700, 650),
+                    },
+                    # shuffle off: 1,000 / 400 = 2.5x, met; no peak RSS row
+                    "workers=0 shuffle=off": {
+                        "shardstream": _epoch_side(1000.0, 100, None),
+                        "reference": _epoch_side(400.0, 100, None),
+                    },
+                }
+            }
+        },
+        "ttfb_by_shards": {
+            "100": {"shards": 100, "runs": {"workers=0": ttfb_side}},  # 0.2 / 1.0, met
+        },
+        "s3_cold": {
+            "large-100KiB": {
+                "runs": {
+                    "workers=0": {  # 500 / 100 = 5x >= 2, met
+                        "shardstream": {"cold_samples_per_s": 500.0, "checks_passed": True},
+                        "reference": {"cold_samples_per_s": 100.0, "checks_passed": True},
+                    }
+                }
+            }
+        },
+        "resume": {
+            "runs": {
+                "workers=0": {
+                    "shardstream": {"resume_seconds": _summary(0.05), "checks_passed": True},
+                    "reference": {"resume_seconds": _summary(0.1), "checks_passed": True},
+                }  # 0.5 > 0.1, missed
+            }
+        },
+    }
+
+
+def _spark() -> dict[str, Any]:
+    def runs(seconds: float) -> dict[str, Any]:
+        return {"runs": {"none": {"seconds": _summary(seconds)}}}
+
+    passed = {"passed": True}
+    return {
+        "workloads": {
+            "tabular": {
+                "comparison": {"none": {}},
+                "shardstream": runs(3.0),
+                "reference": runs(6.0),  # 6 / 3 = 2.0x >= 1.5, met
+                "checks": {
+                    "same_input_data": True,
+                    "compressions": {
+                        "none": {"shardstream": passed, "reference": passed, "same_samples": True}
+                    },
+                },
+            }
+        }
+    }
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    for name, report in {"format": _format(), "streaming": _streaming(), "spark": _spark()}.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(report), encoding="utf-8")
+    return tmp_path
+
+
+def _find(rows: list[Row], metric: str, workload: str) -> Row:
+    matches = [r for r in rows if r.metric == metric and r.workload.startswith(workload)]
+    assert len(matches) == 1, [(r.metric, r.workload) for r in rows]
+    return matches[0]
+
+
+def test_rows_ratios_and_targets(results: Path) -> None:
+    rows, reports = suite.merge(results, [driver.name for driver in suite.DRIVERS])
+    assert reports["download"] is None
+    assert reports["format"] is not None
+
+    write = _find(rows, "MDS write", "small-1KiB")
+    assert write.ratio == pytest.approx(2.0)
+    assert (write.best_peer, write.target, write.met, write.checks_passed) == (
+        "reference",
+        TARGETS["write"],
+        True,
+        True,
+    )
+    tokens = _find(rows, "MDS write", "tokens-2048")
+    assert tokens.ratio == pytest.approx(1.2)
+    assert tokens.met is False
+    assert tokens.checks_passed is False
+
+    shuffled = _find(rows, "warm-cache iteration", "small-1KiB, workers 2")
+    assert shuffled.best_peer == "litdata"
+    assert shuffled.ratio == pytest.approx(1.5)
+    assert shuffled.met is False
+    unshuffled = _find(rows, "warm-cache iteration", "small-1KiB, workers 0 shuffle off")
+    assert unshuffled.ratio == pytest.approx(2.5)
+    assert unshuffled.met is True
+
+    rss = _find(rows, "peak RSS per process (largest)", "small-1KiB, workers 2")
+    assert rss.best_peer == "reference"  # the smallest: 600 against litdata's 700
+    assert rss.ratio == pytest.approx(400 / 600)
+    assert rss.target_op == "<="
+    assert rss.met is True
+    assert len([r for r in rows if r.metric.startswith("peak RSS")]) == 1
+
+    ttfb = _find(rows, "time to first batch (cold)", "100 shards")
+    assert ttfb.ratio == pytest.approx(0.2)
+    assert ttfb.met is True
+
+    resume = _find(rows, "resume latency", "small-1KiB at 50%")
+    assert resume.ratio == pytest.approx(0.5)
+    assert resume.met is False
+
+    s3 = _find(rows, "cold iteration from local S3", "large-100KiB, workers 0")
+    assert s3.ratio == pytest.approx(5.0)
+    assert s3.met is True
+
+    spark = _find(rows, "Spark conversion (none)", "spark tabular")
+    assert spark.ratio == pytest.approx(2.0)  # reference seconds / ours
+    assert spark.target_op == ">="
+    assert spark.met is True
+    assert spark.checks_passed is True
+
+
+def test_table_flags() -> None:
+    rows = [
+        Row("a", "m", "samples/s", 300.0, {"reference": 100.0, "litdata": 200.0}, target=2.0),
+        Row("b", "m", "s", 0.1, {"reference": 1.0}, higher_is_better=False, target=0.25),
+        Row("c", "m", "shards", 5.0),
+    ]
+    header, missed, met, plain = suite.table_rows(rows)
+    assert header[:5] == ["workload", "metric", "shardstream", "best peer", "ratio"]
+    assert missed[3:7] == ["200 (litdata)", "1.50x", ">= 2x", "MISSED"]
+    assert met[4:7] == ["0.10x", "<= 0.25x", "met"]
+    assert plain[3:7] == ["-", "-", "-", "-"]
+
+
+def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
+    docs = results / "benchmarks.md"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "suite.py"), "--merge-only",
+         "--out-dir", str(results), "--docs", str(docs)],
+        capture_output=True, text=True, timeout=120, check=False, cwd=REPO,
+    )  # fmt: skip
+    # A row whose checks failed (tokens-2048) makes the exit status 1, after every output.
+    assert done.returncode == 1, done.stderr
+    assert "MISSED" in done.stdout
+
+    report = json.loads((results / "suite.json").read_text())
+    assert report["quick"] is True
+    assert {"cpu_count", "platform", "python"} <= set(report["machine"])
+    assert "shardstream" in report["versions"]["shardstream"]
+    assert report["drivers"]["format"]["workloads"]["small-1KiB"]["params"]["samples"] == 1000
+    flags = {(r["metric"], r["workload"]): r["met"] for r in report["rows"]}
+    assert flags[("MDS write", "small-1KiB")] is True
+    assert flags[("resume latency", "small-1KiB at 50%, workers 0")] is False
+    assert (results / "suite.png").stat().st_size > 0
+
+    text = docs.read_text()
+    assert "## How to reproduce" in text
+    assert "benchmarks/suite.py" in text
+    assert "![ratios against their targets](suite.png)" in text
+    assert "- resume latency, small-1KiB at 50%, workers 0: 0.50x, target <= 0.1x" in text
+    assert "## Not measured yet" in text
+    assert "token arrays, ndarray:uint16:2048, through StreamingDataset" in text
+    assert "rows of download" in text  # a driver without JSON is listed, never invented

@@ -157,7 +157,7 @@ class CountingBar:
 def test_progress_counts_the_bytes_of_each_published_file(local: Path, tmp_path: Path) -> None:
     store = FlakyStore(tmp_path / "remote", failures=1)  # a retry must not count twice
     bar = CountingBar()
-    uploader = Uploader(store, str(local), max_workers=2, retry=2, progress=bar)  # type: ignore[arg-type]
+    uploader = Uploader(store, str(local), max_workers=2, retry=2, progress=bar)
     sizes = 0
     for name in ("shard.00000.mds", "shard.00001.mds"):
         uploader.submit(name)
@@ -172,7 +172,7 @@ def test_progress_counts_the_bytes_of_each_published_file(local: Path, tmp_path:
 def test_progress_does_not_count_a_failed_upload(local: Path, tmp_path: Path) -> None:
     store = FlakyStore(tmp_path / "remote", failures=float("inf"))
     bar = CountingBar()
-    uploader = Uploader(store, str(local), max_workers=1, retry=1, progress=bar)  # type: ignore[arg-type]
+    uploader = Uploader(store, str(local), max_workers=1, retry=1, progress=bar)
     uploader.submit("shard.00000.mds")
     with pytest.raises(UploadError, match=re.escape("shard.00000.mds")):
         uploader.wait()

@@ -128,34 +128,57 @@ class SampleReader:
         order = np.argsort(first, kind="stable")
         needed, needed_at = unique[order].tolist(), first[order].tolist()
         width = batches.shape[1]
-        pending: dict[int, Future[None]] = {}
+        pending: dict[int, Future[ShardView | None]] = {}
         ahead = 0
         with ThreadPoolExecutor(self.threads, thread_name_prefix="shardstream-fetch") as pool:
             try:
                 for row in range(batches.shape[0]):
                     # The first batch waits for its own shards only; its look-ahead starts
                     # once it is out (time to first batch).
-                    horizon = (row + 1) * width + (predownload if row else 0)
+                    current = (row + 1) * width
+                    horizon = current + (predownload if row else 0)
                     while ahead < len(needed) and needed_at[ahead] < horizon:
                         shard = needed[ahead]
-                        if (
-                            shard not in self._open
-                            and shard not in pending
-                            and not self.cache.is_present(shard)  # a stat: cheaper than a task
-                        ):
-                            pending[shard] = pool.submit(self.cache.ensure, shard)
+                        if shard not in self._open and shard not in pending:
+                            if needed_at[ahead] < current:  # wanted now: fetch and open it
+                                pending[shard] = pool.submit(self._open_in_pool, shard)
+                            elif not self.cache.is_present(shard):  # a stat, not a task
+                                pending[shard] = pool.submit(self._fetch_in_pool, shard)
                         ahead += 1
                     row_shards = shards[row].tolist()
                     views = {}
                     for shard in dict.fromkeys(row_shards):
                         future = pending.pop(shard, None)
-                        if future is not None:
-                            future.result()
-                        views[shard] = self._view(shard)
+                        opened = None if future is None else future.result()
+                        views[shard] = (
+                            self._view(shard) if opened is None else self._remember(shard, opened)
+                        )
                     yield row_shards, local[row].tolist(), views
             finally:
                 for future in pending.values():
                     future.cancel()
+
+    def _fetch_in_pool(self, shard: int) -> None:
+        """Make ``shard`` present in the cache (a look-ahead task of the pool)."""
+        self.cache.ensure(shard)
+
+    def _open_in_pool(self, shard: int) -> ShardView | None:
+        """Fetch and open ``shard`` in a pool thread; ``None`` leaves it to :meth:`_view`.
+
+        The shards of the batch at hand are opened by the thread that fetched them, so that
+        the reader thread does not open hundreds of tiny shards one after another (time to
+        first batch: 10,000 shards of 10 samples, 0.54 -> 0.47 s). A shard that vanished or
+        failed its checks is left to the reader thread, which fetches it again and says why.
+        """
+        stream = self._stream_of_shard[shard]
+        dataset = self.datasets[stream]
+        within = shard - self._first_shard[stream]
+        try:
+            self.cache.ensure(shard)  # the shard's lock is held for the fetch only
+            view: ShardView = self.cache.open(shard, lambda: dataset.shard_view(within))
+        except (ShardNotFoundError, ChecksumError, ShardFormatError):
+            return None
+        return view
 
     def _view(self, shard: int) -> ShardView:
         """The open view of ``shard``, fetching and mapping it when needed."""

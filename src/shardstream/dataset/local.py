@@ -207,9 +207,13 @@ class LocalDataset:
         _check_decompressed_names(entries, source=path)
         schemas: list[MDSSchema | None] = []
         shared: dict[tuple[tuple[str, str], ...], MDSSchema] = {}  # one per distinct column set
+        last: tuple[object, object, MDSSchema] | None = None  # the parser shares equal columns
         for number, entry in enumerate(entries):
             if entry.format != "mds":
                 schemas.append(None)
+                continue
+            if last is not None and entry.columns is last[0] and entry.column_sizes is last[1]:
+                schemas.append(last[2])  # as the entry before: checked already
                 continue
             key = tuple(entry.columns.items())
             schema = shared.get(key)
@@ -222,6 +226,7 @@ class LocalDataset:
                     f"with the encodings {list(entry.columns.values())}"
                 )
             schemas.append(schema)
+            last = (entry.columns, entry.column_sizes, schema)
         starts = np.zeros(len(entries) + 1, np.int64)
         np.cumsum([entry.samples for entry in entries], out=starts[1:])
         self._schemas = schemas
@@ -234,13 +239,17 @@ class LocalDataset:
         return entries
 
     def _open(self, shard: int) -> ShardView:
+        # Opened outside the lock, so that threads open different shards at once; of two
+        # threads that open the same shard, the first to finish wins and the other's view is
+        # dropped (opening only reads and maps; a decompression is renamed into place whole).
+        assert self._entries is not None
+        view = self._files.open(self._entries[shard], self._schemas[shard])
         with self._lock:
-            view = self._views[shard]
-            if view is None:
-                assert self._entries is not None
-                view = self._files.open(self._entries[shard], self._schemas[shard])
-                self._views[shard] = view
-                self._getters[shard] = view.get
+            known = self._views[shard]
+            if known is not None:
+                return known
+            self._views[shard] = view
+            self._getters[shard] = view.get
             return view
 
 

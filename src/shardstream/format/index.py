@@ -313,6 +313,18 @@ def _shared(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return known
 
 
+# The quick path builds its frozen objects by filling their __dict__, as copy and pickle do:
+# a frozen dataclass's __init__ sets each field through object.__setattr__ (ShardEntry: 2.6
+# against 0.8 us, 10,000 times for an index of 10,000 shards).
+_new = object.__new__
+
+
+def _file_info(basename: str, size: int, hashes: Mapping[str, str]) -> FileInfo:
+    info = _new(FileInfo)
+    info.__dict__.update(basename=basename, bytes=size, hashes=hashes)
+    return info
+
+
 def _plain_file(obj: object) -> FileInfo | None:
     if type(obj) is not dict or obj.keys() != _FILE_KEYS:
         return None
@@ -329,7 +341,7 @@ def _plain_file(obj: object) -> FileInfo | None:
     for key, value in hashes.items():
         if type(key) is not str or type(value) is not str:
             return None
-    return FileInfo(basename, size, hashes)
+    return _file_info(basename, size, hashes)
 
 
 def _plain_mds_entry(obj: object) -> ShardEntry | None:
@@ -373,7 +385,8 @@ def _plain_mds_entry(obj: object) -> ShardEntry | None:
         return None
     if columns is None or len(column_sizes) != len(columns):
         return None  # a column set seen for the first time takes the full checks once
-    return ShardEntry(
+    entry = _new(ShardEntry)
+    entry.__dict__.update(
         format="mds",
         samples=samples,
         raw_data=raw_data,
@@ -383,7 +396,12 @@ def _plain_mds_entry(obj: object) -> ShardEntry | None:
         size_limit=size_limit,
         columns=columns,
         column_sizes=column_sizes,
+        raw_meta=None,
+        zip_meta=None,
+        newline=None,
+        separator=None,
     )
+    return entry
 
 
 def dump_index(entries: Sequence[ShardEntry]) -> bytes:

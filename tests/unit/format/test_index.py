@@ -17,7 +17,9 @@ from shardstream.format.index import (
     INDEX_VERSION,
     FileInfo,
     ShardEntry,
+    _json_index,
     _plain_mds_entry,
+    _typed_index,
     dump_index,
     parse_index,
     safe_basename,
@@ -454,8 +456,46 @@ def test_the_quick_path_accepts_only_what_the_full_checks_accept(
     if quick is not None:
         assert full is not None, entry
         assert quick == full
+    typed = _typed_index(text)  # the index decoded into msgspec structs
+    if typed is not None:
+        assert full is not None, entry
+        assert typed[1] == full
     if full is not None:  # what the full checks accept parses the same either way
         assert parse_index(text, source=SOURCE)[1] == full
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=40), at=st.integers(0, 2000), cut=st.booleans())
+def test_the_typed_path_accepts_only_what_the_json_path_accepts(data: bytes, at: int, cut: bool):
+    # Bytes of a real index replaced or cut short: wherever the typed decoder returns entries,
+    # the JSON path returns the same; wherever the JSON path refuses the text, it gives up.
+    text = index_text(mds_entry(), mds_entry(compression=None, zip_data=None)).encode()
+    at = min(at, len(text))
+    mutated = text[:at] + data if cut else text[:at] + data + text[at + len(data) :]
+    typed = _typed_index(mutated)
+    try:
+        full: list[ShardEntry] | None = _json_index(mutated, SOURCE)
+    except IndexFormatError:
+        full = None
+    if typed is not None:
+        assert typed == full
+
+
+def test_the_typed_path_takes_a_plain_index_and_gives_up_on_others():
+    plain = index_text(mds_entry(), mds_entry(compression=None, zip_data=None))
+    typed = _typed_index(plain)
+    assert typed is not None
+    assert typed == [ShardEntry.from_json(e, where="x") for e in json.loads(plain)["shards"]]
+    extra_key = json.loads(plain)
+    extra_key["shards"][1]["extra"] = 1
+    assert _typed_index(json.dumps(extra_key)) is None
+    with pytest.raises(IndexFormatError, match="unexpected"):  # the JSON path says what is wrong
+        parse_index(json.dumps(extra_key), source=SOURCE)
+    climbing = json.loads(plain)
+    climbing["shards"][0]["raw_data"]["basename"] = "../x.mds"
+    assert _typed_index(json.dumps(climbing)) is None
+    with pytest.raises(UnsafePathError):
+        parse_index(json.dumps(climbing), source=SOURCE)
 
 
 def test_the_quick_path_takes_plain_entries():

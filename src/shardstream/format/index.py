@@ -332,6 +332,11 @@ def _file_info(basename: str, size: int, hashes: Mapping[str, str]) -> FileInfo:
     return info
 
 
+def _plain_basename(basename: str) -> bool:
+    """Whether ``safe_basename`` accepts ``basename`` as it is (no normalising needed)."""
+    return _PLAIN_PATH.fullmatch(basename) is not None and basename.count("/") < _MAX_PATH_PARTS
+
+
 def _plain_file(obj: object) -> FileInfo | None:
     if type(obj) is not dict or obj.keys() != _FILE_KEYS:
         return None
@@ -340,8 +345,7 @@ def _plain_file(obj: object) -> FileInfo | None:
         type(size) is not int
         or size < 0
         or type(basename) is not str
-        or _PLAIN_PATH.fullmatch(basename) is None
-        or basename.count("/") >= _MAX_PATH_PARTS
+        or not _plain_basename(basename)
         or type(hashes) is not dict
     ):
         return None
@@ -392,6 +396,22 @@ def _plain_mds_entry(obj: object) -> ShardEntry | None:
         return None
     if columns is None or len(column_sizes) != len(columns):
         return None  # a column set seen for the first time takes the full checks once
+    return _mds_entry(
+        samples, raw_data, zip_data, compression, hash_names, size_limit, columns, column_sizes
+    )
+
+
+def _mds_entry(
+    samples: int,
+    raw_data: FileInfo,
+    zip_data: FileInfo | None,
+    compression: str | None,
+    hashes: tuple[str, ...],
+    size_limit: int | None,
+    columns: dict[str, str],
+    column_sizes: tuple[int | None, ...],
+) -> ShardEntry:
+    """A checked MDS entry, built without the frozen dataclass's per-field ``__setattr__``."""
     entry = _new(ShardEntry)
     entry.__dict__.update(
         format="mds",
@@ -399,7 +419,7 @@ def _plain_mds_entry(obj: object) -> ShardEntry | None:
         raw_data=raw_data,
         zip_data=zip_data,
         compression=compression,
-        hashes=hash_names,
+        hashes=hashes,
         size_limit=size_limit,
         columns=columns,
         column_sizes=column_sizes,
@@ -457,7 +477,6 @@ def _typed_index(data: bytes | str) -> list[ShardEntry] | None:
     if index.version != INDEX_VERSION:
         return None
     entries = []
-    columns_of: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, str] | None] = {}
     for typed in index.shards:
         raw_data = _typed_file(typed.raw_data)
         zip_data = None if typed.zip_data is None else _typed_file(typed.zip_data)
@@ -473,57 +492,27 @@ def _typed_index(data: bytes | str) -> list[ShardEntry] | None:
         for size in typed.column_sizes:
             if size is not None and size < 0:
                 return None
-        key = (tuple(typed.column_names), tuple(typed.column_encodings))
-        if key in columns_of:
-            columns = columns_of[key]
-        else:
-            columns = columns_of[key] = _checked_columns(key)
-        column_sizes = _shared(tuple(typed.column_sizes))
-        if columns is None or len(column_sizes) != len(columns):
+        try:
+            columns = _column_set(typed.column_names, typed.column_encodings, where="")
+        except IndexFormatError:
             return None
-        entry = _new(ShardEntry)
-        entry.__dict__.update(
-            format="mds",
-            samples=typed.samples,
-            raw_data=raw_data,
-            zip_data=zip_data,
-            compression=typed.compression,
-            hashes=_shared(tuple(typed.hashes)),
-            size_limit=typed.size_limit,
-            columns=columns,
-            column_sizes=column_sizes,
-            raw_meta=None,
-            zip_meta=None,
-            newline=None,
-            separator=None,
-        )
-        entries.append(entry)
+        column_sizes = _shared(tuple(typed.column_sizes))
+        if len(column_sizes) != len(columns):
+            return None
+        hashes = _shared(tuple(typed.hashes))
+        entries.append(
+            _mds_entry(typed.samples, raw_data, zip_data, typed.compression, hashes,
+                       typed.size_limit, columns, column_sizes)
+        )  # fmt: skip
     return entries
 
 
 def _typed_file(typed: _TypedFile) -> FileInfo | None:
+    """The file if its basename is plain (see ``_PLAIN_PATH``) and its size not negative."""
     basename, size = typed.basename, typed.bytes
-    if (
-        size < 0
-        or _PLAIN_PATH.fullmatch(basename) is None
-        or basename.count("/") >= _MAX_PATH_PARTS
-    ):
+    if size < 0 or not _plain_basename(basename):
         return None
     return _file_info(basename, size, typed.hashes)
-
-
-def _checked_columns(key: tuple[tuple[str, ...], tuple[str, ...]]) -> dict[str, str] | None:
-    """The shared column dict of ``(names, encodings)``, or ``None`` if the checks refuse it."""
-    known = _KNOWN_COLUMNS.get(key)
-    if known is not None:
-        return known
-    try:
-        columns = _check_columns(list(key[0]), list(key[1]), "")
-    except IndexFormatError:
-        return None
-    if len(_KNOWN_COLUMNS) < _KNOWN_LIMIT:
-        _KNOWN_COLUMNS[key] = columns
-    return columns
 
 
 def dump_index(entries: Sequence[ShardEntry]) -> bytes:
@@ -555,7 +544,16 @@ def _optional_file(value: object, where: str) -> FileInfo | None:
 
 
 def _columns(obj: dict[str, Any], where: str) -> dict[str, str]:
-    names, encodings = obj["column_names"], obj["column_encodings"]
+    return _column_set(obj["column_names"], obj["column_encodings"], where)
+
+
+def _column_set(names: Any, encodings: Any, where: str) -> dict[str, str]:
+    """The shared column dict of ``names`` and ``encodings``, each distinct set checked once.
+
+    Raises:
+        IndexFormatError: The names or encodings are not lists of strings of equal length with
+            unique names.
+    """
     try:  # the shards of a dataset share their columns: check each distinct set once
         key = (tuple(names), tuple(encodings))
         known = _KNOWN_COLUMNS.get(key)

@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))  # for tests.integration.seaweedfs, the tests' ser
 
 from tests.integration.seaweedfs import S3Server, run_seaweedfs  # noqa: E402
 
-from benchmarks.report import format_table  # noqa: E402
+from benchmarks.report import format_table, worker_env  # noqa: E402
 from shardstream.storage import S3Store  # noqa: E402
 
 MiB = 1 << 20
@@ -63,7 +63,7 @@ def reference_python() -> str:
 
 def server_environment(server: S3Server) -> dict[str, str]:
     """The environment a user would set: endpoint and credentials, nothing that leaves loopback."""
-    environ = dict(os.environ)
+    environ = worker_env()
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
         environ.pop(name, None)
     environ.update(

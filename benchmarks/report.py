@@ -9,7 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
-__all__ = ["format_table", "machine", "package_versions"]
+__all__ = ["format_table", "machine", "package_versions", "worker_env"]
 
 
 def format_table(rows: list[list[str]]) -> str:
@@ -25,6 +25,20 @@ def format_table(rows: list[list[str]]) -> str:
         if number == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """The environment for a measured worker process: this one's, plus ``extra``.
+
+    ``PYTHONDONTWRITEBYTECODE`` is dropped: the venvs are installed without byte code, so with
+    it set every worker compiles each module it imports, lazily imported ones included (numpy's
+    ``numpy.ma`` and ``numpy.random``, first used inside a timed start-up: tens of milliseconds
+    that measure the compiler). Without it, workers use and write ``.pyc`` files as an ordinary
+    installation does, for every library alike.
+    """
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    env.update(extra)
+    return env
 
 
 def machine() -> dict[str, Any]:

@@ -64,7 +64,7 @@ SEED = 20240601
 LIBS = {"shardstream": "shardstream", "reference": "streaming"}
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for benchmarks.report
-from benchmarks.report import format_table, machine  # noqa: E402
+from benchmarks.report import format_table, machine, worker_env  # noqa: E402
 
 
 def reference_python() -> str:
@@ -96,7 +96,7 @@ def run_worker(
         "--result",
         result_path,
     ]
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    env = worker_env(PYTHONHASHSEED="0")
     load_before = os.getloadavg()
     started = time.perf_counter()
     completed = subprocess.run(

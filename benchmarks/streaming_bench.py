@@ -54,7 +54,7 @@ WORKER_LIB = {"shardstream": "shardstream", "reference": "streaming", "litdata":
 PEERS = ("reference", "litdata")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for benchmarks.report
-from benchmarks.report import format_table, machine  # noqa: E402
+from benchmarks.report import format_table, machine, worker_env  # noqa: E402
 
 
 def reference_python() -> str:
@@ -88,7 +88,7 @@ class Runner:
             elif value is not False and value is not None:
                 command += [flag, str(value)]
         command += ["--result", result_path]
-        env = dict(os.environ, PYTHONHASHSEED="0", TMPDIR=tmpdir)
+        env = worker_env(PYTHONHASHSEED="0", TMPDIR=tmpdir)
         started = time.perf_counter()
         completed = subprocess.run(
             command, env=env, capture_output=True, text=True, timeout=self.timeout, check=False

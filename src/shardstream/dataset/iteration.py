@@ -28,6 +28,7 @@ from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
 from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
 from shardstream.format.parquet_view import RowGroupView
+from shardstream.sampling.distinct import first_occurrences
 
 __all__ = ["SampleReader"]
 
@@ -124,7 +125,7 @@ class SampleReader:
         shards = np.searchsorted(self.shard_starts, batches, side="right") - 1
         local = batches - self.shard_starts[shards]
         flat = shards.reshape(-1)
-        unique, first = np.unique(flat, return_index=True)
+        unique, first = first_occurrences(flat)
         order = np.argsort(first, kind="stable")
         needed, needed_at = unique[order].tolist(), first[order].tolist()
         width = batches.shape[1]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from shardstream.sampling.distinct import distinct
 from shardstream.sampling.mixing import EpochUnits
 from shardstream.sampling.partition import device_offsets, worker_steps
 from shardstream.sampling.sequence import ShuffleConfig, sequence_ids, stream_shuffle
@@ -88,7 +89,7 @@ def stratified_batches(
     starts = np.concatenate([[0], np.cumsum(portions)])
     stream_of_offset = np.searchsorted(starts[1:], offsets, side="right")
     ids = np.empty((len(step_ids), batch_size), np.int64)
-    for stream in np.unique(stream_of_offset).tolist():
+    for stream in distinct(stream_of_offset).tolist():
         columns = stream_of_offset == stream
         positions = step_ids[:, None] * portions[stream] + (offsets[columns] - starts[stream])
         ids[:, columns] = sequence_ids(
@@ -174,7 +175,7 @@ def _chunk_samples(
 ) -> NDArray[np.int64]:
     """Row ``i``: the samples at ``offsets`` of chunk ``chunks[i]`` of stream ``streams[i]``."""
     ids = np.empty((len(chunks), len(offsets)), np.int64)
-    for stream in np.unique(streams).tolist():
+    for stream in distinct(streams).tolist():
         rows = streams == stream
         positions = chunks[rows][:, None] * chunk_size + offsets
         ids[rows] = sequence_ids(

@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
+from shardstream.sampling.distinct import distinct
 from shardstream.sampling.spans import make_rng
 
 __all__ = ["EpochUnits", "StreamWeight", "parse_epoch_size", "resample", "stream_choices"]
@@ -231,7 +232,7 @@ class EpochUnits:
         bases = np.cumsum(self.shard_sizes) - self.shard_sizes
         ids: NDArray[np.int64] = bases[self.shards[unit]] + offset
         picked = self.subset[unit]
-        for index in np.unique(unit[picked]).tolist():  # only the subsets these positions touch
+        for index in distinct(unit[picked]).tolist():  # only the subsets these positions touch
             where = unit == index
             ids[where] = bases[self.shards[index]] + self.subset_offsets(index)[offset[where]]
         return ids

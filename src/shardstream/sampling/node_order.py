@@ -26,6 +26,7 @@ import itertools
 import numpy as np
 from numpy.typing import NDArray
 
+from shardstream.sampling.distinct import distinct, distinct_inverse
 from shardstream.sampling.spans import (
     TAG_BLOCK_SHUFFLE,
     TAG_BLOCKS,
@@ -286,7 +287,7 @@ def _py1e_ids(
         if lo == hi:
             continue
         active = np.flatnonzero(~below & ~above)
-        for group in np.unique(active // spans.group).tolist():
+        for group in distinct(active // spans.group).tolist():
             if group not in shifted.counts:
                 shifted.draw(group)
         # Below the window: spans of undrawn groups whole, and what drawn groups put there.
@@ -321,10 +322,10 @@ def _distinct(
         return positions, None
     cut = int(breaks[0]) + 1
     if len(positions) - cut > len(positions) // 4:  # no long increasing head: sort it all
-        wanted, inverse = np.unique(positions, return_inverse=True)
-        return wanted.astype(np.int64, copy=False), inverse.astype(np.int64, copy=False)
+        wanted, inverse = distinct_inverse(positions)
+        return wanted.astype(np.int64, copy=False), inverse
     head, tail = positions[:cut], positions[cut:]
-    extra = np.unique(tail)
+    extra = distinct(tail)
     found = np.minimum(np.searchsorted(head, extra), cut - 1)
     fresh = extra[head[found] != extra]  # tail values the head lacks
     wanted = np.insert(head, np.searchsorted(head, fresh), fresh)

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shardstream.sampling.distinct import distinct, distinct_inverse, first_occurrences
+
+_ARRAYS = st.lists(st.integers(-(2**62), 2**62), max_size=200).map(
+    lambda values: np.array(values, dtype=np.int64)
+)
+
+
+@given(values=_ARRAYS)
+def test_distinct_is_np_unique(values: np.ndarray) -> None:
+    assert np.array_equal(distinct(values), np.unique(values))
+
+
+@given(values=_ARRAYS, rows=st.integers(1, 4))
+def test_first_occurrences_is_np_unique_with_index(values: np.ndarray, rows: int) -> None:
+    shaped = values[: len(values) // rows * rows].reshape(rows, -1)
+    expected = np.unique(shaped, return_index=True)
+    for got, want in zip(first_occurrences(shaped), expected, strict=True):
+        assert np.array_equal(got, want)
+
+
+@given(values=_ARRAYS)
+def test_distinct_inverse_is_np_unique_with_inverse(values: np.ndarray) -> None:
+    wanted, inverse = distinct_inverse(values)
+    expected, expected_inverse = np.unique(values, return_inverse=True)
+    assert np.array_equal(wanted, expected)
+    assert np.array_equal(inverse, expected_inverse)
+    assert inverse.dtype == np.int64
+
+
+def test_planning_an_epoch_does_not_import_numpy_ma() -> None:
+    # np.unique imports numpy.ma on first use; a plan must not pay that in a start-up.
+    script = (
+        "import sys, numpy as np\n"
+        "from shardstream.sampling import EpochPlan, ShuffleConfig, Topology\n"
+        "plan = EpochPlan.for_worker(np.array([7, 5, 9] * 40 + [3]), topology=Topology(), "
+        "num_canonical_nodes=2, global_batch_size=8, epoch=1, shuffle=ShuffleConfig(True))\n"
+        "assert plan.padding == 5\n"
+        "print('numpy.ma' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

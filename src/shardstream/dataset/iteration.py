@@ -168,8 +168,8 @@ class SampleReader:
 
         The shards of the batch at hand are opened by the thread that fetched them, so that
         the reader thread does not open hundreds of tiny shards one after another (time to
-        first batch: 10,000 shards of 10 samples, 0.54 -> 0.47 s). A shard that vanished or
-        failed its checks is left to the reader thread, which fetches it again and says why.
+        first batch; figures in benchmarks/README.md). A shard that vanished or failed its
+        checks is left to the reader thread, which fetches it again and says why.
         """
         stream = self._stream_of_shard[shard]
         dataset = self.datasets[stream]

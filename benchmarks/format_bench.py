@@ -133,6 +133,12 @@ def compare(ours: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any]:
             ours["read_zero_copy_samples_per_s"]["median"], ref["read_samples_per_s"]["median"]
         ),
     }
+    # No library: copying each payload out of memory into a new bytes object, against the
+    # reference's read. No reader that returns bytes (one copy a value) can pass this ratio.
+    floor = ours.get("copy_floor_samples_per_s")
+    if floor:
+        ratios["copy_floor"] = ratio(floor["best"], ref["read_samples_per_s"]["best"])
+        ratios["copy_floor_median"] = ratio(floor["median"], ref["read_samples_per_s"]["median"])
     ours_shards = {k: v for k, v in ours["files"].items() if k != "index.json"}
     ref_shards = {k: v for k, v in ref["files"].items() if k != "index.json"}
     return {
@@ -160,7 +166,11 @@ def table(results: dict[str, Any]) -> list[list[str]]:
             ("read", "read_samples_per_s", "read_samples_per_s", "samples/s", "{:,.0f}"),
             ("read_zero_copy", "read_zero_copy_samples_per_s", "read_samples_per_s",
              "samples/s", "{:,.0f}"),
+            ("copy_floor", "copy_floor_samples_per_s", "read_samples_per_s",
+             "samples/s", "{:,.0f}"),
         ):  # fmt: skip
+            if not ours.get(key):
+                continue
             for stat in ("best", "median"):
                 ratio_key = metric if stat == "best" else f"{metric}_median"
                 label = f"{metric} {unit} ({stat})"
@@ -304,6 +314,14 @@ def main() -> int:
             f"{comparison['shard_count']['reference']} shards); index.json identical: "
             f"{'yes' if comparison['index_identical'] else 'no'}"
         )
+        if "copy_floor" in comparison["ratios"]:
+            print(
+                f"[{name}] copy floor (no library: each payload copied out of memory into new "
+                f"bytes, same order and checks): "
+                f"{ours['copy_floor_samples_per_s']['best']:,.0f} samples/s; a read that "
+                f"returns bytes can reach at most {comparison['ratios']['copy_floor']:.2f}x "
+                f"the reference here"
+            )
     for key, target in targets.items():
         print(
             f"target {key} >= {target['target']}x: {target['ratio']:.2f}x -> "

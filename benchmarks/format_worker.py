@@ -175,6 +175,30 @@ def time_read(
     return elapsed, cpu, bad
 
 
+def time_copy_floor(
+    payloads: list[bytes], order: list[int], ends: list[tuple[int, Any, Any]]
+) -> float:
+    """No library: copy each payload out of memory into a new ``bytes``, in ``order``.
+
+    The same per-sample checks as ``time_read``. This is the least any reader that returns
+    ``bytes`` (one copy per value) must spend on this machine: it bounds the ratio a copying
+    read can reach against the reference, whatever the reader does besides.
+    """
+    views = [memoryview(payload) for payload in payloads]
+    bad = 0
+    gc.collect()
+    started = time.perf_counter()
+    for index in order:
+        data = bytes(views[index])
+        length, head, tail = ends[index]
+        if len(data) != length or data[:16] != head or data[-16:] != tail:
+            bad += 1
+    elapsed = time.perf_counter() - started
+    if bad:
+        raise SystemExit(f"the copy floor pass returned {bad} wrong copies")
+    return elapsed
+
+
 def read_all(open_dataset: Any, folder: str, order: list[int]) -> list[Any]:
     """Untimed: every sample's data by id, read in ``order``, for the full digest check."""
     dataset = open_dataset(folder)
@@ -273,6 +297,12 @@ def main() -> None:
                 cpus.append(cpu)
             failures += bad
     read_times, read_cpu = timings["read"]
+    copy_floor_times: list[float] = []
+    if args.kind == "bytes":
+        for repeat in range(-1, args.repeats):
+            elapsed = time_copy_floor(payloads, order, ends)
+            if repeat >= 0:
+                copy_floor_times.append(elapsed)
 
     files = file_digests(folder)
     if not args.keep:
@@ -311,6 +341,12 @@ def main() -> None:
         else {
             "best": args.samples / min(timings["read_zero_copy"][0]),
             "median": args.samples / statistics.median(timings["read_zero_copy"][0]),
+        },
+        "copy_floor_samples_per_s": None
+        if not copy_floor_times
+        else {
+            "best": args.samples / min(copy_floor_times),
+            "median": args.samples / statistics.median(copy_floor_times),
         },
         "checks": {
             "sample_failures": failures,

@@ -52,5 +52,10 @@ def test_quick_benchmark_runs_and_checks_pass(tmp_path: Path) -> None:
         assert comparison["checks_passed"] is True
         assert isinstance(comparison["shards_identical"], bool)
         assert {"read", "write", "read_median", "write_median"} <= set(comparison["ratios"])
+        # The copy floor (no library, the bound on a read that returns copies) is measured for
+        # bytes payloads and compared with the reference.
+        floor = workload["shardstream"]["copy_floor_samples_per_s"]
+        assert floor["best"] > 0
+        assert comparison["ratios"]["copy_floor"] > 0
         for metric in ("read", "write"):
             assert isinstance(report["targets"][f"{name}/{metric}"]["met"], bool)

@@ -122,12 +122,21 @@ class ColumnBatch:
 
 
 def _stacked(column: list[Any]) -> Any:
-    """A column of read-only arrays of one shape (views of a shard) as one writable array.
+    """A column as the array ``default_collate`` turns into the same tensor fastest.
 
-    Collating the column or the array gives the same tensor; torch warns about each read-only
-    array it turns into a tensor, and a stacked copy is not read-only.
+    Python ints become an int64 array and floats a float64 array: the dtypes
+    ``default_collate`` gives their lists, which it builds element by element (~40 us for 256
+    ints, against ~10 us through numpy). Read-only arrays of one shape (views of a shard) are
+    stacked into one writable array: torch warns about each read-only array it turns into a
+    tensor, and a stacked copy is not read-only. Anything else is left as it is.
     """
     first = column[0] if column else None
+    dtype = _SCALARS.get(type(first))
+    if dtype is not None and set(map(type, column)) == {type(first)}:
+        try:
+            return np.array(column, dtype=dtype)
+        except OverflowError:  # beyond int64: collated as a list, which says so itself
+            return column
     if (
         isinstance(first, np.ndarray)
         and all(type(value) is np.ndarray and value.shape == first.shape for value in column)
@@ -158,3 +167,4 @@ def for_transfer(batch: ColumnBatch, threshold: int = PACK_THRESHOLD) -> ColumnB
 
 
 _BUFFERS = (bytes, memoryview)
+_SCALARS: dict[type, type] = {int: np.int64, float: np.float64}

@@ -11,6 +11,7 @@ dict per sample.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import operator
 from collections import OrderedDict
@@ -246,22 +247,25 @@ def _decode_columns(
     if len(views) == 1:
         view = next(iter(views.values()))
         return ColumnBatch(_names(view), list(_many(view, raw_views)(local)))
-    groups: dict[int, list[int]] = {shard: [] for shard in views}
-    positions: dict[int, list[int]] = {shard: [] for shard in views}
-    for position, (shard, index) in enumerate(zip(shards, local, strict=True)):
-        groups[shard].append(index)
-        positions[shard].append(position)
-    parts = [_many(views[shard], raw_views)(indices) for shard, indices in groups.items()]
-    names = _names(next(iter(views.values())))
-    placed = [p for shard in groups for p in positions[shard]]  # decoded order -> batch slot
-    back = np.empty(len(placed), np.int64)
-    back[placed] = np.arange(len(placed))
+    # Group the batch's positions by shard (numpy, no Python step per sample), decode each
+    # shard's samples in one call, then put the values back into batch order.
+    by_shard = np.asarray(shards, dtype=np.int64)
+    order = np.argsort(by_shard, kind="stable")
+    grouped = by_shard[order]
+    indices = np.asarray(local, dtype=np.int64)[order]
+    cuts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(shards)]
+    parts = [
+        _many(views[int(grouped[begin])], raw_views)(indices[begin:end].tolist())
+        for begin, end in itertools.pairwise(cuts)
+    ]
+    back = np.empty(len(shards), np.int64)  # batch slot -> position among the decoded values
+    back[order] = np.arange(len(shards))
     pick = operator.itemgetter(*back.tolist())
+    names = _names(next(iter(views.values())))
     columns: list[list[Any] | PackedBytes] = []
     for column in range(len(names)):
-        decoded = [value for part in parts for value in part[column]]
-        picked = pick(decoded)
-        columns.append(list(picked) if len(placed) > 1 else [picked])
+        decoded = list(itertools.chain.from_iterable(part[column] for part in parts))
+        columns.append(list(pick(decoded)))  # two or more shards: two or more values
     return ColumnBatch(names, columns)
 
 

@@ -67,7 +67,11 @@ class ColumnsDecoder:
         """
         octets = np.frombuffer(view, np.uint8)
         raw_source = view if self.zero_copy else buffer
-        header = np.arange(4 * self._variable, dtype=np.int64)
+        # Windows of ``w`` bytes starting at every offset (no copy): rows picked by position
+        # gather each sample's size header and fixed-size values with one index per sample.
+        widths = {4 * self._variable} | {fixed for _, fixed, _ in self._columns if fixed}
+        windows = {width: _windows(octets, width) for width in widths if width}
+        header = windows.get(4 * self._variable)
         columns = self._columns
         variable = self._variable
         names = self._names
@@ -82,7 +86,8 @@ class ColumnsDecoder:
             try:
                 sizes: NDArray[Any] | None = None
                 if variable:
-                    sizes = octets[begins[:, None] + header].view("<u4").astype(np.int64)
+                    assert header is not None
+                    sizes = header[begins].view("<u4").astype(np.int64)
                 position = begins + 4 * variable
                 decoded: list[list[Any]] = []
                 seen = 0
@@ -109,17 +114,24 @@ class ColumnsDecoder:
                         )
                     else:
                         assert fixed is not None
-                        values = octets[position[:, None] + np.arange(fixed)].view(extra)
-                        flat = values.reshape(-1)
+                        flat = windows[fixed][position].view(extra).reshape(-1)
                         decoded.append(flat.tolist() if kind == _PYTHON_SCALAR else list(flat))
                     position = stop
-                if bool(np.any(position != ends)):
+                if (position != ends).any():
                     raise ShardFormatError("a sample's columns do not add up to its length")
             except (*DECODE_ERRORS, IndexError):
                 return _one_by_one(fallback, indices, len(columns))
             return decoded
 
         return get_many
+
+
+def _windows(octets: NDArray[np.uint8], width: int) -> NDArray[np.uint8]:
+    """Row ``k`` is ``octets[k : k + width]``: a read-only view, nothing copied."""
+    rows = max(len(octets) - width + 1, 0)
+    return np.lib.stride_tricks.as_strided(
+        octets, shape=(rows, width), strides=(1, 1), writeable=False
+    )
 
 
 def _kind(encoding: Encoding, fixed: int | None) -> tuple[int, int | None, Any]:

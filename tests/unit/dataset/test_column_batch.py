@@ -72,7 +72,10 @@ def test_a_packed_batch_crosses_to_another_process_as_a_descriptor():
     child.join(60)
     assert child.exitcode == 0
     assert names == ["x", "label"]
-    assert columns == {"x": data, "label": list(range(64))}
+    assert columns["x"] == data
+    # A column of ints reaches collate as an int64 array (the dtype default_collate gives them).
+    assert columns["label"].dtype == np.int64
+    assert columns["label"].tolist() == list(range(64))
 
 
 def test_small_or_short_values_stay_lists_and_views_become_bytes():
@@ -105,3 +108,40 @@ def test_read_only_arrays_collate_without_a_warning_into_the_same_tensor():
     collated = ColumnBatch(["x", "n"], [column, [1, 2]]).collate(default_collate)  # no warning
     assert collated["x"].tolist() == [a.tolist() for a in column]
     assert collated["n"].tolist() == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        [1, 2, 3],
+        [-(2**63), 2**63 - 1],
+        [1.5, float("nan"), -0.0, 1e308],
+        [1, 2.0],  # mixed: collated as a list (float32, as default_collate makes it)
+        [1.0, 2],
+        [True, False],
+        [np.int64(3), np.int64(4)],
+        ["a", "b"],
+    ],
+)
+def test_scalar_columns_collate_into_what_default_collate_makes_of_the_list(column):
+    import torch
+    from torch.utils.data import default_collate
+
+    ours = ColumnBatch(["n"], [list(column)]).collate(default_collate)["n"]
+    theirs = default_collate(list(column))
+    if isinstance(theirs, torch.Tensor):
+        assert ours.dtype == theirs.dtype
+        assert torch.equal(ours.nan_to_num(), theirs.nan_to_num())
+        assert torch.equal(ours.signbit(), theirs.signbit())
+    else:
+        assert ours == theirs
+
+
+def test_an_int_column_beyond_int64_fails_as_default_collate_fails():
+    from torch.utils.data import default_collate
+
+    column = [1, 2**63]
+    with pytest.raises((OverflowError, ValueError, RuntimeError)) as theirs:
+        default_collate(list(column))
+    with pytest.raises(type(theirs.value)):
+        ColumnBatch(["n"], [column]).collate(default_collate)

@@ -212,6 +212,11 @@ def run_ttfb(
     shards = written["files"] - 1
     print(f"  {shards:,} shards written in {written['write_seconds']:.1f} s", flush=True)
     results: dict[str, Any] = {"params": params, "shards": shards, "write": written, "runs": {}}
+    # Caches are deleted once every run is over. On an ext4 without a journal (this project's
+    # machines), creating a file within ~30 s of deleting many costs 200-300 us instead of 15
+    # (the allocator skips each recently deleted inode): deleting one library's 10,000-file
+    # cache before the other's cold runs would time the file system, not the libraries.
+    kept: list[str] = []
     for count in workers:
         setting: dict[str, Any] = {}
         for lib in [lib for lib in ("reference", "shardstream") if lib in libs]:
@@ -229,8 +234,7 @@ def run_ttfb(
                     batch_size=BATCH_SIZE)
                 for _ in range(repeats)
             ]  # fmt: skip
-            for cache in caches:
-                shutil.rmtree(cache, ignore_errors=True)
+            kept.extend(caches)  # deleted at the end, not between timed runs (see below)
             setting[lib] = {
                 "cold_seconds": summary([r["ttfb_seconds"] for r in cold]),
                 "warm_seconds": summary([r["ttfb_seconds"] for r in warm]),
@@ -260,7 +264,8 @@ def run_ttfb(
                 for stat, suffix in (("best", ""), ("median", "_median"))
             }
         results["runs"][f"workers={count}"] = setting
-    shutil.rmtree(data, ignore_errors=True)
+    for folder in [*kept, data]:
+        shutil.rmtree(folder, ignore_errors=True)
     return results
 
 

@@ -259,7 +259,15 @@ def collate_bytes(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def version_of(lib: str) -> str:
+    """The library's version; imports it whole, so that no timed region pays for an import.
+
+    ``import streaming`` and ``import litdata`` load their datasets and loaders at once;
+    shardstream loads ``StreamingDataset`` and ``StreamingDataLoader`` on first access (to
+    keep ``import shardstream`` light), so they are loaded here, outside the timings.
+    """
     module = importlib.import_module("shardstream" if lib == "shardstream" else lib)
+    if lib == "shardstream":
+        _ = module.StreamingDataset, module.StreamingDataLoader
     return str(module.__version__)
 
 

@@ -30,7 +30,7 @@ from shardstream import config
 from shardstream._torch import require_torch, worker_info
 from shardstream.cache import STATE_FOLDER, CacheStream, EpochStart, RunState, ShardCache
 from shardstream.dataset.column_batch import ColumnBatch, for_transfer
-from shardstream.dataset.iteration import SampleReader
+from shardstream.dataset.iteration import SampleReader, fetch_threads
 from shardstream.dataset.stream import ResolvedStream, Stream
 from shardstream.dataset.stream_data import StreamData, open_stream_data
 from shardstream.dataset.stream_data import cache_stream as _cache_stream
@@ -433,7 +433,9 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             prepared.shard_starts,
             prepared.stream_first_shard.tolist(),
             prepared.cache,
-            threads=min(4, self.download_concurrency),
+            threads=fetch_threads(
+                [stream.store for stream in prepared.cache.streams], self.download_concurrency
+            ),
             # Unmapping is what frees an evicted shard's disk space: under a cache limit, keep
             # at most a quarter of it mapped.
             open_bytes=min(2 << 30, (self.cache_limit or 2 << 32) // 4),

@@ -65,16 +65,20 @@ class ColumnsDecoder:
             small: A per-sample getter returning what this decoder returns (``bytes`` columns
                 copied or not alike), used for at most :data:`SMALL_BATCH` samples.
         """
-        octets = np.frombuffer(view, np.uint8)
         raw_source = view if self.zero_copy else buffer
         # Windows of ``w`` bytes starting at every offset (no copy): rows picked by position
         # gather each sample's size header and fixed-size values with one index per sample.
-        widths = {4 * self._variable} | {fixed for _, fixed, _ in self._columns if fixed}
-        windows = {width: _windows(octets, width) for width in widths if width}
-        header = windows.get(4 * self._variable)
+        # Made on first use: a shard read in small batches never needs them.
+        windows: dict[int, NDArray[np.uint8]] = {}
         columns = self._columns
         variable = self._variable
         names = self._names
+
+        def window(width: int) -> NDArray[np.uint8]:
+            rows = windows.get(width)
+            if rows is None:
+                rows = windows[width] = _windows(np.frombuffer(view, np.uint8), width)
+            return rows
 
         def get_many(indices: Sequence[int]) -> list[list[Any]]:
             if small is not None and len(indices) <= SMALL_BATCH:
@@ -86,8 +90,7 @@ class ColumnsDecoder:
             try:
                 sizes: NDArray[Any] | None = None
                 if variable:
-                    assert header is not None
-                    sizes = header[begins].view("<u4").astype(np.int64)
+                    sizes = window(4 * variable)[begins].view("<u4").astype(np.int64)
                 position = begins + 4 * variable
                 decoded: list[list[Any]] = []
                 seen = 0
@@ -114,7 +117,7 @@ class ColumnsDecoder:
                         )
                     else:
                         assert fixed is not None
-                        flat = windows[fixed][position].view(extra).reshape(-1)
+                        flat = window(fixed)[position].view(extra).reshape(-1)
                         decoded.append(flat.tolist() if kind == _PYTHON_SCALAR else list(flat))
                     position = stop
                 if (position != ends).any():
@@ -127,8 +130,15 @@ class ColumnsDecoder:
 
 
 def _windows(octets: NDArray[np.uint8], width: int) -> NDArray[np.uint8]:
-    """Row ``k`` is ``octets[k : k + width]``: a read-only view, nothing copied."""
-    rows = max(len(octets) - width + 1, 0)
+    """Row ``k`` is ``octets[k : k + width]``: a read-only view, nothing copied.
+
+    Raises:
+        IndexError: ``width`` is wider than the shard (a corrupt column size): no sample can
+            hold such a value, and the caller falls back to the per-sample path, which says so.
+    """
+    if width > len(octets):
+        raise IndexError(f"a {width}-byte value cannot fit a {len(octets)}-byte shard")
+    rows = len(octets) - width + 1
     return np.lib.stride_tricks.as_strided(
         octets, shape=(rows, width), strides=(1, 1), writeable=False
     )

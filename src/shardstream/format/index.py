@@ -18,6 +18,14 @@ from typing import Any
 import msgspec
 
 from shardstream.errors import IndexFormatError, UnsafePathError
+from shardstream.format.index_values import (
+    column_set,
+    is_int,
+    is_utf8,
+    known_columns,
+    optional_str,
+    shared,
+)
 
 __all__ = [
     "INDEX_BASENAME",
@@ -58,7 +66,7 @@ def safe_basename(basename: object, *, where: str) -> str:
     """
     if not isinstance(basename, str) or not basename:
         raise IndexFormatError(f"{where}: basename must be a non-empty string, got {basename!r}")
-    if not _is_utf8(basename):
+    if not is_utf8(basename):
         raise IndexFormatError(f"{where}: basename {basename!r} is not valid Unicode")
     parts = basename.split("/")
     if (
@@ -100,7 +108,7 @@ class FileInfo:
                 f"{where}: expected an object with exactly basename, bytes and hashes, got {obj!r}"
             )
         size, hashes = obj["bytes"], obj["hashes"]
-        if not _is_int(size) or size < 0:
+        if not is_int(size) or size < 0:
             raise IndexFormatError(f"{where}: bytes must be a non-negative integer, got {size!r}")
         if not isinstance(hashes, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()
@@ -177,7 +185,7 @@ class ShardEntry:
         if obj["version"] != INDEX_VERSION:
             raise IndexFormatError(f"{where}: shard version must be 2, got {obj['version']!r}")
         samples = obj["samples"]
-        if not _is_int(samples) or samples < 0:
+        if not is_int(samples) or samples < 0:
             raise IndexFormatError(
                 f"{where}: samples must be a non-negative integer, got {samples!r}"
             )
@@ -185,9 +193,9 @@ class ShardEntry:
             raise IndexFormatError(
                 f"{where}: samples is {samples}, but a shard stores its count as uint32"
             )
-        compression = _optional_str(obj["compression"], f"{where}: compression")
+        compression = optional_str(obj["compression"], f"{where}: compression")
         size_limit = obj["size_limit"]
-        if size_limit is not None and not _is_int(size_limit):
+        if size_limit is not None and not is_int(size_limit):
             raise IndexFormatError(
                 f"{where}: size_limit must be an integer or null, got {size_limit!r}"
             )
@@ -214,7 +222,7 @@ class ShardEntry:
             if (
                 not isinstance(sizes, list)
                 or len(sizes) != len(columns)
-                or not all(s is None or (_is_int(s) and s >= 0) for s in sizes)
+                or not all(s is None or (is_int(s) and s >= 0) for s in sizes)
             ):
                 raise IndexFormatError(
                     f"{where}: column_sizes must hold one size or null per column of "
@@ -224,9 +232,9 @@ class ShardEntry:
         else:
             fields["raw_meta"] = FileInfo.from_json(obj["raw_meta"], where=f"{where}: raw_meta")
             fields["zip_meta"] = _optional_file(obj["zip_meta"], f"{where}: zip_meta")
-            fields["newline"] = _optional_str(obj["newline"], f"{where}: newline") or "\n"
+            fields["newline"] = optional_str(obj["newline"], f"{where}: newline") or "\n"
             if fmt != "json":
-                fields["separator"] = {"csv": ",", "tsv": "\t"}.get(fmt) or _optional_str(
+                fields["separator"] = {"csv": ",", "tsv": "\t"}.get(fmt) or optional_str(
                     obj.get("separator"), f"{where}: separator"
                 )
                 if not fields["separator"]:
@@ -307,17 +315,6 @@ _FILE_KEYS = frozenset({"basename", "bytes", "hashes"})
 # A relative path of plain components: letters, digits, '_', '-' and '.', never starting with
 # '.', so never '.', '..' or empty; posixpath.normpath leaves it as it is.
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*")
-_SHARED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-
-
-def _shared(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """One tuple for equal tuples (hash names, column sizes repeat in every entry)."""
-    known = _SHARED.get(values)
-    if known is None:
-        if len(_SHARED) < _KNOWN_LIMIT:
-            _SHARED[values] = values
-        return values
-    return known
 
 
 # The quick path builds its frozen objects by filling their __dict__, as copy and pickle do:
@@ -385,15 +382,12 @@ def _plain_mds_entry(obj: object) -> ShardEntry | None:
     for size in sizes:
         if size is not None and (type(size) is not int or size < 0):
             return None
-    hash_names = _shared(tuple(hashes))
-    column_sizes = _shared(tuple(sizes))
+    hash_names = shared(tuple(hashes))
+    column_sizes = shared(tuple(sizes))
     names, encodings = obj["column_names"], obj["column_encodings"]
     if type(names) is not list or type(encodings) is not list:
         return None
-    try:
-        columns = _KNOWN_COLUMNS.get((tuple(names), tuple(encodings)))
-    except TypeError:
-        return None
+    columns = known_columns(names, encodings)
     if columns is None or len(column_sizes) != len(columns):
         return None  # a column set seen for the first time takes the full checks once
     return _mds_entry(
@@ -469,50 +463,84 @@ _TYPED_DECODER = msgspec.json.Decoder(_TypedIndex)
 
 
 def _typed_index(data: bytes | str) -> list[ShardEntry] | None:
-    """The entries of a version-2 index of plain MDS entries, or ``None`` for any other text."""
+    """The entries of a version-2 index of plain MDS entries, or ``None`` for any other text.
+
+    What every entry must satisfy is checked over all entries at once (a comprehension or one
+    regular expression each, not a dozen Python steps per entry); column sets, column sizes
+    and hash lists, which repeat from entry to entry, are checked when they change.
+    """
     try:
         index = _TYPED_DECODER.decode(data)
     except (msgspec.DecodeError, ValueError, RecursionError):  # bad UTF-8 is a ValueError
         return None
+    shards = index.shards
     if index.version != INDEX_VERSION:
         return None
+    if not shards:
+        return []
+    zipped = [typed.zip_data for typed in shards if typed.zip_data is not None]
+    samples = [typed.samples for typed in shards]
+    if (
+        {typed.format for typed in shards} != {"mds"}
+        or {typed.version for typed in shards} != {INDEX_VERSION}
+        or min(samples) < 0
+        or max(samples) >= _UINT32_LIMIT
+        or any((typed.compression is None) != (typed.zip_data is None) for typed in shards)
+        or not _plain_files([typed.raw_data for typed in shards])
+        or not _plain_files(zipped)
+    ):
+        return None
     entries = []
-    for typed in index.shards:
-        raw_data = _typed_file(typed.raw_data)
-        zip_data = None if typed.zip_data is None else _typed_file(typed.zip_data)
-        if (
-            typed.format != "mds"
-            or typed.version != INDEX_VERSION
-            or not 0 <= typed.samples < _UINT32_LIMIT
-            or raw_data is None
-            or (typed.zip_data is not None and zip_data is None)
-            or (typed.compression is None) != (zip_data is None)
-        ):
-            return None
-        for size in typed.column_sizes:
-            if size is not None and size < 0:
+    last_names: list[str] | None = None
+    last_encodings: list[str] | None = None
+    last_sizes: list[int | None] | None = None
+    last_hashes: list[str] | None = None
+    columns: dict[str, str] = {}
+    column_sizes: tuple[int | None, ...] = ()
+    hashes: tuple[str, ...] = ()
+    for typed in shards:
+        changed = False
+        if typed.column_names != last_names or typed.column_encodings != last_encodings:
+            try:
+                columns = column_set(typed.column_names, typed.column_encodings, where="")
+            except IndexFormatError:
                 return None
-        try:
-            columns = _column_set(typed.column_names, typed.column_encodings, where="")
-        except IndexFormatError:
+            last_names, last_encodings, changed = typed.column_names, typed.column_encodings, True
+        if typed.column_sizes != last_sizes:
+            if any(size is not None and size < 0 for size in typed.column_sizes):
+                return None
+            column_sizes = shared(tuple(typed.column_sizes))
+            last_sizes, changed = typed.column_sizes, True
+        if changed and len(column_sizes) != len(columns):
             return None
-        column_sizes = _shared(tuple(typed.column_sizes))
-        if len(column_sizes) != len(columns):
-            return None
-        hashes = _shared(tuple(typed.hashes))
+        if typed.hashes != last_hashes:
+            hashes = shared(tuple(typed.hashes))
+            last_hashes = typed.hashes
+        raw, packed = typed.raw_data, typed.zip_data
         entries.append(
-            _mds_entry(typed.samples, raw_data, zip_data, typed.compression, hashes,
-                       typed.size_limit, columns, column_sizes)
+            _mds_entry(typed.samples, _file_info(raw.basename, raw.bytes, raw.hashes),
+                       None if packed is None else
+                       _file_info(packed.basename, packed.bytes, packed.hashes),
+                       typed.compression, hashes, typed.size_limit, columns, column_sizes)
         )  # fmt: skip
     return entries
 
 
-def _typed_file(typed: _TypedFile) -> FileInfo | None:
-    """The file if its basename is plain (see ``_PLAIN_PATH``) and its size not negative."""
-    basename, size = typed.basename, typed.bytes
-    if size < 0 or not _plain_basename(basename):
-        return None
-    return _file_info(basename, size, typed.hashes)
+# Plain basenames, one a line: one match checks every basename of an index.
+_PLAIN_LINES = re.compile(f"{_PLAIN_PATH.pattern}(?:\n{_PLAIN_PATH.pattern})*")
+
+
+def _plain_files(files: list[_TypedFile]) -> bool:
+    """Whether every file's basename is plain (see ``_PLAIN_PATH``) and no size negative."""
+    if not files:
+        return True
+    if min(typed.bytes for typed in files) < 0:
+        return False
+    names = [typed.basename for typed in files]
+    joined = "\n".join(names)
+    if joined.count("\n") != len(names) - 1 or _PLAIN_LINES.fullmatch(joined) is None:
+        return False  # a basename with a newline of its own, or one that is not plain
+    return "/" not in joined or all(name.count("/") < _MAX_PATH_PARTS for name in names)
 
 
 def dump_index(entries: Sequence[ShardEntry]) -> bytes:
@@ -521,68 +549,9 @@ def dump_index(entries: Sequence[ShardEntry]) -> bytes:
     return json.dumps(obj, sort_keys=True).encode("utf-8")
 
 
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: no file can have this name
-        return False
-    return True
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _optional_str(value: object, where: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise IndexFormatError(f"{where} must be a string or null, got {value!r}")
-    return value
-
-
 def _optional_file(value: object, where: str) -> FileInfo | None:
     return None if value is None else FileInfo.from_json(value, where=where)
 
 
 def _columns(obj: dict[str, Any], where: str) -> dict[str, str]:
-    return _column_set(obj["column_names"], obj["column_encodings"], where)
-
-
-def _column_set(names: Any, encodings: Any, where: str) -> dict[str, str]:
-    """The shared column dict of ``names`` and ``encodings``, each distinct set checked once.
-
-    Raises:
-        IndexFormatError: The names or encodings are not lists of strings of equal length with
-            unique names.
-    """
-    try:  # the shards of a dataset share their columns: check each distinct set once
-        key = (tuple(names), tuple(encodings))
-        known = _KNOWN_COLUMNS.get(key)
-    except TypeError:  # unhashable parts: the checks below say what is wrong
-        key, known = None, None
-    if known is not None:
-        return known
-    columns = _check_columns(names, encodings, where)
-    if key is not None and len(_KNOWN_COLUMNS) < _KNOWN_LIMIT:
-        _KNOWN_COLUMNS[key] = columns
-    return columns
-
-
-# Column sets already checked, each one dict shared by the entries that have it (entries are
-# frozen: nobody changes it).
-_KNOWN_COLUMNS: dict[tuple[tuple[Any, ...], tuple[Any, ...]], dict[str, str]] = {}
-_KNOWN_LIMIT = 1024
-
-
-def _check_columns(names: Any, encodings: Any, where: str) -> dict[str, str]:
-    if (
-        not isinstance(names, list)
-        or not isinstance(encodings, list)
-        or len(names) != len(encodings)
-        or not all(isinstance(x, str) for x in names + encodings)
-        or len(set(names)) != len(names)
-    ):
-        raise IndexFormatError(
-            f"{where}: column_names and column_encodings must be lists of strings of equal "
-            f"length with unique names, got {names!r} and {encodings!r}"
-        )
-    return dict(zip(names, encodings, strict=True))
+    return column_set(obj["column_names"], obj["column_encodings"], where)

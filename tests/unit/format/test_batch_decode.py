@@ -106,3 +106,14 @@ def test_indices_out_of_range_raise_index_error():
     view = build_view({"a": "int"}, [{"a": 5}])
     with pytest.raises(IndexError):
         view.get_many([1])
+
+
+def test_a_column_wider_than_the_shard_is_a_shard_error_not_an_overflow():
+    # A corrupt index can declare a fixed size beyond any shard (found by the reader fuzzer:
+    # 'ndarray:uint8:4294967296,4294967296'); the batch decoder must fall back to the
+    # per-sample getter, which reports it, instead of building a window that wide.
+    view = build_view({"c0": "uint8"}, [{"c0": k} for k in range(20)])
+    wide = MDSSchema({"c0": "ndarray:uint8:4294967296,4294967296"}, sort=False)
+    corrupt = MDSShardView(bytes(view._view), wide, 20, source="bad.mds")
+    with pytest.raises(ShardFormatError, match=r"bad\.mds"):
+        corrupt.get_many(list(range(20)))  # more than SMALL_BATCH: the windowed path

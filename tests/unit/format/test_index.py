@@ -481,6 +481,51 @@ def test_the_typed_path_accepts_only_what_the_json_path_accepts(data: bytes, at:
         assert typed == full
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    at=st.integers(0, 3),
+    path=st.sampled_from(_PATHS),
+    value=_JSON_VALUES,
+    drop=st.booleans(),
+    compressed=st.lists(st.booleans(), min_size=4, max_size=4),
+)
+def test_the_typed_path_checks_every_entry_not_only_the_first(
+    at: int, path: list[str], value: Any, drop: bool, compressed: list[bool]
+):
+    # The typed path checks some fields over all entries at once and others only when they
+    # change from one entry to the next: a fault in any entry must still be caught.
+    entries = [mds_entry() if z else mds_entry(compression=None, zip_data=None) for z in compressed]
+    entries[at] = _mutate(entries[at], path, value, drop)
+    text = json.dumps({"shards": entries, "version": 2})
+    typed = _typed_index(text)
+    try:
+        full: list[ShardEntry] | None = _json_index(text, SOURCE)
+    except IndexFormatError:
+        full = None
+    if typed is not None:
+        assert typed == full, entries[at]
+
+
+@pytest.mark.parametrize("name", ["a\nb.mds", "shard.00000.mds\n", "\nshard.mds"])
+def test_a_basename_with_a_newline_is_not_taken_for_two(name: str):
+    # The typed path checks every basename with one match over them joined by newlines: a
+    # newline inside one makes it give up, and the JSON path keeps the name whole.
+    entries = [mds_entry(compression=None, zip_data=None) for _ in range(3)]
+    entries[1]["raw_data"]["basename"] = name
+    text = json.dumps({"shards": entries, "version": 2})
+    assert _typed_index(text) is None
+    assert parse_index(text, source=SOURCE)[1].raw_data.basename == name
+
+
+def test_an_empty_basename_is_refused_by_both_paths():
+    entries = [mds_entry(compression=None, zip_data=None) for _ in range(3)]
+    entries[2]["raw_data"]["basename"] = ""
+    text = json.dumps({"shards": entries, "version": 2})
+    assert _typed_index(text) is None
+    with pytest.raises(IndexFormatError):
+        parse_index(text, source=SOURCE)
+
+
 def test_the_typed_path_takes_a_plain_index_and_gives_up_on_others():
     plain = index_text(mds_entry(), mds_entry(compression=None, zip_data=None))
     typed = _typed_index(plain)

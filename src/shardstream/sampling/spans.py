@@ -18,6 +18,10 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
+
+# Imported with the package, not inside the first epoch plan of a process (numpy 2 loads
+# numpy.random on first access: about 5 ms, which a resumed run would wait for).
+from numpy.random import PCG64, Generator, SeedSequence, default_rng
 from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
@@ -61,13 +65,13 @@ WORD = 1 << 64
 SPAN_ALGORITHMS = ("py1b", "py1br", "py1e", "py1s", "py2s")
 
 
-def make_rng(*words: int) -> np.random.Generator:
+def make_rng(*words: int) -> Generator:
     """A generator seeded by ``SeedSequence(words)``, each word taken as one unsigned 64-bit int.
 
     Fixed-width words keep tuples unambiguous: Python ints of different sizes would otherwise
     be split into a varying number of 32-bit words, so ``(2**32, 1)`` could meet ``(0, 1, 1)``.
     """
-    return np.random.default_rng(np.random.SeedSequence(np.array(words, dtype=np.uint64)))
+    return default_rng(SeedSequence(np.array(words, dtype=np.uint64)))
 
 
 class Substreams:
@@ -83,12 +87,12 @@ class Substreams:
     STRIDE = 1 << 40
 
     def __init__(self, *words: int) -> None:
-        entropy = np.random.SeedSequence(np.array(words, dtype=np.uint64))
-        self._bits = np.random.PCG64(entropy)
+        entropy = SeedSequence(np.array(words, dtype=np.uint64))
+        self._bits = PCG64(entropy)
         self._start = self._bits.state
-        self._generator = np.random.Generator(self._bits)
+        self._generator = Generator(self._bits)
 
-    def __getitem__(self, index: int) -> np.random.Generator:
+    def __getitem__(self, index: int) -> Generator:
         """The generator of item ``index``, valid until the next lookup (it is reused)."""
         self._bits.state = self._start
         self._bits.advance(index * self.STRIDE)

@@ -481,7 +481,7 @@ def main() -> int:
         for part in ("epoch", "ttfb", "resume", "s3_cold")
         for setting in settings(report, part)
         for lib in libs
-        if lib in setting
+        if lib in setting and "failed" not in setting[lib]  # a peer's crash: reported below
     ]
     report["checks_passed"] = bool(checks) and all(checks)
 
@@ -529,12 +529,20 @@ def main() -> int:
         for name, workload in report["s3_cold"].items():
             for key, setting in workload["runs"].items():
                 rates = [setting.get(lib, {}).get("cold_samples_per_s") for lib in LIBS[:2]]
-                cells = [_num(r, "{:,.0f}") for r in rates]
+                cells = [
+                    "FAILED" if "failed" in setting.get(lib, {}) else _num(rate, "{:,.0f}")
+                    for lib, rate in zip(LIBS[:2], rates, strict=True)
+                ]
                 cells.append(_num(ratio(rates[0], rates[1]), "{:.2f}x"))
                 rows.append([name, key.split("=")[1], *cells])
         tables["s3_cold"] = rows
         print("\ncold epoch from S3 (SeaweedFS on 127.0.0.1, empty cache): samples/s")
         print(format_table(rows))
+        for name, workload in report["s3_cold"].items():
+            for key, setting in workload["runs"].items():
+                for lib, side in setting.items():
+                    if "failed" in side:
+                        print(f"{lib} failed on {name}, {key}: {side['failed']}")
     report["tables"] = tables
     print(f"\ncorrectness: {'PASS' if report['checks_passed'] else 'FAIL'} (every run)")
     out = Path(args.out)

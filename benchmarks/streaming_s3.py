@@ -65,11 +65,20 @@ def run_s3_cold(
                     setting: dict[str, Any] = {}
                     for lib in [lib for lib in ("reference", "shardstream") if lib in libs]:
                         cache = run.fresh(f"s3-{name}-{lib}-cache")
-                        result = run(
-                            lib, "epoch", params, data=remote, cache=cache, workers=count,
-                            epochs=1, **epoch_options,
-                        )  # fmt: skip
-                        shutil.rmtree(cache, ignore_errors=True)
+                        try:
+                            result = run(
+                                lib, "epoch", params, data=remote, cache=cache, workers=count,
+                                epochs=1, **epoch_options,
+                            )  # fmt: skip
+                        except RuntimeError as exc:
+                            if lib == "shardstream":  # our failure ends the benchmark
+                                raise
+                            # A peer that crashes is a finding, not a reason to lose the run.
+                            setting[lib] = {"failed": _last_error(str(exc))}
+                            report(f"  workers={count} {lib}: FAILED: {setting[lib]['failed']}")
+                            continue
+                        finally:
+                            shutil.rmtree(cache, ignore_errors=True)
                         first = result["first_epoch"]
                         setting[lib] = {
                             "cold_samples_per_s": first["samples_per_s"],
@@ -89,3 +98,10 @@ def run_s3_cold(
         os.environ.update(saved)
         shutil.rmtree(root, ignore_errors=True)
     return results
+
+
+def _last_error(text: str) -> str:
+    """The last line of a worker's output that names an exception (else its last line)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    return (errors or lines or ["(no output)"])[-1][:300]

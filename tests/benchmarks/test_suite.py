@@ -93,7 +93,11 @@ def _streaming() -> dict[str, Any]:
                     "workers=0": {  # 500 / 100 = 5x >= 2, met
                         "shardstream": {"cold_samples_per_s": 500.0, "checks_passed": True},
                         "reference": {"cold_samples_per_s": 100.0, "checks_passed": True},
-                    }
+                    },
+                    "workers=2": {  # the peer crashed: no ratio, a note, our checks stand
+                        "shardstream": {"cold_samples_per_s": 400.0, "checks_passed": True},
+                        "reference": {"failed": "IndexError: index 0 is out of bounds"},
+                    },
                 }
             }
         },
@@ -187,6 +191,10 @@ def test_rows_ratios_and_targets(results: Path) -> None:
     s3 = _find(rows, "cold iteration from local S3", "large-100KiB, workers 0")
     assert s3.ratio == pytest.approx(5.0)
     assert s3.met is True
+    crashed = _find(rows, "cold iteration from local S3", "large-100KiB, workers 2")
+    assert (crashed.peers, crashed.ratio, crashed.met) == ({}, None, None)
+    assert crashed.checks_passed is True
+    assert "reference failed: IndexError" in crashed.note
 
     spark = _find(rows, "Spark conversion (none)", "spark tabular")
     assert spark.ratio == pytest.approx(2.0)  # reference seconds / ours
@@ -237,3 +245,5 @@ def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
     assert "## Not measured yet" in text
     assert "token arrays, ndarray:uint16:2048, through StreamingDataset" in text
     assert "rows of download" in text  # a driver without JSON is listed, never invented
+    assert "## Peers that failed" in text
+    assert "large-100KiB, workers 2: reference failed: IndexError" in text

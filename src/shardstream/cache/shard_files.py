@@ -173,9 +173,10 @@ _NOT_A_FILE = frozenset(
 )
 
 
-# Map every page up front (Linux): one pass over the page cache instead of a page fault per
-# 4 KiB on first touch, which costs more than the copy of a small sample.
-_POPULATE = mmap.MAP_SHARED | mmap.MAP_POPULATE if hasattr(mmap, "MAP_POPULATE") else 0
+# Shards are mapped lazily: pages come in as samples are read (a fault maps a whole cached
+# folio, not 4 KiB). Mapping every page up front (MAP_POPULATE) made a reader wait for whole
+# shards it had barely touched: a warm first batch from 16 shards of 64 MiB took 50 ms against
+# 20 ms lazily, and no read measured faster with it (benchmarks/README.md).
 
 
 # Files up to this size are read into memory instead: a mapping keeps a file descriptor open
@@ -191,8 +192,6 @@ def _map(path: str) -> Buffer:
             size = os.fstat(fd).st_size
             if size <= _READ_WHOLE:
                 return _read_whole(fd, size)
-            if _POPULATE:
-                return mmap.mmap(fd, 0, flags=_POPULATE, prot=mmap.PROT_READ)
             return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)

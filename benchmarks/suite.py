@@ -246,12 +246,12 @@ def docs_text(suite: dict[str, Any], table: str, plot_link: str | None) -> str:
         f"{row['target_op']} {row['target']:g}x (best peer: {row['best_peer']})"
         for row in missed
     ] or ["None."]
-    crashed = [row for row in suite["rows"] if " failed: " in row.get("note", "")]
+    crashed = [row for row in suite["rows"] if row.get("peer_failures")]
     if crashed:  # a peer that crashed is a finding of its own; its row has no ratio
         lines += ["", "## Peers that failed", ""]
         lines += [
             f"- {row['metric']}, {row['workload']}: "
-            + "; ".join(part for part in row["note"].split("; ") if " failed: " in part)
+            + "; ".join(f"{peer} failed: {error}" for peer, error in row["peer_failures"].items())
             for row in crashed
         ]
     lines += ["", "## Not measured yet", ""]

@@ -55,7 +55,8 @@ class Row:
     ``higher_is_better``: samples/s, MB/s (else seconds, MiB). ``speedup``: for a
     lower-is-better value, report the ratio as peer / ours (so > 1 is better, as for rates).
     The ratio is taken against the best peer: the largest value when higher is better, else
-    the smallest.
+    the smallest. ``peer_failures``: the peers that crashed on this row, with their error (they
+    have no value in ``peers``).
     """
 
     workload: str
@@ -69,6 +70,7 @@ class Row:
     checks_passed: bool | None = None
     source: str = ""
     note: str = ""
+    peer_failures: dict[str, str] = field(default_factory=dict)
 
     @property
     def best_peer(self) -> str | None:
@@ -257,8 +259,7 @@ def _streaming_rows(report: dict[str, Any]) -> list[Row]:
             if "shardstream" not in setting:
                 continue
             ran = {lib: side for lib, side in setting.items() if "failed" not in side}
-            failed = [f"{lib} failed: {side['failed']}" for lib, side in setting.items()
-                      if "failed" in side]  # fmt: skip
+            failed = {lib: side["failed"] for lib, side in setting.items() if "failed" in side}
             rows.append(
                 Row(
                     f"{name}, {key.replace('=', ' ')}", "cold iteration from local S3",
@@ -268,7 +269,11 @@ def _streaming_rows(report: dict[str, Any]) -> list[Row]:
                         side["checks_passed"] for side in ran.values()
                     ),
                     source="streaming",
-                    note="; ".join(["SeaweedFS on 127.0.0.1, empty cache; no litdata", *failed]),
+                    note="; ".join(
+                        ["SeaweedFS on 127.0.0.1, empty cache; no litdata"]
+                        + [f"{lib} failed: {error}" for lib, error in failed.items()]
+                    ),
+                    peer_failures=failed,
                 )
             )  # fmt: skip
     return rows

@@ -64,7 +64,7 @@ def fetch_threads(stores: Sequence[ObjectStore | None], download_concurrency: in
     remote = [store for store in stores if store is not None]
     if remote and all(is_local_disk(store) for store in remote):
         return 1
-    return max(1, min(4, download_concurrency))
+    return min(4, download_concurrency)
 
 
 class SampleReader:

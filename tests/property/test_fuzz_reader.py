@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ from hypothesis import strategies as st
 from tests.spec import MDS_KEYS
 
 from shardstream import LocalDataset, MDSWriter, get_encoding
+from shardstream.cache import shard_files
 from shardstream.errors import ChecksumError, ShardFormatError, ShardstreamError
 from shardstream.format.mds import MDSSchema, shard_header
 
@@ -184,6 +186,16 @@ def fresh(template: Template) -> Iterator[Path]:
 Read = dict[str, Any] | ShardstreamError  # a sample, or the error reading it raised
 
 
+@contextmanager
+def reading(pread: bool) -> Iterator[None]:
+    """With ``pread``, every shard is read as shards of large samples are (MDSFileView)."""
+    if not pread:
+        yield
+        return
+    with mock.patch.multiple(shard_files, _READ_WHOLE=0, PREAD_MEAN=0):
+        yield
+
+
 def read_everything(path: Path, **kwargs: Any) -> list[Read]:
     """Open a dataset, take its length and read every sample by id; check ids out of range.
 
@@ -191,7 +203,8 @@ def read_everything(path: Path, **kwargs: Any) -> list[Read]:
     one corrupt sample does not hide the rest. When all read, iterate too, which also opens the
     shards that hold no sample (ids never reach them).
     """
-    with LocalDataset(path, **kwargs) as ds:
+    pread = kwargs.pop("pread", False)
+    with reading(pread), LocalDataset(path, **kwargs) as ds:
         total = len(ds)
         # An index may claim billions of samples: then read the first and last thousand.
         ids = range(total) if total <= 2000 else [*range(1000), *range(total - 1000, total)]
@@ -203,7 +216,7 @@ def read_everything(path: Path, **kwargs: Any) -> list[Read]:
                 continue
             raise AssertionError(f"ds[{bad}] of {total} samples did not raise IndexError")
     if not errors_in(results):
-        with LocalDataset(path, **kwargs) as ds:
+        with reading(pread), LocalDataset(path, **kwargs) as ds:
             iterated = list(ds)
         assert normalized(iterated) == normalized(results), "iterating and indexing disagree"
     return results
@@ -260,6 +273,7 @@ def read_options() -> st.SearchStrategy[dict[str, Any]]:
         {},
         optional={
             "zero_copy": st.booleans(),
+            "pread": st.booleans(),
             "validate_hash": st.just("sha1"),
         },
     )
@@ -695,7 +709,9 @@ def apply_shard_ops(data: bytes, ops: list[tuple[Any, ...]]) -> tuple[bytes, boo
     shard=st.integers(0, 100),
     ops=SHARD_OPS,
     sync_size=st.booleans(),
-    options=st.fixed_dictionaries({}, optional={"zero_copy": st.booleans()}),
+    options=st.fixed_dictionaries(
+        {}, optional={"zero_copy": st.booleans(), "pread": st.booleans()}
+    ),
 )
 def test_shard_byte_mutations(templates, shard, ops, sync_size, options):
     template = templates["plain"]
@@ -794,7 +810,9 @@ VALID_PAYLOADS = {
         min_size=1,
         max_size=3,
     ),
-    options=st.fixed_dictionaries({}, optional={"zero_copy": st.booleans()}),
+    options=st.fixed_dictionaries(
+        {}, optional={"zero_copy": st.booleans(), "pread": st.booleans()}
+    ),
 )
 def test_crafted_sample_payloads(templates, samples, options):
     """A shard that is consistent with its index but holds arbitrary column payloads."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from shardstream.errors import ConfigurationError
 
-__all__ = ["HASH_ALGORITHMS", "check_hash_names", "hash_bytes"]
+__all__ = ["HASH_ALGORITHMS", "check_hash_names", "hash_bytes", "hash_chunks"]
 
 _HASHLIB = (
     "blake2b", "blake2s", "md5", "sha1", "sha224", "sha256", "sha384", "sha512",
@@ -40,6 +40,14 @@ def _hasher(algorithm: str) -> Callable[..., Any]:
 def hash_bytes(algorithm: str, data: bytes | memoryview) -> str:
     """Return the lowercase hex digest of ``data`` under ``algorithm``."""
     return str(_hasher(algorithm)(data).hexdigest())
+
+
+def hash_chunks(algorithm: str, chunks: Iterable[bytes | memoryview]) -> str:
+    """Return the lowercase hex digest of the concatenated ``chunks`` under ``algorithm``."""
+    hasher = _hasher(algorithm)()
+    for chunk in chunks:
+        hasher.update(chunk)
+    return str(hasher.hexdigest())
 
 
 def check_hash_names(names: Iterable[str] | None) -> list[str]:

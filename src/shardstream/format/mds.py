@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from shardstream.errors import (
     MissingColumnError,
@@ -28,13 +29,15 @@ from shardstream.format.batch_decode import ColumnsDecoder
 from shardstream.format.encodings import Buffer, Encoding, get_encoding
 from shardstream.format.index import INDEX_VERSION
 from shardstream.format.sample_codec import (
+    FileGetterFactory,
     GetterFactory,
     SampleEncoder,
     compile_encoder,
+    compile_file_getter_factory,
     compile_getter_factory,
 )
 
-__all__ = ["MAX_SHARD_BYTES", "MDSSchema", "MDSShardView", "shard_header"]
+__all__ = ["MAX_SHARD_BYTES", "MDSSchema", "MDSShardView", "parse_offsets", "shard_header"]
 
 #: Offsets are uint32, so a shard file must be smaller than this.
 MAX_SHARD_BYTES = 1 << 32
@@ -60,6 +63,7 @@ class MDSSchema:
         self._head = 4 * variable
         self._getter_factories: dict[bool, GetterFactory] = {}  # compiled on first use
         self._columns_decoders: dict[bool, ColumnsDecoder] = {}
+        self._file_getter_factories: dict[bool, FileGetterFactory] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # LocalDataset pickles its schemas (DataLoader workers); a struct.Struct and generated
@@ -68,6 +72,7 @@ class MDSSchema:
         state["_sizes_struct"] = self._sizes_struct.format
         state["_getter_factories"] = {}
         state["_columns_decoders"] = {}
+        state["_file_getter_factories"] = {}
         state.pop("encode_sample_sized", None)
         return state
 
@@ -192,6 +197,20 @@ class MDSSchema:
             self._getter_factories[zero_copy] = factory
         return factory(buffer, view, offsets, source)
 
+    def file_getters(
+        self, file: Any, offsets: Sequence[int], source: str, *, zero_copy: bool = False
+    ) -> tuple[Callable[[int], dict[str, Any]], Callable[[int], tuple[Any, ...]]]:
+        """Return ``(get, row)``, which read sample ``k`` with ``pread`` from ``file.fd``.
+
+        ``get(k)`` returns the sample as a dict, ``row(k)`` its values in column order; see
+        :func:`~shardstream.format.sample_codec.compile_file_getter_factory`.
+        """
+        factory = self._file_getter_factories.get(zero_copy)
+        if factory is None:
+            factory = compile_file_getter_factory(self._plan, zero_copy=zero_copy)
+            self._file_getter_factories[zero_copy] = factory
+        return factory(file, offsets, source)
+
 
 def _released(indices: Sequence[int]) -> list[list[Any]]:
     raise ValueError("the shard view was released")
@@ -215,6 +234,49 @@ def shard_header(config: bytes, sample_sizes: Sequence[int]) -> bytes:
             f"32-bit: keep size_limit under 4 GiB and each sample well below it"
         )
     return struct.pack("<I", count) + offsets.astype("<u4").tobytes() + config
+
+
+def parse_offsets(head: Buffer, size: int, samples: int, source: str) -> NDArray[np.int64]:
+    """The sample offsets of an MDS shard of ``size`` bytes (``samples + 1`` of them).
+
+    Args:
+        head: The file's first bytes: at least its offset table (``4 * (samples + 2)`` bytes),
+            unless the file is shorter.
+        size: The file's size.
+        samples: The sample count the index records.
+        source: The file's path or URL, named in errors.
+
+    Raises:
+        ShardFormatError: The header or offset table is truncated or inconsistent.
+    """
+    if size < 8 or len(head) < 8:
+        raise ShardFormatError(
+            f"{source}: {size} bytes is too short for an MDS shard; the file is truncated: "
+            "delete it so it is fetched again"
+        )
+    (count,) = struct.unpack_from("<I", head, 0)
+    if count != samples:
+        raise ShardFormatError(
+            f"{source}: the shard holds {count} samples but index.json says {samples}; "
+            "the file or index.json was replaced: fetch both again from one dataset"
+        )
+    header_end = 4 + 4 * (count + 1)
+    if header_end > min(size, len(head)):
+        raise ShardFormatError(
+            f"{source}: truncated offset table ({size} bytes); delete the file so it is "
+            "fetched again"
+        )
+    offsets = np.frombuffer(head, "<u4", count + 1, 4).astype(np.int64)
+    if (
+        offsets[-1] != size
+        or offsets[0] < header_end
+        or (count and bool(np.any(np.diff(offsets) < 0)))
+    ):
+        raise ShardFormatError(
+            f"{source}: corrupt offset table (first {int(offsets[0])}, last "
+            f"{int(offsets[-1])}, file {size} bytes); delete the file so it is fetched again"
+        )
+    return offsets
 
 
 class MDSShardView:
@@ -241,34 +303,7 @@ class MDSShardView:
         zero_copy: bool = False,
     ) -> None:
         view = memoryview(buffer)
-        size = len(view)
-        if size < 8:
-            raise ShardFormatError(
-                f"{source}: {size} bytes is too short for an MDS shard; the file is truncated: "
-                "delete it so it is fetched again"
-            )
-        (count,) = struct.unpack_from("<I", view, 0)
-        if count != samples:
-            raise ShardFormatError(
-                f"{source}: the shard holds {count} samples but index.json says {samples}; "
-                "the file or index.json was replaced: fetch both again from one dataset"
-            )
-        if 4 + 4 * (count + 1) > size:
-            raise ShardFormatError(
-                f"{source}: truncated offset table ({size} bytes); delete the file so it is "
-                "fetched again"
-            )
-        offsets = np.frombuffer(view, "<u4", count + 1, 4).astype(np.int64)
-        header_end = 4 + 4 * (count + 1)
-        if (
-            offsets[-1] != size
-            or offsets[0] < header_end
-            or (count and bool(np.any(np.diff(offsets) < 0)))
-        ):
-            raise ShardFormatError(
-                f"{source}: corrupt offset table (first {int(offsets[0])}, last "
-                f"{int(offsets[-1])}, file {size} bytes); delete the file so it is fetched again"
-            )
+        offsets = parse_offsets(view, len(view), samples, source)
         self.source = source
         self.schema = schema
         self._offsets = offsets.tolist()

@@ -9,6 +9,7 @@ index ever becomes code.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -18,14 +19,23 @@ from shardstream.format.encodings import Encoding
 
 __all__ = [
     "DECODE_ERRORS",
+    "FileGetterFactory",
     "GetterFactory",
     "SampleEncoder",
     "compile_encoder",
+    "compile_file_getter_factory",
     "compile_getter_factory",
 ]
 
 #: ``make(buffer, view, offsets, source)`` returns ``get(k)`` decoding sample ``k``.
 GetterFactory = Callable[[Any, memoryview, Sequence[int], str], Callable[[int], dict[str, Any]]]
+#: ``make(file, offsets, source)`` returns ``(get, row)``: sample ``k`` as a dict, or as a
+#: tuple of its values in column order, read with ``pread`` from ``file.fd``. The getters hold
+#: ``file``, so a descriptor closed when ``file`` is collected outlives them.
+FileGetterFactory = Callable[
+    [Any, Sequence[int], str],
+    tuple[Callable[[int], dict[str, Any]], Callable[[int], tuple[Any, ...]]],
+]
 #: ``encode(sample)`` returns the sample's byte parts and their total length.
 SampleEncoder = Callable[[Mapping[str, Any]], tuple[list[bytes], int]]
 
@@ -59,6 +69,78 @@ def compile_getter_factory(plan: Plan, *, zero_copy: bool = False) -> GetterFact
     ``k`` out of range, or :class:`ShardFormatError` (naming ``source``) for bytes that do not
     hold a sample of these columns.
     """
+    namespace, body, values = _decoding(plan, zero_copy=zero_copy, start="begin")
+    lines = [
+        "def make(buf, view, offsets, source):",
+        "    def get(index):",
+        "        begin = offsets[index]",
+        "        end = offsets[index + 1]",
+        "        try:",
+        *body,
+        "            return {" + ", ".join(f"n{k}: {v}" for k, v in enumerate(values)) + "}",
+        "        except Errors as exc:",
+        "            fail(source, index, exc)",
+        "    return get",
+    ]
+    factory: GetterFactory = _compile(lines, namespace, "make")
+    return factory
+
+
+def compile_file_getter_factory(plan: Plan, *, zero_copy: bool = False) -> FileGetterFactory:
+    """Build the factory of sample getters that read each sample from a file with ``pread``.
+
+    For shards of large samples (images, long token arrays): nothing of the file is mapped, so
+    a process's resident memory does not grow with the samples it has read. Each sample is one
+    read of its whole span, decoded as :func:`compile_getter_factory`'s getters decode a
+    buffer (one read and a slice cost less than a read per column: system calls are the dear
+    part). With ``zero_copy``, ``bytes`` columns are memoryviews of the sample's bytes.
+
+    ``get(k)`` and ``row(k)`` raise ``IndexError`` for ``k`` out of range and
+    :class:`ShardFormatError` (naming ``source``) for bytes that do not hold a sample,
+    including a read cut short (a file truncated under the reader).
+    """
+    namespace, body, values = _decoding(plan, zero_copy=zero_copy, start="0")
+    namespace.update(pread=os.pread, Short=_ShortRead)
+    read = [
+        "            buf = pread(file.fd, end - begin, begin)",
+        "            if len(buf) != end - begin:",
+        "                raise Short(end - begin, len(buf))",
+    ]
+    if any("view[" in value for value in values):
+        read.append("            view = memoryview(buf)")
+    head = [
+        "        begin = offsets[index]",
+        "        end = offsets[index + 1]",
+        "        try:",
+        *read,
+        *body,
+    ]
+    tail = ["        except Errors as exc:", "            fail(source, index, exc)"]
+    lines = [
+        "def make(file, offsets, source):",
+        "    def get(index):",
+        *head,
+        "            return {" + ", ".join(f"n{k}: {v}" for k, v in enumerate(values)) + "}",
+        *tail,
+        "    def row(index):",
+        *head,
+        "            return (" + "".join(f"{v}, " for v in values) + ")",
+        *tail,
+        "    return get, row",
+    ]
+    factory: FileGetterFactory = _compile(lines, namespace, "make")
+    return factory
+
+
+def _decoding(
+    plan: Plan, *, zero_copy: bool, start: str
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The shared text of the getters: namespace, body lines, and each column's value.
+
+    The body reads the sizes from ``buf`` at ``start`` (the sample's first byte there) and
+    sets ``p0 .. pN``, the columns' bounds, checked against the sample's length
+    (``end - begin``); the values are expressions over ``buf`` and ``view``.
+    """
     variable = sum(size is None for _name, _encoding, size in plan)
     namespace: dict[str, Any] = {
         "unpack_sizes": struct.Struct(f"<{variable}I").unpack_from,
@@ -66,43 +148,33 @@ def compile_getter_factory(plan: Plan, *, zero_copy: bool = False) -> GetterFact
         "Mismatch": _SizeMismatch,
         "Errors": DECODE_ERRORS,
     }
-    lines = [
-        "def make(buf, view, offsets, source):",
-        "    def get(index):",
-        "        begin = offsets[index]",
-        "        end = offsets[index + 1]",
-        "        try:",
-    ]
+    body = []
     if variable:
-        lines.append("            sizes = unpack_sizes(buf, begin)")
-    lines.append(f"            p0 = begin + {4 * variable}")
-    items, seen = [], 0
+        body.append(f"            sizes = unpack_sizes(buf, {start})")
+    body.append(f"            p0 = {start} + {4 * variable}")
+    values, seen = [], 0
     for k, (name, encoding, fixed) in enumerate(plan):
         namespace[f"n{k}"], namespace[f"d{k}"] = name, encoding.decoder
         if fixed is None:
-            lines.append(f"            p{k + 1} = p{k} + sizes[{seen}]")
+            body.append(f"            p{k + 1} = p{k} + sizes[{seen}]")
             seen += 1
         else:
-            lines.append(f"            p{k + 1} = p{k} + {int(fixed)}")
+            body.append(f"            p{k + 1} = p{k} + {int(fixed)}")
         if encoding.raw_bytes:
             # Slicing bytes or an mmap copies once, straight to bytes; a memoryview never copies.
-            items.append(f"n{k}: {'view' if zero_copy else 'buf'}[p{k}:p{k + 1}]")
+            values.append(f"{'view' if zero_copy else 'buf'}[p{k}:p{k + 1}]")
         elif encoding.struct_format is not None and fixed is not None:
             namespace[f"u{k}"] = struct.Struct(encoding.struct_format).unpack_from
-            items.append(f"n{k}: u{k}(buf, p{k})[0]")
+            values.append(f"u{k}(buf, p{k})[0]")
         else:
-            items.append(f"n{k}: d{k}(view[p{k}:p{k + 1}])")
+            values.append(f"d{k}(view[p{k}:p{k + 1}])")
     last = len(plan)
-    lines += [
-        f"            if p{last} != end:",
-        f"                raise Mismatch(end - begin, p{last} - begin)",
-        "            return {" + ", ".join(items) + "}",
-        "        except Errors as exc:",
-        "            fail(source, index, exc)",
-        "    return get",
+    stop = "end" if start == "begin" else "end - begin"  # where the sample ends in ``buf``
+    body += [
+        f"            if p{last} != {stop}:",
+        f"                raise Mismatch(end - begin, p{last} - {start})",
     ]
-    factory: GetterFactory = _compile(lines, namespace, "make")
-    return factory
+    return namespace, body, values
 
 
 def compile_encoder(
@@ -156,6 +228,12 @@ class _SizeMismatch(ShardFormatError):
     def __str__(self) -> str:
         length, columns = self.args
         return f"sample is {length} bytes but its columns add up to {columns}"
+
+
+class _ShortRead(ShardFormatError):
+    def __str__(self) -> str:
+        wanted, got = self.args
+        return f"read {got} of {wanted} bytes: the file was cut short while open"
 
 
 def _decode_failure(source: str, index: int, exc: Exception) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tracemalloc
 from dataclasses import replace
 from pathlib import Path
@@ -9,7 +10,8 @@ from typing import Any
 import pytest
 import zstandard
 
-from shardstream import MDSWriter
+from shardstream import LocalDataset, MDSWriter
+from shardstream.cache import shard_files
 from shardstream.cache.shard_files import ShardFiles
 from shardstream.errors import (
     ChecksumError,
@@ -19,6 +21,7 @@ from shardstream.errors import (
 )
 from shardstream.format.index import ShardEntry, parse_index
 from shardstream.format.mds import MDSSchema, MDSShardView
+from shardstream.format.mds_file import MDSFileView
 
 
 def make(folder: Path, n: int = 6, **kwargs: Any) -> tuple[ShardEntry, MDSSchema]:
@@ -222,3 +225,89 @@ def test_decompression_stops_at_the_size_the_index_records(tmp_path: Path):
     finally:
         tracemalloc.stop()
     assert peak < 16 << 20
+
+
+# --- shards of large samples are read with pread, not mapped ----------------------------------
+
+
+def make_large(folder: Path, n: int = 8, size: int = 20 << 10, **kwargs: Any):
+    with MDSWriter(out=folder, columns={"blob": "bytes", "id": "int"}, **kwargs) as writer:
+        for i in range(n):
+            writer.write({"blob": bytes([i % 256]) * size, "id": i})
+    entries = parse_index((folder / "index.json").read_bytes(), source="index.json")
+    return entries, MDSSchema(entries[0].columns, sort=False)
+
+
+@pytest.fixture
+def no_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every non-empty shard is mapped or read with pread, as files over 8 MiB are."""
+    monkeypatch.setattr(shard_files, "_READ_WHOLE", 0)
+
+
+@pytest.mark.usefixtures("no_read_whole")
+@pytest.mark.parametrize(
+    ("size", "zero_copy", "kind"),
+    [
+        (shard_files.PREAD_MEAN, False, MDSFileView),
+        (shard_files.PREAD_MEAN // 2, False, MDSShardView),
+        (shard_files.PREAD_MEAN, True, MDSShardView),
+    ],
+)
+def test_large_samples_are_read_not_mapped(tmp_path: Path, size: int, zero_copy: bool, kind):
+    entries, schema = make_large(tmp_path, size=size)
+    view = ShardFiles(str(tmp_path), zero_copy=zero_copy).open(entries[0], schema)
+    assert type(view) is kind
+    assert [bytes(view[i]["blob"]) for i in range(8)] == [bytes([i]) * size for i in range(8)]
+
+
+@pytest.mark.usefixtures("no_read_whole")
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_validate_hash_of_a_shard_read_with_pread(tmp_path: Path, compression: str | None):
+    size = shard_files.PREAD_MEAN
+    entries, schema = make_large(tmp_path, compression=compression, hashes=["sha1"], size=size)
+    files = ShardFiles(str(tmp_path), str(tmp_path / "cache"), "sha1")
+    view = files.open(entries[0], schema)
+    assert type(view) is MDSFileView
+    assert view[7]["id"] == 7
+    path = tmp_path / entries[0].data_file.basename
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    shutil.rmtree(tmp_path / "cache", ignore_errors=True)
+    with pytest.raises(ChecksumError, match=rf"{path}: sha1 digest is \w+ but index.json says"):
+        ShardFiles(str(tmp_path), str(tmp_path / "cache"), "sha1").open(entries[0], schema)
+
+
+def _rss_file_kib() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1])
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
+def test_reading_large_samples_does_not_grow_resident_memory(tmp_path: Path):
+    """Reading 40 MiB of 64 KiB samples leaves the process's file-backed memory as it was.
+
+    Mapping the same shards (zero_copy) makes it grow by the bytes read: the control.
+    """
+    entries, _ = make_large(tmp_path, n=640, size=64 << 10, size_limit=20 << 20)
+    assert len(entries) >= 2
+    assert entries[0].raw_data.bytes > 8 << 20  # the real sizes, nothing patched
+    grown = {}
+    for zero_copy in (False, True):
+        with LocalDataset(str(tmp_path), zero_copy=zero_copy) as ds:
+            before = _rss_file_kib()
+            for batch in range(0, len(ds), 64):
+                ids = list(range(batch, min(batch + 64, len(ds))))
+                rows = [ds[i] for i in ids]
+                assert [row["id"] for row in rows] == ids
+                assert all(
+                    bytes(row["blob"][:1]) == bytes([i % 256])
+                    for i, row in zip(ids, rows, strict=True)
+                )
+                del rows
+            grown[zero_copy] = _rss_file_kib() - before
+    assert grown[False] < 4 << 10, grown  # KiB: a few pages of code at most
+    assert grown[True] > 32 << 10, grown  # the control: mapped, the 40 MiB read stay resident

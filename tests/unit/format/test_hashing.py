@@ -6,7 +6,7 @@ import pytest
 import xxhash
 
 from shardstream.errors import ConfigurationError
-from shardstream.format.hashing import HASH_ALGORITHMS, check_hash_names, hash_bytes
+from shardstream.format.hashing import HASH_ALGORITHMS, check_hash_names, hash_bytes, hash_chunks
 
 HASHLIB = [
     "blake2b",
@@ -86,3 +86,11 @@ def test_check_hash_names_refuses_unsorted_or_duplicate(names: list[str], fix: s
 def test_check_hash_names_refuses_unknown_names():
     with pytest.raises(ConfigurationError, match="unknown hash algorithm 'sha0'"):
         check_hash_names(["md5", "sha0"])
+
+
+@pytest.mark.parametrize("algorithm", ["sha1", "xxh64", "blake2b"])
+def test_hash_of_chunks_is_the_hash_of_their_concatenation(algorithm: str):
+    chunks = [b"", b"abc", bytes(range(256)) * 40, memoryview(b"tail")]
+    whole = b"".join(bytes(chunk) for chunk in chunks)
+    assert hash_chunks(algorithm, chunks) == hash_bytes(algorithm, whole)
+    assert hash_chunks(algorithm, []) == hash_bytes(algorithm, b"")

@@ -37,6 +37,12 @@ def default_collate() -> Callable[[Any], Any]:
     return collate
 
 
+def as_tensor() -> Callable[[Any], Any]:
+    """``torch.as_tensor``: a numpy array as a tensor, sharing its memory."""
+    convert: Callable[[Any], Any] = require_torch().as_tensor
+    return convert
+
+
 def distributed_rank_and_size() -> tuple[int, int] | None:
     """``(rank, world size)`` of torch.distributed's default group once it is initialised."""
     torch = torch_or_none()

@@ -25,7 +25,15 @@ from numpy.typing import NDArray
 
 from shardstream.errors import ShardstreamError
 
-__all__ = ["CAN_PACK", "PACK_MEAN", "PACK_THRESHOLD", "ColumnBatch", "PackedBytes", "for_transfer"]
+__all__ = [
+    "CAN_PACK",
+    "PACK_MEAN",
+    "PACK_THRESHOLD",
+    "ColumnBatch",
+    "PackedArray",
+    "PackedBytes",
+    "for_transfer",
+]
 
 #: Bytes of one ``bytes`` column of one batch from which it crosses packed, when its values
 #: average ``PACK_MEAN`` bytes or more. Below either, pickling through the pipe costs less than
@@ -53,23 +61,7 @@ class PackedBytes:
     def pack(cls, values: list[Any]) -> PackedBytes:
         """Write ``values`` (``bytes`` or other buffers) into a new in-memory file."""
         ends = np.cumsum([len(value) for value in values], dtype=np.int64)
-        fd = os.memfd_create("shardstream-batch", os.MFD_CLOEXEC)
-        try:
-            offset = 0
-            for first in range(0, len(values), _IOV_MAX):
-                chunk = values[first : first + _IOV_MAX]
-                size = sum(map(len, chunk))
-                done = os.pwritev(fd, chunk, offset)
-                if done < size:  # a short write (rare): the rest in one piece
-                    rest = memoryview(b"".join(chunk))[done:]
-                    while rest:
-                        step = os.pwrite(fd, rest, offset + done)
-                        rest, done = rest[step:], done + step
-                offset += size
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(fd, ends)
+        return cls(_memory_file(values), ends)
 
     def unpack(self) -> list[bytes]:
         """The values as ``bytes`` objects, in order; the file is closed."""
@@ -96,10 +88,79 @@ def _rebuild(fd: Any, ends: NDArray[np.int64]) -> PackedBytes:
     return PackedBytes(fd.detach(), ends)
 
 
+class PackedArray:
+    """A numeric array in an anonymous in-memory file, passed as :class:`PackedBytes` is.
+
+    A stacked column of token arrays (1 MiB for 256 samples of 2,048 uint16 tokens) crosses
+    with one write and one read of its bytes, instead of being pickled through the pipe.
+    """
+
+    def __init__(self, fd: int, dtype: str, shape: tuple[int, ...]) -> None:
+        self.fd = fd
+        self.dtype = dtype
+        self.shape = shape
+        self._closer = weakref.finalize(self, os.close, fd)
+
+    @classmethod
+    def pack(cls, array: NDArray[Any]) -> PackedArray:
+        """Write ``array``'s values (C order) into a new in-memory file."""
+        array = np.ascontiguousarray(array)
+        fd = _memory_file([array.data.cast("B")] if array.size else [])
+        return cls(fd, array.dtype.str, tuple(array.shape))
+
+    def unpack(self) -> NDArray[Any]:
+        """The array (writable, its own memory); the file is closed."""
+        out = np.empty(self.shape, np.dtype(self.dtype))
+        view = out.data.cast("B") if out.size else memoryview(b"")
+        done = 0
+        while done < len(view):
+            step = os.preadv(self.fd, [view[done:]], done)
+            if step == 0:
+                raise ShardstreamError(
+                    f"a packed batch array is {done} bytes, expected {len(view)}: its "
+                    "temporary file was cut short (is the disk of the temporary folder full?)"
+                )
+            done += step
+        self._closer()
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild_array, (DupFd(self.fd), self.dtype, self.shape)
+
+
+def _rebuild_array(fd: Any, dtype: str, shape: tuple[int, ...]) -> PackedArray:
+    return PackedArray(fd.detach(), dtype, shape)
+
+
+def _memory_file(values: list[Any]) -> int:
+    """A new anonymous in-memory file holding ``values`` (buffers) end to end; its descriptor."""
+    fd = os.memfd_create("shardstream-batch", os.MFD_CLOEXEC)
+    try:
+        offset = 0
+        for first in range(0, len(values), _IOV_MAX):
+            chunk = values[first : first + _IOV_MAX]
+            size = sum(map(len, chunk))
+            done = os.pwritev(fd, chunk, offset)
+            if done < size:  # a short write (rare): the rest in one piece
+                rest = memoryview(b"".join(chunk))[done:]
+                while rest:
+                    step = os.pwrite(fd, rest, offset + done)
+                    rest, done = rest[step:], done + step
+            offset += size
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 _IOV_MAX = 1024  # buffers per writev call (Linux's limit)
 
 #: Whether batches can be packed here (``memfd_create`` is Linux's).
 CAN_PACK = hasattr(os, "memfd_create")
+
+
+#: One column of a batch: its values, or (leaving a worker) packed or stacked into one array.
+Column = list[Any] | PackedBytes | PackedArray | NDArray[Any]
 
 
 @dataclass(frozen=True)
@@ -111,14 +172,34 @@ class ColumnBatch:
     """
 
     names: list[str]
-    columns: list[list[Any] | PackedBytes]
+    columns: list[Column]
 
-    def collate(self, collate: Callable[[list[Any]], Any]) -> dict[str, Any]:
-        """The batch as ``collate`` would make it of the samples: each column collated."""
-        return {
-            name: collate(column.unpack() if isinstance(column, PackedBytes) else _stacked(column))
-            for name, column in zip(self.names, self.columns, strict=True)
-        }
+    def collate(
+        self,
+        collate: Callable[[Any], Any],
+        as_tensor: Callable[[NDArray[Any]], Any] | None = None,
+    ) -> dict[str, Any]:
+        """The batch as ``collate`` (torch's ``default_collate``) would make it of the samples.
+
+        Args:
+            collate: Collates one column's values.
+            as_tensor: ``torch.as_tensor``: turns a column already stacked into one numeric
+                array into its tensor in one call; ``default_collate`` would convert the
+                array's rows one by one and stack them again, into the same tensor.
+        """
+        out = {}
+        for name, column in zip(self.names, self.columns, strict=True):
+            if isinstance(column, PackedBytes):
+                out[name] = collate(column.unpack())
+                continue
+            if isinstance(column, PackedArray):
+                column = column.unpack()
+            values = column if isinstance(column, np.ndarray) else _stacked(column)
+            if as_tensor is not None and isinstance(values, np.ndarray) and _numeric(values):
+                out[name] = as_tensor(values)
+            else:
+                out[name] = collate(values)
+        return out
 
 
 def _stacked(column: list[Any]) -> Any:
@@ -126,9 +207,10 @@ def _stacked(column: list[Any]) -> Any:
 
     Python ints become an int64 array and floats a float64 array: the dtypes
     ``default_collate`` gives their lists, which it builds element by element (~40 us for 256
-    ints, against ~10 us through numpy). Read-only arrays of one shape (views of a shard) are
-    stacked into one writable array: torch warns about each read-only array it turns into a
-    tensor, and a stacked copy is not read-only. Anything else is left as it is.
+    ints, against ~10 us through numpy). Numeric arrays of one shape and dtype are stacked
+    into one writable array, the tensor ``default_collate`` stacks of them (and torch warns
+    about each read-only array, a view of a shard, that it turns into a tensor). Anything
+    else is left as it is.
     """
     first = column[0] if column else None
     dtype = _SCALARS.get(type(first))
@@ -137,13 +219,26 @@ def _stacked(column: list[Any]) -> Any:
             return np.array(column, dtype=dtype)
         except OverflowError:  # beyond int64: collated as a list, which says so itself
             return column
-    if (
-        isinstance(first, np.ndarray)
-        and all(type(value) is np.ndarray and value.shape == first.shape for value in column)
-        and not all(value.flags.writeable for value in column)
-    ):
+    if _same_arrays(column):
         return np.stack(column)
     return column
+
+
+def _same_arrays(column: list[Any]) -> bool:
+    """Whether ``column`` holds numeric numpy arrays, all of one shape and dtype."""
+    first = column[0] if column else None
+    if not isinstance(first, np.ndarray) or not _numeric(first):
+        return False
+    shape, dtype = first.shape, first.dtype
+    return all(
+        type(value) is np.ndarray and value.shape == shape and value.dtype == dtype
+        for value in column
+    )
+
+
+def _numeric(array: NDArray[Any]) -> bool:
+    """Booleans and numbers: what a tensor holds (not strings or objects)."""
+    return array.dtype.kind in "biufc"
 
 
 def for_transfer(batch: ColumnBatch, threshold: int = PACK_THRESHOLD) -> ColumnBatch:
@@ -151,10 +246,16 @@ def for_transfer(batch: ColumnBatch, threshold: int = PACK_THRESHOLD) -> ColumnB
 
     ``bytes`` columns of ``threshold`` bytes or more (of values that average ``PACK_MEAN``
     bytes or more) are packed; memoryviews (of a shard, see ``SampleReader.columns``) in the
-    other columns become ``bytes``.
+    other columns become ``bytes``. Numeric arrays of one shape and dtype (token arrays, say)
+    leave stacked into one array: one object to pickle instead of one per sample.
     """
-    columns: list[list[Any] | PackedBytes] = []
+    columns: list[Column] = []
     for column in batch.columns:
+        if isinstance(column, list) and _same_arrays(column):
+            stacked = np.stack(column)
+            packs = CAN_PACK and stacked.nbytes >= threshold
+            columns.append(PackedArray.pack(stacked) if packs else stacked)
+            continue
         if isinstance(column, list) and column and all(type(value) in _BUFFERS for value in column):
             total = sum(map(len, column))
             if CAN_PACK and total >= threshold and total >= PACK_MEAN * len(column):

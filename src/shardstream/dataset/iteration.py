@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from shardstream.cache import ShardCache
 from shardstream.cache import ShardView as _MDSView
-from shardstream.dataset.column_batch import ColumnBatch, PackedBytes
+from shardstream.dataset.column_batch import Column, ColumnBatch
 from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
 from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
@@ -300,7 +300,7 @@ def _decode_columns(
     back[order] = np.arange(len(shards))
     pick = operator.itemgetter(*back.tolist())
     names = _names(next(iter(views.values())))
-    columns: list[list[Any] | PackedBytes] = []
+    columns: list[Column] = []
     for column in range(len(names)):
         decoded = list(itertools.chain.from_iterable(part[column] for part in parts))
         columns.append(list(pick(decoded)))  # two or more shards: two or more values

@@ -2,13 +2,15 @@
 
 A batch needs columns, not sample dicts. Positions of every column of every requested sample
 come from numpy arithmetic over the offset table and the size headers; numeric columns are
-gathered and converted in one numpy call; only ``bytes``-like columns and columns with their
-own decoder cost a Python step per value. Should anything not add up (a corrupt sample), the
+gathered and converted in one numpy call, and fixed-size arrays are gathered into one array
+whose rows are the values; only ``bytes``-like columns and columns with their own decoder
+cost a Python step per value. Should anything not add up (a corrupt sample), the
 batch is decoded again one sample at a time, which raises the precise error.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,7 +24,7 @@ from shardstream.format.sample_codec import DECODE_ERRORS
 
 __all__ = ["ColumnsDecoder"]
 
-_RAW, _PYTHON_SCALAR, _NUMPY_SCALAR, _DECODER = range(4)
+_RAW, _PYTHON_SCALAR, _NUMPY_SCALAR, _ARRAY, _DECODER = range(5)
 
 #: Up to this many samples, the per-sample getter is cheaper than the dozen numpy calls of the
 #: bulk path (a shuffled batch over many shards asks each for a few samples).
@@ -115,6 +117,11 @@ class ColumnsDecoder:
                                 for a, b in zip(position.tolist(), stop.tolist(), strict=True)
                             ]
                         )
+                    elif kind == _ARRAY:
+                        assert fixed is not None
+                        dtype, shape = extra  # one gather; each value a row (writable, owned)
+                        rows = window(fixed)[position].view(dtype).reshape(-1, *shape)
+                        decoded.append(list(rows))
                     else:
                         assert fixed is not None
                         flat = window(fixed)[position].view(extra).reshape(-1)
@@ -152,6 +159,10 @@ def _kind(encoding: Encoding, fixed: int | None) -> tuple[int, int | None, Any]:
         dtype = np.dtype(encoding.numpy_scalar)
         if dtype.itemsize == fixed:
             return _NUMPY_SCALAR, fixed, dtype
+    if fixed is not None and encoding.numpy_array is not None:
+        dtype, shape = encoding.numpy_array
+        if np.dtype(dtype).itemsize * math.prod(shape) == fixed:
+            return _ARRAY, fixed, (np.dtype(dtype), tuple(shape))
     if fixed is not None and encoding.struct_format is not None:
         dtype = np.dtype(encoding.struct_format)
         if dtype.itemsize == fixed == struct.calcsize(encoding.struct_format):

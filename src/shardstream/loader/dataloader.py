@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from shardstream._torch import default_collate, require_torch
+from shardstream._torch import as_tensor, default_collate, require_torch
 from shardstream.dataset.column_batch import ColumnBatch
 from shardstream.dataset.streaming import StreamingDataset, reads_through_getitem
 from shardstream.errors import ConfigurationError
@@ -62,11 +62,14 @@ class StreamingDataLoader(DataLoader[Any]):
             dataset._collated_batches = self._device_batches
         self.num_samples_yielded = 0
         collate = default_collate() if self._device_batches else None
+        to_tensor = as_tensor() if self._device_batches else None
         try:
             for batch in super().__iter__():
                 if collate is not None:  # collated here, not in the worker: plain lists
                     batch = (
-                        batch.collate(collate) if isinstance(batch, ColumnBatch) else collate(batch)
+                        batch.collate(collate, to_tensor)
+                        if isinstance(batch, ColumnBatch)
+                        else collate(batch)
                     )
                 self.num_samples_yielded += _batch_length(batch)
                 yield batch

@@ -15,9 +15,11 @@ from shardstream.dataset.column_batch import (
     PACK_MEAN,
     PACK_THRESHOLD,
     ColumnBatch,
+    PackedArray,
     PackedBytes,
     for_transfer,
 )
+from shardstream.errors import ShardstreamError
 
 pytestmark = pytest.mark.skipif(not CAN_PACK, reason="memfd_create is Linux's")  # CI is Linux
 
@@ -145,3 +147,87 @@ def test_an_int_column_beyond_int64_fails_as_default_collate_fails():
         default_collate(list(column))
     with pytest.raises(type(theirs.value)):
         ColumnBatch(["n"], [column]).collate(default_collate)
+
+
+def _arrays(count: int, dtype: Any = np.uint16, shape: tuple[int, ...] = (2, 5)) -> list[Any]:
+    size = int(np.prod(shape))
+    return [(np.arange(size) * (k + 1)).astype(dtype).reshape(shape) for k in range(count)]
+
+
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")  # theirs, read-only
+@pytest.mark.parametrize(
+    "column",
+    [
+        _arrays(6),
+        _arrays(3, np.float32, (4,)),
+        [a.copy() for a in _arrays(4, np.int64, ())],  # 0-d arrays
+        [np.frombuffer(a.tobytes(), np.uint16).reshape(2, 5) for a in _arrays(3)],  # read-only
+    ],
+)
+def test_stacked_arrays_become_the_tensor_default_collate_makes(column):
+    import torch
+    from torch.utils.data import default_collate
+
+    theirs = default_collate(list(column))
+    for batch in (ColumnBatch(["x"], [column]), for_transfer(ColumnBatch(["x"], [column]))):
+        ours = batch.collate(default_collate, torch.as_tensor)["x"]
+        assert ours.dtype == theirs.dtype
+        assert torch.equal(ours, theirs)
+        assert batch.collate(default_collate)["x"].dtype == theirs.dtype  # without as_tensor
+
+
+def test_arrays_leave_a_worker_as_one_array():
+    column = _arrays(64)
+    batch = for_transfer(ColumnBatch(["x", "n"], [column, list(range(64))]))
+    stacked = batch.columns[0]
+    assert isinstance(stacked, np.ndarray)
+    assert stacked.shape == (64, 2, 5)
+    assert np.array_equal(stacked, np.stack(column))
+    assert batch.columns[1] == list(range(64))
+    received = ForkingPickler.loads(ForkingPickler.dumps(batch))
+    assert np.array_equal(received.columns[0], stacked)
+
+
+@pytest.mark.parametrize(
+    "column",
+    [
+        [np.zeros(3, np.uint8), np.zeros(3, np.int16)],  # dtypes differ
+        [np.zeros(3), np.zeros(4)],  # shapes differ
+        [np.array(["a", "b"]), np.array(["c", "d"])],  # strings
+        [np.zeros(2), [0.0, 0.0]],  # not all arrays
+    ],
+)
+def test_arrays_that_differ_are_left_as_values(column):
+    assert not isinstance(for_transfer(ColumnBatch(["x"], [column])).columns[0], np.ndarray)
+    from torch.utils.data import default_collate
+
+    try:
+        theirs = default_collate(list(column))
+    except (TypeError, RuntimeError) as exc:
+        with pytest.raises(type(exc)):
+            ColumnBatch(["x"], [column]).collate(default_collate)
+        return
+    ours = ColumnBatch(["x"], [column]).collate(default_collate)["x"]
+    assert type(ours) is type(theirs)
+
+
+def test_a_large_array_column_leaves_a_worker_packed():
+    column = _arrays(64, np.uint16, (2048,))  # 256 KiB
+    batch = for_transfer(ColumnBatch(["tokens"], [column]), threshold=100_000)
+    packed = batch.columns[0]
+    assert isinstance(packed, PackedArray)
+    before = open_fds()
+    received = ForkingPickler.loads(ForkingPickler.dumps(batch))  # the descriptor is duplicated
+    assert open_fds() == before + 1
+    array = received.columns[0].unpack()
+    assert open_fds() == before
+    assert array.flags.writeable
+    assert array.dtype == np.uint16
+    assert np.array_equal(array, np.stack(column))
+
+
+def test_a_packed_array_cut_short_is_an_error():
+    packed = PackedArray.pack(np.arange(1000, dtype=np.int64))
+    os.ftruncate(packed.fd, 100)
+    with pytest.raises(ShardstreamError, match="packed batch array is 100 bytes, expected 8000"):
+        packed.unpack()

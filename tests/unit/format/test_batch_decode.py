@@ -28,6 +28,9 @@ VALUES: dict[str, st.SearchStrategy[Any]] = {
     "ndarray:int32:3": st.lists(st.integers(-1000, 1000), min_size=3, max_size=3).map(
         lambda xs: np.array(xs, np.int32)
     ),
+    "ndarray:uint16:2,3": st.lists(st.integers(0, 2**16 - 1), min_size=6, max_size=6).map(
+        lambda xs: np.array(xs, np.uint16).reshape(2, 3)
+    ),
 }
 
 

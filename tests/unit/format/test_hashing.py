@@ -90,7 +90,7 @@ def test_check_hash_names_refuses_unknown_names():
 
 @pytest.mark.parametrize("algorithm", ["sha1", "xxh64", "blake2b"])
 def test_hash_of_chunks_is_the_hash_of_their_concatenation(algorithm: str):
-    chunks = [b"", b"abc", bytes(range(256)) * 40, memoryview(b"tail")]
+    chunks: list[bytes | memoryview] = [b"", b"abc", bytes(range(256)) * 40, memoryview(b"tail")]
     whole = b"".join(bytes(chunk) for chunk in chunks)
     assert hash_chunks(algorithm, chunks) == hash_bytes(algorithm, whole)
     assert hash_chunks(algorithm, []) == hash_bytes(algorithm, b"")

@@ -71,6 +71,39 @@ def test_batches_equal_torch_collating_each_sample(remote: Path, tmp_path: Path,
     assert set(ids) == set(range(SAMPLES))
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_token_arrays_in_large_batches_equal_torch_collating_each_sample(
+    tmp_path: Path, workers: int
+):
+    # Batches of 64 from shards of ~100 samples: the batch decoder gathers each shard's arrays
+    # at once, and DataLoader workers send them stacked.
+    root = tmp_path / "tokens"
+    columns = {"id": "int", "tokens": "ndarray:uint16:32", "patch": "ndarray:float32:2,3"}
+    with MDSWriter(out=str(root), columns=columns, size_limit=8000) as writer:
+        for i in range(640):
+            writer.write({
+                "id": i, "tokens": (np.arange(32) * i % 65536).astype(np.uint16),
+                "patch": np.full((2, 3), i / 3, np.float32),
+            })  # fmt: skip
+
+    def dataset() -> StreamingDataset:
+        return StreamingDataset(
+            remote=str(root), local=str(tmp_path / "c"), batch_size=64, shuffle=True
+        )
+
+    plain = list(DataLoader(dataset(), batch_size=64, num_workers=workers))
+    fast = list(StreamingDataLoader(dataset(), batch_size=64, num_workers=workers))
+    assert len(fast) == len(plain) == 10
+    assert all(same_batch(a, b) for a, b in zip(fast, plain, strict=True))
+    assert fast[0]["tokens"].shape == (64, 32)
+    assert fast[0]["tokens"].dtype == torch.uint16
+    ids = torch.cat([batch["id"] for batch in fast])
+    assert sorted(ids.tolist()) == list(range(640))
+    for batch in fast:
+        expected = (torch.arange(32)[None, :] * batch["id"][:, None] % 65536).to(torch.uint16)
+        assert torch.equal(batch["tokens"], expected)
+
+
 def test_a_custom_collate_fn_gets_samples(remote: Path, tmp_path: Path):
     loader = StreamingDataLoader(make(remote, tmp_path / "c"), batch_size=8, collate_fn=list)
     first = next(iter(loader))

@@ -64,6 +64,9 @@ class Encoding(ABC):
     struct_format: str | None = None
     #: A numpy dtype when ``decode(data) == np.frombuffer(data, numpy_scalar, 1)[0]``.
     numpy_scalar: str | None = None
+    #: ``(dtype, shape)`` when ``decode(data)`` equals ``np.frombuffer(data, dtype).reshape(shape)``
+    #: (a fixed-size array): readers may then gather many values into one array.
+    numpy_array: tuple[Any, tuple[int, ...]] | None = None
 
     def __init__(self, name: str) -> None:
         self.name = name

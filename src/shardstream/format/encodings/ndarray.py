@@ -52,6 +52,7 @@ class NDArrayEncoding(Encoding):
         self.shape = shape
         if self.dtype is not None and shape is not None:
             self.size = math.prod(shape) * self.dtype.itemsize  # np.prod would wrap at 2**64
+            self.numpy_array = (self.dtype, shape)
 
     @classmethod
     def from_name(cls, name: str, argument: str | None) -> NDArrayEncoding:

@@ -154,6 +154,12 @@ class SampleReader:
                     if begin >= end:
                         break
                     shards, local, needed, needed_at = self._locate(batches[begin:end])
+                    done_after: dict[int, list[int]] = {}
+                    if begin:  # the rest of the plan: let go of each shard after its last use
+                        done_after = _last_uses(shards)
+                        wanted = set(needed)
+                        for shard in [shard for shard in self._open if shard not in wanted]:
+                            self._release(shard)  # the first batch's, or an earlier epoch's
                     ahead = 0
                     for row in range(end - begin):
                         # The first batch waits for its own shards only; its look-ahead
@@ -179,6 +185,8 @@ class SampleReader:
                                 else self._remember(shard, opened)
                             )
                         yield row_shards, local[row].tolist(), views
+                        for shard in done_after.get(row, ()):
+                            self._release(shard)
             finally:
                 for future in pending.values():
                     future.cancel()
@@ -276,6 +284,26 @@ class SampleReader:
         self._mapped -= self._open_sizes.pop(shard, 0)
         stream = self._stream_of_shard[shard]
         self.datasets[stream].release(shard - self._first_shard[stream])
+
+
+def _last_uses(shards: NDArray[np.int64]) -> dict[int, list[int]]:
+    """Row -> the shards used for the last time in that row of ``shards`` (one row a batch).
+
+    A reader lets go of a shard (unmaps it) once the plan needs it no more: mapped pages count
+    in the process's resident memory until then, and a shuffle reads its shards a window at a
+    time, so an epoch would otherwise end with every shard it read mapped.
+    """
+    flat = shards.reshape(-1)
+    if flat.size == 0:
+        return {}
+    order = np.argsort(flat, kind="stable")  # equal shards keep their order: a run's end is last
+    ordered = flat[order]
+    ends = np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))
+    rows = order[ends] // shards.shape[1]
+    done: dict[int, list[int]] = {}
+    for row, shard in zip(rows.tolist(), ordered[ends].tolist(), strict=True):
+        done.setdefault(row, []).append(shard)
+    return done
 
 
 def _decode_columns(

@@ -13,6 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tests.streaming_data import global_batches, ids_of, write_dataset
 
@@ -348,3 +349,24 @@ def test_no_shared_memory_is_used(remote: Path, tmp_path: Path):
     ids_of(StreamingDataLoader(dataset(remote, tmp_path / "c"), batch_size=4, num_workers=2))
     after = set(os.listdir(SHM)) if os.path.isdir(SHM) else set()
     assert not [name for name in after - before if "shardstream" in name or "_locals" in name]
+
+
+def test_shards_are_let_go_after_their_last_use(remote: Path, tmp_path: Path):
+    ds = dataset(remote, tmp_path / "cache", shuffle_block_size=60)
+    samples = iter(ds)
+    batch_size = 4
+    first = [int(next(samples)["id"]) for _ in range(40 * batch_size)]
+    reader = ds._prepare().reader
+    assert reader is not None
+    starts = reader.shard_starts
+
+    def shards_of(ids: list[int]) -> set[int]:
+        return {int(s) for s in np.searchsorted(starts, ids, side="right") - 1}
+
+    held = set(reader._open)
+    rest = [int(sample["id"]) for sample in samples]
+    assert sorted(first + rest) == list(range(SAMPLES))
+    # Open mid-epoch: only shards the rest of the epoch reads, or the batch just read.
+    assert held <= shards_of(rest) | shards_of(first[-batch_size:])
+    assert len(held) < len(starts) - 1  # and not every shard
+    assert not reader._open  # the epoch over, nothing stays mapped

@@ -37,11 +37,15 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 WORKER = HERE / "streaming_worker.py"
 
-#: name -> samples, payload bytes, +- jitter (full size; --quick divides the samples by 10).
+#: name -> samples, payload bytes, +- jitter, and for token arrays their length (full size;
+#: --quick divides the samples by 10). Token samples are ``ndarray:uint16:2048`` (4 KiB).
 WORKLOADS: dict[str, dict[str, int]] = {
     "small-1KiB": {"samples": 102_400, "size": 1024, "jitter": 0},
     "large-100KiB": {"samples": 10_240, "size": 100 * 1024, "jitter": 10 * 1024},
+    "tokens-2048": {"samples": 51_200, "size": 4096, "jitter": 0, "tokens": 2048},
 }
+#: The workloads read cold from S3 (the byte payloads; token arrays are read warm only).
+S3_WORKLOADS = ("small-1KiB", "large-100KiB")
 #: 10 samples of 16 bytes per shard: 100,000 samples make 10,000 shards (--quick: 1,000).
 TTFB = {"samples": 100_000, "size": 16, "jitter": 0, "size_limit": 530}
 TTFB_SAMPLES_PER_SHARD = 10
@@ -462,7 +466,8 @@ def main() -> int:
         if args.s3:
             from benchmarks.streaming_s3 import run_s3_cold
 
-            sizes = {n: {**w, "samples": w["samples"] // scale} for n, w in WORKLOADS.items()}
+            sizes = {n: {**WORKLOADS[n], "samples": WORKLOADS[n]["samples"] // scale}
+                     for n in S3_WORKLOADS}  # fmt: skip
             report["s3_cold"] = run_s3_cold(
                 run, libs, workers, sizes, {"size_limit": SHARD_BYTES}, {"batch_size": BATCH_SIZE}
             )

@@ -57,10 +57,13 @@ MIN_SIZE = 16
 class Payloads:
     """The samples of a workload: ``payload(i)`` is a pure function of ``(seed, i)``."""
 
-    def __init__(self, samples: int, size: int, jitter: int, seed: int) -> None:
+    def __init__(self, samples: int, size: int, jitter: int, seed: int, tokens: int = 0) -> None:
+        if tokens:  # token arrays: 2 bytes a token, all of one length
+            size, jitter = 2 * tokens, 0
         if size - jitter < MIN_SIZE:
             raise SystemExit(f"payloads must be at least {MIN_SIZE} bytes")
         rng = np.random.default_rng(seed)
+        self.tokens = tokens
         self.samples = samples
         self.pool = rng.bytes(POOL_BYTES + size + jitter)
         if jitter:
@@ -74,8 +77,22 @@ class Payloads:
         offset, length = self.offsets[index], self.lengths[index]
         return index.to_bytes(8, "little") + self.pool[offset : offset + length - 8]
 
+    @property
+    def column(self) -> str:
+        """The payload's column: ``data`` (bytes) or ``tokens`` (a uint16 array)."""
+        return "tokens" if self.tokens else "data"
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """The MDS columns of the samples."""
+        if self.tokens:
+            return {"tokens": f"ndarray:uint16:{self.tokens}", "label": "int"}
+        return {"data": "bytes", "label": "int"}
+
     def sample(self, index: int) -> dict[str, Any]:
-        """Sample ``index`` as the writers take it."""
+        """Sample ``index`` as the writers take it (tokens: the payload's bytes as uint16)."""
+        if self.tokens:
+            return {"tokens": np.frombuffer(self.payload(index), "<u2"), "label": index}
         return {"data": self.payload(index), "label": index}
 
     def tail(self, index: int) -> bytes:
@@ -92,12 +109,20 @@ class Checker:
         self.padding = padding
         self.lengths = payloads.lengths
         self.tails = [payloads.tail(i) for i in range(payloads.samples)]
+        self.tokens = payloads.tokens
+        if self.tokens:  # checked a batch at a time: each row's first and last 8 bytes
+            self.tail_rows = np.frombuffer(b"".join(self.tails), np.uint8).reshape(-1, 8)
         self.failures = 0
         self.labels: list[Any] = []
 
     def batch(self, batch: Any) -> int:
-        """Check one collated batch (``data``: a list, ``label``: a tensor); its length."""
+        """Check one collated batch (``data``: a list, ``label``: a tensor); its length.
+
+        Token batches (``tokens``: a tensor of shape (batch, tokens)) are checked as arrays.
+        """
         labels = np.asarray(batch["label"]).astype(np.int64, copy=False)
+        if self.tokens:
+            return self._token_batch(batch["tokens"], labels)
         data = batch["data"]
         if len(data) != len(labels) or labels.min() < 0 or labels.max() >= self.samples:
             self.failures += len(labels)
@@ -110,6 +135,23 @@ class Checker:
                 or value[-8:] != tails[label]
             ):
                 self.failures += 1
+        self.labels.append(labels)
+        return len(labels)
+
+    def _token_batch(self, tokens: Any, labels: np.ndarray[Any, Any]) -> int:
+        rows = np.asarray(tokens)
+        if (
+            rows.dtype != np.uint16
+            or rows.shape != (len(labels), self.tokens)
+            or labels.min() < 0
+            or labels.max() >= self.samples
+        ):
+            self.failures += len(labels)
+            return len(labels)
+        octets = np.ascontiguousarray(rows).astype("<u2", copy=False).view(np.uint8)
+        heads = octets[:, :8].copy().view("<u8")[:, 0]
+        good = (heads == labels) & (octets[:, -8:] == self.tail_rows[labels]).all(axis=1)
+        self.failures += int(len(labels) - good.sum())
         self.labels.append(labels)
         return len(labels)
 
@@ -258,6 +300,16 @@ def collate_bytes(samples: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def collate_tokens(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Token arrays stacked into one tensor, as torch's default collation does for arrays."""
+    import torch
+
+    return {
+        "tokens": torch.from_numpy(np.stack([np.asarray(s["tokens"]) for s in samples])),
+        "label": torch.tensor([int(sample["label"]) for sample in samples], dtype=torch.int64),
+    }
+
+
 def version_of(lib: str) -> str:
     """The library's version; imports it whole, so that no timed region pays for an import.
 
@@ -282,9 +334,19 @@ def padding_of(lib: str, samples: int, batch_size: int) -> int:
 
 
 def make_loader(
-    lib: str, data: str, cache: str, batch_size: int, num_workers: int, shuffle: bool = True
+    lib: str,
+    data: str,
+    cache: str,
+    batch_size: int,
+    num_workers: int,
+    shuffle: bool = True,
+    tokens: bool = False,
 ) -> tuple[Any, Any]:
-    """``(dataset, loader)``: the library's StreamingDataset and StreamingDataLoader."""
+    """``(dataset, loader)``: the library's StreamingDataset and StreamingDataLoader.
+
+    Every library collates with torch's default, except litdata's ``bytes`` (see
+    :func:`collate_bytes`) and, for the same batch shape, its token arrays.
+    """
     if lib == "shardstream":
         from shardstream import StreamingDataLoader, StreamingDataset
 
@@ -304,7 +366,10 @@ def make_loader(
         litdata = importlib.import_module("litdata")
         dataset = litdata.StreamingDataset(data, shuffle=shuffle)
         loader = litdata.StreamingDataLoader(
-            dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate_bytes
+            dataset,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            collate_fn=collate_tokens if tokens else collate_bytes,
         )
         return dataset, loader
     raise SystemExit(f"unknown --lib {lib!r}")
@@ -327,7 +392,7 @@ def write(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
 
         with MDSWriter(
             out=args.out,
-            columns={"data": "bytes", "label": "int"},
+            columns=payloads.columns,
             compression=None,
             hashes=None,
             size_limit=args.size_limit,
@@ -385,8 +450,9 @@ def epoch(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
     gc.collect()
     gc.freeze()
     dataset, loader = make_loader(
-        args.lib, args.data, args.cache, args.batch_size, args.workers, not args.no_shuffle
-    )
+        args.lib, args.data, args.cache, args.batch_size, args.workers, not args.no_shuffle,
+        tokens=bool(args.tokens),
+    )  # fmt: skip
     runs = [run_epoch(loader, checker) for _ in range(1 + args.epochs)]
     first, timed = runs[0], runs[1:]
     times = [run["seconds"] for run in timed]
@@ -417,7 +483,9 @@ def ttfb(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
     checker = Checker(payloads, padding) if args.finish else None
     gc.collect()
     started = time.perf_counter()
-    dataset, loader = make_loader(args.lib, args.data, args.cache, args.batch_size, args.workers)
+    dataset, loader = make_loader(
+        args.lib, args.data, args.cache, args.batch_size, args.workers, tokens=bool(args.tokens)
+    )
     constructed = time.perf_counter()
     iterator = iter(loader)
     batch = next(iterator)
@@ -454,7 +522,7 @@ def resume(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
     gc.collect()
     if not args.resume:
         dataset, loader = make_loader(
-            args.lib, args.data, args.cache, args.batch_size, args.workers
+            args.lib, args.data, args.cache, args.batch_size, args.workers, tokens=bool(args.tokens)
         )
         checker = Checker(payloads)
         seen = 0
@@ -474,7 +542,9 @@ def resume(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
     checker.labels = [np.asarray(saved["labels"], dtype=np.int64)]
     checker.failures = saved["failures"]
     started = time.perf_counter()
-    dataset, loader = make_loader(args.lib, args.data, args.cache, args.batch_size, args.workers)
+    dataset, loader = make_loader(
+        args.lib, args.data, args.cache, args.batch_size, args.workers, tokens=bool(args.tokens)
+    )
     loader.load_state_dict(saved["state"])
     constructed = time.perf_counter()
     iterator = iter(loader)
@@ -503,6 +573,7 @@ def parse(argv: Iterable[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, required=True)
     parser.add_argument("--size", type=int, required=True, help="payload bytes per sample")
     parser.add_argument("--jitter", type=int, default=0, help="payload size varies by +- this")
+    parser.add_argument("--tokens", type=int, default=0, help="samples of this many uint16 tokens")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="write: the folder to write")
     parser.add_argument("--size-limit", type=int, default=1 << 26, help="write: shard bytes")
@@ -526,7 +597,7 @@ def main() -> None:
     if args.mode != "write":
         importlib.import_module("torch")
     import_seconds = time.perf_counter() - import_started
-    payloads = Payloads(args.samples, args.size, args.jitter, args.seed)
+    payloads = Payloads(args.samples, args.size, args.jitter, args.seed, args.tokens)
     modes: dict[str, Callable[[argparse.Namespace, Payloads], dict[str, Any]]] = {
         "write": write,
         "epoch": epoch,

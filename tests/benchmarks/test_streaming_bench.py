@@ -15,7 +15,7 @@ import pytest
 from tests.benchmarks import run_benchmark
 
 LIBS = ("shardstream", "reference")
-WORKLOADS = {"small-1KiB": 10_240, "large-100KiB": 1_024}
+WORKLOADS = {"small-1KiB": 10_240, "large-100KiB": 1_024, "tokens-2048": 5_120}
 
 
 @pytest.mark.interop

@@ -156,7 +156,7 @@ class SampleReader:
                     shards, local, needed, needed_at = self._locate(batches[begin:end])
                     done_after: dict[int, list[int]] = {}
                     if begin:  # the rest of the plan: let go of each shard after its last use
-                        done_after = _last_uses(shards)
+                        done_after = _last_uses(shards, before=len(shards) * 7 // 8)
                         wanted = set(needed)
                         for shard in [shard for shard in self._open if shard not in wanted]:
                             self._release(shard)  # the first batch's, or an earlier epoch's
@@ -286,12 +286,14 @@ class SampleReader:
         self.datasets[stream].release(shard - self._first_shard[stream])
 
 
-def _last_uses(shards: NDArray[np.int64]) -> dict[int, list[int]]:
+def _last_uses(shards: NDArray[np.int64], before: int | None = None) -> dict[int, list[int]]:
     """Row -> the shards used for the last time in that row of ``shards`` (one row a batch).
 
     A reader lets go of a shard (unmaps it) once the plan needs it no more: mapped pages count
     in the process's resident memory until then, and a shuffle reads its shards a window at a
-    time, so an epoch would otherwise end with every shard it read mapped.
+    time, so an epoch would otherwise end with every shard it read mapped. Only rows before
+    ``before`` are listed: a shard last used near the end of an epoch adds nothing to the
+    epoch's peak, and the next epoch would have to map it (and fault its pages in) again.
     """
     flat = shards.reshape(-1)
     if flat.size == 0:
@@ -302,7 +304,8 @@ def _last_uses(shards: NDArray[np.int64]) -> dict[int, list[int]]:
     rows = order[ends] // shards.shape[1]
     done: dict[int, list[int]] = {}
     for row, shard in zip(rows.tolist(), ordered[ends].tolist(), strict=True):
-        done.setdefault(row, []).append(shard)
+        if before is None or row < before:
+            done.setdefault(row, []).append(shard)
     return done
 
 

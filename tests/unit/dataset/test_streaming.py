@@ -361,7 +361,7 @@ def test_shards_are_let_go_after_their_last_use(remote: Path, tmp_path: Path):
     starts = reader.shard_starts
 
     def shard_list(ids: list[int]) -> list[int]:
-        return (np.searchsorted(starts, ids, side="right") - 1).tolist()
+        return [int(s) for s in np.searchsorted(starts, ids, side="right") - 1]
 
     def shards_of(ids: list[int]) -> set[int]:
         return set(shard_list(ids))

@@ -37,7 +37,14 @@ from shardstream.format.sample_codec import (
     compile_getter_factory,
 )
 
-__all__ = ["MAX_SHARD_BYTES", "MDSSchema", "MDSShardView", "parse_offsets", "shard_header"]
+__all__ = [
+    "MAX_SHARD_BYTES",
+    "MDSSchema",
+    "MDSShardView",
+    "ShardSamples",
+    "parse_offsets",
+    "shard_header",
+]
 
 #: Offsets are uint32, so a shard file must be smaller than this.
 MAX_SHARD_BYTES = 1 << 32
@@ -279,7 +286,27 @@ def parse_offsets(head: Buffer, size: int, samples: int, source: str) -> NDArray
     return offsets
 
 
-class MDSShardView:
+class ShardSamples:
+    """What the views of one MDS shard share: its length, and samples by position."""
+
+    source: str
+    _offsets: list[int]
+    #: ``get(k)`` decodes sample ``k``; the same as ``self[k]``, one call cheaper.
+    get: Callable[[int], dict[str, Any]]
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        """Decode sample ``index`` of this shard (negative counts from the end)."""
+        if index < 0:
+            index += len(self)
+            if index < 0:
+                raise IndexError(f"{self.source}: sample index out of range")
+        return self.get(index)
+
+
+class MDSShardView(ShardSamples):
     """Random access to the samples of one MDS shard held in a buffer (bytes or an mmap).
 
     Args:
@@ -311,7 +338,6 @@ class MDSShardView:
             buffer = bytes(view)
             view = memoryview(buffer)
         self._view = view
-        #: ``get(k)`` decodes sample ``k``; the same as ``self[k]``, one call cheaper.
         self.get = schema.sample_getter(buffer, view, self._offsets, source, zero_copy=zero_copy)
         #: ``get_many(ks)`` decodes samples ``ks`` into one list per column (``schema.names``).
         self.get_many = schema.columns_decoder(zero_copy=zero_copy).bind(
@@ -341,20 +367,9 @@ class MDSShardView:
             self._get_many_views = self._bind_views()
         return self._get_many_views(indices)
 
-    def __len__(self) -> int:
-        return len(self._offsets) - 1
-
     def sample_bytes(self, index: int) -> memoryview:
         """The raw bytes of sample ``index`` (a zero-copy view)."""
         return self._view[self._offsets[index] : self._offsets[index + 1]]
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        """Decode sample ``index`` of this shard (negative counts from the end)."""
-        if index < 0:
-            index += len(self)
-            if index < 0:
-                raise IndexError(f"{self.source}: sample index out of range")
-        return self.get(index)
 
     def release(self) -> None:
         """Drop the reference to the buffer (decoded arrays keep what they need alive)."""

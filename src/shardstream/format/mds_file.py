@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from shardstream.errors import ShardFormatError
-from shardstream.format.mds import MDSSchema, parse_offsets
+from shardstream.format.mds import MDSSchema, ShardSamples, parse_offsets
 
 __all__ = ["CAN_PREAD", "MDSFileView", "ShardFile"]
 
@@ -72,7 +72,7 @@ class ShardFile:
         self._closer()
 
 
-class MDSFileView:
+class MDSFileView(ShardSamples):
     """Random access to the samples of one MDS shard, read from its file with ``pread``.
 
     The same interface as :class:`~shardstream.format.mds.MDSShardView`; decoded values never
@@ -106,8 +106,7 @@ class MDSFileView:
         self._file = file
         self._offsets = offsets.tolist()
         get, row = schema.file_getters(file, self._offsets, source, zero_copy=zero_copy)
-        #: ``get(k)`` decodes sample ``k``; the same as ``self[k]``, one call cheaper.
-        self.get: Callable[[int], dict[str, Any]] = get
+        self.get = get
         self._row = row
         self._columns = len(schema.names)
 
@@ -122,21 +121,10 @@ class MDSFileView:
     #: Values read from the file are already the caller's own: views have nothing to add.
     get_many_views = get_many
 
-    def __len__(self) -> int:
-        return len(self._offsets) - 1
-
     def sample_bytes(self, index: int) -> memoryview:
         """The raw bytes of sample ``index`` (read into memory)."""
         begin, end = self._offsets[index], self._offsets[index + 1]
         return memoryview(self._file.read(end - begin, begin, self.source))
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        """Decode sample ``index`` of this shard (negative counts from the end)."""
-        if index < 0:
-            index += len(self)
-            if index < 0:
-                raise IndexError(f"{self.source}: sample index out of range")
-        return self.get(index)
 
     def release(self) -> None:
         """Drop this view's hold on the file; it closes once no getter holds it either."""

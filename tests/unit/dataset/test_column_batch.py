@@ -129,14 +129,15 @@ def test_scalar_columns_collate_into_what_default_collate_makes_of_the_list(colu
     import torch
     from torch.utils.data import default_collate
 
-    ours = ColumnBatch(["n"], [list(column)]).collate(default_collate)["n"]
     theirs = default_collate(list(column))
-    if isinstance(theirs, torch.Tensor):
-        assert ours.dtype == theirs.dtype
-        assert torch.equal(ours.nan_to_num(), theirs.nan_to_num())
-        assert torch.equal(ours.signbit(), theirs.signbit())
-    else:
-        assert ours == theirs
+    for as_tensor in (None, torch.as_tensor):  # the loader passes torch.as_tensor
+        ours = ColumnBatch(["n"], [list(column)]).collate(default_collate, as_tensor)["n"]
+        if isinstance(theirs, torch.Tensor):
+            assert ours.dtype == theirs.dtype
+            assert torch.equal(ours.nan_to_num(), theirs.nan_to_num())
+            assert torch.equal(ours.signbit(), theirs.signbit())
+        else:
+            assert ours == theirs
 
 
 def test_an_int_column_beyond_int64_fails_as_default_collate_fails():

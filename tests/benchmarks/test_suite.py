@@ -243,7 +243,7 @@ def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
     assert "![ratios against their targets](suite.png)" in text
     assert "- resume latency, small-1KiB at 50%, workers 0: 0.50x, target <= 0.1x" in text
     assert "## Not measured yet" in text
-    assert "token arrays, ndarray:uint16:2048, through StreamingDataset" in text
+    assert "bytes downloaded per node for py1e and py1s (measured)" in text
     assert "rows of download" in text  # a driver without JSON is listed, never invented
     assert "## Peers that failed" in text
     assert "large-100KiB, workers 2: reference failed: IndexError" in text

@@ -46,14 +46,14 @@ def model(size: int = 64, width: int = 16) -> Any:
         [
             tf.keras.Input((size, size, 3)),
             layers.Conv2D(width, 3, strides=2, padding="same", use_bias=False),
-            layers.BatchNormalization(),
+            layers.BatchNormalization(momentum=0.9),
             layers.ReLU(6.0),
             *(
                 block
                 for channels in (2 * width, 4 * width, 4 * width)
                 for block in (
                     layers.SeparableConv2D(channels, 3, strides=2, padding="same", use_bias=False),
-                    layers.BatchNormalization(),
+                    layers.BatchNormalization(momentum=0.9),
                     layers.ReLU(6.0),
                 )
             ),

@@ -105,7 +105,7 @@ class ShardFiles:
             if zipped is None:
                 continue
             buffer = self._buffer(entry, raw, zipped)
-            if isinstance(buffer, (mmap.mmap, ShardFile)):
+            if isinstance(buffer, mmap.mmap):  # never a ShardFile: no samples were given
                 buffer.close()
             if not keep_zip:
                 with contextlib.suppress(FileNotFoundError):

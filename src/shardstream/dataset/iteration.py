@@ -296,14 +296,10 @@ def _last_uses(shards: NDArray[np.int64], before: int | None = None) -> dict[int
     epoch's peak, and the next epoch would have to map it (and fault its pages in) again.
     """
     flat = shards.reshape(-1)
-    if flat.size == 0:
-        return {}
-    order = np.argsort(flat, kind="stable")  # equal shards keep their order: a run's end is last
-    ordered = flat[order]
-    ends = np.flatnonzero(np.append(ordered[1:] != ordered[:-1], True))
-    rows = order[ends] // shards.shape[1]
+    unique, first_from_end = first_occurrences(flat[::-1])  # last uses, counted from the end
+    rows = (flat.size - 1 - first_from_end) // max(shards.shape[-1], 1)
     done: dict[int, list[int]] = {}
-    for row, shard in zip(rows.tolist(), ordered[ends].tolist(), strict=True):
+    for row, shard in zip(rows.tolist(), unique.tolist(), strict=True):
         if before is None or row < before:
             done.setdefault(row, []).append(shard)
     return done

@@ -35,13 +35,6 @@ NOT_MEASURED = [
         "(mosaicml-streaming reads ~14k small samples/s: 1M would add ~15 minutes); only "
         "spark_bench.py uses 1M and 20k rows. One run at 1M x 1 KiB is in benchmarks/README.md",
     ),
-    (
-        "bytes downloaded per node for py1e and py1s (measured)",
-        "shuffle_quality.py simulates the epoch and counts shard downloads per node under an "
-        "LRU cache (the 'downloads per node (simulated)' rows); no multi-node run counts "
-        "real bytes, and there is no peer row because mosaicml-streaming uses the same "
-        "shuffle algorithms",
-    ),
 ]
 
 
@@ -342,6 +335,29 @@ def _shuffle_rows(report: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _node_bytes_rows(report: dict[str, Any]) -> list[Row]:
+    """node_bytes_bench.py: bytes downloaded per simulated node, beside the reference."""
+    rows = []
+    params = report.get("params", {})
+    for case, run in report.get("runs", {}).items():
+        ours = run.get("shardstream")
+        if ours is None:
+            continue
+        theirs = run.get("reference")
+        peers = {} if theirs is None else {"reference": theirs["bytes_per_node"] / 2**20}
+        passed = all(side["checks_passed"] for side in (ours, theirs) if side is not None)
+        rows.append(
+            Row(
+                f"{case}, {params.get('nodes', '?')} nodes", "bytes downloaded per node", "MiB",
+                ours["bytes_per_node"] / 2**20, peers, higher_is_better=False, speedup=True,
+                checks_passed=passed, source="node_bytes",
+                note=f"minimum {ours['minimum_bytes_per_node'] / 2**20:.1f} MiB (each shard the "
+                f"node reads, once)",
+            )
+        )  # fmt: skip
+    return rows
+
+
 #: driver name -> the function that reads its JSON.
 EXTRACTORS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "format": _write_rows,
@@ -351,6 +367,7 @@ EXTRACTORS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "sampling": _sampling_rows,
     "parquet": _parquet_rows,
     "shuffle": _shuffle_rows,
+    "node_bytes": _node_bytes_rows,
 }
 
 

@@ -134,9 +134,31 @@ def _spark() -> dict[str, Any]:
     }
 
 
+def _node_bytes() -> dict[str, Any]:
+    def side(mib: float, minimum_mib: float, passed: bool = True) -> dict[str, Any]:
+        return {"bytes_per_node": mib * 2**20, "minimum_bytes_per_node": minimum_mib * 2**20,
+                "checks_passed": passed}  # fmt: skip
+
+    return {
+        "params": {"nodes": 2},
+        "runs": {
+            # ours 30 MiB, the reference 120: 4x fewer bytes, reported as 4.00x (no target)
+            "py1e, cache limit 16 shards": {
+                "shardstream": side(30.0, 20.0), "reference": side(120.0, 20.0),
+            },
+            # the reference's checks failed: the row says so
+            "py1s, no cache limit": {
+                "shardstream": side(20.0, 20.0), "reference": side(20.0, 20.0, passed=False),
+            },
+        },
+    }  # fmt: skip
+
+
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    for name, report in {"format": _format(), "streaming": _streaming(), "spark": _spark()}.items():
+    reports = {"format": _format(), "streaming": _streaming(), "spark": _spark(),
+               "node_bytes": _node_bytes()}  # fmt: skip
+    for name, report in reports.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(report), encoding="utf-8")
     return tmp_path
 
@@ -196,6 +218,15 @@ def test_rows_ratios_and_targets(results: Path) -> None:
     assert crashed.checks_passed is True
     assert "reference failed: IndexError" in crashed.note
 
+    limited = _find(rows, "bytes downloaded per node", "py1e, cache limit 16 shards, 2 nodes")
+    assert (limited.ours, limited.peers) == (30.0, {"reference": 120.0})
+    assert limited.ratio == pytest.approx(4.0)  # reference bytes / ours: fewer is better
+    assert (limited.target, limited.met, limited.checks_passed) == (None, None, True)
+    assert "minimum 20.0 MiB" in limited.note
+    unlimited = _find(rows, "bytes downloaded per node", "py1s, no cache limit")
+    assert unlimited.ratio == pytest.approx(1.0)
+    assert unlimited.checks_passed is False
+
     spark = _find(rows, "Spark conversion (none)", "spark tabular")
     assert spark.ratio == pytest.approx(2.0)  # reference seconds / ours
     assert spark.target_op == ">="
@@ -243,7 +274,8 @@ def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
     assert "![ratios against their targets](suite.png)" in text
     assert "- resume latency, small-1KiB at 50%, workers 0: 0.50x, target <= 0.1x" in text
     assert "## Not measured yet" in text
-    assert "bytes downloaded per node for py1e and py1s (measured)" in text
+    assert "the issue's sizes: 1M samples of 1 KiB" in text
+    assert "bytes downloaded per node for py1e and py1s (measured)" not in text
     assert "rows of download" in text  # a driver without JSON is listed, never invented
     assert "## Peers that failed" in text
     assert "large-100KiB, workers 2: reference failed: IndexError" in text

@@ -80,6 +80,9 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             ``8 * batch_size``, or 64).
         cache_limit: Most bytes (int or ``'10gb'``) the node's cache may hold; least recently
             used shards that came from a remote are evicted. Local-only data never is.
+            Below a node's share of the dataset, evicted shards are downloaded again: pair
+            such a limit with ``py1s``, or a ``shuffle_block_size`` whose shards fit in it
+            (``py1e`` over a large block draws each batch from all of the node's shards).
         sampling_method: ``'balanced'`` (fractional weights drawn anew each epoch) or
             ``'fixed'``.
         sampling_granularity: Samples taken from a shard at a time for fractional weights.

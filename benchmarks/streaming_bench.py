@@ -44,6 +44,8 @@ WORKLOADS: dict[str, dict[str, int]] = {
     "large-100KiB": {"samples": 10_240, "size": 100 * 1024, "jitter": 10 * 1024},
     "tokens-2048": {"samples": 51_200, "size": 4096, "jitter": 0, "tokens": 2048},
 }
+#: Issue 8's own sizes (``--issue-sizes``): 1M samples of 1 KiB, 20k of ~100 KiB.
+ISSUE_SAMPLES = {"small-1KiB": 1_000_000, "large-100KiB": 20_000}
 #: The workloads read cold from S3 (the byte payloads; token arrays are read warm only).
 S3_WORKLOADS = ("small-1KiB", "large-100KiB")
 #: 10 samples of 16 bytes per shard: 100,000 samples make 10,000 shards (--quick: 1,000).
@@ -133,9 +135,11 @@ def run_epochs(
     epochs: int,
     scale: int,
     shuffles: tuple[bool, ...] = (True,),
+    workloads: dict[str, dict[str, int]] | None = None,
 ) -> dict[str, Any]:
+    """Warm epochs of each workload (default: :data:`WORKLOADS`) in every setting."""
     results: dict[str, Any] = {}
-    for name, spec in WORKLOADS.items():
+    for name, spec in (workloads or WORKLOADS).items():
         params = {**spec, "samples": spec["samples"] // scale}
         print(f"[epoch {name}] {params['samples']:,} samples ...", flush=True)
         mds, lit = run.fresh(f"{name}-mds"), run.fresh(f"{name}-litdata")
@@ -397,6 +401,14 @@ def parse() -> argparse.Namespace:
         "--resume", action="store_true", help="add resume latency at 50%% (ttfb workers)"
     )
     parser.add_argument("--s3", action="store_true", help="add a cold epoch from SeaweedFS")
+    parser.add_argument(
+        "--workloads", default=",".join(WORKLOADS), help="epoch part: comma-separated workloads"
+    )
+    parser.add_argument(
+        "--issue-sizes",
+        action="store_true",
+        help="epoch part: issue 8's sizes (1M samples of 1 KiB, 20k of ~100 KiB)",
+    )
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per worker run")
     return parser.parse_args()
 
@@ -448,12 +460,22 @@ def main() -> int:
         "ttfb_repeats": repeats,
         "seed": SEED,
         "shuffle": ["on" if shuffle else "off" for shuffle in shuffles],
+        "issue_sizes": args.issue_sizes,
     }
     tmp = tempfile.mkdtemp(prefix="shardstream-streaming-bench-")
     run = Runner(pythons, tmp, args.timeout)
     try:
         if not args.skip_epoch:
-            report["epoch"] = run_epochs(run, libs, workers, epochs, scale, shuffles)
+            workloads = {}
+            for name in [name.strip() for name in args.workloads.split(",") if name.strip()]:
+                if name not in WORKLOADS:
+                    raise SystemExit(f"unknown workload {name!r}; use some of {list(WORKLOADS)}")
+                samples = ISSUE_SAMPLES.get(name) if args.issue_sizes else None
+                workloads[name] = {
+                    **WORKLOADS[name],
+                    "samples": samples or WORKLOADS[name]["samples"],
+                }
+            report["epoch"] = run_epochs(run, libs, workers, epochs, scale, shuffles, workloads)
         if not args.skip_ttfb:
             by_shards = {
                 str(n): run_ttfb(run, libs, ttfb_workers, repeats, scale, n) for n in ttfb_shards

@@ -108,10 +108,10 @@ class Checker:
         self.samples = payloads.samples
         self.padding = padding
         self.lengths = payloads.lengths
-        self.tails = [payloads.tail(i) for i in range(payloads.samples)]
+        self.length_array = np.asarray(payloads.lengths, np.int64)
+        tails = b"".join(payloads.tail(i) for i in range(payloads.samples))
+        self.tail_rows = np.frombuffer(tails, np.uint8).reshape(-1, 8)  # sample i's last 8 bytes
         self.tokens = payloads.tokens
-        if self.tokens:  # checked a batch at a time: each row's first and last 8 bytes
-            self.tail_rows = np.frombuffer(b"".join(self.tails), np.uint8).reshape(-1, 8)
         self.failures = 0
         self.labels: list[Any] = []
 
@@ -127,14 +127,23 @@ class Checker:
         if len(data) != len(labels) or labels.min() < 0 or labels.max() >= self.samples:
             self.failures += len(labels)
             return len(labels)
-        lengths, tails = self.lengths, self.tails
-        for value, label in zip(data, labels.tolist(), strict=True):
-            if (
-                len(value) != lengths[label]
-                or int.from_bytes(value[:8], "little") != label
-                or value[-8:] != tails[label]
-            ):
-                self.failures += 1
+        # A batch at a time, so that the check costs every library little and alike (a loop
+        # over samples that looks up per-sample lists cost ~0.7 us a sample at 1M samples):
+        # each value's length, its first 8 bytes (its label) and its last 8.
+        sizes = np.fromiter(map(len, data), np.int64, count=len(data))
+        joined = np.frombuffer(b"".join(data), np.uint8)
+        ends = np.cumsum(sizes)
+        octet = np.arange(8)
+        last = max(len(joined) - 1, 0)
+        heads = joined[np.clip((ends - sizes)[:, None] + octet, 0, last)] if len(joined) else None
+        tails = joined[np.clip((ends - 8)[:, None] + octet, 0, last)] if len(joined) else None
+        good = sizes == self.length_array[labels]
+        if heads is None or tails is None:
+            good[:] = False
+        else:
+            good &= heads.view("<i8")[:, 0] == labels
+            good &= (tails == self.tail_rows[labels]).all(axis=1)
+        self.failures += int(len(labels) - good.sum())
         self.labels.append(labels)
         return len(labels)
 

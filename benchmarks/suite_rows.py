@@ -8,6 +8,7 @@ Nothing here measures anything: a row exists only where a driver wrote the numbe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -27,15 +28,7 @@ TARGETS = {
 PEER_NAMES = {"reference": "mosaicml-streaming", "litdata": "litdata"}
 
 #: Rows that issue 8 asks for and no driver produces yet, with the reason.
-NOT_MEASURED = [
-    (
-        "the issue's sizes: 1M samples of 1 KiB, 20k JPEG-like samples of ~100 KiB",
-        "format_bench.py and streaming_bench.py keep their own sizes (~100k x 1 KiB, ~10k x "
-        "~100 KiB of random bytes, 51k token arrays), so that the suite ends within an hour "
-        "(mosaicml-streaming reads ~14k small samples/s: 1M would add ~15 minutes); only "
-        "spark_bench.py uses 1M and 20k rows. One run at 1M x 1 KiB is in benchmarks/README.md",
-    ),
-]
+NOT_MEASURED: list[tuple[str, str]] = []
 
 
 @dataclass
@@ -179,35 +172,7 @@ def _largest_process(side: dict[str, Any]) -> float:
 
 def _streaming_rows(report: dict[str, Any]) -> list[Row]:
     """streaming_bench.py: warm epochs, peak RSS, and cold time to first batch per shard count."""
-    rows = []
-    for name, workload in report.get("epoch", {}).items():
-        for key, setting in workload["runs"].items():
-            if "shardstream" not in setting:
-                continue
-            ours = setting["shardstream"]
-            passed = all(
-                setting[lib]["checks_passed"]
-                for lib in ("shardstream", *PEER_NAMES)
-                if lib in setting
-            )
-            label = f"{name}, {key.replace('=', ' ')}"
-            rows.append(
-                Row(
-                    label, "warm-cache iteration", "samples/s", ours["samples_per_s"]["best"],
-                    _peers(setting, lambda side: side["samples_per_s"]["best"]),
-                    target=TARGETS["iteration"], checks_passed=passed, source="streaming",
-                )
-            )  # fmt: skip
-            if "shuffle=off" in key:
-                continue  # peak RSS: once per workload and worker count
-            rows.append(
-                Row(
-                    label, "peak RSS per process (largest)", "MiB", _largest_process(ours),
-                    _peers(setting, _largest_process), higher_is_better=False,
-                    target=TARGETS["peak_rss"], checks_passed=passed, source="streaming",
-                    note="VmHWM: mapped shard pages count (shards of samples under 32 KiB)",
-                )
-            )  # fmt: skip
+    rows = _epoch_rows(report)
     cases = report.get("ttfb_by_shards") or ({"": report["ttfb"]} if "ttfb" in report else {})
     for case in cases.values():
         for key, setting in case["runs"].items():
@@ -264,6 +229,46 @@ def _streaming_rows(report: dict[str, Any]) -> list[Row]:
                         + [f"{lib} failed: {error}" for lib, error in failed.items()]
                     ),
                     peer_failures=failed,
+                )
+            )  # fmt: skip
+    return rows
+
+
+def _epoch_rows(report: dict[str, Any], sizes: bool = False) -> list[Row]:
+    """Warm-epoch speed and peak RSS rows of a streaming_bench.py report.
+
+    ``sizes``: name each workload with its sample count (the run at issue 8's sizes).
+    """
+    source = "streaming_issue" if sizes else "streaming"
+    rows = []
+    for name, workload in report.get("epoch", {}).items():
+        for key, setting in workload["runs"].items():
+            if "shardstream" not in setting:
+                continue
+            ours = setting["shardstream"]
+            passed = all(
+                setting[lib]["checks_passed"]
+                for lib in ("shardstream", *PEER_NAMES)
+                if lib in setting
+            )
+            label = f"{name}, {key.replace('=', ' ')}"
+            if sizes:
+                label = f"{name} x {workload['params']['samples']:,}, {key.replace('=', ' ')}"
+            rows.append(
+                Row(
+                    label, "warm-cache iteration", "samples/s", ours["samples_per_s"]["best"],
+                    _peers(setting, lambda side: side["samples_per_s"]["best"]),
+                    target=TARGETS["iteration"], checks_passed=passed, source=source,
+                )
+            )  # fmt: skip
+            if "shuffle=off" in key:
+                continue  # peak RSS: once per workload and worker count
+            rows.append(
+                Row(
+                    label, "peak RSS per process (largest)", "MiB", _largest_process(ours),
+                    _peers(setting, _largest_process), higher_is_better=False,
+                    target=TARGETS["peak_rss"], checks_passed=passed, source=source,
+                    note="VmHWM: mapped shard pages count (shards of samples under 32 KiB)",
                 )
             )  # fmt: skip
     return rows
@@ -368,6 +373,7 @@ EXTRACTORS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "parquet": _parquet_rows,
     "shuffle": _shuffle_rows,
     "node_bytes": _node_bytes_rows,
+    "streaming_issue": functools.partial(_epoch_rows, sizes=True),
 }
 
 

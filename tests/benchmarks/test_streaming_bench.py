@@ -72,3 +72,24 @@ def test_quick_benchmark_runs_and_checks_pass(tmp_path: Path) -> None:
             assert side["cold_seconds"]["best"] > 0
             assert side["warm_seconds"]["best"] > 0
         assert {"cold", "warm"} <= set(setting["ratios"])
+
+
+@pytest.mark.interop
+def test_issue_sizes_choose_the_workloads_and_their_sample_counts(tmp_path: Path) -> None:
+    out = tmp_path / "streaming_issue.json"
+    run_benchmark(
+        "streaming_bench.py", "--quick", "--issue-sizes", "--workloads", "large-100KiB",
+        "--skip-ttfb", "--workers", "0", "--libs", "shardstream", "--out", str(out), timeout=600,
+    )  # fmt: skip
+    report = json.loads(out.read_text())
+    assert report["issue_sizes"] is True
+    assert list(report["epoch"]) == ["large-100KiB"]
+    workload = report["epoch"]["large-100KiB"]
+    assert workload["params"]["samples"] == 20_000 // 10  # the issue's 20k, --quick's tenth
+    side = workload["runs"]["workers=0"]["shardstream"]
+    assert side["checks_passed"] is True
+    checks = side["first_epoch"]["checks"]
+    # 2,000 samples in batches of 256: the last batch is filled with 48 repeated samples.
+    assert checks["padding_expected"] == -2_000 % 256
+    assert checks["samples_seen"] == 2_000 + checks["padding_expected"]
+    assert checks["missing_labels"] == 0

@@ -156,8 +156,14 @@ def _node_bytes() -> dict[str, Any]:
 
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
+    issue_sizes = {"epoch": {"small-1KiB": {
+        "params": {"samples": 1_000_000},
+        # 900 / 300 = 3x, met; peak RSS 200 / 400 = 0.5, met
+        "runs": {"workers=0": {"shardstream": _epoch_side(900.0, 200, None),
+                               "reference": _epoch_side(300.0, 400, None)}},
+    }}}  # fmt: skip
     reports = {"format": _format(), "streaming": _streaming(), "spark": _spark(),
-               "node_bytes": _node_bytes()}  # fmt: skip
+               "node_bytes": _node_bytes(), "streaming_issue": issue_sizes}  # fmt: skip
     for name, report in reports.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(report), encoding="utf-8")
     return tmp_path
@@ -200,7 +206,8 @@ def test_rows_ratios_and_targets(results: Path) -> None:
     assert rss.ratio == pytest.approx(400 / 600)
     assert rss.target_op == "<="
     assert rss.met is True
-    assert len([r for r in rows if r.metric.startswith("peak RSS")]) == 1
+    peak = [r for r in rows if r.metric.startswith("peak RSS") and r.source == "streaming"]
+    assert len(peak) == 1  # none for the shuffle-off setting
 
     ttfb = _find(rows, "time to first batch (cold)", "100 shards")
     assert ttfb.ratio == pytest.approx(0.2)
@@ -226,6 +233,13 @@ def test_rows_ratios_and_targets(results: Path) -> None:
     unlimited = _find(rows, "bytes downloaded per node", "py1s, no cache limit")
     assert unlimited.ratio == pytest.approx(1.0)
     assert unlimited.checks_passed is False
+
+    big = _find(rows, "warm-cache iteration", "small-1KiB x 1,000,000, workers 0")
+    assert big.ratio == pytest.approx(3.0)
+    assert (big.met, big.source) == (True, "streaming_issue")
+    big_rss = _find(rows, "peak RSS per process (largest)", "small-1KiB x 1,000,000")
+    assert big_rss.ratio == pytest.approx(0.5)
+    assert big_rss.met is True
 
     spark = _find(rows, "Spark conversion (none)", "spark tabular")
     assert spark.ratio == pytest.approx(2.0)  # reference seconds / ours
@@ -274,8 +288,8 @@ def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
     assert "![ratios against their targets](suite.png)" in text
     assert "- resume latency, small-1KiB at 50%, workers 0: 0.50x, target <= 0.1x" in text
     assert "## Not measured yet" in text
-    assert "the issue's sizes: 1M samples of 1 KiB" in text
     assert "bytes downloaded per node for py1e and py1s (measured)" not in text
+    assert "Nothing: every row" not in text  # drivers did not run: they are listed instead
     assert "rows of download" in text  # a driver without JSON is listed, never invented
     assert "## Peers that failed" in text
     assert "large-100KiB, workers 2: reference failed: IndexError" in text

@@ -154,3 +154,42 @@ def test_large_values_from_workers_equal_torch_collating_each_sample(
     assert all(type(value) is bytes for batch in fast for value in batch["payload"])
     ids = torch.cat([batch["id"] for batch in fast]).tolist()
     assert set(ids) == set(range(37))
+
+
+def test_batches_decoded_together_equal_torch_collating_each_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # 610 small samples in ~60 shards, batches of 16: each batch draws a sample or two from
+    # each of many shards, so the reader decodes several batches in one call per shard
+    # (38 batches + 1 padded: groups of up to 8, the last one partial).
+    from shardstream.dataset import iteration
+
+    root = tmp_path / "many"
+    with MDSWriter(out=str(root), columns={"id": "int", "data": "bytes"}, size_limit=200) as w:
+        for i in range(610):
+            w.write({"id": i, "data": i.to_bytes(4, "little") * (i % 5)})
+    calls = []
+    decode = iteration._decode_columns
+
+    def counted(shards: list[int], *args: Any) -> Any:
+        calls.append(len(shards))
+        return decode(shards, *args)
+
+    monkeypatch.setattr(iteration, "_decode_columns", counted)
+
+    def dataset() -> StreamingDataset:
+        return StreamingDataset(
+            remote=str(root), local=str(tmp_path / "c"), batch_size=16, shuffle=True
+        )
+
+    plain = list(DataLoader(dataset(), batch_size=16))
+    fast = list(StreamingDataLoader(dataset(), batch_size=16))
+    assert len(fast) == len(plain) == -(-610 // 16)
+    assert all(same_batch(a, b) for a, b in zip(fast, plain, strict=True))
+    assert calls[0] == 16  # the first batch alone
+    assert max(calls) > 16  # then several batches a call
+    assert sum(calls) == 16 * len(fast)
+    for batch in fast:
+        assert batch["data"] == [
+            int(i).to_bytes(4, "little") * (int(i) % 5) for i in batch["id"].tolist()
+        ]

@@ -129,20 +129,15 @@ class Checker:
             return len(labels)
         # A batch at a time, so that the check costs every library little and alike (a loop
         # over samples that looks up per-sample lists cost ~0.7 us a sample at 1M samples):
-        # each value's length, its first 8 bytes (its label) and its last 8.
+        # each value's length, its first 8 bytes (its label) and its last 8. Only those 16
+        # bytes of a value are copied (joining whole values would copy every ~100 KiB sample).
         sizes = np.fromiter(map(len, data), np.int64, count=len(data))
-        joined = np.frombuffer(b"".join(data), np.uint8)
-        ends = np.cumsum(sizes)
-        octet = np.arange(8)
-        last = max(len(joined) - 1, 0)
-        heads = joined[np.clip((ends - sizes)[:, None] + octet, 0, last)] if len(joined) else None
-        tails = joined[np.clip((ends - 8)[:, None] + octet, 0, last)] if len(joined) else None
-        good = sizes == self.length_array[labels]
-        if heads is None or tails is None:
-            good[:] = False
-        else:
-            good &= heads.view("<i8")[:, 0] == labels
-            good &= (tails == self.tail_rows[labels]).all(axis=1)
+        good = (sizes == self.length_array[labels]) & (sizes >= 8)
+        if good.all():
+            heads = np.frombuffer(b"".join([value[:8] for value in data]), "<i8")
+            tails = np.frombuffer(b"".join([value[-8:] for value in data]), np.uint8)
+            good &= heads == labels
+            good &= (tails.reshape(-1, 8) == self.tail_rows[labels]).all(axis=1)
         self.failures += int(len(labels) - good.sum())
         self.labels.append(labels)
         return len(labels)

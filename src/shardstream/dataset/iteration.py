@@ -356,7 +356,12 @@ def _decode_rows(
         views.update(row_views)
     shards = list(itertools.chain.from_iterable(row[0] for row in rows))
     local = list(itertools.chain.from_iterable(row[1] for row in rows))
-    batch = _decode_columns(shards, local, views, raw_views)
+    try:
+        batch = _decode_columns(shards, local, views, raw_views)
+    except Exception:  # a bad sample: decode batch by batch, so that the batches before its
+        for row in rows:  # own are delivered and the error comes where it belongs
+            yield _decode_columns(*row, raw_views)
+        return
     start = 0
     for row_shards, _, _ in rows:
         stop = start + len(row_shards)

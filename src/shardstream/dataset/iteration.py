@@ -27,7 +27,12 @@ from shardstream.cache import ShardView as _MDSView
 from shardstream.dataset.column_batch import Column, ColumnBatch
 from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
-from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
+from shardstream.errors import (
+    ChecksumError,
+    ShardFormatError,
+    ShardNotFoundError,
+    ShardstreamError,
+)
 from shardstream.format.parquet_view import RowGroupView
 from shardstream.sampling.distinct import first_occurrences
 from shardstream.storage import ObjectStore
@@ -358,8 +363,10 @@ def _decode_rows(
     local = list(itertools.chain.from_iterable(row[1] for row in rows))
     try:
         batch = _decode_columns(shards, local, views, raw_views)
-    except Exception:  # a bad sample: decode batch by batch, so that the batches before its
-        for row in rows:  # own are delivered and the error comes where it belongs
+    except ShardstreamError:
+        # A bad sample: decode batch by batch, so that the batches before its own are
+        # delivered and the error comes where it belongs.
+        for row in rows:
             yield _decode_columns(*row, raw_views)
         return
     start = 0

@@ -107,7 +107,6 @@ class Checker:
     def __init__(self, payloads: Payloads, padding: int = 0) -> None:
         self.samples = payloads.samples
         self.padding = padding
-        self.lengths = payloads.lengths
         self.length_array = np.asarray(payloads.lengths, np.int64)
         tails = b"".join(payloads.tail(i) for i in range(payloads.samples))
         self.tail_rows = np.frombuffer(tails, np.uint8).reshape(-1, 8)  # sample i's last 8 bytes

@@ -142,6 +142,7 @@ class SampleReader:
         which the caller must copy or drop before asking for the next batch.
         """
         pending: list[tuple[list[int], list[int], dict[int, ShardView]]] = []
+        pending_names: set[tuple[str, ...]] = set()  # the one schema of the pending batches
         rows = 1  # batches decoded together; the first one always alone (time to first batch)
         for shards, local, views in self._walk(batches, predownload):
             names = {tuple(_names(view)) for view in views.values()}
@@ -150,10 +151,11 @@ class SampleReader:
                 pending = []
                 yield [views[shard].get(index) for shard, index in zip(shards, local, strict=True)]
                 continue
-            if pending and {tuple(_names(view)) for view in pending[0][2].values()} != names:
+            if pending and pending_names != names:
                 yield from _decode_rows(pending, raw_views)
                 pending = []
             pending.append((shards, local, views))
+            pending_names = names
             if len(pending) >= rows:
                 yield from _decode_rows(pending, raw_views)
                 pending = []
@@ -372,8 +374,8 @@ def _decode_rows(
     start = 0
     for row_shards, _, _ in rows:
         stop = start + len(row_shards)
-        columns = [cast(list[Any], column)[start:stop] for column in batch.columns]  # lists here
-        yield ColumnBatch(batch.names, list(columns))
+        columns: list[Column] = [cast(list[Any], column)[start:stop] for column in batch.columns]
+        yield ColumnBatch(batch.names, columns)  # _decode_columns makes lists, sliced here
         start = stop
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
@@ -17,6 +17,8 @@ from types import MappingProxyType
 from shardstream.errors import ConfigurationError, ShardFormatError
 
 __all__ = ["COMPRESSIONS", "Compression", "CompressionFamily", "get_compression"]
+
+Part = bytes | memoryview
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,9 @@ class CompressionFamily:
         default_level: The level used when the name has none.
         decompress: ``decompress(data, max_size)``; where the codec allows, it stops early
             rather than produce more than ``max_size`` bytes (``None``: no limit).
+        compress_parts: ``compress_parts(parts, size, level)``: the compressed concatenation of
+            ``parts`` (``size`` bytes in all), in pieces, without joining them first; ``None``
+            where the codec has no streaming form worth it (the parts are joined).
     """
 
     code: str
@@ -36,6 +41,9 @@ class CompressionFamily:
     default_level: int | None
     compress: Callable[[bytes, int | None], bytes] = field(repr=False)
     decompress: Callable[[bytes, int | None], bytes] = field(repr=False)
+    compress_parts: Callable[[Sequence[Part], int, int | None], list[bytes]] | None = field(
+        default=None, repr=False
+    )
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,18 @@ class Compression:
     def compress(self, data: bytes) -> bytes:
         """Compress a whole shard file."""
         return self.family.compress(data, self.level)
+
+    def compress_parts(self, parts: Sequence[Part]) -> list[bytes]:
+        """Compress the shard file made of ``parts``; the result's pieces, joined, are the file.
+
+        Where the codec streams (``zstd``), the parts are never joined into one buffer: a
+        64 MiB join faults in fresh pages each time, and compressing into a cache-sized
+        output is faster too (together about 2.5x less time for a shard of 1 KiB samples,
+        measured); the output is one frame that records its content size, like ``compress``'s.
+        """
+        if self.family.compress_parts is None:
+            return [self.compress(b"".join(parts))]
+        return self.family.compress_parts(parts, sum(map(len, parts)), self.level)
 
     def decompress(
         self, data: bytes, *, source: str = "shard", max_size: int | None = None
@@ -130,6 +150,37 @@ def _zstd_compress(data: bytes, level: int | None) -> bytes:
     return zstandard.ZstdCompressor(level=level or 3).compress(data)
 
 
+def _zstd_compress_parts(parts: Sequence[Part], size: int, level: int | None) -> list[bytes]:
+    import zstandard
+
+    chunker = zstandard.ZstdCompressor(level=level or 3).chunker(size=size, chunk_size=_CHUNK)
+    pieces: list[bytes] = []
+    for run in _runs(parts):
+        pieces += chunker.compress(run)
+    pieces += chunker.finish()  # type: ignore[no-untyped-call]
+    return pieces
+
+
+def _runs(parts: Sequence[Part], least: int = 256 << 10) -> Iterator[Part]:
+    """``parts`` again, runs of small ones joined into pieces of at least ``least`` bytes.
+
+    One call per small part (a 1 KiB sample) would cost more than the copy.
+    """
+    run: list[Part] = []
+    run_bytes = 0
+    for part in parts:
+        if len(part) >= least and not run:
+            yield part
+            continue
+        run.append(part)
+        run_bytes += len(part)
+        if run_bytes >= least:
+            yield b"".join(run)
+            run, run_bytes = [], 0
+    if run:
+        yield b"".join(run)
+
+
 def _zstd_decompress(data: bytes, max_size: int | None) -> bytes:
     import zstandard
 
@@ -164,7 +215,9 @@ _FAMILIES = (
     ),
     CompressionFamily("gz", range(10), 9, _gzip_compress, _gzip_decompress),
     CompressionFamily("snappy", None, None, _snappy_compress, _snappy_decompress),
-    CompressionFamily("zstd", range(1, 23), 3, _zstd_compress, _zstd_decompress),
+    CompressionFamily(
+        "zstd", range(1, 23), 3, _zstd_compress, _zstd_decompress, _zstd_compress_parts
+    ),
 )
 
 #: Every compression family by code, sorted.

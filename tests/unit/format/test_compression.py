@@ -4,8 +4,11 @@ import bz2
 import gzip
 
 import brotli
+import numpy as np
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shardstream.errors import ConfigurationError, ShardFormatError
 from shardstream.format.compression import COMPRESSIONS, Compression, get_compression
@@ -176,3 +179,40 @@ def test_zstd_reads_every_frame_of_a_concatenation():
         b"b" * 50
     )
     assert get_compression("zstd").decompress(two, max_size=150) == b"a" * 100 + b"b" * 50
+
+
+_PART = st.one_of(
+    st.binary(max_size=64),
+    st.builds(lambda n, b: b * n, st.integers(0, 300_000), st.binary(min_size=1, max_size=3)),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(parts=st.lists(_PART, max_size=40), code=st.sampled_from(["zstd", "zstd:1", "gz", "br:1"]))
+def test_compress_parts_is_the_compressed_concatenation(parts: list[bytes], code: str):
+    compression = get_compression(code)
+    whole = b"".join(parts)
+    packed = b"".join(compression.compress_parts([*parts[:1], *(memoryview(p) for p in parts[1:])]))
+    assert compression.decompress(packed, max_size=len(whole)) == whole
+    if code.startswith("zstd"):  # one frame that records its content size, as compress's does
+        assert zstandard.frame_content_size(packed) == len(whole)
+        assert zstandard.ZstdDecompressor().decompress(packed) == whole
+
+
+def test_compress_parts_streams_zstd_in_pieces_and_keeps_its_level():
+    noise = np.random.default_rng(0).bytes(3 << 20)
+    samples = [noise[i : i + 1024] for i in range(0, len(noise), 1024)]
+    pieces = get_compression("zstd").compress_parts(samples)
+    assert len(pieces) > 1  # in pieces of about a MiB, not one joined buffer
+    assert get_compression("zstd").decompress(b"".join(pieces)) == noise
+    rng = np.random.default_rng(1)
+    words = [bytes(rng.integers(97, 123, rng.integers(2, 9), dtype=np.uint8)) for _ in range(3000)]
+    text = [b" ".join(words[k] for k in rng.integers(0, 3000, 170)) for _ in range(2000)]
+    sizes = {}
+    for level in (1, 19):
+        packed = b"".join(get_compression(f"zstd:{level}").compress_parts(text))
+        assert get_compression("zstd").decompress(packed) == b"".join(text)
+        one_shot = zstandard.ZstdCompressor(level=level).compress(b"".join(text))
+        assert abs(len(packed) - len(one_shot)) <= len(one_shot) // 100
+        sizes[level] = len(packed)
+    assert sizes[19] < sizes[1] * 0.9  # the level reaches the compressor

@@ -198,8 +198,11 @@ class ShardCache:
             )
         return self._largest
 
-    def ensure(self, shard: int) -> None:
+    def ensure(self, shard: int) -> bool:
         """Make the shard's uncompressed files present, fetching them if needed.
+
+        Returns:
+            Whether this call fetched them (their files' times are then fresh).
 
         Raises:
             ShardNotFoundError: A local-only stream lacks the shard's files.
@@ -211,9 +214,9 @@ class ShardCache:
         number, entry = self.locate(shard)
         stream = self.streams[number]
         if self._present(stream, entry):
-            return
+            return False
         with self._held(stream, entry) as lock:
-            self._fill(lock, number, stream, entry, shard)
+            return self._fill(lock, number, stream, entry, shard)
 
     def open(self, shard: int, opener: Callable[[], V]) -> V:
         """Make the shard present and return ``opener()``, called before anyone can evict it.
@@ -246,10 +249,10 @@ class ShardCache:
 
     def _fill(
         self, lock: FileLock, number: int, stream: CacheStream, entry: ShardEntry, shard: int
-    ) -> None:
-        """Fetch the shard unless present; the caller holds its ``lock``."""
+    ) -> bool:
+        """Fetch the shard unless present (``True`` when it did); the caller holds ``lock``."""
         if self._present(stream, entry):
-            return
+            return False
         if os.fstat(lock.fd).st_size:  # the last holder died mid-fetch: clear its leftovers
             self._remove_orphans(stream, entry)
             os.ftruncate(lock.fd, 0)
@@ -274,6 +277,7 @@ class ShardCache:
             ) from exc
         finally:
             os.ftruncate(lock.fd, 0)
+        return True
 
     def source_url(self, shard: int) -> str | None:
         """Where the shard's stored file comes from; ``None`` for a local-only stream."""

@@ -112,6 +112,9 @@ class SampleReader:
         self.cache = cache
         self.threads = threads
         self._open: OrderedDict[int, ShardView] = OrderedDict()
+        # Shards marked as used this epoch, for least-recently-used eviction: touched, or
+        # fetched by this reader (their files' times are fresh; a touch costs ~60 µs on ext4).
+        self._marked: set[int] = set()
 
     def get(self, sample_id: int) -> dict[str, Any]:
         """Decode one sample by dataset-wide id, fetching its shard if needed."""
@@ -190,6 +193,7 @@ class SampleReader:
             return
         width = batches.shape[1]
         pending: dict[int, Future[ShardView | None]] = {}
+        self._marked.clear()
         with ThreadPoolExecutor(self.threads, thread_name_prefix="shardstream-fetch") as pool:
             try:
                 # The first batch is located alone: it need not wait for the search and sort
@@ -228,6 +232,8 @@ class SampleReader:
                                 if opened is None
                                 else self._remember(shard, opened)
                             )
+                            if shard not in self._marked:  # open since an earlier epoch
+                                self._mark(shard)
                         yield row_shards, local[row].tolist(), views
                         for shard in done_after.get(row, ()):
                             self._release(shard)
@@ -252,24 +258,30 @@ class SampleReader:
 
     def _fetch_in_pool(self, shard: int) -> None:
         """Make ``shard`` present in the cache (a look-ahead task of the pool)."""
-        self.cache.ensure(shard)
+        if self.cache.ensure(shard):
+            self._marked.add(shard)
 
     def _open_in_pool(self, shard: int) -> ShardView | None:
         """Fetch and open ``shard`` in a pool thread; ``None`` leaves it to :meth:`_view`.
 
         The shards of the batch at hand are opened by the thread that fetched them, so that
         the reader thread does not open hundreds of tiny shards one after another (time to
-        first batch; figures in benchmarks/README.md). A shard that vanished or failed its
-        checks is left to the reader thread, which fetches it again and says why.
+        first batch; figures in benchmarks/README.md), and marked as used there too. A shard
+        that vanished or failed its checks is left to the reader thread, which fetches it
+        again and says why.
         """
         stream = self._stream_of_shard[shard]
         dataset = self.datasets[stream]
         within = shard - self._first_shard[stream]
         try:
-            self.cache.ensure(shard)  # the shard's lock is held for the fetch only
+            fetched = self.cache.ensure(shard)  # the shard's lock is held for the fetch only
             view: ShardView = self.cache.open(shard, lambda: dataset.shard_view(within))
         except (ShardNotFoundError, ChecksumError, ShardFormatError):
             return None
+        if fetched:
+            self._marked.add(shard)
+        elif shard not in self._marked:
+            self._mark(shard)
         return view
 
     def _view(self, shard: int) -> ShardView:
@@ -307,7 +319,8 @@ class SampleReader:
 
     def _remember(self, shard: int, view: ShardView) -> ShardView:
         """Keep ``view`` open, unmapping the least recently used beyond the limit."""
-        self.cache.touch(shard)
+        if shard not in self._marked:
+            self._mark(shard)
         self._open[shard] = view
         # A decoded row group's memory; a mapped shard's file.
         size = (
@@ -322,6 +335,11 @@ class SampleReader:
         ):
             self._release(next(iter(self._open)))
         return view
+
+    def _mark(self, shard: int) -> None:
+        """Mark ``shard`` as just used (its files' times), once an epoch."""
+        self._marked.add(shard)
+        self.cache.touch(shard)
 
     def _release(self, shard: int) -> None:
         self._open.pop(shard, None)

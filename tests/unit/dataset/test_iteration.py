@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 from typing import Any
 
@@ -10,7 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from tests.streaming_data import write_dataset
 
+from shardstream import StreamingDataset
+from shardstream.cache.shard_cache import ShardCache
 from shardstream.dataset.iteration import _decode_rows, _last_uses
 from shardstream.errors import ShardFormatError
 
@@ -62,3 +66,33 @@ def test_a_bad_sample_in_a_group_comes_after_the_batches_before_it():
     assert next(decoded).columns == [[1, 101]]
     with pytest.raises(ShardFormatError, match="sample 2 of shard 0"):
         next(decoded)
+
+
+def _epoch_touches(dataset: StreamingDataset, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The shards the reader marks as used (``ShardCache.touch``) over one epoch."""
+    touched: list[int] = []
+    original = ShardCache.touch
+
+    def touch(cache: ShardCache, shard: int) -> None:
+        touched.append(shard)
+        original(cache, shard)
+
+    monkeypatch.setattr(ShardCache, "touch", touch)
+    assert sorted(int(sample["id"]) for sample in dataset) == list(range(200))
+    monkeypatch.undo()
+    return touched
+
+
+def test_shards_are_marked_used_unless_just_fetched(tmp_path, monkeypatch):
+    remote = write_dataset(tmp_path / "remote", 200, size_limit=1024)
+    local = tmp_path / "cache"
+    dataset = StreamingDataset(remote=str(remote), local=str(local), shuffle=True, batch_size=8)
+    assert not list(local.glob("**/shard.*.mds"))  # nothing fetched by constructing
+    assert _epoch_touches(dataset, monkeypatch) == []  # every file's time is its fetch's
+    files = sorted(local.glob("**/shard.*.mds"))
+    assert len(files) > 5
+    for path in files:  # an old copy: the next epoch must mark each shard as used, once
+        os.utime(path, (1_000_000, 1_000_000))
+    touched = _epoch_touches(dataset, monkeypatch)
+    assert sorted(touched) == list(range(len(files)))
+    assert all(path.stat().st_mtime > 1_000_000 for path in files)

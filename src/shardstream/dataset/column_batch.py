@@ -29,6 +29,7 @@ __all__ = [
     "CAN_PACK",
     "PACK_MEAN",
     "PACK_THRESHOLD",
+    "BatchRefs",
     "ColumnBatch",
     "PackedArray",
     "PackedBytes",
@@ -200,6 +201,20 @@ class ColumnBatch:
             else:
                 out[name] = collate(values)
         return out
+
+
+@dataclass(frozen=True)
+class BatchRefs:
+    """A device batch that leaves a worker as its dataset-wide sample ids alone.
+
+    Shards of large samples (read with ``pread``, not mapped) are in the node's cache, where
+    the loader's process can read them as fast as a worker: handing it the ids instead of the
+    values spares every value two copies through fresh shared memory (about 10x a read from
+    the page cache for 100 KiB values on this machine's VM, where each new page costs ~3 us).
+    The loader reads and decodes the batch with its own reader, in batch order.
+    """
+
+    ids: NDArray[np.int64]
 
 
 def _stacked(column: list[Any]) -> Any:

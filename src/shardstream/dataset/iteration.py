@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from shardstream.cache import ShardCache
 from shardstream.cache import ShardView as _MDSView
-from shardstream.dataset.column_batch import Column, ColumnBatch
+from shardstream.dataset.column_batch import BatchRefs, Column, ColumnBatch
 from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
 from shardstream.errors import (
@@ -33,6 +33,7 @@ from shardstream.errors import (
     ShardNotFoundError,
     ShardstreamError,
 )
+from shardstream.format.mds_file import MDSFileView
 from shardstream.format.parquet_view import RowGroupView
 from shardstream.sampling.distinct import first_occurrences
 from shardstream.storage import ObjectStore
@@ -135,19 +136,31 @@ class SampleReader:
                 yield self._starts[shard] + index
 
     def columns(
-        self, batches: NDArray[np.int64], *, predownload: int, raw_views: bool = False
-    ) -> Iterator[ColumnBatch | list[dict[str, Any]]]:
+        self,
+        batches: NDArray[np.int64],
+        *,
+        predownload: int,
+        for_worker: bool = False,
+    ) -> Iterator[ColumnBatch | list[dict[str, Any]] | BatchRefs]:
         """Yield each device batch of ``batches`` as columns.
 
         A batch whose shards disagree on the columns (streams of other schemas) comes as a
         list of sample dicts instead, for the caller to collate as it would any samples.
-        With ``raw_views``, ``bytes`` columns of MDS shards hold memoryviews of the shards,
-        which the caller must copy or drop before asking for the next batch.
+        ``for_worker``: the batches leave a DataLoader worker. ``bytes`` columns of MDS shards
+        hold memoryviews of the shards, which the caller must copy or drop before asking for
+        the next batch; a batch drawn only from shards of large samples comes as its ids
+        (:class:`BatchRefs`), its shards present in the cache, for :meth:`read_batch`.
         """
+        raw_views = for_worker
         pending: list[tuple[list[int], list[int], dict[int, ShardView]]] = []
         pending_names: set[tuple[str, ...]] = set()  # the one schema of the pending batches
         rows = 1  # batches decoded together; the first one always alone (time to first batch)
         for shards, local, views in self._walk(batches, predownload):
+            if for_worker and all(type(view) is MDSFileView for view in views.values()):
+                yield from _decode_rows(pending, raw_views)
+                pending = []
+                yield BatchRefs(self.shard_starts[shards] + np.asarray(local, dtype=np.int64))
+                continue
             names = {tuple(_names(view)) for view in views.values()}
             if len(names) != 1:
                 yield from _decode_rows(pending, raw_views)
@@ -164,6 +177,16 @@ class SampleReader:
                 pending = []
                 rows = self._rows_per_decode(views, len(shards))
         yield from _decode_rows(pending, raw_views)
+
+    def read_batch(self, ids: NDArray[np.int64]) -> ColumnBatch | list[dict[str, Any]]:
+        """The device batch of ``ids`` (a :class:`BatchRefs`'), as :meth:`columns` gives it."""
+        shards, local, _, _ = self._locate(ids.reshape(1, -1))
+        row_shards, row_local = shards[0].tolist(), local[0].tolist()
+        views = {shard: self._view(shard) for shard in dict.fromkeys(row_shards)}
+        if len({tuple(_names(view)) for view in views.values()}) != 1:
+            pairs = zip(row_shards, row_local, strict=True)
+            return [views[shard].get(index) for shard, index in pairs]
+        return _decode_columns(row_shards, row_local, views, raw_views=False)
 
     def _rows_per_decode(self, views: dict[int, ShardView], width: int) -> int:
         """How many batches to decode together, judged from one batch's shards.

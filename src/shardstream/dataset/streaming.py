@@ -322,8 +322,8 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             for sample_id in reader.ids(plan.batches, predownload=predownload):
                 yield custom(sample_id)
         elif self._collated_batches:  # whole device batches, collated by the loader
-            in_worker = info is not None  # large values leave a worker through shared memory
-            batches = reader.columns(plan.batches, predownload=predownload, raw_views=in_worker)
+            in_worker = info is not None  # large values leave a worker by shared memory, or as ids
+            batches = reader.columns(plan.batches, predownload=predownload, for_worker=in_worker)
             if in_worker:
                 batches = (for_transfer(b) if isinstance(b, ColumnBatch) else b for b in batches)
             yield from cast(Iterator[dict[str, Any]], batches)

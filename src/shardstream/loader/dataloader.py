@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from shardstream._torch import as_tensor, default_collate, require_torch
-from shardstream.dataset.column_batch import ColumnBatch
+from shardstream.dataset.column_batch import BatchRefs, ColumnBatch
 from shardstream.dataset.streaming import StreamingDataset, reads_through_getitem
 from shardstream.errors import ConfigurationError
 
@@ -65,6 +65,9 @@ class StreamingDataLoader(DataLoader[Any]):
         to_tensor = as_tensor() if self._device_batches else None
         try:
             for batch in super().__iter__():
+                if isinstance(batch, BatchRefs):  # a worker's batch of large samples: read here
+                    assert isinstance(dataset, StreamingDataset)
+                    batch = dataset._reader().read_batch(batch.ids)
                 if collate is not None:  # collated here, not in the worker: plain lists
                     batch = (
                         batch.collate(collate, to_tensor)

@@ -193,3 +193,46 @@ def test_batches_decoded_together_equal_torch_collating_each_sample(
         assert batch["data"] == [
             int(i).to_bytes(4, "little") * (int(i) % 5) for i in batch["id"].tolist()
         ]
+
+
+def _large_samples(root: Path, count: int) -> Path:
+    """``count`` samples of ~40 KiB in shards of ~10 MiB: shards read with ``pread``."""
+    with MDSWriter(
+        out=str(root), columns={"id": "int", "payload": "bytes"}, size_limit=10 << 20
+    ) as writer:
+        for i in range(count):
+            writer.write({"id": i, "payload": bytes([i % 251]) * (40_000 + i)})
+    return root
+
+
+def test_batches_of_large_samples_leave_workers_as_ids_and_come_out_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from shardstream.dataset.iteration import SampleReader
+
+    remote = _large_samples(tmp_path / "remote", 600)  # 2 shards read, 1 small one mapped
+
+    def batches(workers: int) -> list[tuple[list[int], list[bytes]]]:
+        ds = StreamingDataset(
+            remote=str(remote), local=str(tmp_path / "cache"), batch_size=16, shuffle=True
+        )
+        loader = StreamingDataLoader(ds, batch_size=16, num_workers=workers)
+        return [(batch["id"].tolist(), batch["payload"]) for batch in loader]
+
+    expected = batches(0)
+    read_here: list[int] = []
+    original = SampleReader.read_batch
+
+    def read_batch(reader: SampleReader, ids: Any) -> Any:
+        read_here.append(len(ids))
+        return original(reader, ids)
+
+    monkeypatch.setattr(SampleReader, "read_batch", read_batch)
+    assert batches(2) == expected
+    assert 0 < len(read_here) < len(expected)  # some batches came as ids, the rest as values
+    ids = [i for batch_ids, _ in expected for i in batch_ids]
+    assert set(ids) == set(range(600))
+    assert len(ids) == 608  # 8 repeated to fill the last batch
+    payloads = [p for _, batch in expected for p in batch]
+    assert all(type(p) is bytes for p in payloads)
+    assert all(p == bytes([i % 251]) * (40_000 + i) for i, p in zip(ids, payloads, strict=True))

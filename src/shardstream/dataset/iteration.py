@@ -179,7 +179,10 @@ class SampleReader:
         yield from _decode_rows(pending, raw_views)
 
     def read_batch(self, ids: NDArray[np.int64]) -> ColumnBatch | list[dict[str, Any]]:
-        """The device batch of ``ids`` (a :class:`BatchRefs`'), as :meth:`columns` gives it."""
+        """The device batch of ``ids`` (a :class:`BatchRefs`), decoded as :meth:`columns` would.
+
+        Its shards are opened (fetched again if evicted meanwhile) by this process's reader.
+        """
         shards, local, _, _ = self._locate(ids.reshape(1, -1))
         row_shards, row_local = shards[0].tolist(), local[0].tolist()
         views = {shard: self._view(shard) for shard in dict.fromkeys(row_shards)}

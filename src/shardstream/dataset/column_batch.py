@@ -211,7 +211,8 @@ class BatchRefs:
     the loader's process can read them as fast as a worker: handing it the ids instead of the
     values spares every value two copies through fresh shared memory (about 10x a read from
     the page cache for 100 KiB values on this machine's VM, where each new page costs ~3 us).
-    The loader reads and decodes the batch with its own reader, in batch order.
+    The loader reads and decodes the batch with its own reader, in batch order. Not used
+    under a cache limit, where a shard could be evicted before the loader reads it.
     """
 
     ids: NDArray[np.int64]

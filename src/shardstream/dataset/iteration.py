@@ -149,14 +149,17 @@ class SampleReader:
         ``for_worker``: the batches leave a DataLoader worker. ``bytes`` columns of MDS shards
         hold memoryviews of the shards, which the caller must copy or drop before asking for
         the next batch; a batch drawn only from shards of large samples comes as its ids
-        (:class:`BatchRefs`), its shards present in the cache, for :meth:`read_batch`.
+        (:class:`BatchRefs`), its shards present in the cache, for :meth:`read_batch`. Not
+        under a cache limit: a shard could be evicted before the other process reads it, and
+        be downloaded twice.
         """
         raw_views = for_worker
+        as_ids = for_worker and self.cache.limit is None
         pending: list[tuple[list[int], list[int], dict[int, ShardView]]] = []
         pending_names: set[tuple[str, ...]] = set()  # the one schema of the pending batches
         rows = 1  # batches decoded together; the first one always alone (time to first batch)
         for shards, local, views in self._walk(batches, predownload):
-            if for_worker and all(type(view) is MDSFileView for view in views.values()):
+            if as_ids and all(type(view) is MDSFileView for view in views.values()):
                 yield from _decode_rows(pending, raw_views)
                 pending = []
                 yield BatchRefs(self.shard_starts[shards] + np.asarray(local, dtype=np.int64))

@@ -212,10 +212,11 @@ def test_batches_of_large_samples_leave_workers_as_ids_and_come_out_the_same(
 
     remote = _large_samples(tmp_path / "remote", 600)  # 2 shards read, 1 small one mapped
 
-    def batches(workers: int) -> list[tuple[list[int], list[bytes]]]:
+    def batches(workers: int, limit: str | None = None) -> list[tuple[list[int], list[bytes]]]:
         ds = StreamingDataset(
-            remote=str(remote), local=str(tmp_path / "cache"), batch_size=16, shuffle=True
-        )
+            remote=str(remote), local=str(tmp_path / "cache"), batch_size=16, shuffle=True,
+            cache_limit=limit,
+        )  # fmt: skip
         loader = StreamingDataLoader(ds, batch_size=16, num_workers=workers)
         return [(batch["id"].tolist(), batch["payload"]) for batch in loader]
 
@@ -230,6 +231,10 @@ def test_batches_of_large_samples_leave_workers_as_ids_and_come_out_the_same(
     monkeypatch.setattr(SampleReader, "read_batch", read_batch)
     assert batches(2) == expected
     assert 0 < len(read_here) < len(expected)  # some batches came as ids, the rest as values
+    read_here.clear()
+    # Under a cache limit a shard could be evicted before the loader read it: values only.
+    assert batches(2, limit="100mb") == expected
+    assert read_here == []
     ids = [i for batch_ids, _ in expected for i in batch_ids]
     assert set(ids) == set(range(600))
     assert len(ids) == 608  # 8 repeated to fill the last batch

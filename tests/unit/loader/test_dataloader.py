@@ -210,7 +210,7 @@ def test_batches_of_large_samples_leave_workers_as_ids_and_come_out_the_same(
 ):
     from shardstream.dataset.iteration import SampleReader
 
-    remote = _large_samples(tmp_path / "remote", 600)  # 2 shards read, 1 small one mapped
+    remote = _large_samples(tmp_path / "remote", 600)  # 2 shards for pread, 1 read whole
 
     def batches(workers: int, limit: str | None = None) -> list[tuple[list[int], list[bytes]]]:
         ds = StreamingDataset(

@@ -169,7 +169,10 @@ def _runs(parts: Sequence[Part], least: int = 256 << 10) -> Iterator[Part]:
     run: list[Part] = []
     run_bytes = 0
     for part in parts:
-        if len(part) >= least and not run:
+        if len(part) >= least:  # as it is, after the run before it
+            if run:
+                yield b"".join(run)
+                run, run_bytes = [], 0
             yield part
             continue
         run.append(part)

@@ -39,7 +39,8 @@ from shardstream.errors import (
 from shardstream.storage._memory_budget import ByteBudget
 from shardstream.storage._workers import WorkerPool
 from shardstream.storage.base import ObjectStore
-from shardstream.storage.local import temporary_sibling
+from shardstream.storage.filesystems import is_local_disk
+from shardstream.storage.local import LocalStore, pwrite_all, temporary_sibling
 from shardstream.storage.retry import backoff_delays, is_transient
 
 __all__ = ["DownloadOptions", "download_file", "fetch_bytes"]
@@ -66,7 +67,8 @@ class DownloadOptions:
         retry: Retries after a failed first attempt, for each request (``retry=2``: up to three
             attempts); ``0`` tries once.
         timeout: Seconds allowed for each request (a whole small object, or one byte range),
-            enforced for every backend. For ``s3://``, open the store with the same
+            enforced for every backend that answers requests (a folder on a disk of this
+            machine is copied, not requested). For ``s3://``, open the store with the same
             ``read_timeout`` so that abandoned requests also end soon at the socket.
         part_size: Objects larger than this download as parallel byte ranges of this size.
         concurrency: Byte ranges of one object in flight at once.
@@ -138,7 +140,9 @@ def download_file(
     temporary file is removed and ``dest`` is left as it was. ``dest``'s folder is created if
     needed. Objects larger than ``options.part_size`` download as parallel byte ranges after a
     request for the object's size; an object whose ``expected_size`` fits one part downloads
-    in a single GET, its length checked against ``expected_size``.
+    in a single GET, its length checked against ``expected_size``. A folder on a disk of this
+    machine (:func:`~shardstream.storage.filesystems.is_local_disk`) is copied in the kernel
+    instead, with neither threads nor retries.
 
     Args:
         store: Where the object lives.
@@ -160,6 +164,18 @@ def download_file(
         OSError: ``dest`` could not be written.
     """
     url = store.url(key)
+    if isinstance(store, LocalStore) and is_local_disk(store):
+        # A file on a disk of this machine: one copy in the kernel, no threads and no buffers
+        # (no request can hang, so there is nothing to time out or retry).
+        local = store
+
+        def copy(fd: int) -> int:
+            copied = local.copy_into(key, fd)
+            if expected_size is not None and copied != expected_size:
+                raise _size_error(url, copied, expected_size)
+            return copied
+
+        return _atomically(dest, copy)
     # An object of a known size that fits one request needs no HEAD first: the GET's length is
     # checked against the size instead (one round trip per shard instead of two).
     known = expected_size is not None and expected_size <= options.part_size
@@ -173,6 +189,22 @@ def download_file(
         size = infos[0]
         if expected_size is not None and size != expected_size:
             raise _size_error(url, size, expected_size)
+
+    def fill(fd: int) -> int:
+        os.ftruncate(fd, size)
+        _fetch_into(fd, store, key, size, options, known=known)
+        return size
+
+    return _atomically(dest, fill)
+
+
+def _atomically(dest: str, fill: Callable[[int], int]) -> int:
+    """Create ``dest`` whole or not at all: ``fill`` writes a temporary sibling, then renamed.
+
+    ``fill(fd)`` returns the bytes it wrote, checked against the file's size. On any failure
+    the temporary file is removed and ``dest`` is left as it was; ``dest``'s folder is created
+    if needed.
+    """
     folder = os.path.dirname(dest)
     if folder:
         os.makedirs(folder, exist_ok=True)
@@ -182,13 +214,12 @@ def download_file(
     )
     try:
         try:
-            os.ftruncate(fd, size)
-            _fetch_into(fd, store, key, size, options, known=known)
+            size = fill(fd)
         finally:
             os.close(fd)
         written = os.stat(temporary).st_size
-        if written != size:  # pragma: no cover - pwrite wrote every range; a last sanity check
-            raise StorageError(f"downloading {url}: wrote {written} of {size} bytes")
+        if written != size:  # pragma: no cover - every byte was written; a last sanity check
+            raise StorageError(f"writing {dest}: wrote {written} of {size} bytes")
         os.replace(temporary, dest)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -235,21 +266,13 @@ def _fetch_into(
                 f"reading {url}: bytes [{start}, {end}) came back as {len(data)} bytes (the "
                 f"object is {size} bytes): a short body, or the object changed meanwhile"
             )
-        _pwrite_all(fd, data, start)
+        pwrite_all(fd, data, start)
 
     _gather(requests, deliver, options, action, costs=[end - start for start, end in spans])
 
 
 def _range_reader(store: ObjectStore, key: str, start: int, end: int) -> Callable[[], bytes]:
     return lambda: store.get_range(key, start, end)
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
 
 
 class _Attempt(Generic[T]):

@@ -38,6 +38,10 @@ class CountingStore(LocalStore):
             self._note(key)
         return super().get_range(key, start, end)
 
+    def copy_into(self, key: str, fd: int) -> int:  # how a folder on a local disk is fetched
+        self._note(key)
+        return super().copy_into(key, fd)
+
 
 def make_cache(remote: Path, local: Path, log: Path, limit: int | None = None) -> ShardCache:
     entries = LocalDataset(remote).shards

@@ -18,7 +18,13 @@ from shardstream.errors import (
     ShardFormatError,
     StorageError,
 )
-from shardstream.storage import DownloadOptions, ObjectInfo, download_file, fetch_bytes
+from shardstream.storage import (
+    DownloadOptions,
+    LocalStore,
+    ObjectInfo,
+    download_file,
+    fetch_bytes,
+)
 from shardstream.storage import download as download_module
 from shardstream.storage._memory_budget import ByteBudget
 from shardstream.storage.local import is_temporary
@@ -455,3 +461,57 @@ def test_the_budget_is_given_back_after_failures_and_timeouts(
     time.sleep(0.05)
     assert small_budget.used == 0
     assert os.listdir(tmp_path) == []
+
+
+class CopyCountingStore(LocalStore):
+    """A folder on a local disk that counts the ways its files are read."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.calls = {"copy_into": 0, "get_bytes": 0, "get_range": 0}
+
+    def copy_into(self, key: str, fd: int) -> int:
+        self.calls["copy_into"] += 1
+        return super().copy_into(key, fd)
+
+    def get_bytes(self, key: str) -> bytes:
+        self.calls["get_bytes"] += 1
+        return super().get_bytes(key)
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        self.calls["get_range"] += 1
+        return super().get_range(key, start, end)
+
+
+def test_a_folder_on_a_local_disk_is_copied_not_requested(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    (tmp_path / "remote").mkdir()
+    (tmp_path / "remote" / "k").write_bytes(DATA)
+    store = CopyCountingStore(str(tmp_path / "remote"))
+    monkeypatch.setattr(download_module, "is_local_disk", lambda _: True)
+    small = DownloadOptions(part_size=1024)  # would be 10 ranges if requested
+    assert download_file(store, "k", str(tmp_path / "a" / "k"), small) == len(DATA)
+    assert download_file(store, "k", str(tmp_path / "b"), expected_size=len(DATA)) == len(DATA)
+    assert (tmp_path / "a" / "k").read_bytes() == (tmp_path / "b").read_bytes() == DATA
+    assert store.calls == {"copy_into": 2, "get_bytes": 0, "get_range": 0}
+    # A wrong size is an error, as from any store, and the old file stays.
+    (tmp_path / "b").write_bytes(b"the old copy")
+    with pytest.raises(ShardFormatError, match=r"remote/k holds 10240 bytes where 99 were"):
+        download_file(store, "k", str(tmp_path / "b"), expected_size=99)
+    assert (tmp_path / "b").read_bytes() == b"the old copy"
+    assert sorted(os.listdir(tmp_path)) == ["a", "b", "remote"]
+    with pytest.raises(ObjectNotFoundError):
+        download_file(store, "missing", str(tmp_path / "m"))
+    assert sorted(os.listdir(tmp_path)) == ["a", "b", "remote"]
+
+
+def test_a_folder_on_a_network_mount_is_requested_with_deadlines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    (tmp_path / "k").write_bytes(DATA)
+    store = CopyCountingStore(str(tmp_path))
+    monkeypatch.setattr(download_module, "is_local_disk", lambda _: False)  # as over NFS
+    download_file(store, "k", str(tmp_path / "copy"), DownloadOptions(part_size=1024))
+    assert (tmp_path / "copy").read_bytes() == DATA
+    assert store.calls == {"copy_into": 0, "get_bytes": 0, "get_range": 10}

@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from shardstream.storage import LocalStore, atomic_write
+from shardstream.errors import ObjectNotFoundError, StorageError
+from shardstream.storage import LocalStore, atomic_write, local
 from shardstream.storage.local import temporary_sibling
 
 
@@ -118,3 +122,67 @@ def test_local_store_info_etag_changes_with_a_replacement(tmp_path: Path):
     second = store.info("k")
     assert (first.size, second.size) == (3, 3)
     assert first.etag != second.etag
+
+
+def _copy(store: LocalStore, key: str, dest: Path) -> int:
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        return store.copy_into(key, fd)
+    finally:
+        os.close(fd)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.binary(max_size=1 << 14), kernel=st.booleans(), chunk=st.sampled_from([1, 7, 4096]))
+def test_copy_into_copies_every_byte_in_the_kernel_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, kernel: bool, chunk: int
+):
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src" / "shard.mds").write_bytes(data)
+    with monkeypatch.context() as patch:
+        patch.setattr(local, "_COPY_CHUNK", chunk)
+        if not kernel:  # a system without copy_file_range reads and writes
+            patch.delattr(os, "copy_file_range", raising=False)
+        copied = _copy(LocalStore(str(tmp_path / "src")), "shard.mds", tmp_path / "out")
+    assert copied == len(data)
+    assert (tmp_path / "out").read_bytes() == data
+
+
+def test_copy_into_finishes_by_reading_where_the_kernel_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    data = os.urandom(50_000)
+    (tmp_path / "shard.mds").write_bytes(data)
+    calls: list[int] = []
+
+    def refuse_after_one(source: int, dest: int, count: int, src_at: int, dest_at: int) -> int:
+        calls.append(count)
+        if len(calls) > 1:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        os.pwrite(dest, os.pread(source, 1000, src_at), dest_at)
+        return 1000
+
+    monkeypatch.setattr(os, "copy_file_range", refuse_after_one, raising=False)
+    assert _copy(LocalStore(str(tmp_path)), "shard.mds", tmp_path / "out") == len(data)
+    assert (tmp_path / "out").read_bytes() == data
+    assert calls == [50_000, 49_000]
+
+
+def test_copy_into_says_when_the_file_shrinks_or_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    path = tmp_path / "shard.mds"
+    path.write_bytes(b"x" * 10_000)
+
+    def shrink_first(source: int, dest: int, size: int) -> int:
+        os.truncate(path, 4000)  # rewritten by someone else after it was opened
+        return 0
+
+    store = LocalStore(str(tmp_path))
+    monkeypatch.setattr(local, "_kernel_copy", shrink_first)
+    with pytest.raises(StorageError, match=r"shard\.mds: the file shrank to 4000 bytes"):
+        _copy(store, "shard.mds", tmp_path / "out")
+    with pytest.raises(ObjectNotFoundError, match=r"missing\.mds"):
+        _copy(store, "missing.mds", tmp_path / "out")

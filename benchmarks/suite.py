@@ -12,7 +12,8 @@ writes its JSON into ``--out-dir``. Then the rows of every JSON (``suite_rows.py
 one table: workload, metric, shardstream, the best peer, the ratio, the target of issue 8,
 MET / MISSED, and whether every run behind the row passed its exactly-once checks. Writes
 ``suite.json`` (the machine, the library versions of both venvs, every row, every driver's
-JSON embedded), ``suite.png`` (the ratios against their targets) and ``docs/benchmarks.md``.
+JSON embedded), ``suite.png`` (the ratios against their targets) and ``docs/benchmarks.md``,
+where each missed target comes with the reason ``suite_limits.py`` records for its kind of row.
 See ``benchmarks/README.md``.
 """
 
@@ -34,6 +35,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))  # for benchmarks.report and benchmarks.suite_rows
 
 from benchmarks.report import format_table, machine, package_versions  # noqa: E402
+from benchmarks.suite_limits import LIMITS_SECTION, limit_of  # noqa: E402
 from benchmarks.suite_rows import NOT_MEASURED, PEER_NAMES, Row, rows_from  # noqa: E402
 
 OURS_PACKAGES = ["shardstream", "numpy", "torch", "pyarrow", "matplotlib"]
@@ -206,6 +208,18 @@ def plot(rows: list[Row], path: Path, title: str) -> bool:
     return True
 
 
+def _missed_line(row: dict[str, Any]) -> str:
+    """A missed target as a list item, with its recorded reason (or a call to investigate)."""
+    line = (
+        f"- {row['metric']}, {row['workload']}: {row['ratio']:.2f}x, target "
+        f"{row['target_op']} {row['target']:g}x (best peer: {row['best_peer']})."
+    )
+    limit = limit_of(row["metric"], row["workload"])
+    if limit is None:
+        return f"{line} No reason recorded: investigate it as a regression."
+    return f"{line} Limited by: {limit.bound}. Would meet it: {limit.would}."
+
+
 def docs_text(suite: dict[str, Any], table: str, plot_link: str | None) -> str:
     """docs/benchmarks.md: how to reproduce, the table, the plot, the machine, what is missed."""
     mach = suite["machine"]
@@ -250,11 +264,13 @@ def docs_text(suite: dict[str, Any], table: str, plot_link: str | None) -> str:
         lines += [f"![ratios against their targets]({plot_link})", ""]
     missed = [row for row in suite["rows"] if row["met"] is False]
     lines += ["## Targets missed", ""]
-    lines += [
-        f"- {row['metric']}, {row['workload']}: {row['ratio']:.2f}x, target "
-        f"{row['target_op']} {row['target']:g}x (best peer: {row['best_peer']})"
-        for row in missed
-    ] or ["None."]
+    if missed:
+        lines += [
+            "Each with what limits it on this machine and what would meet it; the "
+            f"measurements behind each reason are in [benchmarks/README.md]({LIMITS_SECTION}).",
+            "",
+        ]
+    lines += [_missed_line(row) for row in missed] or ["None."]
     crashed = [row for row in suite["rows"] if row.get("peer_failures")]
     if crashed:  # a peer that crashed is a finding of its own; its row has no ratio
         lines += ["", "## Peers that failed", ""]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import suite, suite_rows
+from benchmarks import suite, suite_limits, suite_rows
 
 Row = suite_rows.Row
 TARGETS = suite_rows.TARGETS
@@ -287,9 +287,43 @@ def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
     assert "benchmarks/suite.py" in text
     assert "![ratios against their targets](suite.png)" in text
     assert "- resume latency, small-1KiB at 50%, workers 0: 0.50x, target <= 0.1x" in text
+    resume = next(line for line in text.splitlines() if line.startswith("- resume latency"))
+    assert "Limited by: with 0 workers a resumed process computes its epoch plan" in resume
+    assert suite_limits.LIMITS_SECTION in text
+    # A missed row of a kind with no recorded reason is called out, not explained away.
+    write = next(line for line in text.splitlines() if line.startswith("- MDS write, tokens"))
+    assert write.endswith("No reason recorded: investigate it as a regression.")
     assert "## Not measured yet" in text
     assert "bytes downloaded per node for py1e and py1s (measured)" not in text
     assert "Nothing: every row" not in text  # drivers did not run: they are listed instead
     assert "rows of download" in text  # a driver without JSON is listed, never invented
     assert "## Peers that failed" in text
     assert "large-100KiB, workers 2: reference failed: IndexError" in text
+
+
+@pytest.mark.parametrize(
+    ("metric", "workload", "reason"),
+    [
+        ("time to first batch (cold)", "100 shards, workers 2", "file creations"),
+        ("time to first batch (cold)", "100,000 shards, workers 0", None),
+        ("time to first batch (cold)", "10,000 shards, workers 0", None),
+        ("warm-cache iteration", "large-100KiB x 20,000, workers 0", "copied once"),
+        ("warm-cache iteration", "large-100KiB, workers 0 shuffle off", "copied once"),
+        ("warm-cache iteration", "large-100KiB, workers 2", None),
+        ("warm-cache iteration", "small-1KiB, workers 0", None),
+        ("peak RSS per process (largest)", "small-1KiB x 1,000,000, workers 2", "mapped"),
+        ("peak RSS per process (largest)", "small-1KiB, workers 2", None),
+        ("resume latency", "small-1KiB at 50%, workers 2", "epoch plan"),
+        ("Spark conversion (zstd)", "spark image", "hand"),
+        ("Spark conversion (zstd)", "spark tabular", None),
+    ],
+)
+def test_limit_of_names_the_rows_it_explains(
+    metric: str, workload: str, reason: str | None
+) -> None:
+    limit = suite_limits.limit_of(metric, workload)
+    if reason is None:
+        assert limit is None
+    else:
+        assert limit is not None
+        assert reason in limit.bound

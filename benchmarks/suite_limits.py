@@ -1,0 +1,124 @@
+"""What bounds each row of the suite that misses its target on the project's machine.
+
+A missed target in ``docs/benchmarks.md`` is listed with the reason this module records for
+its kind of row, and what would meet it; a missed row with no reason here is listed as one to
+investigate, never explained away. The reasons carry no figures of their own: the
+measurements behind each one are in ``benchmarks/README.md``, section "What limits the rows
+that miss", and a reason is only as good as those measurements. Nothing here measures or
+decides a result: ``Row.met`` alone says whether a target is met.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LIMITS", "LIMITS_SECTION", "Limit", "limit_of"]
+
+#: Where the measurements behind the reasons are, as a link from ``docs/benchmarks.md``.
+LIMITS_SECTION = "../benchmarks/README.md#what-limits-the-rows-that-miss"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """Why rows of one kind miss their target here, and what would meet them.
+
+    Args:
+        metric: The rows' metric, as the table shows it.
+        workload: Substrings that the row's workload must all contain.
+        bound: What limits the row on this machine.
+        would: What would meet the target.
+    """
+
+    metric: str
+    workload: tuple[str, ...]
+    bound: str
+    would: str
+
+    def matches(self, metric: str, workload: str) -> bool:
+        """Whether this reason is about the row of ``metric`` on ``workload``."""
+        return metric == self.metric and all(part in workload for part in self.workload)
+
+
+LIMITS = [
+    Limit(
+        "warm-cache iteration",
+        ("large-100KiB", "workers 0"),
+        bound="each ~100 KiB value is copied once, out of the page cache into a new `bytes` "
+        "object, as the peers copy it: at this machine's memory bandwidth the copy alone takes "
+        "longer than twice the faster peer's rate allows for a whole sample",
+        would="values handed out without a copy (`LocalDataset(zero_copy=True)` gives "
+        "memoryviews; `StreamingDataset` yields `bytes`, as the reference does), or more "
+        "memory bandwidth per core",
+    ),
+    Limit(
+        "peak RSS per process (largest)",
+        ("small-1KiB x 1,000,000",),
+        bound="shards of small samples are mapped, and a shuffle over the whole dataset touches "
+        "every page of it: the mapped page cache (shared, reclaimable) counts in `VmHWM` up to "
+        "the dataset's size; one `pread` per 1 KiB sample keeps memory flat but costs about "
+        "twice a mapped read, and the speed rows (met) would miss instead",
+        would="reading many samples per system call (io_uring, through a compiled extension "
+        "the light core does not have); the JSON also records `RssAnon`, the process's own "
+        "memory",
+    ),
+    Limit(
+        "peak RSS per process (largest)",
+        ("tokens-2048",),
+        bound="token shards (4 KiB samples) are mapped, as small samples are, and the pages a "
+        "shuffled epoch touches count in `VmHWM`; a `pread` per sample halves the speed at 4 "
+        "KiB",
+        would="as for 1 KiB samples: many reads per system call",
+    ),
+    Limit(
+        "time to first batch (cold)",
+        ("100 shards,",),
+        bound="the first batch needs ~80 of the 100 shards, each fetched into the crash-safe "
+        "cache before it is read; with 0 workers that fetch (a lock file, a download slot, a "
+        "temporary renamed into place: five opens, two of them file creations, and about nine "
+        "stats a shard) is nearly the whole start; with 2 workers, starting torch's worker "
+        "processes alone takes about the target's time",
+        would="fewer file operations per fetched shard (one lock file per cache folder with "
+        "byte-range locks, download slots held open, the written descriptor kept for reading, "
+        "a hard link from a remote on the same file system); not built yet",
+    ),
+    Limit(
+        "resume latency",
+        (),
+        bound="with 0 workers a resumed process computes its epoch plan (py1e over the "
+        "dataset) and maps the first batch's shards, together more than a tenth of the "
+        "reference's time; with 2 workers, starting torch's DataLoader worker processes alone "
+        "takes longer than that",
+        would="an epoch plan stored with the cache by the run that saved the state (not built "
+        "yet); with workers, workers already running, which a fresh torch DataLoader does not "
+        "have",
+    ),
+    Limit(
+        "cold iteration from local S3",
+        ("large-100KiB",),
+        bound="the epoch waits on the shards: SeaweedFS serves them from the same two cores "
+        "that read them, and they arrive in about the time that 2x the reference allows for "
+        "the whole epoch",
+        would="a server that does not share the readers' cores (on another machine, the "
+        "network would be the bound)",
+    ),
+    Limit(
+        "shard download",
+        (),
+        bound="SeaweedFS serves from the same two cores that download and hash the files: the "
+        "server is the ceiling",
+        would="a server on other cores or another machine",
+    ),
+    Limit(
+        "Spark conversion (zstd)",
+        ("image",),
+        bound="most of the time is Spark handing 2 GB of images to Python and zstd compressing "
+        "them, the same work the reference does, and the row sits around its target from run "
+        "to run",
+        would="less of Spark's hand-over (it is the floor of both libraries' time)",
+    ),
+]
+
+
+def limit_of(metric: str, workload: str) -> Limit | None:
+    """The recorded reason why the row of ``metric`` on ``workload`` misses; None if none."""
+    return next((limit for limit in LIMITS if limit.matches(metric, workload)), None)

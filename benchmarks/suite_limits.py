@@ -41,16 +41,6 @@ class Limit:
 
 LIMITS = [
     Limit(
-        "warm-cache iteration",
-        ("large-100KiB", "workers 0"),
-        bound="each ~100 KiB value is copied once, out of the page cache into a new `bytes` "
-        "object, as the peers copy it: at this machine's memory bandwidth the copy alone takes "
-        "longer than twice the faster peer's rate allows for a whole sample",
-        would="values handed out without a copy (`LocalDataset(zero_copy=True)` gives "
-        "memoryviews; `StreamingDataset` yields `bytes`, as the reference does), or more "
-        "memory bandwidth per core",
-    ),
-    Limit(
         "peak RSS per process (largest)",
         ("small-1KiB x 1,000,000",),
         bound="shards of small samples are mapped, and a shuffle over the whole dataset touches "
@@ -75,11 +65,12 @@ LIMITS = [
         bound="the first batch needs ~80 of the 100 shards, each fetched into the crash-safe "
         "cache before it is read; with 0 workers that fetch (a lock file, a download slot, a "
         "temporary renamed into place: five opens, two of them file creations, and about nine "
-        "stats a shard) is nearly the whole start; with 2 workers, starting torch's worker "
-        "processes alone takes about the target's time",
+        "stats a shard) is nearly the whole start, and costs several times the file "
+        "system's own operations",
         would="fewer file operations per fetched shard (one lock file per cache folder with "
         "byte-range locks, download slots held open, the written descriptor kept for reading, "
-        "a hard link from a remote on the same file system); not built yet",
+        "a hard link from a remote on the same file system); not built yet: this row is "
+        "shardstream's cost, not the machine's",
     ),
     Limit(
         "resume latency",

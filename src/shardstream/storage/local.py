@@ -180,23 +180,31 @@ class LocalStore:
         Raises:
             ObjectNotFoundError: No file under ``key``.
             StorageError: The file could not be read, or shrank while it was copied.
+            OSError: ``fd``'s disk is full (``ENOSPC``, ``EDQUOT``): the destination's error,
+                left for the caller to report as its own (a full cache is not a bad store).
         """
-        with self._boundary("reading", key):
-            source = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_BINARY", 0))
-            try:
-                size = os.fstat(source).st_size
-                done = _kernel_copy(source, fd, size)
-                while done < size:
-                    chunk = os.pread(source, min(_COPY_CHUNK, size - done), done)
-                    if not chunk:
-                        raise StorageError(
-                            f"reading {self.url(key)}: the file shrank to {done} bytes while "
-                            "it was copied; something rewrote it: start again"
-                        )
-                    pwrite_all(fd, chunk, done)
-                    done += len(chunk)
-            finally:
-                os.close(source)
+        try:
+            with self._boundary("reading", key):
+                source = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_BINARY", 0))
+                try:
+                    size = os.fstat(source).st_size
+                    done = _kernel_copy(source, fd, size)
+                    while done < size:
+                        chunk = os.pread(source, min(_COPY_CHUNK, size - done), done)
+                        if not chunk:
+                            raise StorageError(
+                                f"reading {self.url(key)}: the file shrank to {done} bytes "
+                                "while it was copied; something rewrote it: start again"
+                            )
+                        pwrite_all(fd, chunk, done)
+                        done += len(chunk)
+                finally:
+                    os.close(source)
+        except StorageError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno in _DESTINATION_FULL:
+                raise cause from None
+            raise
         return size
 
     def info(self, key: str) -> ObjectInfo:
@@ -253,6 +261,8 @@ class LocalStore:
 
 
 _COPY_CHUNK = 8 << 20
+#: Errors of a copy that are the destination's: its disk or quota is full.
+_DESTINATION_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 #: ``copy_file_range`` errors that mean "not here": copy by reading and writing instead.
 _NO_KERNEL_COPY = frozenset(
     getattr(errno, name)

@@ -186,3 +186,26 @@ def test_copy_into_says_when_the_file_shrinks_or_is_missing(
         _copy(store, "shard.mds", tmp_path / "out")
     with pytest.raises(ObjectNotFoundError, match=r"missing\.mds"):
         _copy(store, "missing.mds", tmp_path / "out")
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+@pytest.mark.parametrize("kernel", [True, False])
+def test_copy_into_leaves_a_full_destination_disk_to_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, kernel: bool
+):
+    # A full cache disk is the destination's error, not a bad store: it must reach the cache
+    # as the OSError it is (the cache reports DiskFullError), not as a StorageError.
+    (tmp_path / "shard.mds").write_bytes(b"x" * 10_000)
+
+    def full(*_: object) -> int:
+        raise OSError(code, os.strerror(code))
+
+    if kernel:
+        monkeypatch.setattr(os, "copy_file_range", full, raising=False)
+    else:
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+        monkeypatch.setattr(local, "pwrite_all", full)
+    with pytest.raises(OSError, match=os.strerror(code)) as caught:
+        _copy(LocalStore(str(tmp_path)), "shard.mds", tmp_path / "out")
+    assert not isinstance(caught.value, StorageError)
+    assert caught.value.errno == code

@@ -32,6 +32,8 @@ Each error also derives from the builtin exception a caller would naturally catc
 
 from __future__ import annotations
 
+import errno
+
 __all__ = [
     "CacheFolderError",
     "CacheLimitError",
@@ -142,6 +144,10 @@ class CacheFolderError(ShardstreamError, PermissionError):
 
 class DiskFullError(ShardstreamError, OSError):
     """The disk of a cache folder filled up while a shard was fetched or decompressed."""
+
+
+#: What a write to a full disk (or a full quota) fails with.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class UploadError(ShardstreamError, OSError):

@@ -38,6 +38,7 @@ from typing import Protocol, TypeVar
 from shardstream.cache.locks import FileLock, try_lock_file
 from shardstream.cache.shard_files import ShardFiles, shard_file_pairs
 from shardstream.errors import (
+    DISK_FULL_ERRNOS,
     CacheLimitError,
     ConfigurationError,
     DiskFullError,
@@ -266,7 +267,7 @@ class ShardCache:
             else:
                 self._fetch(number, entry)
         except OSError as exc:
-            if exc.errno not in _DISK_FULL:
+            if exc.errno not in DISK_FULL_ERRNOS:
                 raise
             raise DiskFullError(
                 exc.errno,
@@ -499,10 +500,6 @@ def _listing(stream: CacheStream) -> set[str]:
         with contextlib.suppress(OSError):  # no such folder yet: nothing in it
             present.update(os.path.join(folder, name) for name in os.listdir(folder))
     return present
-
-
-# What a write to a full disk (or a full quota) fails with.
-_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def _free_bytes(folder: str) -> int | str:

@@ -11,7 +11,7 @@ import stat
 import uuid
 from collections.abc import Iterable, Iterator
 
-from shardstream.errors import ObjectNotFoundError, StorageError
+from shardstream.errors import DISK_FULL_ERRNOS, ObjectNotFoundError, StorageError
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
@@ -183,28 +183,22 @@ class LocalStore:
             OSError: ``fd``'s disk is full (``ENOSPC``, ``EDQUOT``): the destination's error,
                 left for the caller to report as its own (a full cache is not a bad store).
         """
-        try:
-            with self._boundary("reading", key):
-                source = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_BINARY", 0))
-                try:
-                    size = os.fstat(source).st_size
-                    done = _kernel_copy(source, fd, size)
-                    while done < size:
-                        chunk = os.pread(source, min(_COPY_CHUNK, size - done), done)
-                        if not chunk:
-                            raise StorageError(
-                                f"reading {self.url(key)}: the file shrank to {done} bytes "
-                                "while it was copied; something rewrote it: start again"
-                            )
-                        pwrite_all(fd, chunk, done)
-                        done += len(chunk)
-                finally:
-                    os.close(source)
-        except StorageError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, OSError) and cause.errno in _DESTINATION_FULL:
-                raise cause from None
-            raise
+        with self._boundary("reading", key):
+            source = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            try:
+                size = os.fstat(source).st_size
+                done = _kernel_copy(source, fd, size)
+                while done < size:
+                    chunk = os.pread(source, min(_COPY_CHUNK, size - done), done)
+                    if not chunk:
+                        raise StorageError(
+                            f"reading {self.url(key)}: the file shrank to {done} bytes while "
+                            "it was copied; something rewrote it: start again"
+                        )
+                    pwrite_all(fd, chunk, done)
+                    done += len(chunk)
+            finally:
+                os.close(source)
         return size
 
     def info(self, key: str) -> ObjectInfo:
@@ -257,12 +251,12 @@ class LocalStore:
                 f"key, and that the folder {self.root} is the complete dataset"
             ) from exc
         except OSError as exc:
+            if exc.errno in DISK_FULL_ERRNOS:  # a copy's destination (copy_into), not the store
+                raise
             raise StorageError(f"{action} {self.url(key)} failed: {exc}") from exc
 
 
 _COPY_CHUNK = 8 << 20
-#: Errors of a copy that are the destination's: its disk or quota is full.
-_DESTINATION_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 #: ``copy_file_range`` errors that mean "not here": copy by reading and writing instead.
 _NO_KERNEL_COPY = frozenset(
     getattr(errno, name)

@@ -229,14 +229,21 @@ class ShardCache:
         Raises:
             The errors of :meth:`ensure`, and whatever ``opener`` raises.
         """
+        return self.open_fetched(shard, opener)[0]
+
+    def open_fetched(self, shard: int, opener: Callable[[], V]) -> tuple[V, bool]:
+        """:meth:`open`, and whether this call fetched the shard (as :meth:`ensure` says).
+
+        One check of the shard's files where :meth:`ensure` then :meth:`open` would make two.
+        """
         number, entry = self.locate(shard)
         stream = self.streams[number]
         if self._present(stream, entry):
             with contextlib.suppress(ShardNotFoundError):  # evicted just now: fetch it below
-                return opener()
+                return opener(), False
         with self._held(stream, entry) as lock:
-            self._fill(lock, number, stream, entry, shard)
-            return opener()
+            fetched = self._fill(lock, number, stream, entry, shard)
+            return opener(), fetched
 
     @contextlib.contextmanager
     def _held(self, stream: CacheStream, entry: ShardEntry) -> Iterator[FileLock]:
@@ -336,10 +343,11 @@ class ShardCache:
         for raw, zipped in shard_file_pairs(entry):
             info = zipped if zipped is not None else raw
             path = os.path.join(stream.local, info.basename)
-            if _whole(path, info):
+            # The uncompressed file was just found missing (the caller's check); a compressed
+            # one may be here from a fetch that stopped before decompressing it.
+            if zipped is not None and _whole(path, info):
                 continue
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with self._slot():
+            with self._slot():  # download_file makes the file's folder when missing
                 started = time.monotonic()
                 download_file(
                     stream.store, info.basename, path, stream.options, expected_size=info.bytes
@@ -467,9 +475,9 @@ class ShardCache:
     # --- files ----------------------------------------------------------------------------------
 
     def _present(self, stream: CacheStream, entry: ShardEntry) -> bool:
-        return all(
-            _whole(os.path.join(stream.local, raw.basename), raw)
-            for raw, _ in shard_file_pairs(entry)
+        raw, meta = entry.raw_data, entry.raw_meta  # checked once or twice a shard read
+        return _whole(os.path.join(stream.local, raw.basename), raw) and (
+            meta is None or _whole(os.path.join(stream.local, meta.basename), meta)
         )
 
     def _lock_path(self, stream: CacheStream, entry: ShardEntry) -> str:
@@ -533,9 +541,9 @@ def _record(fd: int, need: int, entry: ShardEntry) -> None:
     """Write into a shard's lock file that a fetch of ``need`` bytes is under way.
 
     The record is cleared when the fetch ends; one left behind marks a fetch whose process
-    died, and tells the next holder which files to clean up.
+    died, and tells the next holder which files to clean up. The file is empty when this is
+    called (:meth:`ShardCache._fill` clears a dead fetch's record first).
     """
-    os.ftruncate(fd, 0)
     os.pwrite(fd, f"{need} {entry.raw_data.basename}\n".encode(), 0)
 
 

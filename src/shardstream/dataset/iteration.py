@@ -303,8 +303,8 @@ class SampleReader:
         dataset = self.datasets[stream]
         within = shard - self._first_shard[stream]
         try:
-            fetched = self.cache.ensure(shard)  # the shard's lock is held for the fetch only
-            view: ShardView = self.cache.open(shard, lambda: dataset.shard_view(within))
+            view: ShardView
+            view, fetched = self.cache.open_fetched(shard, lambda: dataset.shard_view(within))
         except (ShardNotFoundError, ChecksumError, ShardFormatError):
             return None
         if fetched:

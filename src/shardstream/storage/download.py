@@ -205,19 +205,19 @@ def _atomically(dest: str, fill: Callable[[int], int]) -> int:
     the temporary file is removed and ``dest`` is left as it was; ``dest``'s folder is created
     if needed.
     """
-    folder = os.path.dirname(dest)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
     temporary = temporary_sibling(dest)
-    fd = os.open(
-        temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644
-    )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(temporary, flags, 0o644)
+    except FileNotFoundError:  # the folder is missing: the first file into it (asked once)
+        os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
+        fd = os.open(temporary, flags, 0o644)
     try:
         try:
             size = fill(fd)
+            written = os.fstat(fd).st_size
         finally:
             os.close(fd)
-        written = os.stat(temporary).st_size
         if written != size:  # pragma: no cover - every byte was written; a last sanity check
             raise StorageError(f"writing {dest}: wrote {written} of {size} bytes")
         os.replace(temporary, dest)

@@ -76,6 +76,21 @@ def test_processes_of_a_node_fetch_each_shard_once(remote: Path, tmp_path: Path)
     assert len(fetched) == len(set(fetched)) == len(LocalDataset(remote).shards)
 
 
+def test_open_fetched_says_whether_it_fetched(remote: Path, tmp_path: Path):
+    log = tmp_path / "fetches.log"
+    cache = make_cache(remote, tmp_path / "c", log)
+    local = LocalDataset(tmp_path / "c", entries=cache.streams[0].entries)
+    view, fetched = cache.open_fetched(3, lambda: local.shard_view(3))
+    assert fetched and len(view) == cache.streams[0].entries[3].samples
+    again, fetched = cache.open_fetched(3, lambda: local.shard_view(3))
+    assert not fetched and again is view and not cache.ensure(3)
+    assert log.read_text().split() == [cache.streams[0].entries[3].raw_data.basename]
+    os.remove(tmp_path / "c" / cache.streams[0].entries[3].raw_data.basename)
+    local.release(3)
+    _, fetched = cache.open_fetched(3, lambda: local.shard_view(3))  # gone: fetched again
+    assert fetched and len(log.read_text().split()) == 2
+
+
 def hold_lock_then_hang(path: str, temporary: str, ready: str) -> None:
     lock = FileLock(path)
     lock.acquire(timeout=5)

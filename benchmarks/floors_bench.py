@@ -10,12 +10,20 @@ sets them beside the rows):
 
 * ``read``: one value out of a page-cached file at a random offset, by ``pread`` into a new
   ``bytes`` and by slicing a mapping that was touched once before (the copy a loader that
-  yields ``bytes`` makes), for 100 KiB and 1 KiB values.
+  yields ``bytes`` makes), for 100 KiB and 1 KiB values. Twice: each value dropped at once
+  (its memory, still in the CPU's caches, takes the next one), and values held in batches
+  of 256 as a loader's batch holds them, each copied to memory not in the caches (the floor
+  of a loader's epoch). glibc's trim threshold is raised first, as earlier frees of large
+  blocks raise it in a loader's process (an epoch there takes ~2 page faults a sample);
+  at its default, freeing each batch hands its memory back to the system and the next
+  batch faults it in again, which would time the allocator instead.
 * ``files``: a cache fill's file operations for 100 tiny shards in a fresh folder of the
   temporary directory's file system: a lock file, then a temporary written and renamed into
   place (shardstream's crash-safe fetch), against one file written in place.
 * ``plan``: shardstream's epoch plan of 102,400 samples in 2 shards, resumed at half of it (the
   resume workload: one rank, py1e), the part of a resumed start that depends on the data.
+  Measured first, with the allocator's defaults: its arrays are faulted in afresh each time,
+  as in a resumed process, which computes one plan (kept memory halves the figure).
 * ``dataloader``: torch's DataLoader over a dataset that holds one ready batch: from
   constructing it to the first batch, with 0 and 2 worker processes (the floor of any
   loader's first batch through it, with no plan and no shards).
@@ -26,6 +34,7 @@ Each figure is the best and the median of its repeats. Run it on an otherwise id
 from __future__ import annotations
 
 import argparse
+import ctypes
 import functools
 import json
 import mmap
@@ -44,6 +53,24 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # for benchmarks.report
 
 from benchmarks.report import format_table, machine  # noqa: E402
+
+#: Values a batch holds (the suite's batch size).
+BATCH = 256
+
+
+def _raise_trim_threshold() -> bool:
+    """Keep freed memory in this process, as a loader's process does (see the module doc).
+
+    Returns:
+        Whether it was done (glibc only).
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(mallopt(m_mmap_threshold, 32 << 20)) and bool(mallopt(m_trim_threshold, 64 << 20))
 
 
 def _summary(values: list[float]) -> dict[str, float]:
@@ -69,20 +96,29 @@ def read_costs(folder: str, value: int, file_bytes: int, reads: int, repeats: in
         for offset in range(0, file_bytes, mmap.PAGESIZE):  # page cache and mapping warm
             mapped[offset]
 
-        def by_pread() -> float:
+        def by_pread(held: int) -> float:
             read = os.pread
             started = time.perf_counter()
-            for offset in offsets:
-                read(fd, value, offset)
+            for first in range(0, reads, held):
+                batch = [read(fd, value, offset) for offset in offsets[first : first + held]]
+                del batch
             return (time.perf_counter() - started) / reads * 1e6
 
-        def by_slice() -> float:
+        def by_slice(held: int) -> float:
             started = time.perf_counter()
-            for offset in offsets:
-                mapped[offset : offset + value]
+            for first in range(0, reads, held):
+                batch = [
+                    mapped[offset : offset + value] for offset in offsets[first : first + held]
+                ]
+                del batch
             return (time.perf_counter() - started) / reads * 1e6
 
-        result = {"pread_us": _repeat(by_pread, repeats), "mapped_us": _repeat(by_slice, repeats)}
+        result = {
+            "pread_us": _repeat(functools.partial(by_pread, 1), repeats),
+            "mapped_us": _repeat(functools.partial(by_slice, 1), repeats),
+            "pread_batch_us": _repeat(functools.partial(by_pread, BATCH), repeats),
+            "mapped_batch_us": _repeat(functools.partial(by_slice, BATCH), repeats),
+        }
         mapped.close()
         return result
     finally:
@@ -174,6 +210,10 @@ def main() -> int:
     args = parser.parse_args()
     scale = 8 if args.quick else 1
     report: dict[str, Any] = {"benchmark": "floors", "quick": args.quick, "machine": machine()}
+    # The plan first, with glibc's defaults: as in a resumed process, its arrays come from
+    # memory the system hands over afresh (page faults included), not from freed memory kept.
+    report["plan"] = plan_cost(args.repeats)
+    report["trim_threshold_raised"] = _raise_trim_threshold()
     with tempfile.TemporaryDirectory() as folder:
         report["read"] = {
             "100KiB": read_costs(folder, 100 * 1024, (512 << 20) // scale, 5_000 // scale,
@@ -181,7 +221,6 @@ def main() -> int:
             "1KiB": read_costs(folder, 1024, (64 << 20) // scale, 200_000 // scale, args.repeats),
         }  # fmt: skip
         report["files"] = file_costs(folder, 100, args.repeats)
-    report["plan"] = plan_cost(args.repeats)
     report["dataloader"] = dataloader_costs([0, 2], args.repeats)
 
     def cell(summary: dict[str, float]) -> list[str]:
@@ -191,6 +230,9 @@ def main() -> int:
     for name, costs in report["read"].items():
         rows.append([f"read {name}, pread into bytes", "us", *cell(costs["pread_us"])])
         rows.append([f"read {name}, mapped slice", "us", *cell(costs["mapped_us"])])
+        held = f"held {BATCH} a batch"
+        rows.append([f"read {name}, pread, {held}", "us", *cell(costs["pread_batch_us"])])
+        rows.append([f"read {name}, mapped, {held}", "us", *cell(costs["mapped_batch_us"])])
     rows.append(["100 shards: lock + temporary + rename", "us/shard",
                  *cell(report["files"]["crash_safe_us"])])  # fmt: skip
     one_file = report["files"]["one_file_us"]

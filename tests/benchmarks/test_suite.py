@@ -304,11 +304,12 @@ def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
 @pytest.mark.parametrize(
     ("metric", "workload", "reason"),
     [
-        ("time to first batch (cold)", "100 shards, workers 2", "file creations"),
+        ("time to first batch (cold)", "100 shards, workers 2", "lock file"),
         ("time to first batch (cold)", "100,000 shards, workers 0", None),
         ("time to first batch (cold)", "10,000 shards, workers 0", None),
-        # Measured on 2026-11-25 night: not copy-bound (floors_bench), so no reason recorded.
-        ("warm-cache iteration", "large-100KiB, workers 0 shuffle off", None),
+        # Copy-bound with values held a batch at a time (floors_bench, 2026-11-26).
+        ("warm-cache iteration", "large-100KiB, workers 0 shuffle off", "copied"),
+        ("warm-cache iteration", "large-100KiB x 20,000, workers 0", "copied"),
         ("warm-cache iteration", "large-100KiB, workers 2", None),
         ("warm-cache iteration", "small-1KiB, workers 0", None),
         ("peak RSS per process (largest)", "small-1KiB x 1,000,000, workers 2", "mapped"),

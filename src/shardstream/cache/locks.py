@@ -27,6 +27,23 @@ __all__ = ["FileLock", "try_lock_file"]
 _POLL_S = 0.005
 _MAX_POLL_S = 0.05
 
+# The descriptors of the locks this process holds. An ``flock`` belongs to the open file, and a
+# forked child (a DataLoader worker started while a fetch thread held a shard's lock) shares it:
+# the child closes its copies at once, and a release unlocks before it closes, so a lock never
+# outlives its holder's release in some child.
+_held: set[int] = set()
+
+
+def _forget_inherited() -> None:
+    for fd in list(_held):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _held.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited)
+
 
 class FileLock:
     """An exclusive lock on a file, held by one process at a time.
@@ -42,6 +59,7 @@ class FileLock:
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd: int | None = None
+        self._pid = 0  # the process that took the lock (a forked child's copy is not held)
 
     @property
     def fd(self) -> int:
@@ -72,22 +90,31 @@ class FileLock:
         except BaseException:
             os.close(fd)
             raise
-        self._fd = fd
+        self._fd, self._pid = fd, os.getpid()
+        _held.add(fd)
 
     def try_acquire(self) -> bool:
         """Take the lock if nobody holds it; never wait."""
         fd = _open(self.path)
         if _flock(fd, blocking=False):
-            self._fd = fd
+            self._fd, self._pid = fd, os.getpid()
+            _held.add(fd)
             return True
         os.close(fd)
         return False
 
     def release(self) -> None:
-        """Let go of the lock (closing the descriptor releases the ``flock``)."""
+        """Let go of the lock: unlock (for any forked child that shares it too), then close."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            os.close(fd)
+            if self._pid != os.getpid():  # a forked child's copy: closed at the fork already
+                return
+            _held.discard(fd)
+            try:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
 
     @contextlib.contextmanager
     def hold(self, *, timeout: float | None, what: str = "") -> Iterator[FileLock]:

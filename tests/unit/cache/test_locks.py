@@ -1,0 +1,66 @@
+"""File locks: released by their holder even when a forked child shares the open file."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from shardstream.cache.locks import FileLock, try_lock_file
+
+
+def linger(ready: str, seconds: float) -> None:
+    """A forked child that outlives its parent's release (as a DataLoader worker does)."""
+    Path(ready).write_text("up")
+    time.sleep(seconds)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forking is POSIX")
+def test_a_release_is_not_undone_by_a_child_forked_while_held(tmp_path: Path):
+    path = str(tmp_path / "shard.lock")
+    lock = FileLock(path)
+    lock.acquire(timeout=1)
+    ready = tmp_path / "ready"
+    child = multiprocessing.get_context("fork").Process(target=linger, args=(str(ready), 30))
+    child.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ready.exists()
+        assert try_lock_file(path) is None  # still held by this process
+        lock.release()
+        # The child is alive and shares the open file it inherited; the lock is free anyway.
+        assert child.is_alive()
+        again = try_lock_file(path)
+        assert again is not None
+        again.release()
+    finally:
+        child.kill()
+        child.join(10)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forking is POSIX")
+def test_a_child_does_not_hold_its_parents_locks(tmp_path: Path):
+    path = str(tmp_path / "shard.lock")
+    lock = FileLock(path)
+    lock.acquire(timeout=1)
+    held_by_child = tmp_path / "child"
+
+    def probe() -> None:
+        # The child's copy of ``lock`` is not held: releasing it leaves the parent's alone.
+        lock.release()
+        free = try_lock_file(path)
+        held_by_child.write_text("free" if free is not None else "taken")
+
+    child = multiprocessing.get_context("fork").Process(target=probe)
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    assert held_by_child.read_text() == "taken"  # the parent still holds it
+    assert try_lock_file(path) is None
+    lock.release()
+    assert try_lock_file(path) is not None

@@ -81,14 +81,18 @@ def test_open_fetched_says_whether_it_fetched(remote: Path, tmp_path: Path):
     cache = make_cache(remote, tmp_path / "c", log)
     local = LocalDataset(tmp_path / "c", entries=cache.streams[0].entries)
     view, fetched = cache.open_fetched(3, lambda: local.shard_view(3))
-    assert fetched and len(view) == cache.streams[0].entries[3].samples
+    assert fetched
+    assert len(view) == cache.streams[0].entries[3].samples
     again, fetched = cache.open_fetched(3, lambda: local.shard_view(3))
-    assert not fetched and again is view and not cache.ensure(3)
+    assert not fetched
+    assert again is view
+    assert not cache.ensure(3)
     assert log.read_text().split() == [cache.streams[0].entries[3].raw_data.basename]
     os.remove(tmp_path / "c" / cache.streams[0].entries[3].raw_data.basename)
     local.release(3)
     _, fetched = cache.open_fetched(3, lambda: local.shard_view(3))  # gone: fetched again
-    assert fetched and len(log.read_text().split()) == 2
+    assert fetched
+    assert len(log.read_text().split()) == 2
 
 
 def hold_lock_then_hang(path: str, temporary: str, ready: str) -> None:

@@ -18,11 +18,17 @@ def linger(ready: str, seconds: float) -> None:
     time.sleep(seconds)
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="forking is POSIX")
-def test_a_release_is_not_undone_by_a_child_forked_while_held(tmp_path: Path):
+def held(tmp_path: Path) -> tuple[str, FileLock]:
+    """A lock file in ``tmp_path``, and its lock, held by this process."""
     path = str(tmp_path / "shard.lock")
     lock = FileLock(path)
     lock.acquire(timeout=1)
+    return path, lock
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forking is POSIX")
+def test_a_release_is_not_undone_by_a_child_forked_while_held(tmp_path: Path):
+    path, lock = held(tmp_path)
     ready = tmp_path / "ready"
     child = multiprocessing.get_context("fork").Process(target=linger, args=(str(ready), 30))
     child.start()
@@ -45,9 +51,7 @@ def test_a_release_is_not_undone_by_a_child_forked_while_held(tmp_path: Path):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="forking is POSIX")
 def test_a_child_does_not_hold_its_parents_locks(tmp_path: Path):
-    path = str(tmp_path / "shard.lock")
-    lock = FileLock(path)
-    lock.acquire(timeout=1)
+    path, lock = held(tmp_path)
     held_by_child = tmp_path / "child"
 
     def probe() -> None:

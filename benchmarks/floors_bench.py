@@ -53,9 +53,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # for benchmarks.report
 
 from benchmarks.report import format_table, machine  # noqa: E402
-
-#: Values a batch holds (the suite's batch size).
-BATCH = 256
+from benchmarks.streaming_bench import BATCH_SIZE as BATCH  # noqa: E402  (values a batch holds)
 
 
 def _raise_trim_threshold() -> bool:

@@ -267,8 +267,12 @@ def for_transfer(batch: ColumnBatch, threshold: int = PACK_THRESHOLD) -> ColumnB
     """
     columns: list[Column] = []
     for column in batch.columns:
-        if isinstance(column, list) and _same_arrays(column):
+        stacked = None
+        if isinstance(column, np.ndarray) and _numeric(column):
+            stacked = column  # decoded stacked already (fixed-shape arrays)
+        elif isinstance(column, list) and _same_arrays(column):
             stacked = np.stack(column)
+        if stacked is not None:
             packs = CAN_PACK and stacked.nbytes >= threshold
             columns.append(PackedArray.pack(stacked) if packs else stacked)
             continue

@@ -33,6 +33,7 @@ from shardstream.errors import (
     ShardNotFoundError,
     ShardstreamError,
 )
+from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.mds_file import MDSFileView
 from shardstream.format.parquet_view import RowGroupView
 from shardstream.sampling.distinct import first_occurrences
@@ -450,21 +451,49 @@ def _decode_columns(
     names = _names(next(iter(views.values())))
     columns: list[Column] = []
     for column in range(len(names)):
+        arrays = _in_batch_order([part[column] for part in parts], order, cuts)
+        if arrays is not None:
+            columns.append(arrays)
+            continue
         decoded = list(itertools.chain.from_iterable(part[column] for part in parts))
         columns.append(list(pick(decoded)))  # two or more shards: two or more values
     return ColumnBatch(names, columns)
 
 
-def _many(view: ShardView, raw_views: bool = False) -> Callable[[Sequence[int]], list[list[Any]]]:
+def _in_batch_order(
+    parts: list[ColumnValues], order: NDArray[np.int64], cuts: list[int]
+) -> NDArray[Any] | None:
+    """One column's arrays of every shard as one array in batch order; ``None`` if not arrays.
+
+    Part ``k`` holds the values of batch slots ``order[cuts[k]:cuts[k + 1]]``. Only when every
+    part is an array of the same row shape and dtype (shards of one encoding).
+    """
+    first = parts[0]
+    if not isinstance(first, np.ndarray) or not all(
+        isinstance(part, np.ndarray) and part.dtype == first.dtype
+        and part.shape[1:] == first.shape[1:]
+        for part in parts
+    ):  # fmt: skip
+        return None
+    out = np.empty((len(order), *first.shape[1:]), first.dtype)
+    for (begin, end), part in zip(itertools.pairwise(cuts), parts, strict=True):
+        out[order[begin:end]] = part
+    return out
+
+
+def _many(
+    view: ShardView, raw_views: bool = False
+) -> Callable[[Sequence[int]], list[ColumnValues]]:
     """The view's batch decoder, or one built from its per-sample getter (text shards)."""
     get_many = getattr(view, "get_many_views" if raw_views else "get_many", None)
     if get_many is not None:
         return get_many  # type: ignore[no-any-return]
 
-    def from_samples(indices: Sequence[int]) -> list[list[Any]]:
+    def from_samples(indices: Sequence[int]) -> list[ColumnValues]:
         samples = [view.get(index) for index in indices]
         keys = list(samples[0]) if samples else []
-        return [[sample[key] for sample in samples] for key in keys]
+        columns: list[ColumnValues] = [[sample[key] for sample in samples] for key in keys]
+        return columns
 
     return from_samples
 

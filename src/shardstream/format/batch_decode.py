@@ -22,7 +22,11 @@ from shardstream.errors import ShardFormatError
 from shardstream.format.encodings import Encoding
 from shardstream.format.sample_codec import DECODE_ERRORS
 
-__all__ = ["ColumnsDecoder"]
+__all__ = ["ColumnValues", "ColumnsDecoder"]
+
+#: One decoded column: a list of values, or (fixed-shape numeric arrays) one array whose
+#: rows are the values.
+ColumnValues = list[Any] | NDArray[Any]
 
 _RAW, _PYTHON_SCALAR, _NUMPY_SCALAR, _ARRAY, _DECODER = range(5)
 
@@ -56,8 +60,11 @@ class ColumnsDecoder:
         offsets: NDArray[np.int64],
         fallback: Callable[[int], dict[str, Any]],
         small: Callable[[int], dict[str, Any]] | None = None,
-    ) -> Callable[[Sequence[int]], list[list[Any]]]:
-        """``get_many(ks)`` over one shard's buffer: one list per column for samples ``ks``.
+    ) -> Callable[[Sequence[int]], list[ColumnValues]]:
+        """``get_many(ks)`` over one shard's buffer: each column's values for samples ``ks``.
+
+        A column of fixed-shape numeric arrays comes as one array, its rows the values (as
+        ``np.stack`` of them would make it); any other column as a list.
 
         Args:
             buffer: The shard (bytes or an mmap).
@@ -82,7 +89,7 @@ class ColumnsDecoder:
                 rows = windows[width] = _windows(np.frombuffer(view, np.uint8), width)
             return rows
 
-        def get_many(indices: Sequence[int]) -> list[list[Any]]:
+        def get_many(indices: Sequence[int]) -> list[ColumnValues]:
             if small is not None and len(indices) <= SMALL_BATCH:
                 rows = [small(index) for index in indices]
                 return [[row[name] for row in rows] for name in names]
@@ -94,7 +101,7 @@ class ColumnsDecoder:
                 if variable:
                     sizes = window(4 * variable)[begins].view("<u4").astype(np.int64)
                 position = begins + 4 * variable
-                decoded: list[list[Any]] = []
+                decoded: list[ColumnValues] = []
                 seen = 0
                 for kind, fixed, extra in columns:
                     if fixed is None:
@@ -119,9 +126,8 @@ class ColumnsDecoder:
                         )
                     elif kind == _ARRAY:
                         assert fixed is not None
-                        dtype, shape = extra  # one gather; each value a row (writable, owned)
-                        rows = window(fixed)[position].view(dtype).reshape(-1, *shape)
-                        decoded.append(list(rows))
+                        dtype, shape = extra  # one gather: the values are its rows
+                        decoded.append(window(fixed)[position].view(dtype).reshape(-1, *shape))
                     else:
                         assert fixed is not None
                         flat = window(fixed)[position].view(extra).reshape(-1)
@@ -172,11 +178,12 @@ def _kind(encoding: Encoding, fixed: int | None) -> tuple[int, int | None, Any]:
 
 def _one_by_one(
     get: Callable[[int], dict[str, Any]], indices: Sequence[int], count: int
-) -> list[list[Any]]:
+) -> list[ColumnValues]:
     """Columns built from the per-sample getter (which raises the precise error, if any)."""
     samples = [get(int(index)) for index in indices]
     columns: list[list[Any]] = [[] for _ in range(count)]
     for sample in samples:
         for column, value in zip(columns, sample.values(), strict=True):
             column.append(value)
-    return columns
+    decoded: list[ColumnValues] = list(columns)
+    return decoded

@@ -25,7 +25,7 @@ from shardstream.errors import (
     ShardTooLargeError,
     UnsafeEncodingError,
 )
-from shardstream.format.batch_decode import ColumnsDecoder
+from shardstream.format.batch_decode import ColumnsDecoder, ColumnValues
 from shardstream.format.encodings import Buffer, Encoding, get_encoding
 from shardstream.format.index import INDEX_VERSION
 from shardstream.format.sample_codec import (
@@ -219,7 +219,7 @@ class MDSSchema:
         return factory(file, offsets, source)
 
 
-def _released(indices: Sequence[int]) -> list[list[Any]]:
+def _released(indices: Sequence[int]) -> list[ColumnValues]:
     raise ValueError("the shard view was released")
 
 
@@ -338,25 +338,30 @@ class MDSShardView(ShardSamples):
             buffer = bytes(view)
             view = memoryview(buffer)
         self._view = view
-        self.get = schema.sample_getter(buffer, view, self._offsets, source, zero_copy=zero_copy)
-        #: ``get_many(ks)`` decodes samples ``ks`` into one list per column (``schema.names``).
+        positions = self._offsets
+        get = self.get = schema.sample_getter(buffer, view, positions, source, zero_copy=zero_copy)
+        #: ``get_many(ks)`` decodes samples ``ks`` into columns (``schema.names``): a list each, or
+        #: one array for a column of fixed-shape numeric arrays (its rows the values).
         self.get_many = schema.columns_decoder(zero_copy=zero_copy).bind(
-            buffer, view, offsets, self.get, self.get
+            buffer, view, offsets, get, get
         )
-        self._bind_views: Callable[[], Callable[[Sequence[int]], list[list[Any]]]] | None = (
+        # Nothing bound here refers to ``self``: a view in a reference cycle would keep its
+        # shard mapped after it is let go, until Python's cycle collector ran (once in many
+        # epochs, while each epoch mapped its shards again).
+        self._bind_views: Callable[[], Callable[[Sequence[int]], list[ColumnValues]]] | None = (
             None
             if zero_copy
             else lambda: schema.columns_decoder(zero_copy=True).bind(
                 buffer,
                 view,
                 offsets,
-                self.get,
-                schema.sample_getter(buffer, view, self._offsets, source, zero_copy=True),
+                get,
+                schema.sample_getter(buffer, view, positions, source, zero_copy=True),
             )
         )
-        self._get_many_views: Callable[[Sequence[int]], list[list[Any]]] | None = None
+        self._get_many_views: Callable[[Sequence[int]], list[ColumnValues]] | None = None
 
-    def get_many_views(self, indices: Sequence[int]) -> list[list[Any]]:
+    def get_many_views(self, indices: Sequence[int]) -> list[ColumnValues]:
         """Like ``get_many``, with ``bytes`` columns as read-only memoryviews of the shard.
 
         The views are valid until :meth:`release`; the caller must drop them before.

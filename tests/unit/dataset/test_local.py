@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pickle
 import re
 import struct
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -519,3 +521,37 @@ def test_a_sample_count_past_the_int64_range_is_an_index_format_error(tmp_path: 
     set_index(path, index)
     with pytest.raises(IndexFormatError, match="samples is 9223372036854775808"):
         len(LocalDataset(path))
+
+
+@pytest.mark.parametrize(
+    ("size", "count", "zero_copy", "kind"),
+    [
+        (1 << 10, 100, False, "MDSShardView"),  # read whole into bytes
+        (1 << 10, 9000, False, "MDSShardView"),  # over 8 MiB: mapped
+        (1 << 10, 9000, True, "MDSShardView"),
+        (40 << 10, 220, False, "MDSFileView"),  # large samples: read with pread
+    ],
+)
+def test_a_released_shard_is_freed_at_once_not_by_the_cycle_collector(
+    tmp_path: Path, size: int, count: int, zero_copy: bool, kind: str
+):
+    # A view in a reference cycle kept its shard mapped after release until Python's cycle
+    # collector happened to run: each epoch mapped its shards again, and resident memory grew.
+    root = tmp_path / "ds"
+    with MDSWriter(out=root, columns={"blob": "bytes", "n": "int"}, size_limit=1 << 26) as writer:
+        for k in range(count):
+            writer.write({"blob": bytes([k % 256]) * size, "n": k})
+    ds = LocalDataset(root, zero_copy=zero_copy)
+    view = ds.shard_view(0)
+    assert type(view).__name__ == kind
+    assert view.get(2)["n"] == 2
+    assert view.get_many([0, 1, 2])[1] == [0, 1, 2]  # type: ignore[union-attr]
+    assert len(view.get_many_views([0, 1, 2])[0]) == 3  # type: ignore[union-attr]
+    freed = weakref.ref(view)
+    del view
+    gc.disable()
+    try:
+        ds.release(0)
+        assert freed() is None
+    finally:
+        gc.enable()

@@ -120,3 +120,21 @@ def test_a_column_wider_than_the_shard_is_a_shard_error_not_an_overflow():
     corrupt = MDSShardView(bytes(view._view), wide, 20, source="bad.mds")
     with pytest.raises(ShardFormatError, match=r"bad\.mds"):
         corrupt.get_many(list(range(20)))  # more than SMALL_BATCH: the windowed path
+
+
+def test_a_fixed_shape_array_column_comes_as_one_array_of_its_values():
+    columns = {"tokens": "ndarray:uint16:2,3", "text": "str"}
+    samples = [
+        {"tokens": np.arange(6, dtype=np.uint16).reshape(2, 3) + k, "text": str(k)}
+        for k in range(40)
+    ]
+    view = build_view(columns, samples)
+    picks = [39, 0, 7, 7, 20] * 5  # more than SMALL_BATCH: the bulk path
+    tokens, text = view.get_many(picks)
+    assert isinstance(tokens, np.ndarray)
+    assert tokens.shape == (len(picks), 2, 3)
+    assert tokens.dtype == np.dtype("<u2")
+    assert np.array_equal(tokens, np.stack([samples[k]["tokens"] for k in picks]))
+    assert tokens.flags.writeable
+    assert not np.shares_memory(tokens, np.frombuffer(view._view, np.uint8))  # its own memory
+    assert text == [str(k) for k in picks]

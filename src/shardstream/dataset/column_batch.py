@@ -207,12 +207,15 @@ class ColumnBatch:
 class BatchRefs:
     """A device batch that leaves a worker as its dataset-wide sample ids alone.
 
-    Shards of large samples (read with ``pread``, not mapped) are in the node's cache, where
-    the loader's process can read them as fast as a worker: handing it the ids instead of the
-    values spares every value two copies through fresh shared memory (about 10x a read from
-    the page cache for 100 KiB values on this machine's VM, where each new page costs ~3 us).
-    The loader reads and decodes the batch with its own reader, in batch order. Not used
-    under a cache limit, where a shard could be evicted before the loader reads it.
+    A batch of large values (``SampleReader._by_id``: 4 KiB a sample and 1 MiB a batch, or
+    more) comes from shards in the node's cache, where the loader's process can read it as
+    fast as a worker: handing it the ids instead of the values spares every value two copies
+    through fresh shared memory (about 10x a read from the page cache for 100 KiB values on
+    this machine's VM, where each new page costs ~3 us), and the loader a round trip to the
+    worker for the shared memory's descriptor (about a millisecond a batch when the worker is
+    busy). The loader reads and decodes the batch with its own reader, in batch order, and
+    unmaps the pages it read. Not used under a cache limit, where a shard could be evicted
+    before the loader reads it.
     """
 
     ids: NDArray[np.int64]

@@ -24,7 +24,13 @@ from numpy.typing import NDArray
 
 from shardstream.cache import ShardCache
 from shardstream.cache import ShardView as _MDSView
-from shardstream.dataset.column_batch import BatchRefs, Column, ColumnBatch
+from shardstream.dataset.column_batch import (
+    PACK_MEAN,
+    PACK_THRESHOLD,
+    BatchRefs,
+    Column,
+    ColumnBatch,
+)
 from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
 from shardstream.errors import (
@@ -34,6 +40,7 @@ from shardstream.errors import (
     ShardstreamError,
 )
 from shardstream.format.batch_decode import ColumnValues
+from shardstream.format.mds import MDSShardView
 from shardstream.format.mds_file import MDSFileView
 from shardstream.format.parquet_view import RowGroupView
 from shardstream.sampling.distinct import first_occurrences
@@ -149,7 +156,7 @@ class SampleReader:
         list of sample dicts instead, for the caller to collate as it would any samples.
         ``for_worker``: the batches leave a DataLoader worker. ``bytes`` columns of MDS shards
         hold memoryviews of the shards, which the caller must copy or drop before asking for
-        the next batch; a batch drawn only from shards of large samples comes as its ids
+        the next batch; a batch of large values (see :meth:`_by_id`) comes as its ids
         (:class:`BatchRefs`), its shards present in the cache, for :meth:`read_batch`. Not
         under a cache limit: a shard could be evicted before the other process reads it, and
         be downloaded twice.
@@ -160,7 +167,7 @@ class SampleReader:
         pending_names: set[tuple[str, ...]] = set()  # the one schema of the pending batches
         rows = 1  # batches decoded together; the first one always alone (time to first batch)
         for shards, local, views in self._walk(batches, predownload):
-            if as_ids and all(type(view) is MDSFileView for view in views.values()):
+            if as_ids and self._by_id(views, len(shards)):
                 yield from _decode_rows(pending, raw_views)
                 pending = []
                 yield BatchRefs(self.shard_starts[shards] + np.asarray(local, dtype=np.int64))
@@ -190,10 +197,42 @@ class SampleReader:
         shards, local, _, _ = self._locate(ids.reshape(1, -1))
         row_shards, row_local = shards[0].tolist(), local[0].tolist()
         views = {shard: self._view(shard) for shard in dict.fromkeys(row_shards)}
+        batch: ColumnBatch | list[dict[str, Any]]
         if len({tuple(_names(view)) for view in views.values()}) != 1:
             pairs = zip(row_shards, row_local, strict=True)
-            return [views[shard].get(index) for shard, index in pairs]
-        return _decode_columns(row_shards, row_local, views, raw_views=False)
+            batch = [views[shard].get(index) for shard, index in pairs]
+        else:
+            batch = _decode_columns(row_shards, row_local, views, raw_views=False)
+        # This process reads every worker's batches: the pages it maps would add up to every
+        # shard the workers read. Dropped batch by batch, they stay in the page cache.
+        for view in views.values():
+            if type(view) is MDSShardView:
+                view.drop_pages()
+        return batch
+
+    def _by_id(self, views: dict[int, ShardView], width: int) -> bool:
+        """Whether a worker hands a batch over as its ids, for the loader's process to read.
+
+        Batches whose values would cross packed into shared memory (:data:`PACK_MEAN` bytes a
+        sample and :data:`PACK_THRESHOLD` a batch, or more) cost the loader's process less
+        to read from the node's cache itself: a gather from the mapped shard, or a ``pread``
+        a value, against a copy out of shared memory and a round trip to the worker for its
+        descriptor. Smaller values cross through the pipe, cheaply. Only MDS shards mapped
+        or read with ``pread``: a shard read into memory whole would stay in its memory.
+        """
+        mapped = True
+        for view in views.values():
+            if type(view) is MDSShardView:
+                mapped = mapped and view.mapped is not None
+            elif type(view) is not MDSFileView:
+                return False
+        if not mapped:
+            return False
+        entries = [self.cache.locate(shard)[1] for shard in views]
+        mean = sum(entry.raw_data.bytes for entry in entries) / max(
+            1, sum(entry.samples for entry in entries)
+        )
+        return mean >= PACK_MEAN and mean * width >= PACK_THRESHOLD
 
     def _rows_per_decode(self, views: dict[int, ShardView], width: int) -> int:
         """How many batches to decode together, judged from one batch's shards.

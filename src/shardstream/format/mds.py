@@ -219,6 +219,10 @@ class MDSSchema:
         return factory(file, offsets, source)
 
 
+#: ``madvise`` advice that unmaps pages of a shared file mapping (``None`` where unknown).
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
+
+
 def _released(indices: Sequence[int]) -> list[ColumnValues]:
     raise ValueError("the shard view was released")
 
@@ -338,6 +342,8 @@ class MDSShardView(ShardSamples):
             buffer = bytes(view)
             view = memoryview(buffer)
         self._view = view
+        #: The shard's memory map, or ``None`` for a shard read into memory.
+        self.mapped = buffer if isinstance(buffer, mmap.mmap) else None
         positions = self._offsets
         get = self.get = schema.sample_getter(buffer, view, positions, source, zero_copy=zero_copy)
         #: ``get_many(ks)`` decodes samples ``ks`` into columns (``schema.names``): a list each, or
@@ -376,8 +382,19 @@ class MDSShardView(ShardSamples):
         """The raw bytes of sample ``index`` (a zero-copy view)."""
         return self._view[self._offsets[index] : self._offsets[index + 1]]
 
+    def drop_pages(self) -> None:
+        """Unmap the pages this process has read of a mapped shard; they stay in the page cache.
+
+        The process's resident memory no longer counts them. Values read before stay valid:
+        a page is mapped again, from the page cache, when next read. A shard read into
+        memory is left as it is.
+        """
+        if self.mapped is not None and _DONTNEED is not None:
+            self.mapped.madvise(_DONTNEED)
+
     def release(self) -> None:
         """Drop the reference to the buffer (decoded arrays keep what they need alive)."""
+        self.mapped = None
         self.get_many = _released  # its array over the buffer goes with it
         self._bind_views = None
         self._get_many_views = _released

@@ -214,10 +214,10 @@ def test_batches_of_large_samples_leave_workers_as_ids_and_come_out_the_same(
 
     def batches(workers: int, limit: str | None = None) -> list[tuple[list[int], list[bytes]]]:
         ds = StreamingDataset(
-            remote=str(remote), local=str(tmp_path / "cache"), batch_size=16, shuffle=True,
+            remote=str(remote), local=str(tmp_path / "cache"), batch_size=32, shuffle=True,
             cache_limit=limit,
         )  # fmt: skip
-        loader = StreamingDataLoader(ds, batch_size=16, num_workers=workers)
+        loader = StreamingDataLoader(ds, batch_size=32, num_workers=workers)
         return [(batch["id"].tolist(), batch["payload"]) for batch in loader]
 
     expected = batches(0)
@@ -241,3 +241,54 @@ def test_batches_of_large_samples_leave_workers_as_ids_and_come_out_the_same(
     payloads = [p for _, batch in expected for p in batch]
     assert all(type(p) is bytes for p in payloads)
     assert all(p == bytes([i % 251]) * (40_000 + i) for i, p in zip(ids, payloads, strict=True))
+
+
+@pytest.mark.parametrize(("tokens", "by_id"), [(2048, True), (256, False)])
+def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokens: int, by_id: bool
+):
+    # Shards over 8 MiB are mapped. Batches of 256 token arrays of 2,048 uint16 (1 MiB) would
+    # cross through shared memory: the loader's process reads them itself, and lets go of the
+    # pages it mapped. Arrays of 256 tokens (128 KiB a batch) still cross as values.
+    from shardstream.dataset.iteration import SampleReader
+    from shardstream.format.mds import MDSShardView
+
+    root = tmp_path / "tokens"
+    count = 19 * (1 << 20) // (2 * tokens)  # two shards over 8 MiB each: both mapped
+    columns = {"id": "int", "tokens": f"ndarray:uint16:{tokens}"}
+    with MDSWriter(out=str(root), columns=columns, size_limit=10 << 20) as writer:
+        for i in range(count):
+            writer.write({"id": i, "tokens": np.full(tokens, i % 65536, np.uint16)})
+
+    def batches(workers: int) -> list[tuple[list[int], Any]]:
+        ds = StreamingDataset(local=str(root), batch_size=256, shuffle=True)
+        loader = StreamingDataLoader(ds, batch_size=256, num_workers=workers)
+        return [(batch["id"].tolist(), batch["tokens"]) for batch in loader]
+
+    expected = batches(0)
+    read_here: list[int] = []
+    dropped: list[str] = []
+    read, drop = SampleReader.read_batch, MDSShardView.drop_pages
+
+    def read_batch(reader: SampleReader, ids: Any) -> Any:
+        read_here.append(len(ids))
+        return read(reader, ids)
+
+    def drop_pages(view: MDSShardView) -> None:
+        dropped.append(view.source)
+        drop(view)
+
+    monkeypatch.setattr(SampleReader, "read_batch", read_batch)
+    monkeypatch.setattr(MDSShardView, "drop_pages", drop_pages)
+    got = batches(2)
+    assert [ids for ids, _ in got] == [ids for ids, _ in expected]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
+    for ids, values in got:
+        assert torch.equal(values, torch.tensor(ids)[:, None].expand(-1, tokens).to(torch.uint16))
+    if by_id:  # every batch comes as its ids, and the pages mapped for it are let go
+        assert read_here == [256] * len(got)
+        assert len(dropped) >= len(got)
+        assert set(dropped) == {str(root / f"shard.0000{k}.mds") for k in range(2)}
+    else:
+        assert read_here == []
+        assert dropped == []

@@ -382,15 +382,19 @@ class MDSShardView(ShardSamples):
         """The raw bytes of sample ``index`` (a zero-copy view)."""
         return self._view[self._offsets[index] : self._offsets[index + 1]]
 
-    def drop_pages(self) -> None:
-        """Unmap the pages this process has read of a mapped shard; they stay in the page cache.
+    def drop_pages(self, first: int, stop: int) -> None:
+        """Unmap this process's pages of samples ``first`` to ``stop - 1`` of a mapped shard.
 
-        The process's resident memory no longer counts them. Values read before stay valid:
-        a page is mapped again, from the page cache, when next read. A shard read into
-        memory is left as it is.
+        They stay in the page cache, and the process's resident memory no longer counts them.
+        Values read before stay valid: a page is mapped again, from the page cache, when
+        next read. A shard read into memory is left as it is.
         """
-        if self.mapped is not None and _DONTNEED is not None:
-            self.mapped.madvise(_DONTNEED)
+        if self.mapped is None or _DONTNEED is None or first >= stop:
+            return
+        begin = self._offsets[first] // mmap.PAGESIZE * mmap.PAGESIZE
+        end = min(self._offsets[stop], len(self.mapped))
+        if end > begin:
+            self.mapped.madvise(_DONTNEED, begin, end - begin)
 
     def release(self) -> None:
         """Drop the reference to the buffer (decoded arrays keep what they need alive)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -243,13 +244,16 @@ def test_batches_of_large_samples_leave_workers_as_ids_and_come_out_the_same(
     assert all(p == bytes([i % 251]) * (40_000 + i) for i, p in zip(ids, payloads, strict=True))
 
 
-@pytest.mark.parametrize(("tokens", "by_id"), [(2048, True), (256, False)])
+@pytest.mark.parametrize(
+    ("tokens", "shuffle", "by_id"), [(2048, False, True), (2048, True, True), (256, True, False)]
+)
 def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokens: int, by_id: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokens: int, shuffle: bool, by_id: bool
 ):
     # Shards over 8 MiB are mapped. Batches of 256 token arrays of 2,048 uint16 (1 MiB) would
     # cross through shared memory: the loader's process reads them itself, and lets go of the
-    # pages it mapped. Arrays of 256 tokens (128 KiB a batch) still cross as values.
+    # pages of samples it read in order. Arrays of 256 tokens (128 KiB a batch) still cross
+    # as values.
     from shardstream.dataset.iteration import SampleReader
     from shardstream.format.mds import MDSShardView
 
@@ -261,22 +265,22 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
             writer.write({"id": i, "tokens": np.full(tokens, i % 65536, np.uint16)})
 
     def batches(workers: int) -> list[tuple[list[int], Any]]:
-        ds = StreamingDataset(local=str(root), batch_size=256, shuffle=True)
+        ds = StreamingDataset(local=str(root), batch_size=256, shuffle=shuffle)
         loader = StreamingDataLoader(ds, batch_size=256, num_workers=workers)
         return [(batch["id"].tolist(), batch["tokens"]) for batch in loader]
 
     expected = batches(0)
     read_here: list[int] = []
-    dropped: list[str] = []
+    dropped: list[tuple[str, int, int]] = []
     read, drop = SampleReader.read_batch, MDSShardView.drop_pages
 
     def read_batch(reader: SampleReader, ids: Any) -> Any:
         read_here.append(len(ids))
         return read(reader, ids)
 
-    def drop_pages(view: MDSShardView) -> None:
-        dropped.append(view.source)
-        drop(view)
+    def drop_pages(view: MDSShardView, first: int, stop: int) -> None:
+        dropped.append((view.source, first, stop))
+        drop(view, first, stop)
 
     monkeypatch.setattr(SampleReader, "read_batch", read_batch)
     monkeypatch.setattr(MDSShardView, "drop_pages", drop_pages)
@@ -285,10 +289,18 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
     for ids, values in got:
         assert torch.equal(values, torch.tensor(ids)[:, None].expand(-1, tokens).to(torch.uint16))
-    if by_id:  # every batch comes as its ids, and the pages mapped for it are let go
-        assert read_here == [256] * len(got)
-        assert len(dropped) >= len(got)
-        assert set(dropped) == {str(root / f"shard.0000{k}.mds") for k in range(2)}
-    else:
+    if not by_id:
         assert read_here == []
         assert dropped == []
+        return
+    assert read_here == [256] * len(got)  # every batch comes as its ids
+    if shuffle:  # read all over the shards: their pages stay mapped
+        assert dropped == []
+        return
+    # In order: each batch's pages are let go, every sample's once (within its shard).
+    shard_files = {str(root / f"shard.0000{k}.mds") for k in range(2)}
+    assert {source for source, _, _ in dropped} == shard_files
+    for source in shard_files:
+        ranges = sorted((first, stop) for name, first, stop in dropped if name == source)
+        assert ranges[0][0] == 0
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))

@@ -124,7 +124,7 @@ def test_a_column_wider_than_the_shard_is_a_shard_error_not_an_overflow():
 
 def test_a_fixed_shape_array_column_comes_as_one_array_of_its_values():
     columns = {"tokens": "ndarray:uint16:2,3", "text": "str"}
-    samples = [
+    samples: list[dict[str, Any]] = [
         {"tokens": np.arange(6, dtype=np.uint16).reshape(2, 3) + k, "text": str(k)}
         for k in range(40)
     ]

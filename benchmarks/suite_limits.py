@@ -55,8 +55,10 @@ LIMITS = [
         "peak RSS per process (largest)",
         ("tokens-2048",),
         bound="token shards (4 KiB samples) are mapped, as small samples are, and the pages a "
-        "shuffled epoch touches count in `VmHWM`; a `pread` per sample halves the speed at 4 "
-        "KiB",
+        "shuffled epoch touches count in `VmHWM` (with workers, in the loader's process, which "
+        "reads their batches of token arrays); unmapping a shuffled batch's pages after it "
+        "halves the speed, each page mapped again being a fault, and a `pread` per sample "
+        "costs more than a mapped read too",
         would="as for 1 KiB samples: many reads per system call",
     ),
     Limit(

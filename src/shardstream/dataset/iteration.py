@@ -208,7 +208,7 @@ class SampleReader:
         # they stay in the page cache, and no later batch of the epoch reads them. Shuffled
         # batches come back to every page of their shards, each new mapping costing a fault
         # (~5 us here, more than reading the sample): their pages stay mapped, as a worker's
-        # would, until the shard is let go.
+        # would, until the shard is let go (beyond ``open_bytes`` of open shards).
         for shard, view in views.items():
             if type(view) is MDSShardView and view.mapped is not None:
                 picked = local[0][shards[0] == shard]

@@ -227,19 +227,20 @@ class SampleReader:
         descriptor. Smaller values cross through the pipe, cheaply. Only MDS shards mapped
         or read with ``pread``: a shard read into memory whole would stay in its memory.
         """
-        mapped = True
-        for view in views.values():
-            if type(view) is MDSShardView:
-                mapped = mapped and view.mapped is not None
-            elif type(view) is not MDSFileView:
-                return False
-        if not mapped:
+        if not all(
+            type(view) is MDSFileView or (type(view) is MDSShardView and view.mapped is not None)
+            for view in views.values()
+        ):
             return False
+        mean = self._mean_sample_bytes(views)
+        return mean >= PACK_MEAN and mean * width >= PACK_THRESHOLD
+
+    def _mean_sample_bytes(self, views: dict[int, ShardView]) -> float:
+        """The mean bytes a sample of the shards of ``views``, from their index entries."""
         entries = [self.cache.locate(shard)[1] for shard in views]
-        mean = sum(entry.raw_data.bytes for entry in entries) / max(
+        return sum(entry.raw_data.bytes for entry in entries) / max(
             1, sum(entry.samples for entry in entries)
         )
-        return mean >= PACK_MEAN and mean * width >= PACK_THRESHOLD
 
     def _rows_per_decode(self, views: dict[int, ShardView], width: int) -> int:
         """How many batches to decode together, judged from one batch's shards.
@@ -252,11 +253,7 @@ class SampleReader:
         """
         if len(views) < 2 or any(type(view) is RowGroupView for view in views.values()):
             return 1  # a Parquet row group is decoded whole already
-        sizes = [self.cache.locate(shard)[1] for shard in views]
-        mean = sum(entry.raw_data.bytes for entry in sizes) / max(
-            1, sum(entry.samples for entry in sizes)
-        )
-        if mean > _GROUPED_SAMPLE_BYTES:
+        if self._mean_sample_bytes(views) > _GROUPED_SAMPLE_BYTES:
             return 1
         wanted = -(-_SAMPLES_PER_DECODE * len(views) // max(width, 1))
         return max(1, min(_MAX_ROWS_PER_DECODE, wanted))

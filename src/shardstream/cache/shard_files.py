@@ -80,7 +80,12 @@ class ShardFiles:
             if isinstance(data, ShardFile):
                 return MDSFileView(data, schema, entry.samples, source=source)
             return MDSShardView(
-                data, schema, entry.samples, source=source, zero_copy=self.zero_copy
+                data,
+                schema,
+                entry.samples,
+                source=source,
+                zero_copy=self.zero_copy,
+                path=self._raw_path(entry.raw_data, entry.zip_data),
             )
         data = self._buffer(entry, entry.raw_data, entry.zip_data)
         assert entry.raw_meta is not None
@@ -119,12 +124,11 @@ class ShardFiles:
         A file of ``large_samples`` samples that average ``PREAD_MEAN`` bytes or more comes
         back open (:class:`ShardFile`), not mapped.
         """
+        path = self._raw_path(raw, zipped)
         if zipped is None:
-            path = os.path.join(self.root, raw.basename)
             buffer = _map(path, large_samples)
             self._check(entry, raw, buffer, path)
             return buffer
-        path = os.path.join(self.cache_root, raw.basename)
         try:
             if os.path.getsize(path) == raw.bytes:
                 return _map(path, large_samples)
@@ -155,6 +159,10 @@ class ShardFiles:
                 f"raw_data.basename {raw.basename!r} does not name a file"
             ) from exc
         return _map(path, large_samples)
+
+    def _raw_path(self, raw: FileInfo, zipped: FileInfo | None) -> str:
+        """Where the uncompressed file is: the dataset's, or the one decompressed from it."""
+        return os.path.join(self.root if zipped is None else self.cache_root, raw.basename)
 
     def _check(self, entry: ShardEntry, info: FileInfo, buffer: Opened, path: str) -> None:
         if len(buffer) != info.bytes:

@@ -11,11 +11,10 @@ dict per sample.
 
 from __future__ import annotations
 
-import itertools
+import functools
 import logging
-import operator
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
@@ -23,12 +22,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.cache import ShardCache
-from shardstream.cache import ShardView as _MDSView
+from shardstream.dataset.batch_assembly import (
+    Decoder,
+    ShardView,
+    decode_columns,
+    decode_rows,
+    names_of,
+)
 from shardstream.dataset.column_batch import (
     PACK_MEAN,
     PACK_THRESHOLD,
     BatchRefs,
-    Column,
     ColumnBatch,
 )
 from shardstream.dataset.local import LocalDataset
@@ -37,11 +41,9 @@ from shardstream.errors import (
     ChecksumError,
     ShardFormatError,
     ShardNotFoundError,
-    ShardstreamError,
 )
-from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.mds import MDSShardView
-from shardstream.format.mds_file import MDSFileView
+from shardstream.format.mds_file import MDSFileView, ShardFile
 from shardstream.format.parquet_view import RowGroupView
 from shardstream.sampling.distinct import first_occurrences
 from shardstream.storage import ObjectStore
@@ -63,8 +65,6 @@ _GROUPED_SAMPLE_BYTES = 4096
 _MAX_ROWS_PER_DECODE = 8
 _SAMPLES_PER_DECODE = 64
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
-
-ShardView = _MDSView | RowGroupView  # a Parquet row group is a shard too
 
 
 def fetch_threads(stores: Sequence[ObjectStore | None], download_concurrency: int) -> int:
@@ -121,6 +121,7 @@ class SampleReader:
         self.cache = cache
         self.threads = threads
         self._open: OrderedDict[int, ShardView] = OrderedDict()
+        self._files: dict[int, ShardFile] = {}  # mapped shards' files, for read_batch
         # Shards marked as used this epoch, for least-recently-used eviction: touched, or
         # fetched by this reader (their files' times are fresh; a touch costs ~60 µs on ext4).
         self._marked: set[int] = set()
@@ -168,26 +169,26 @@ class SampleReader:
         rows = 1  # batches decoded together; the first one always alone (time to first batch)
         for shards, local, views in self._walk(batches, predownload):
             if as_ids and self._by_id(views, len(shards)):
-                yield from _decode_rows(pending, raw_views)
+                yield from decode_rows(pending, raw_views)
                 pending = []
                 yield BatchRefs(self.shard_starts[shards] + np.asarray(local, dtype=np.int64))
                 continue
-            names = {tuple(_names(view)) for view in views.values()}
+            names = {tuple(names_of(view)) for view in views.values()}
             if len(names) != 1:
-                yield from _decode_rows(pending, raw_views)
+                yield from decode_rows(pending, raw_views)
                 pending = []
                 yield [views[shard].get(index) for shard, index in zip(shards, local, strict=True)]
                 continue
             if pending and pending_names != names:
-                yield from _decode_rows(pending, raw_views)
+                yield from decode_rows(pending, raw_views)
                 pending = []
             pending.append((shards, local, views))
             pending_names = names
             if len(pending) >= rows:
-                yield from _decode_rows(pending, raw_views)
+                yield from decode_rows(pending, raw_views)
                 pending = []
                 rows = self._rows_per_decode(views, len(shards))
-        yield from _decode_rows(pending, raw_views)
+        yield from decode_rows(pending, raw_views)
 
     def read_batch(self, ids: NDArray[np.int64]) -> ColumnBatch | list[dict[str, Any]]:
         """The device batch of ``ids`` (a :class:`BatchRefs`), decoded as :meth:`columns` would.
@@ -197,25 +198,52 @@ class SampleReader:
         shards, local, _, _ = self._locate(ids.reshape(1, -1))
         row_shards, row_local = shards[0].tolist(), local[0].tolist()
         views = {shard: self._view(shard) for shard in dict.fromkeys(row_shards)}
-        batch: ColumnBatch | list[dict[str, Any]]
-        if len({tuple(_names(view)) for view in views.values()}) != 1:
+        if len({tuple(names_of(view)) for view in views.values()}) != 1:
             pairs = zip(row_shards, row_local, strict=True)
-            batch = [views[shard].get(index) for shard, index in pairs]
-        else:
-            batch = _decode_columns(row_shards, row_local, views, raw_views=False)
-        # This process reads every worker's batches: the pages it maps add up to the shards
-        # the workers read. Those of samples read in order (not shuffled) are let go at once:
-        # they stay in the page cache, and no later batch of the epoch reads them. Shuffled
-        # batches come back to every page of their shards, each new mapping costing a fault
-        # (~5 us here, more than reading the sample): their pages stay mapped, as a worker's
-        # would, until the shard is let go (beyond ``open_bytes`` of open shards).
+            return [views[shard].get(index) for shard, index in pairs]
+        # This process reads every worker's batches: the pages it maps would add up to the
+        # shards the workers read. Samples read in order (not shuffled) are gathered from the
+        # mapping, and their pages let go at once (they stay in the page cache, and no later
+        # batch of the epoch reads them). A shuffled batch comes back to every page of its
+        # shards: each page let go and mapped again costs a fault (~5 us here, more than
+        # reading the sample), so its samples are read from the file instead, one ``pread``
+        # each, and nothing is mapped at all (read_many; figures in benchmarks/README.md).
+        in_order: dict[int, tuple[int, int]] = {}
+        from_file: dict[int, Decoder] = {}
         for shard, view in views.items():
-            if type(view) is MDSShardView and view.mapped is not None:
-                picked = local[0][shards[0] == shard]
-                first, last = int(picked.min()), int(picked.max())
-                if last - first < 2 * picked.size:
-                    view.drop_pages(first, last + 1)
+            if type(view) is not MDSShardView or view.mapped is None:
+                continue
+            picked = local[0][shards[0] == shard]
+            first, last = int(picked.min()), int(picked.max())
+            if last - first < 2 * picked.size:
+                in_order[shard] = (first, last + 1)
+                continue
+            file = self._file(shard, view)
+            if file is not None:
+                from_file[shard] = functools.partial(view.read_many, file)
+        batch = decode_columns(row_shards, row_local, views, raw_views=False, decoders=from_file)
+        for shard, (first, stop) in in_order.items():
+            cast(MDSShardView, views[shard]).drop_pages(first, stop)
         return batch
+
+    def _file(self, shard: int, view: MDSShardView) -> ShardFile | None:
+        """The mapped file of ``shard``, open for ``pread`` until the shard is let go.
+
+        ``None`` if it cannot be opened or is not the mapped file's size (replaced since):
+        the caller reads the mapping instead.
+        """
+        file = self._files.get(shard)
+        if file is None and view.path is not None and view.mapped is not None:
+            try:
+                file = ShardFile.open(view.path)
+            except OSError as exc:
+                logger.debug("reading shard %d from its mapping: %s", shard, exc)
+                return None
+            if file.size != len(view.mapped):
+                file.close()
+                return None
+            self._files[shard] = file
+        return file
 
     def _by_id(self, views: dict[int, ShardView], width: int) -> bool:
         """Whether a worker hands a batch over as its ids, for the loader's process to read.
@@ -416,6 +444,7 @@ class SampleReader:
 
     def _release(self, shard: int) -> None:
         self._open.pop(shard, None)
+        self._files.pop(shard, None)
         self._mapped -= self._open_sizes.pop(shard, 0)
         stream = self._stream_of_shard[shard]
         self.datasets[stream].release(shard - self._first_shard[stream])
@@ -438,121 +467,3 @@ def _last_uses(shards: NDArray[np.int64], before: int | None = None) -> dict[int
         if before is None or row < before:
             done.setdefault(row, []).append(shard)
     return done
-
-
-def _decode_rows(
-    rows: list[tuple[list[int], list[int], dict[int, ShardView]]], raw_views: bool
-) -> Iterator[ColumnBatch]:
-    """Decode device batches of one schema together; yield them one by one, in order."""
-    if not rows:
-        return
-    if len(rows) == 1:
-        yield _decode_columns(*rows[0], raw_views)
-        return
-    views: dict[int, ShardView] = {}
-    for _, _, row_views in rows:
-        views.update(row_views)
-    shards = list(itertools.chain.from_iterable(row[0] for row in rows))
-    local = list(itertools.chain.from_iterable(row[1] for row in rows))
-    try:
-        batch = _decode_columns(shards, local, views, raw_views)
-    except ShardstreamError:
-        # A bad sample: decode batch by batch, so that the batches before its own are
-        # delivered and the error comes where it belongs.
-        for row in rows:
-            yield _decode_columns(*row, raw_views)
-        return
-    start = 0
-    for row_shards, _, _ in rows:
-        stop = start + len(row_shards)
-        columns: list[Column] = [cast(list[Any], column)[start:stop] for column in batch.columns]
-        yield ColumnBatch(batch.names, columns)  # _decode_columns makes lists, sliced here
-        start = stop
-
-
-def _decode_columns(
-    shards: list[int], local: list[int], views: dict[int, ShardView], raw_views: bool
-) -> ColumnBatch:
-    """One device batch as columns, in batch order, decoding each shard's samples at once."""
-    if len(views) == 1:
-        view = next(iter(views.values()))
-        return ColumnBatch(_names(view), list(_many(view, raw_views)(local)))
-    # Group the batch's positions by shard (numpy, no Python step per sample), decode each
-    # shard's samples in one call, then put the values back into batch order.
-    by_shard = np.asarray(shards, dtype=np.int64)
-    order = np.argsort(by_shard, kind="stable")
-    grouped = by_shard[order]
-    indices = np.asarray(local, dtype=np.int64)[order]
-    cuts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(shards)]
-    parts = [
-        _many(views[int(grouped[begin])], raw_views)(indices[begin:end].tolist())
-        for begin, end in itertools.pairwise(cuts)
-    ]
-    back = np.empty(len(shards), np.int64)  # batch slot -> position among the decoded values
-    back[order] = np.arange(len(shards))
-    pick = operator.itemgetter(*back.tolist())
-    names = _names(next(iter(views.values())))
-    columns: list[Column] = []
-    for column in range(len(names)):
-        arrays = _in_batch_order([part[column] for part in parts], order, cuts)
-        if arrays is not None:
-            columns.append(arrays)
-            continue
-        decoded = list(itertools.chain.from_iterable(part[column] for part in parts))
-        columns.append(list(pick(decoded)))  # two or more shards: two or more values
-    return ColumnBatch(names, columns)
-
-
-def _in_batch_order(
-    parts: list[ColumnValues], order: NDArray[np.int64], cuts: list[int]
-) -> NDArray[Any] | None:
-    """One column's arrays of every shard as one array in batch order; ``None`` if not arrays.
-
-    Part ``k`` holds the values of batch slots ``order[cuts[k]:cuts[k + 1]]``: an array whose
-    rows are the values, or a list of arrays (a shard asked for a few samples decodes them
-    one by one). Only when every value has the same shape and dtype (shards of one encoding).
-    """
-    if not any(isinstance(part, np.ndarray) for part in parts):
-        return None
-    arrays = []
-    for part in parts:
-        if isinstance(part, list):
-            if not all(isinstance(value, np.ndarray) for value in part):
-                return None
-            try:
-                part = np.stack(part)
-            except ValueError:  # values of other shapes
-                return None
-        arrays.append(part)
-    first = arrays[0]
-    if not all(part.dtype == first.dtype and part.shape[1:] == first.shape[1:] for part in arrays):
-        return None
-    out = np.empty((len(order), *first.shape[1:]), first.dtype)
-    for (begin, end), part in zip(itertools.pairwise(cuts), arrays, strict=True):
-        out[order[begin:end]] = part
-    return out
-
-
-def _many(
-    view: ShardView, raw_views: bool = False
-) -> Callable[[Sequence[int]], list[ColumnValues]]:
-    """The view's batch decoder, or one built from its per-sample getter (text shards)."""
-    get_many = getattr(view, "get_many_views" if raw_views else "get_many", None)
-    if get_many is not None:
-        return get_many  # type: ignore[no-any-return]
-
-    def from_samples(indices: Sequence[int]) -> list[ColumnValues]:
-        samples = [view.get(index) for index in indices]
-        keys = list(samples[0]) if samples else []
-        columns: list[ColumnValues] = [[sample[key] for sample in samples] for key in keys]
-        return columns
-
-    return from_samples
-
-
-def _names(view: ShardView) -> list[str]:
-    """The view's columns, in the order its batch decoder returns them."""
-    schema = getattr(view, "schema", None)
-    if schema is not None:
-        return list(schema.names)
-    return list(view.get(0))

@@ -13,7 +13,7 @@ import json
 import mmap
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,6 +39,7 @@ from shardstream.format.sample_codec import (
 
 __all__ = [
     "MAX_SHARD_BYTES",
+    "FileReads",
     "MDSSchema",
     "MDSShardView",
     "ShardSamples",
@@ -219,6 +220,14 @@ class MDSSchema:
         return factory(file, offsets, source)
 
 
+class FileReads(Protocol):
+    """An open file read at offsets (:class:`~shardstream.format.mds_file.ShardFile`)."""
+
+    def read(self, size: int, offset: int, source: str) -> bytes:
+        """``size`` bytes at ``offset``, all of them (``source`` names the file in errors)."""
+        ...
+
+
 #: ``madvise`` advice that unmaps pages of a shared file mapping (``None`` where unknown).
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 
@@ -319,6 +328,7 @@ class MDSShardView(ShardSamples):
         samples: The sample count the index records.
         source: The file's path or URL, named in errors.
         zero_copy: Return ``bytes`` columns as read-only memoryviews of ``buffer``.
+        path: The file ``buffer`` maps, if it is a mapping: :meth:`read_many` reads it.
 
     Raises:
         ShardFormatError: The header or offset table is truncated or inconsistent.
@@ -332,18 +342,22 @@ class MDSShardView(ShardSamples):
         *,
         source: str,
         zero_copy: bool = False,
+        path: str | None = None,
     ) -> None:
         view = memoryview(buffer)
         offsets = parse_offsets(view, len(view), samples, source)
         self.source = source
         self.schema = schema
         self._offsets = offsets.tolist()
+        self._offset_array = offsets
         if not isinstance(buffer, (bytes, mmap.mmap)):  # getters slice bytes or an mmap
             buffer = bytes(view)
             view = memoryview(buffer)
         self._view = view
         #: The shard's memory map, or ``None`` for a shard read into memory.
         self.mapped = buffer if isinstance(buffer, mmap.mmap) else None
+        #: The mapped file's path (``None`` if not mapped, or not known).
+        self.path = path if self.mapped is not None else None
         positions = self._offsets
         get = self.get = schema.sample_getter(buffer, view, positions, source, zero_copy=zero_copy)
         #: ``get_many(ks)`` decodes samples ``ks`` into columns (``schema.names``): a list each, or
@@ -377,6 +391,44 @@ class MDSShardView(ShardSamples):
         if self._get_many_views is None:
             self._get_many_views = self._bind_views()
         return self._get_many_views(indices)
+
+    def read_many(self, file: FileReads, indices: Sequence[int]) -> list[ColumnValues]:
+        """Like ``get_many`` (values copied), the samples read from ``file``, not the mapping.
+
+        ``file`` is the mapped file (:attr:`path`), open. Each run of samples adjacent in the
+        file takes one ``pread`` into one buffer, which the batch decoder then reads: no page
+        of the mapping is touched, so the samples add nothing to the process's resident memory
+        (a mapped page counts there from its first read until it is unmapped).
+
+        Raises:
+            ShardFormatError: The file is shorter than the mapping (cut short since), or a
+                sample is corrupt (decoded again from the mapping, which names it).
+        """
+        picked = np.asarray(indices, dtype=np.int64)
+        if picked.size == 0:
+            return self.get_many([])
+        offsets = self._offset_array
+        begins = offsets[picked]
+        ends = offsets[picked + 1]
+        cuts = np.flatnonzero(begins[1:] != ends[:-1]) + 1  # where a run of adjacent ones ends
+        firsts = np.concatenate(([0], cuts))
+        lasts = np.concatenate((cuts, [picked.size])) - 1
+        source = self.source
+        stage = b"".join(
+            [
+                file.read(size, begin, source)
+                for begin, size in zip(
+                    begins[firsts].tolist(), (ends[lasts] - begins[firsts]).tolist(), strict=True
+                )
+            ]
+        )
+        staged = np.zeros(picked.size + 1, np.int64)  # the samples' offsets in ``stage``
+        np.cumsum(ends - begins, out=staged[1:])
+        get, ids = self.get, picked.tolist()
+        decode = self.schema.columns_decoder().bind(
+            stage, memoryview(stage), staged, lambda k: get(ids[k])
+        )
+        return decode(range(picked.size))
 
     def sample_bytes(self, index: int) -> memoryview:
         """The raw bytes of sample ``index`` (a zero-copy view)."""

@@ -45,6 +45,21 @@ class ShardFile:
         self.size = size
         self._closer = weakref.finalize(self, os.close, fd)
 
+    @classmethod
+    def open(cls, path: str) -> ShardFile:
+        """Open ``path`` read-only.
+
+        Raises:
+            OSError: It cannot be opened.
+        """
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            size = os.fstat(fd).st_size
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, size)
+
     def __len__(self) -> int:
         return self.size
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
@@ -15,8 +13,7 @@ from tests.streaming_data import write_dataset
 
 from shardstream import StreamingDataset
 from shardstream.cache.shard_cache import ShardCache
-from shardstream.dataset.iteration import _decode_rows, _last_uses
-from shardstream.errors import ShardFormatError
+from shardstream.dataset.iteration import _last_uses
 
 
 @settings(max_examples=200, deadline=None)
@@ -35,37 +32,6 @@ def test_each_shard_is_done_after_the_last_row_that_uses_it(shards):
         for shard in finished:
             assert shard in shards[row]
             assert shard not in shards[row + 1 :]
-
-
-class _View:
-    """A shard view whose batch decoder fails on one sample index."""
-
-    schema = SimpleNamespace(names=["x"])
-
-    def __init__(self, shard: int, bad: int | None = None) -> None:
-        self.shard, self.bad = shard, bad
-
-    def get_many(self, indices: list[int]) -> list[list[int]]:
-        if self.bad in indices:
-            raise ShardFormatError(f"sample {self.bad} of shard {self.shard} is corrupt")
-        return [[100 * self.shard + index for index in indices]]
-
-
-def test_batches_decoded_together_come_out_in_order():
-    views: dict[int, Any] = {0: _View(0), 1: _View(1)}
-    rows = [([0, 1], [k, k], views) for k in range(3)]
-    batches = list(_decode_rows(rows, raw_views=False))
-    assert [batch.columns for batch in batches] == [[[0, 100]], [[1, 101]], [[2, 102]]]
-
-
-def test_a_bad_sample_in_a_group_comes_after_the_batches_before_it():
-    views: dict[int, Any] = {0: _View(0, bad=2), 1: _View(1)}
-    rows = [([0, 1], [k, k], views) for k in range(4)]  # batch 2 holds the bad sample
-    decoded = _decode_rows(rows, raw_views=False)
-    assert next(decoded).columns == [[0, 100]]
-    assert next(decoded).columns == [[1, 101]]
-    with pytest.raises(ShardFormatError, match="sample 2 of shard 0"):
-        next(decoded)
 
 
 def _epoch_touches(dataset: StreamingDataset, monkeypatch: pytest.MonkeyPatch) -> list[int]:

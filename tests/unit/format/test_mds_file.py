@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -183,3 +184,101 @@ def test_chunks_cover_the_file(tmp_path: Path):
     file.close()
     with pytest.raises(OSError, match="Bad file descriptor"):
         os.fstat(fd)
+
+
+# --- MDSShardView.read_many: a mapped shard's samples read from its file ------------------------
+
+
+def mapped_view(path: Path, samples: int, schema: MDSSchema = SCHEMA) -> MDSShardView:
+    with path.open("rb") as handle:
+        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    return MDSShardView(mapping, schema, samples, source=str(path), path=str(path))
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    blobs=st.lists(st.binary(max_size=3000), min_size=1, max_size=12),
+    picks=st.lists(st.integers(0, 1000), max_size=40),
+    run=st.booleans(),
+)
+def test_read_many_decodes_what_get_many_decodes(tmp_path: Path, blobs, picks, run):
+    samples = [sample(k, blob) for k, blob in enumerate(blobs)]
+    path = tmp_path / "shard.mds"
+    path.write_bytes(shard_bytes(samples))
+    view = mapped_view(path, len(samples))
+    assert view.path == str(path)
+    indices = [pick % len(samples) for pick in picks]
+    if run and indices:  # samples adjacent in the file, read with one pread
+        indices += list(range(indices[-1], len(samples)))
+    got = view.read_many(ShardFile.open(str(path)), indices)
+    expected = view.get_many(indices)
+    assert len(got) == len(expected) == len(COLUMNS)
+    for column, wanted in zip(got, expected, strict=True):
+        assert len(column) == len(wanted) == len(indices)
+        for value, other in zip(column, wanted, strict=True):
+            assert type(value) is type(other)
+            assert np.array_equal(value, other) if isinstance(value, np.ndarray) else value == other
+
+
+def test_read_many_names_a_corrupt_sample_by_its_index_in_the_shard(tmp_path: Path):
+    data = bytearray(shard_bytes([sample(k) for k in range(6)]))
+    (start,) = struct.unpack_from("<I", data, 4 + 4 * 4)  # sample 4 begins with a size
+    struct.pack_into("<I", data, start, 1 << 30)
+    path = tmp_path / "shard.mds"
+    path.write_bytes(bytes(data))
+    view = mapped_view(path, 6)
+    file = ShardFile.open(str(path))
+    assert list(view.read_many(file, [1, 3])[SCHEMA.names.index("label")]) == [-2, 0]
+    with pytest.raises(ShardFormatError, match=rf"{path}, sample 4: cannot decode"):
+        view.read_many(file, [2, 4, 0])
+
+
+def test_read_many_from_a_file_cut_short(tmp_path: Path):
+    path = tmp_path / "shard.mds"
+    path.write_bytes(shard_bytes([sample(k) for k in range(5)]))
+    view = mapped_view(path, 5)
+    short = tmp_path / "short.mds"
+    short.write_bytes(path.read_bytes()[:-3])
+    with pytest.raises(ShardFormatError, match=rf"{path}: read \d+ of \d+ bytes at offset"):
+        view.read_many(ShardFile.open(str(short)), [0, 4])
+    assert view.read_many(ShardFile.open(str(short)), [])[0] == []
+
+
+def _rss_file_kib() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1])
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
+def test_read_many_leaves_the_mapping_unread(tmp_path: Path):
+    """Shuffled batches of 24 MiB of token arrays: read_many maps nothing.
+
+    get_many, the control, leaves the pages it read resident.
+    """
+    schema = MDSSchema({"id": "int", "tokens": "ndarray:uint16:2048"})
+    count = 6144
+    samples = [{"id": k, "tokens": np.full(2048, k, np.uint16)} for k in range(count)]
+    path = tmp_path / "tokens.mds"
+    path.write_bytes(shard_bytes(samples, schema))
+    order = np.random.default_rng(7).permutation(count).reshape(-1, 256)
+    grown = {}
+    for how in ("read_many", "get_many"):
+        view = mapped_view(path, count, schema)
+        file = ShardFile.open(str(path))
+        before = _rss_file_kib()
+        for batch in order.tolist():
+            if how == "read_many":
+                ids, tokens = view.read_many(file, batch)
+            else:
+                ids, tokens = view.get_many(batch)
+            assert list(ids) == batch
+            assert np.array_equal(np.asarray(tokens)[:, 0], np.asarray(batch, np.uint16))
+        grown[how] = _rss_file_kib() - before
+        view.release()
+    assert grown["read_many"] < 2 << 10, grown  # KiB: the offset table, a few pages of code
+    assert grown["get_many"] > 16 << 10, grown  # the control: the pages read stay mapped

@@ -163,20 +163,20 @@ def test_batches_decoded_together_equal_torch_collating_each_sample(
     # 610 small samples in ~60 shards, batches of 16: each batch draws a sample or two from
     # each of many shards, so the reader decodes several batches in one call per shard
     # (38 batches + 1 padded: groups of up to 8, the last one partial).
-    from shardstream.dataset import iteration
+    from shardstream.dataset import batch_assembly
 
     root = tmp_path / "many"
     with MDSWriter(out=str(root), columns={"id": "int", "data": "bytes"}, size_limit=200) as w:
         for i in range(610):
             w.write({"id": i, "data": i.to_bytes(4, "little") * (i % 5)})
     calls = []
-    decode = iteration._decode_columns
+    decode = batch_assembly.decode_columns
 
     def counted(shards: list[int], *args: Any) -> Any:
         calls.append(len(shards))
         return decode(shards, *args)
 
-    monkeypatch.setattr(iteration, "_decode_columns", counted)
+    monkeypatch.setattr(batch_assembly, "decode_columns", counted)
 
     def dataset() -> StreamingDataset:
         return StreamingDataset(
@@ -252,8 +252,8 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
 ):
     # Shards over 8 MiB are mapped. Batches of 256 token arrays of 2,048 uint16 (1 MiB) would
     # cross through shared memory: the loader's process reads them itself, and lets go of the
-    # pages of samples it read in order. Arrays of 256 tokens (128 KiB a batch) still cross
-    # as values.
+    # pages of samples it read in order; shuffled ones it reads from the files, mapping
+    # nothing. Arrays of 256 tokens (128 KiB a batch) still cross as values.
     from shardstream.dataset.iteration import SampleReader
     from shardstream.format.mds import MDSShardView
 
@@ -272,7 +272,8 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
     expected = batches(0)
     read_here: list[int] = []
     dropped: list[tuple[str, int, int]] = []
-    read, drop = SampleReader.read_batch, MDSShardView.drop_pages
+    from_file: list[tuple[str, int]] = []
+    read, drop, read_many = SampleReader.read_batch, MDSShardView.drop_pages, MDSShardView.read_many
 
     def read_batch(reader: SampleReader, ids: Any) -> Any:
         read_here.append(len(ids))
@@ -282,8 +283,13 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
         dropped.append((view.source, first, stop))
         drop(view, first, stop)
 
+    def read_from_file(view: MDSShardView, file: Any, indices: Any) -> Any:
+        from_file.append((view.source, len(indices)))
+        return read_many(view, file, indices)
+
     monkeypatch.setattr(SampleReader, "read_batch", read_batch)
     monkeypatch.setattr(MDSShardView, "drop_pages", drop_pages)
+    monkeypatch.setattr(MDSShardView, "read_many", read_from_file)
     got = batches(2)
     assert [ids for ids, _ in got] == [ids for ids, _ in expected]
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
@@ -292,13 +298,17 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
     if not by_id:
         assert read_here == []
         assert dropped == []
+        assert from_file == []
         return
     assert read_here == [256] * len(got)  # every batch comes as its ids
-    if shuffle:  # read all over the shards: their pages stay mapped
-        assert dropped == []
-        return
-    # In order: each batch's pages are let go, every sample's once (within its shard).
     shard_files = {str(root / f"shard.0000{k}.mds") for k in range(2)}
+    if shuffle:  # read all over the shards: from the files, nothing mapped or dropped
+        assert dropped == []
+        assert {source for source, _ in from_file} == shard_files
+        assert sum(count for _, count in from_file) == sum(len(ids) for ids, _ in got)
+        return
+    assert from_file == []
+    # In order: each batch's pages are let go, every sample's once (within its shard).
     assert {source for source, _, _ in dropped} == shard_files
     for source in shard_files:
         ranges = sorted((first, stop) for name, first, stop in dropped if name == source)

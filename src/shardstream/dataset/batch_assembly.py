@@ -1,0 +1,158 @@
+"""Assembling device batches as columns from the open views of their shards.
+
+Each shard's samples of a batch are decoded in one call (its batch decoder, or one built from
+its per-sample getter), then the values are put back into batch order: a column of fixed-shape
+arrays as one array, any other column as a list. Several batches of one schema can be decoded
+together and split again (small samples from many shards cost less a sample that way).
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shardstream.cache import ShardView as _MDSView
+from shardstream.dataset.column_batch import Column, ColumnBatch
+from shardstream.errors import ShardstreamError
+from shardstream.format.batch_decode import ColumnValues
+from shardstream.format.parquet_view import RowGroupView
+
+__all__ = ["Decoder", "ShardView", "decode_columns", "decode_rows", "names_of"]
+
+ShardView = _MDSView | RowGroupView  # a Parquet row group is a shard too
+
+#: A batch decoder: the values of samples ``ks`` of one shard, one entry per column.
+Decoder = Callable[[Sequence[int]], list[ColumnValues]]
+
+
+def decode_rows(
+    rows: list[tuple[list[int], list[int], dict[int, ShardView]]], raw_views: bool
+) -> Iterator[ColumnBatch]:
+    """Decode device batches of one schema together; yield them one by one, in order."""
+    if not rows:
+        return
+    if len(rows) == 1:
+        yield decode_columns(*rows[0], raw_views)
+        return
+    views: dict[int, ShardView] = {}
+    for _, _, row_views in rows:
+        views.update(row_views)
+    shards = list(itertools.chain.from_iterable(row[0] for row in rows))
+    local = list(itertools.chain.from_iterable(row[1] for row in rows))
+    try:
+        batch = decode_columns(shards, local, views, raw_views)
+    except ShardstreamError:
+        # A bad sample: decode batch by batch, so that the batches before its own are
+        # delivered and the error comes where it belongs.
+        for row in rows:
+            yield decode_columns(*row, raw_views)
+        return
+    start = 0
+    for row_shards, _, _ in rows:
+        stop = start + len(row_shards)
+        columns: list[Column] = [cast(list[Any], column)[start:stop] for column in batch.columns]
+        yield ColumnBatch(batch.names, columns)  # decode_columns makes lists, sliced here
+        start = stop
+
+
+def decode_columns(
+    shards: list[int],
+    local: list[int],
+    views: dict[int, ShardView],
+    raw_views: bool,
+    decoders: dict[int, Decoder] | None = None,
+) -> ColumnBatch:
+    """One device batch as columns, in batch order, decoding each shard's samples at once.
+
+    ``decoders``: a batch decoder to use instead of the view's, by shard.
+    """
+
+    def many(shard: int) -> Decoder:
+        decoder = decoders.get(shard) if decoders else None
+        return _many(views[shard], raw_views) if decoder is None else decoder
+
+    if len(views) == 1:
+        shard = next(iter(views))
+        return ColumnBatch(names_of(views[shard]), list(many(shard)(local)))
+    # Group the batch's positions by shard (numpy, no Python step per sample), decode each
+    # shard's samples in one call, then put the values back into batch order.
+    by_shard = np.asarray(shards, dtype=np.int64)
+    order = np.argsort(by_shard, kind="stable")
+    grouped = by_shard[order]
+    indices = np.asarray(local, dtype=np.int64)[order]
+    cuts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(shards)]
+    parts = [
+        many(int(grouped[begin]))(indices[begin:end].tolist())
+        for begin, end in itertools.pairwise(cuts)
+    ]
+    back = np.empty(len(shards), np.int64)  # batch slot -> position among the decoded values
+    back[order] = np.arange(len(shards))
+    pick = operator.itemgetter(*back.tolist())
+    names = names_of(next(iter(views.values())))
+    columns: list[Column] = []
+    for column in range(len(names)):
+        arrays = _in_batch_order([part[column] for part in parts], order, cuts)
+        if arrays is not None:
+            columns.append(arrays)
+            continue
+        decoded = list(itertools.chain.from_iterable(part[column] for part in parts))
+        columns.append(list(pick(decoded)))  # two or more shards: two or more values
+    return ColumnBatch(names, columns)
+
+
+def _in_batch_order(
+    parts: list[ColumnValues], order: NDArray[np.int64], cuts: list[int]
+) -> NDArray[Any] | None:
+    """One column's arrays of every shard as one array in batch order; ``None`` if not arrays.
+
+    Part ``k`` holds the values of batch slots ``order[cuts[k]:cuts[k + 1]]``: an array whose
+    rows are the values, or a list of arrays (a shard asked for a few samples decodes them
+    one by one). Only when every value has the same shape and dtype (shards of one encoding).
+    """
+    if not any(isinstance(part, np.ndarray) for part in parts):
+        return None
+    arrays = []
+    for part in parts:
+        if isinstance(part, list):
+            if not all(isinstance(value, np.ndarray) for value in part):
+                return None
+            try:
+                part = np.stack(part)
+            except ValueError:  # values of other shapes
+                return None
+        arrays.append(part)
+    first = arrays[0]
+    if not all(part.dtype == first.dtype and part.shape[1:] == first.shape[1:] for part in arrays):
+        return None
+    out = np.empty((len(order), *first.shape[1:]), first.dtype)
+    for (begin, end), part in zip(itertools.pairwise(cuts), arrays, strict=True):
+        out[order[begin:end]] = part
+    return out
+
+
+def _many(view: ShardView, raw_views: bool = False) -> Decoder:
+    """The view's batch decoder, or one built from its per-sample getter (text shards)."""
+    get_many = getattr(view, "get_many_views" if raw_views else "get_many", None)
+    if get_many is not None:
+        return get_many  # type: ignore[no-any-return]
+
+    def from_samples(indices: Sequence[int]) -> list[ColumnValues]:
+        samples = [view.get(index) for index in indices]
+        keys = list(samples[0]) if samples else []
+        columns: list[ColumnValues] = [[sample[key] for sample in samples] for key in keys]
+        return columns
+
+    return from_samples
+
+
+def names_of(view: ShardView) -> list[str]:
+    """The view's columns, in the order its batch decoder returns them."""
+    schema = getattr(view, "schema", None)
+    if schema is not None:
+        return list(schema.names)
+    return list(view.get(0))

@@ -6,6 +6,7 @@ memory.
 
 from shardstream.cache.index_sync import sync_index
 from shardstream.cache.locks import FileLock
+from shardstream.cache.node_orders import NodeOrders
 from shardstream.cache.private_folder import ensure_private_folder
 from shardstream.cache.run_state import EpochStart, RunState
 from shardstream.cache.shard_cache import STATE_FOLDER, CacheStream, ShardCache
@@ -16,6 +17,7 @@ __all__ = [
     "CacheStream",
     "EpochStart",
     "FileLock",
+    "NodeOrders",
     "RunState",
     "ShardCache",
     "ShardFiles",

@@ -23,17 +23,18 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-import numpy as np
-from numpy.typing import NDArray
-
 from shardstream import config
 from shardstream._torch import require_torch, worker_info
-from shardstream.cache import STATE_FOLDER, CacheStream, EpochStart, RunState, ShardCache
+from shardstream.cache import (
+    STATE_FOLDER,
+    EpochStart,
+    NodeOrders,
+    RunState,
+)
 from shardstream.dataset.column_batch import ColumnBatch, for_transfer
 from shardstream.dataset.iteration import SampleReader, fetch_threads
-from shardstream.dataset.stream import ResolvedStream, Stream
-from shardstream.dataset.stream_data import StreamData, open_stream_data
-from shardstream.dataset.stream_data import cache_stream as _cache_stream
+from shardstream.dataset.prepared import PreparedDataset
+from shardstream.dataset.stream import Stream
 from shardstream.dataset.world import detect_topology
 from shardstream.errors import ConfigurationError
 from shardstream.format.hashing import HASH_ALGORITHMS
@@ -44,9 +45,7 @@ from shardstream.sampling import (
     Topology,
     parse_epoch_size,
     resample,
-    stream_choices,
 )
-from shardstream.storage import open_store
 from shardstream.units import parse_bytes
 
 __all__ = ["StreamingDataset", "reads_through_getitem"]
@@ -232,7 +231,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         self._resume: EpochStart | None = None
         self._current: EpochStart | None = None
         self._initial_nodes: int | None = None
-        self._prepared: _Prepared | None = None
+        self._prepared: PreparedDataset | None = None
         # Set by StreamingDataLoader: yield whole device batches (ColumnBatch) instead of samples.
         self._collated_batches = False
 
@@ -339,16 +338,20 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             epoch=start.epoch, sampling_method=self.sampling_method,
             sampling_granularity=self.sampling_granularity,
         )  # fmt: skip
-        return EpochPlan.for_worker(
-            units,
-            topology=topology,
-            num_canonical_nodes=self._canonical_nodes(topology),
-            global_batch_size=self.batch_size * topology.world_size,
-            epoch=start.epoch,
-            shuffle=self.shuffle_config,
-            drop_first=start.drop_first,
-            batching_method=self.batching_method,
+        nodes, state = self._canonical_nodes(topology), self._state_folder()
+        memo = (
+            None
+            if state is None
+            else NodeOrders(  # kept for runs that resume
+                os.path.join(state, "plans"), units.sizes, nodes, start.epoch, self.shuffle_config
+            )
         )
+        return EpochPlan.for_worker(
+            units, topology=topology, num_canonical_nodes=nodes,
+            global_batch_size=self.batch_size * topology.world_size, epoch=start.epoch,
+            shuffle=self.shuffle_config, drop_first=start.drop_first,
+            batching_method=self.batching_method, memo=memo,
+        )  # fmt: skip
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration run ``epoch`` (as samplers' ``set_epoch`` does)."""
@@ -422,9 +425,9 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         """Fetch and load every stream's index now (else the first use does it)."""
         self._prepare()
 
-    def _prepare(self) -> _Prepared:
+    def _prepare(self) -> PreparedDataset:
         if self._prepared is None:
-            self._prepared = _Prepared.load(self)
+            self._prepared = PreparedDataset.load(self)
         return self._prepared
 
     def _reader(self) -> SampleReader:
@@ -487,93 +490,12 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
 
         A local-only dataset's folder is the user's data, never written to.
         """
-        prepared = self._prepare()
-        for stream in prepared.resolved:
-            if stream.remote is not None:
-                return os.path.join(stream.local, STATE_FOLDER, "runs")
-        return os.path.join(config.cache_root(), "runs")
+        return os.path.join(self._state_folder() or config.cache_root(), "runs")
 
-
-class _Prepared:
-    """What the first use of a dataset loads: indexes, shard tables, the cache."""
-
-    def __init__(
-        self,
-        resolved: list[ResolvedStream],
-        datasets: list[StreamData],
-        cache: ShardCache,
-        choices: NDArray[np.int64],
-    ) -> None:
-        self.resolved = resolved
-        self.datasets = datasets
-        self.cache = cache
-        self.choices = choices
-        self.stream_shard_sizes = [dataset.shard_sizes for dataset in datasets]
-        counts = [len(sizes) for sizes in self.stream_shard_sizes]
-        self.stream_first_shard = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        sizes = (
-            np.concatenate(self.stream_shard_sizes) if counts else np.empty(0, np.int64)
-        ).astype(np.int64)
-        self.shard_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self.reader: SampleReader | None = None  # made on first read, kept for the process
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Stores hold clients and locks that do not pickle (a spawned DataLoader worker): send
-        # the cache's settings and open the stores again on arrival.
-        state = self.__dict__.copy()
-        cache = state.pop("cache")
-        state["_cache_settings"] = (cache.limit, cache.download_slots)
-        state["reader"] = None  # its mapped shards stay in this process
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        limit, slots = state.pop("_cache_settings")
-        self.__dict__.update(state)
-        streams = [
-            _cache_stream(stream, dataset)
-            for stream, dataset in zip(self.resolved, self.datasets, strict=True)
-        ]
-        self.cache = ShardCache(streams, limit=limit, download_slots=slots)
-
-    @classmethod
-    def load(cls, dataset: StreamingDataset) -> _Prepared:
-        resolved = [
-            stream.resolve(
-                download_retry=dataset.download_retry,
-                download_timeout=dataset.download_timeout,
-                validate_hash=dataset.validate_hash,
-                keep_zip=dataset.keep_zip,
-                download_concurrency=dataset.download_concurrency,
-                columns=dataset.columns,
-            )
-            for stream in dataset.streams
-        ]
-        locals_seen: dict[str, str | None] = {}
-        for stream in resolved:
-            if stream.local in locals_seen:
-                raise ConfigurationError(
-                    f"two streams use the local folder {stream.local}: give each its own"
-                )
-            locals_seen[stream.local] = stream.remote
-        datasets: list[StreamData] = []
-        cache_streams: list[CacheStream] = []
-        for stream in resolved:
-            store = None if stream.remote is None else open_store(stream.remote)
-            local = open_stream_data(
-                stream, store, allow_unsafe_types=dataset.allow_unsafe_types,
-                zero_copy=dataset.zero_copy,
-            )  # fmt: skip
-            datasets.append(local)
-            cache_streams.append(_cache_stream(stream, local, store))
-        cache = ShardCache(
-            cache_streams, limit=dataset.cache_limit, download_slots=dataset.download_concurrency
-        )
-        sizes = [int(local.shard_sizes.sum()) for local in datasets]
-        choices = stream_choices(
-            sizes, [stream.weight for stream in resolved],
-            epoch_size=dataset.requested_epoch_size, seed=dataset.shuffle_seed,
-        )  # fmt: skip
-        return cls(resolved, datasets, cache, choices)
+    def _state_folder(self) -> str | None:
+        """The first remote stream's cache state folder (``None``: local-only streams)."""
+        remote = (s.local for s in self._prepare().resolved if s.remote is not None)
+        return next((os.path.join(local, STATE_FOLDER) for local in remote), None)
 
 
 def reads_through_getitem(dataset: StreamingDataset) -> Callable[[int], Any] | None:

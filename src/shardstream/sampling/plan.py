@@ -20,7 +20,7 @@ from shardstream.sampling.batching import (
 )
 from shardstream.sampling.mixing import EpochUnits
 from shardstream.sampling.partition import EpochPartition
-from shardstream.sampling.sequence import ShuffleConfig, sequence_ids
+from shardstream.sampling.sequence import NodeOrderMemo, ShuffleConfig, sequence_ids
 from shardstream.sampling.topology import Topology
 
 __all__ = ["BATCHING_METHODS", "EpochPlan"]
@@ -59,6 +59,7 @@ class EpochPlan:
         shuffle: ShuffleConfig,
         drop_first: int = 0,
         batching_method: str = "random",
+        memo: NodeOrderMemo | None = None,
     ) -> EpochPlan:
         """Compute the plan of the worker ``topology`` points at.
 
@@ -76,6 +77,8 @@ class EpochPlan:
                 global batch holds each stream in proportion), ``per_stream`` (each global
                 batch comes from one stream) or ``device_per_stream`` (each device batch comes
                 from one stream).
+            memo: Where whole canonical-node orders are kept between runs (``random``
+                batching; see :func:`~shardstream.sampling.sequence.sequence_ids`).
 
         Raises:
             ConfigurationError: An unknown batching method, or a global batch that does not
@@ -98,7 +101,7 @@ class EpochPlan:
         if batching_method == "random":
             positions = partition.worker_positions(topology)
             ids = sequence_ids(units, positions, num_canonical_nodes=num_canonical_nodes,
-                               epoch=epoch, shuffle=shuffle)  # fmt: skip
+                               epoch=epoch, shuffle=shuffle, memo=memo)  # fmt: skip
             return cls(ids, partition.num_steps, partition.padding)
         builders = {
             "device_per_stream": device_per_stream_batches,

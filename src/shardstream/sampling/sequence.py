@@ -8,7 +8,9 @@ only what those positions need.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,9 +32,36 @@ from shardstream.sampling.spans import (
     run_layout,
 )
 
-__all__ = ["ShuffleConfig", "canonical_node_order", "node_order_at", "sequence_ids"]
+__all__ = [
+    "NodeOrderMemo",
+    "ShuffleConfig",
+    "canonical_node_order",
+    "node_order_at",
+    "sequence_ids",
+]
 
 TAG_STREAM_SEED = 21  # [seed, stream, TAG]: the shuffle seed of one stream, batched per stream.
+
+#: py1e orders a canonical node as a whole: a worker asking for this share of a node's
+#: positions or more (a resumed run, few workers) asks a memo for the node's whole order.
+MEMO_SHARE = 4
+#: Nodes larger than this are never memoised: their whole order would cost a worker more
+#: memory than its positions do.
+MEMO_MAX_SAMPLES = 1 << 24
+
+
+class NodeOrderMemo(Protocol):
+    """Where whole canonical-node orders are kept between runs (the cache folder's).
+
+    Called with a node, its size and a function computing its whole order; returns that
+    order, kept from an earlier call (of this run or another) or computed now and kept.
+    """
+
+    def __call__(
+        self, node: int, size: int, compute: Callable[[], NDArray[np.int64]]
+    ) -> NDArray[np.int64]:
+        """The node's whole order (``size`` ids), as ``compute()`` returns it."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -110,11 +139,14 @@ def sequence_ids(
     num_canonical_nodes: int,
     epoch: int,
     shuffle: ShuffleConfig,
+    memo: NodeOrderMemo | None = None,
 ) -> NDArray[np.int64]:
     """Dataset sample ids at ``positions`` (any shape) of the epoch order over ``units``.
 
     Only the canonical nodes the positions fall in are computed, and within each only what
-    those positions need: memory follows ``positions``, not the epoch.
+    those positions need: memory follows ``positions``, not the epoch. With ``memo``, a py1e
+    node asked for a quarter of its positions or more is looked up there whole (computed and
+    kept on a miss): a resumed run need not shuffle the node again.
     """
     sizes = units.sizes
     total = int(sizes.sum())
@@ -128,6 +160,24 @@ def sequence_ids(
     if shuffle.shuffle:
         seed = check_int("seed", shuffle.seed, 0, WORD)
         layout = run_layout(check_shard_sizes(sizes), num_canonical_nodes, seed)
+    bounds = canonical_node_bounds(total, num_canonical_nodes)
+
+    def look_up(node: int, at: NDArray[np.int64]) -> NDArray[np.int64]:
+        size = int(bounds[node + 1] - bounds[node])
+        if (
+            memo is None
+            or not shuffle.shuffle
+            or shuffle.algo != "py1e"
+            or size > MEMO_MAX_SAMPLES
+            or MEMO_SHARE * len(at) < size
+        ):
+            return node_order_at(sizes, num_canonical_nodes, node, epoch, shuffle, at, layout)
+        whole = np.arange(size, dtype=np.int64)
+        order = memo(node, size, lambda: node_order_at(sizes, num_canonical_nodes, node, epoch,
+                                                       shuffle, whole, layout))  # fmt: skip
+        found: NDArray[np.int64] = order[at].astype(np.int64, copy=False)
+        return found
+
     flat_nodes, flat_local = nodes.ravel(), local.ravel()
     big = np.empty(len(flat_nodes), dtype=np.int64)
     # Group the positions by node (a stable radix sort when NCN fits 16 bits), then look each
@@ -135,8 +185,7 @@ def sequence_ids(
     counts = np.bincount(flat_nodes, minlength=num_canonical_nodes)
     asked = np.flatnonzero(counts).tolist()
     if len(asked) == 1:
-        big = node_order_at(sizes, num_canonical_nodes, asked[0], epoch, shuffle, flat_local,
-                            layout)  # fmt: skip
+        big = look_up(asked[0], flat_local)
         return _to_ids(units, big.reshape(positions.shape))
     key = flat_nodes.astype(np.uint16) if num_canonical_nodes <= 1 << 16 else flat_nodes
     by_node = np.argsort(key, kind="stable")
@@ -145,8 +194,7 @@ def sequence_ids(
     for node in asked:
         start, stop = stop, stop + int(counts[node])
         where = by_node[start:stop]
-        big[where] = node_order_at(sizes, num_canonical_nodes, node, epoch, shuffle,
-                                   flat_local[where], layout)  # fmt: skip
+        big[where] = look_up(node, flat_local[where])
     return _to_ids(units, big.reshape(positions.shape))
 
 

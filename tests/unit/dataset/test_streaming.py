@@ -377,3 +377,42 @@ def test_shards_are_let_go_after_their_last_use(remote: Path, tmp_path: Path):
     rows = len(order) // batch_size
     last = {shard: k // batch_size for k, shard in enumerate(shard_list(order))}
     assert set(reader._open) <= {shard for shard, row in last.items() if row >= rows * 7 // 8}
+
+
+def test_a_resumed_run_reads_the_node_order_its_first_run_kept(
+    remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from shardstream.cache import STATE_FOLDER
+    from shardstream.sampling import sequence
+
+    full = ids_of(StreamingDataLoader(dataset(remote, tmp_path / "c"), batch_size=4))
+    kept = sorted(p.name for p in (tmp_path / "c" / STATE_FOLDER / "plans").iterdir())
+    assert len(kept) == 2  # py1e, two canonical nodes: one file each
+    computed: list[int] = []
+    original = sequence.node_order_at
+
+    def node_order_at(*args: object, **kwargs: object) -> object:
+        computed.append(1)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sequence, "node_order_at", node_order_at)
+    resumed = dataset(remote, tmp_path / "c")
+    resumed.load_state_dict(resumed.state_dict(100, from_beginning=True))
+    again = StreamingDataLoader(resumed, batch_size=4)
+    assert ids_of(again) == full[100:]
+    assert computed == []  # both nodes' orders read back
+    next_epoch = ids_of(again)  # a new epoch is computed, and replaces the old files
+    assert sorted(next_epoch) == list(range(SAMPLES))
+    assert computed
+    now = sorted(p.name for p in (tmp_path / "c" / STATE_FOLDER / "plans").iterdir())
+    assert len(now) == 2
+    assert not set(now) & set(kept)
+
+
+def test_a_local_only_dataset_keeps_no_node_order(remote: Path, tmp_path: Path):
+    data = tmp_path / "data"
+    shutil.copytree(remote, data)
+    before = sorted(str(p) for p in data.rglob("*"))
+    ds = StreamingDataset(local=str(data), batch_size=4, shuffle=True)
+    assert sorted(epoch_ids(ds)) == list(range(SAMPLES))
+    assert sorted(str(p) for p in data.rglob("*")) == before

@@ -1,0 +1,114 @@
+"""What the first use of a ``StreamingDataset`` loads: the streams, their indexes, the cache.
+
+Loaded once per process (a DataLoader worker gets it pickled, its stores opened again), and
+kept with the dataset: the streams resolved, each stream's shard table, the node's shard
+cache, the epoch's draw over the streams, and the reader that keeps shards open.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shardstream.cache import CacheStream, ShardCache
+from shardstream.dataset.iteration import SampleReader
+from shardstream.dataset.stream import ResolvedStream
+from shardstream.dataset.stream_data import StreamData, open_stream_data
+from shardstream.dataset.stream_data import cache_stream as _cache_stream
+from shardstream.errors import ConfigurationError
+from shardstream.sampling import stream_choices
+from shardstream.storage import open_store
+
+if TYPE_CHECKING:
+    from shardstream.dataset.streaming import StreamingDataset
+
+__all__ = ["PreparedDataset"]
+
+
+class PreparedDataset:
+    """What the first use of a dataset loads: indexes, shard tables, the cache."""
+
+    def __init__(
+        self,
+        resolved: list[ResolvedStream],
+        datasets: list[StreamData],
+        cache: ShardCache,
+        choices: NDArray[np.int64],
+    ) -> None:
+        self.resolved = resolved
+        self.datasets = datasets
+        self.cache = cache
+        self.choices = choices
+        self.stream_shard_sizes = [dataset.shard_sizes for dataset in datasets]
+        counts = [len(sizes) for sizes in self.stream_shard_sizes]
+        self.stream_first_shard = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        sizes = (
+            np.concatenate(self.stream_shard_sizes) if counts else np.empty(0, np.int64)
+        ).astype(np.int64)
+        self.shard_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.reader: SampleReader | None = None  # made on first read, kept for the process
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Stores hold clients and locks that do not pickle (a spawned DataLoader worker): send
+        # the cache's settings and open the stores again on arrival.
+        state = self.__dict__.copy()
+        cache = state.pop("cache")
+        state["_cache_settings"] = (cache.limit, cache.download_slots)
+        state["reader"] = None  # its mapped shards stay in this process
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        limit, slots = state.pop("_cache_settings")
+        self.__dict__.update(state)
+        streams = [
+            _cache_stream(stream, dataset)
+            for stream, dataset in zip(self.resolved, self.datasets, strict=True)
+        ]
+        self.cache = ShardCache(streams, limit=limit, download_slots=slots)
+
+    @classmethod
+    def load(cls, dataset: StreamingDataset) -> PreparedDataset:
+        """Resolve ``dataset``'s streams, open their indexes and stores, and draw the epoch.
+
+        Raises:
+            ConfigurationError: Two streams share a local folder, or a stream is invalid.
+        """
+        resolved = [
+            stream.resolve(
+                download_retry=dataset.download_retry,
+                download_timeout=dataset.download_timeout,
+                validate_hash=dataset.validate_hash,
+                keep_zip=dataset.keep_zip,
+                download_concurrency=dataset.download_concurrency,
+                columns=dataset.columns,
+            )
+            for stream in dataset.streams
+        ]
+        locals_seen: dict[str, str | None] = {}
+        for stream in resolved:
+            if stream.local in locals_seen:
+                raise ConfigurationError(
+                    f"two streams use the local folder {stream.local}: give each its own"
+                )
+            locals_seen[stream.local] = stream.remote
+        datasets: list[StreamData] = []
+        cache_streams: list[CacheStream] = []
+        for stream in resolved:
+            store = None if stream.remote is None else open_store(stream.remote)
+            local = open_stream_data(
+                stream, store, allow_unsafe_types=dataset.allow_unsafe_types,
+                zero_copy=dataset.zero_copy,
+            )  # fmt: skip
+            datasets.append(local)
+            cache_streams.append(_cache_stream(stream, local, store))
+        cache = ShardCache(
+            cache_streams, limit=dataset.cache_limit, download_slots=dataset.download_concurrency
+        )
+        sizes = [int(local.shard_sizes.sum()) for local in datasets]
+        choices = stream_choices(
+            sizes, [stream.weight for stream in resolved],
+            epoch_size=dataset.requested_epoch_size, seed=dataset.shuffle_seed,
+        )  # fmt: skip
+        return cls(resolved, datasets, cache, choices)

@@ -16,8 +16,9 @@ stale, nothing to clean by hand after a crash, and two jobs may use the same fol
   locks), evicts least-recently-used shards that came from a remote until the new shard fits,
   and records its own reservation. Shards of local-only streams (``remote=None``) are never
   evicted: they are the dataset's only copy. Readers mark a shard used by touching its file.
-* Fetches take one of ``download_slots`` node-wide slots (lock files again), so the node's
-  download concurrency does not grow with the number of DataLoader workers.
+* Downloads take one of ``download_slots`` node-wide slots (lock files again), so the node's
+  download concurrency does not grow with the number of DataLoader workers. Copies from a
+  folder on a local disk take none.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from shardstream.errors import (
 )
 from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.storage import DownloadOptions, ObjectStore, download_file
+from shardstream.storage.filesystems import is_local_disk
 
 __all__ = ["STATE_FOLDER", "CacheStream", "ShardCache", "ShardFetcher"]
 
@@ -98,7 +100,7 @@ class ShardCache:
     Args:
         streams: The dataset's streams; shard ids run over them end to end.
         limit: The most bytes of shard files the remote streams may hold on disk, or ``None``.
-        download_slots: Concurrent fetches on the node, over all its processes.
+        download_slots: Concurrent downloads on the node, over all its processes.
 
     Raises:
         ConfigurationError: A bad limit or slot count.
@@ -347,7 +349,10 @@ class ShardCache:
             # one may be here from a fetch that stopped before decompressing it.
             if zipped is not None and _whole(path, info):
                 continue
-            with self._slot():  # download_file makes the file's folder when missing
+            # A copy from a disk of this machine takes microseconds and no slot: slots bound
+            # the node's network downloads (and cost a lock file's open, lock and close).
+            slot = contextlib.nullcontext() if is_local_disk(stream.store) else self._slot()
+            with slot:  # download_file makes the file's folder when missing
                 started = time.monotonic()
                 download_file(
                     stream.store, info.basename, path, stream.options, expected_size=info.bytes

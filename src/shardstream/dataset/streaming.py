@@ -101,7 +101,8 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         rank: This process's global rank (default: torch.distributed, then ``RANK``).
         world_size: Ranks in the job (default: torch.distributed, then ``WORLD_SIZE``).
         ranks_per_node: Ranks on each node (default: ``LOCAL_WORLD_SIZE``).
-        download_concurrency: Downloads at once on a node, over all its processes.
+        download_concurrency: Downloads at once on a node, over all its processes (copies
+            from a local disk are not limited).
         zero_copy: Return ``bytes`` columns as read-only memoryviews of the mapped shard.
         columns: The columns to read from Parquet streams (``None``: all; see ``Stream``).
 

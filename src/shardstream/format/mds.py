@@ -8,6 +8,7 @@ only; opening files is the caller's job.
 
 from __future__ import annotations
 
+import array
 import functools
 import json
 import mmap
@@ -303,7 +304,7 @@ class ShardSamples:
     """What the views of one MDS shard share: its length, and samples by position."""
 
     source: str
-    _offsets: list[int]
+    _offsets: Sequence[int]
     #: ``get(k)`` decodes sample ``k``; the same as ``self[k]``, one call cheaper.
     get: Callable[[int], dict[str, Any]]
 
@@ -348,7 +349,9 @@ class MDSShardView(ShardSamples):
         offsets = parse_offsets(view, len(view), samples, source)
         self.source = source
         self.schema = schema
-        self._offsets = offsets.tolist()
+        # Python ints for the per-sample getters, unboxed: a list of a 64 MiB shard's 51,200
+        # offsets took 1-2.5 ms to build (half of opening it), an array 0.1-0.7 ms.
+        self._offsets = array.array("q", offsets.tobytes())
         self._offset_array = offsets
         if not isinstance(buffer, (bytes, mmap.mmap)):  # getters slice bytes or an mmap
             buffer = bytes(view)

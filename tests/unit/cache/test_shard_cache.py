@@ -5,8 +5,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.streaming_data import write_dataset
@@ -188,8 +192,51 @@ def test_state_stays_inside_the_cache_folder(remote: Path, tmp_path: Path):
     for shard in range(cache.num_shards):
         cache.ensure(shard)
     assert (local / STATE_FOLDER / "locks").is_dir()
-    assert sorted(p.name for p in (local / STATE_FOLDER).iterdir()) == [
-        "cache.lock",
-        "locks",
-        "slots",
-    ]
+    # No download slots: copies from a folder on a local disk take none.
+    assert sorted(p.name for p in (local / STATE_FOLDER).iterdir()) == ["cache.lock", "locks"]
+
+
+class SlowNetworkStore:
+    """A remote that is not a local disk: each request takes a while; counts those at once."""
+
+    def __init__(self, root: str) -> None:
+        self.local = LocalStore(root)
+        self.lock = threading.Lock()
+        self.now = self.most = 0
+
+    def url(self, key: str) -> str:
+        return f"slow://{key}"
+
+    def _request(self, read: Callable[[], bytes]) -> bytes:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            time.sleep(0.05)
+            return read()
+        finally:
+            with self.lock:
+                self.now -= 1
+
+    def get_bytes(self, key: str) -> bytes:
+        return self._request(lambda: self.local.get_bytes(key))
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        return self._request(lambda: self.local.get_range(key, start, end))
+
+    def __getattr__(self, name: str) -> Any:  # info, exists, list, put_file...
+        return getattr(self.local, name)
+
+
+def test_downloads_from_a_network_store_take_the_nodes_slots(remote: Path, tmp_path: Path):
+    store = SlowNetworkStore(str(remote))
+    entries = LocalDataset(remote).shards
+    assert len(entries) >= 6
+    cache = ShardCache(
+        [CacheStream(str(tmp_path / "c"), store, entries)],
+        download_slots=2,
+    )
+    with ThreadPoolExecutor(6) as pool:
+        assert all(pool.map(cache.ensure, range(6)))
+    assert store.most == 2  # two at once, never more
+    assert (tmp_path / "c" / STATE_FOLDER / "slots").is_dir()

@@ -410,6 +410,12 @@ def parse() -> argparse.Namespace:
         help="epoch part: issue 8's sizes (1M samples of 1 KiB, 20k of ~100 KiB)",
     )
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per worker run")
+    parser.add_argument(
+        "--update",
+        metavar="PATH",
+        help="merge what this run measures into the earlier report at PATH (written to --out); "
+        "see streaming_update.py",
+    )
     return parser.parse_args()
 
 
@@ -462,6 +468,14 @@ def main() -> int:
         "shuffle": ["on" if shuffle else "off" for shuffle in shuffles],
         "issue_sizes": args.issue_sizes,
     }
+    if args.update:  # refuse before measuring, not after
+        from benchmarks.streaming_update import check_compatible
+
+        try:
+            check_compatible(json.loads(Path(args.update).read_text(encoding="utf-8")), report)
+        except (OSError, ValueError) as error:
+            print(f"error: --update {args.update}: {error}", file=sys.stderr)
+            return 2
     tmp = tempfile.mkdtemp(prefix="shardstream-streaming-bench-")
     run = Runner(pythons, tmp, args.timeout)
     try:
@@ -502,6 +516,12 @@ def main() -> int:
             )  # fmt: skip
         shutil.rmtree(tmp, ignore_errors=True)
     report["wall_seconds"] = time.perf_counter() - started
+    if args.update:  # only the settings measured now change; the rest are the earlier run's
+        from benchmarks.streaming_update import merge_rerun
+
+        earlier = json.loads(Path(args.update).read_text(encoding="utf-8"))
+        report = merge_rerun(earlier, report)
+        epochs, repeats = report["timed_epochs"], report["ttfb_repeats"]
     report["versions"] = versions(report)
     checks = [
         setting[lib]["checks_passed"]

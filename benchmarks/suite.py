@@ -316,8 +316,15 @@ def docs_text(suite: dict[str, Any], table: str, plot_link: str | None) -> str:
             )
             or "not recorded (--merge-only)"
         ),
-        "",
     ]
+    for name, report in suite["drivers"].items():  # partial re-runs merged into a report
+        for rerun in (report or {}).get("reruns", []):
+            lines.append(
+                f"- {name}: re-measured on {rerun['created']} (`--update`), every library in "
+                f"that run: {', '.join(rerun['settings'])}; its other rows are from the run of "
+                f"{report.get('created', 'before')}"
+            )
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -66,6 +66,14 @@ def _streaming() -> dict[str, Any]:
     }
     return {
         "quick": True,
+        "created": "2026-11-26T06:04:00+0000",
+        "reruns": [
+            {
+                "created": "2026-11-26T11:00:00+0000",
+                "wall_seconds": 60.0,
+                "settings": ["resume/workers=0", "resume/workers=2"],
+            }
+        ],
         "epoch": {
             "small-1KiB": {
                 "runs": {
@@ -299,6 +307,11 @@ def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
     assert "rows of download" in text  # a driver without JSON is listed, never invented
     assert "## Peers that failed" in text
     assert "large-100KiB, workers 2: reference failed: IndexError" in text
+    assert (
+        "- streaming: re-measured on 2026-11-26T11:00:00+0000 (`--update`), every library in "
+        "that run: resume/workers=0, resume/workers=2; its other rows are from the run of "
+        "2026-11-26T06:04:00+0000"
+    ) in text
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,12 @@ samples here, half of its time to the first batch). The first run to compute a n
 keeps it here; a run resumed in the same epoch, or restarted after a crash, reads it back.
 
 One file a node and epoch, ``<key>-<epoch>-<node>.order``, the key a digest of everything the
-order depends on (the shard sizes, the canonical nodes, the shuffle and this version of
-shardstream). A file holds a short header (its item size, a digest of its ids), then the ids.
-It is written to a temporary name and renamed, so a reader sees a whole file or none; a file
-that fails its checks is computed again and replaced. Writing a node's order deletes its
-earlier epochs' files. A folder that cannot be written only costs the time to compute.
+order depends on: the shard sizes, the canonical nodes, the shuffle, and the version of the
+shuffles' output (``ORDER_VERSION``). A file holds a short header (its item size, a digest of
+its ids), then the ids. It is written to a temporary name and renamed, so a reader sees a
+whole file or none; a file that fails its checks is computed again and replaced. Writing a
+node's order deletes its earlier epochs' files. A folder that cannot be written only costs
+the time to compute.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from shardstream._version import __version__
 from shardstream.sampling import ShuffleConfig
+from shardstream.sampling.sequence import ORDER_VERSION
 from shardstream.storage import atomic_write
 
 __all__ = ["NodeOrders"]
@@ -63,8 +64,8 @@ class NodeOrders:
         self.folder = folder
         self.epoch = epoch
         digest = hashlib.blake2b(digest_size=12)
-        layout = (__version__, num_canonical_nodes, shuffle.algo, shuffle.seed, shuffle.block_size)
-        digest.update(repr(layout).encode())
+        layout = (ORDER_VERSION, num_canonical_nodes, shuffle.algo, shuffle.seed)
+        digest.update(repr((*layout, shuffle.block_size)).encode())
         digest.update(np.ascontiguousarray(unit_sizes, dtype="<i8").tobytes())
         self.key = digest.hexdigest()
 

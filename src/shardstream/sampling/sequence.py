@@ -33,6 +33,7 @@ from shardstream.sampling.spans import (
 )
 
 __all__ = [
+    "ORDER_VERSION",
     "NodeOrderMemo",
     "ShuffleConfig",
     "canonical_node_order",
@@ -41,6 +42,11 @@ __all__ = [
 ]
 
 TAG_STREAM_SEED = 21  # [seed, stream, TAG]: the shuffle seed of one stream, batched per stream.
+
+#: The version of every shuffle's output. Orders kept between runs (a
+#: :class:`NodeOrderMemo`) are keyed by it: bump it whenever any algorithm's order changes
+#: (``tests/unit/sampling/test_sequence.py`` pins them and says so).
+ORDER_VERSION = 1
 
 #: py1e orders a canonical node as a whole: a worker asking for this share of a node's
 #: positions or more (a resumed run, few workers) asks a memo for the node's whole order.

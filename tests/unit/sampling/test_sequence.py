@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -116,3 +117,35 @@ def test_the_memo_sees_each_asked_node_once(drop_first):
     plan_ids(np.full(10, 30, np.int64), memo, num_canonical_nodes=3, drop_first=drop_first)
     nodes = [node for node, _ in memo.asked]
     assert sorted(nodes) == sorted(set(nodes))
+
+
+# Digests of every algorithm's canonical-node orders on one small layout. Orders are kept in
+# the cache between runs (NodeOrders), keyed by ORDER_VERSION: if a change makes one of these
+# differ, bump ORDER_VERSION in shardstream/sampling/sequence.py, then update the digest here.
+PINNED = {
+    "naive": "75ecc1a3b8035097",
+    "py1b": "b3d6c3b001c77662",
+    "py1br": "bf05f04443b3dcf5",
+    "py1e": "95d37c0a828cc295",
+    "py1s": "682ae9197d33717a",
+    "py2s": "10421b0d6cc335aa",
+}
+PINNED_VERSION = 1
+
+
+@pytest.mark.parametrize("algo", sorted(PINNED))
+def test_each_shuffles_orders_are_those_of_order_version(algo):
+    from shardstream.sampling.sequence import ORDER_VERSION
+
+    sizes = np.array([7, 30, 1, 12, 25, 9, 40, 3], np.int64)
+    digest = hashlib.sha256()
+    for node in range(3):
+        for epoch in (0, 5):
+            config = ShuffleConfig(shuffle=True, algo=algo, seed=1234, block_size=16)
+            order = canonical_node_order(sizes, 3, node, epoch, config)
+            digest.update(order.astype("<i8").tobytes())
+    assert ORDER_VERSION == PINNED_VERSION, "update PINNED for the new ORDER_VERSION"
+    assert digest.hexdigest()[:16] == PINNED[algo], (
+        f"{algo}'s orders changed: bump ORDER_VERSION (kept orders of the old version would "
+        "be read back otherwise), then update PINNED and PINNED_VERSION"
+    )

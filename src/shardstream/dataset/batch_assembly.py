@@ -61,24 +61,12 @@ def decode_rows(
 
 
 def decode_columns(
-    shards: list[int],
-    local: list[int],
-    views: dict[int, ShardView],
-    raw_views: bool,
-    decoders: dict[int, Decoder] | None = None,
+    shards: list[int], local: list[int], views: dict[int, ShardView], raw_views: bool
 ) -> ColumnBatch:
-    """One device batch as columns, in batch order, decoding each shard's samples at once.
-
-    ``decoders``: a batch decoder to use instead of the view's, by shard.
-    """
-
-    def many(shard: int) -> Decoder:
-        decoder = decoders.get(shard) if decoders else None
-        return _many(views[shard], raw_views) if decoder is None else decoder
-
+    """One device batch as columns, in batch order, decoding each shard's samples at once."""
     if len(views) == 1:
-        shard = next(iter(views))
-        return ColumnBatch(names_of(views[shard]), list(many(shard)(local)))
+        view = next(iter(views.values()))
+        return ColumnBatch(names_of(view), list(_many(view, raw_views)(local)))
     # Group the batch's positions by shard (numpy, no Python step per sample), decode each
     # shard's samples in one call, then put the values back into batch order.
     by_shard = np.asarray(shards, dtype=np.int64)
@@ -87,7 +75,7 @@ def decode_columns(
     indices = np.asarray(local, dtype=np.int64)[order]
     cuts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(shards)]
     parts = [
-        many(int(grouped[begin]))(indices[begin:end].tolist())
+        _many(views[int(grouped[begin])], raw_views)(indices[begin:end].tolist())
         for begin, end in itertools.pairwise(cuts)
     ]
     back = np.empty(len(shards), np.int64)  # batch slot -> position among the decoded values

@@ -11,7 +11,6 @@ dict per sample.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -23,7 +22,6 @@ from numpy.typing import NDArray
 
 from shardstream.cache import ShardCache
 from shardstream.dataset.batch_assembly import (
-    Decoder,
     ShardView,
     decode_columns,
     decode_rows,
@@ -43,7 +41,7 @@ from shardstream.errors import (
     ShardNotFoundError,
 )
 from shardstream.format.mds import MDSShardView
-from shardstream.format.mds_file import MDSFileView, ShardFile
+from shardstream.format.mds_file import MDSFileView, ShardFile, read_samples
 from shardstream.format.parquet_view import RowGroupView
 from shardstream.sampling.distinct import first_occurrences
 from shardstream.storage import ObjectStore
@@ -121,7 +119,7 @@ class SampleReader:
         self.cache = cache
         self.threads = threads
         self._open: OrderedDict[int, ShardView] = OrderedDict()
-        self._files: dict[int, ShardFile] = {}  # mapped shards' files, for read_batch
+        self._open_files: dict[int, ShardFile] = {}  # mapped shards' files, read_batch
         # Shards marked as used this epoch, for least-recently-used eviction: touched, or
         # fetched by this reader (their files' times are fresh; a touch costs ~60 µs on ext4).
         self._marked: set[int] = set()
@@ -201,49 +199,54 @@ class SampleReader:
         if len({tuple(names_of(view)) for view in views.values()}) != 1:
             pairs = zip(row_shards, row_local, strict=True)
             return [views[shard].get(index) for shard, index in pairs]
-        # This process reads every worker's batches: the pages it maps would add up to the
-        # shards the workers read. Samples read in order (not shuffled) are gathered from the
-        # mapping, and their pages let go at once (they stay in the page cache, and no later
+        # This process reads every worker's batches: the pages it maps would add up to every
+        # shard the workers read. Samples read in order (not shuffled) are gathered from the
+        # mappings, and their pages let go at once (they stay in the page cache, and no later
         # batch of the epoch reads them). A shuffled batch comes back to every page of its
-        # shards: each page let go and mapped again costs a fault (~5 us here, more than
-        # reading the sample), so its samples are read from the file instead, one ``pread``
-        # each, and nothing is mapped at all (read_many; figures in benchmarks/README.md).
-        in_order: dict[int, tuple[int, int]] = {}
-        from_file: dict[int, Decoder] = {}
-        for shard, view in views.items():
-            if type(view) is not MDSShardView or view.mapped is None:
-                continue
-            picked = local[0][shards[0] == shard]
-            first, last = int(picked.min()), int(picked.max())
-            if last - first < 2 * picked.size:
-                in_order[shard] = (first, last + 1)
-                continue
-            file = self._file(shard, view)
-            if file is not None:
-                from_file[shard] = functools.partial(view.read_many, file)
-        batch = decode_columns(row_shards, row_local, views, raw_views=False, decoders=from_file)
-        for shard, (first, stop) in in_order.items():
-            cast(MDSShardView, views[shard]).drop_pages(first, stop)
+        # shards, and a page let go costs a fault to map again (~5 us here, more than reading
+        # the sample): its samples are read from the files instead, one ``pread`` a run of
+        # adjacent ones, mapping nothing (read_samples; figures in benchmarks/README.md).
+        unique, which = np.unique(shards[0], return_inverse=True)
+        spans = [local[0][which == k] for k in range(len(unique))]
+        in_order = all(int(s.max()) - int(s.min()) < 2 * s.size for s in spans)
+        files = None if in_order else self._files(views)
+        if files is not None:
+            sources = [(cast(MDSShardView, views[s]), files[s]) for s in unique.tolist()]
+            return ColumnBatch(
+                names_of(sources[0][0]), list(read_samples(sources, which, local[0]))
+            )
+        batch = decode_columns(row_shards, row_local, views, raw_views=False)
+        for shard, picked in zip(unique.tolist(), spans, strict=True):
+            view = views[shard]
+            if in_order and type(view) is MDSShardView:
+                view.drop_pages(int(picked.min()), int(picked.max()) + 1)
         return batch
 
-    def _file(self, shard: int, view: MDSShardView) -> ShardFile | None:
-        """The mapped file of ``shard``, open for ``pread`` until the shard is let go.
+    def _files(self, views: dict[int, ShardView]) -> dict[int, ShardFile] | None:
+        """The open file of each mapped shard of ``views``; ``None`` unless every one has one.
 
-        ``None`` if it cannot be opened or is not the mapped file's size (replaced since):
-        the caller reads the mapping instead.
+        The shards must share a schema. A file is opened once and kept until its shard is let
+        go; one that cannot be opened, or is not its mapping's size (replaced since), leaves
+        the batch to the mappings.
         """
-        file = self._files.get(shard)
-        if file is None and view.path is not None and view.mapped is not None:
-            try:
-                file = ShardFile.open(view.path)
-            except OSError as exc:
-                logger.debug("reading shard %d from its mapping: %s", shard, exc)
+        schemas = set()
+        files = {}
+        for shard, view in views.items():
+            if type(view) is not MDSShardView or view.mapped is None or view.path is None:
                 return None
-            if file.size != len(view.mapped):
-                file.close()
-                return None
-            self._files[shard] = file
-        return file
+            schemas.add(tuple(view.schema.columns.items()))
+            file = self._open_files.get(shard)
+            if file is None:
+                try:
+                    file = ShardFile.open(view.path)
+                except OSError as exc:
+                    logger.debug("reading shard %d from its mapping: %s", shard, exc)
+                    return None
+                if file.size != len(view.mapped):
+                    return None
+                self._open_files[shard] = file
+            files[shard] = file
+        return files if len(schemas) == 1 else None
 
     def _by_id(self, views: dict[int, ShardView], width: int) -> bool:
         """Whether a worker hands a batch over as its ids, for the loader's process to read.
@@ -444,7 +447,7 @@ class SampleReader:
 
     def _release(self, shard: int) -> None:
         self._open.pop(shard, None)
-        self._files.pop(shard, None)
+        self._open_files.pop(shard, None)
         self._mapped -= self._open_sizes.pop(shard, 0)
         stream = self._stream_of_shard[shard]
         self.datasets[stream].release(shard - self._first_shard[stream])

@@ -14,7 +14,7 @@ import json
 import mmap
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,7 +40,6 @@ from shardstream.format.sample_codec import (
 
 __all__ = [
     "MAX_SHARD_BYTES",
-    "FileReads",
     "MDSSchema",
     "MDSShardView",
     "ShardSamples",
@@ -221,14 +220,6 @@ class MDSSchema:
         return factory(file, offsets, source)
 
 
-class FileReads(Protocol):
-    """An open file read at offsets (:class:`~shardstream.format.mds_file.ShardFile`)."""
-
-    def read(self, size: int, offset: int, source: str) -> bytes:
-        """``size`` bytes at ``offset``, all of them (``source`` names the file in errors)."""
-        ...
-
-
 #: ``madvise`` advice that unmaps pages of a shared file mapping (``None`` where unknown).
 _DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
 
@@ -329,7 +320,8 @@ class MDSShardView(ShardSamples):
         samples: The sample count the index records.
         source: The file's path or URL, named in errors.
         zero_copy: Return ``bytes`` columns as read-only memoryviews of ``buffer``.
-        path: The file ``buffer`` maps, if it is a mapping: :meth:`read_many` reads it.
+        path: The file ``buffer`` maps, if it is a mapping (for reading it with ``pread``:
+            :func:`~shardstream.format.mds_file.read_samples`).
 
     Raises:
         ShardFormatError: The header or offset table is truncated or inconsistent.
@@ -350,9 +342,10 @@ class MDSShardView(ShardSamples):
         self.source = source
         self.schema = schema
         # Python ints for the per-sample getters, unboxed: a list of a 64 MiB shard's 51,200
-        # offsets took 1-2.5 ms to build (half of opening it), an array 0.1-0.7 ms.
+        # offsets takes 1.3-1.5 ms to build here (most of opening the shard), an array 0.1 ms.
         self._offsets = array.array("q", offsets.tobytes())
-        self._offset_array = offsets
+        #: The sample offsets (``samples + 1``), as an array.
+        self.offset_table = offsets
         if not isinstance(buffer, (bytes, mmap.mmap)):  # getters slice bytes or an mmap
             buffer = bytes(view)
             view = memoryview(buffer)
@@ -394,44 +387,6 @@ class MDSShardView(ShardSamples):
         if self._get_many_views is None:
             self._get_many_views = self._bind_views()
         return self._get_many_views(indices)
-
-    def read_many(self, file: FileReads, indices: Sequence[int]) -> list[ColumnValues]:
-        """Like ``get_many`` (values copied), the samples read from ``file``, not the mapping.
-
-        ``file`` is the mapped file (:attr:`path`), open. Each run of samples adjacent in the
-        file takes one ``pread`` into one buffer, which the batch decoder then reads: no page
-        of the mapping is touched, so the samples add nothing to the process's resident memory
-        (a mapped page counts there from its first read until it is unmapped).
-
-        Raises:
-            ShardFormatError: The file is shorter than the mapping (cut short since), or a
-                sample is corrupt (decoded again from the mapping, which names it).
-        """
-        picked = np.asarray(indices, dtype=np.int64)
-        if picked.size == 0:
-            return self.get_many([])
-        offsets = self._offset_array
-        begins = offsets[picked]
-        ends = offsets[picked + 1]
-        cuts = np.flatnonzero(begins[1:] != ends[:-1]) + 1  # where a run of adjacent ones ends
-        firsts = np.concatenate(([0], cuts))
-        lasts = np.concatenate((cuts, [picked.size])) - 1
-        source = self.source
-        stage = b"".join(
-            [
-                file.read(size, begin, source)
-                for begin, size in zip(
-                    begins[firsts].tolist(), (ends[lasts] - begins[firsts]).tolist(), strict=True
-                )
-            ]
-        )
-        staged = np.zeros(picked.size + 1, np.int64)  # the samples' offsets in ``stage``
-        np.cumsum(ends - begins, out=staged[1:])
-        get, ids = self.get, picked.tolist()
-        decode = self.schema.columns_decoder().bind(
-            stage, memoryview(stage), staged, lambda k: get(ids[k])
-        )
-        return decode(range(picked.size))
 
     def sample_bytes(self, index: int) -> memoryview:
         """The raw bytes of sample ``index`` (a zero-copy view)."""

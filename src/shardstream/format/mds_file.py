@@ -11,6 +11,9 @@ samples, the process's peak RSS is 380 MiB instead of 1.4 GiB. The copy out of t
 than one out of a mapping (about 0.75x the speed for samples of 32 KiB and more, and a
 system call per sample costs more the smaller they are), so readers map shards of small
 samples (``ShardFiles``).
+
+:func:`read_samples` reads the samples of mapped shards the same way, into one buffer, for a
+process that reads other processes' shuffled batches and must not map what they read.
 """
 
 from __future__ import annotations
@@ -20,10 +23,14 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from shardstream.errors import ShardFormatError
-from shardstream.format.mds import MDSSchema, ShardSamples, parse_offsets
+import numpy as np
+from numpy.typing import NDArray
 
-__all__ = ["CAN_PREAD", "MDSFileView", "ShardFile"]
+from shardstream.errors import ShardFormatError
+from shardstream.format.batch_decode import ColumnValues
+from shardstream.format.mds import MDSSchema, MDSShardView, ShardSamples, parse_offsets
+
+__all__ = ["CAN_PREAD", "MDSFileView", "ShardFile", "read_samples"]
 
 #: Whether files can be read with ``os.pread`` here (POSIX).
 CAN_PREAD = hasattr(os, "pread")
@@ -71,10 +78,7 @@ class ShardFile:
         """
         data = os.pread(self.fd, size, offset)
         if len(data) != size:
-            raise ShardFormatError(
-                f"{source}: read {len(data)} of {size} bytes at offset {offset}: the file was "
-                "cut short while open; delete it so it is fetched again"
-            )
+            raise _cut_short(source, len(data), size, offset)
         return data
 
     def chunks(self, source: str, chunk: int = 8 << 20) -> Iterator[bytes]:
@@ -149,3 +153,64 @@ class MDSFileView(ShardSamples):
 
 def _released(_: Any) -> Any:
     raise ValueError("the shard view was released")
+
+
+def _cut_short(source: str, got: int, size: int, offset: int) -> ShardFormatError:
+    return ShardFormatError(
+        f"{source}: read {got} of {size} bytes at offset {offset}: the file was cut short "
+        "while open; delete it so it is fetched again"
+    )
+
+
+def read_samples(
+    sources: Sequence[tuple[MDSShardView, ShardFile]],
+    which: NDArray[np.int64],
+    indices: NDArray[np.int64],
+) -> list[ColumnValues]:
+    """Decode samples of mapped shards of one schema, read from their files: nothing is mapped.
+
+    Sample ``k`` is sample ``indices[k]`` of the shard ``sources[which[k]]`` names: its view
+    (mapped) and its file, open. Each run of samples adjacent in one file, in the order given,
+    takes one ``pread``; the runs go into one buffer, which the batch decoder reads as it would
+    a shard. The values come out in the order given (a column of fixed-shape arrays as one
+    array), and no page of any mapping is touched: a mapped page counts in the process's
+    resident memory from its first read until it is unmapped, and a shuffled epoch reads every
+    page of its shards.
+
+    Raises:
+        ShardFormatError: A file is shorter than its mapping (cut short since), or a sample is
+            corrupt (decoded again from its mapping, which names it).
+    """
+    views = [view for view, _ in sources]
+    count = len(indices)
+    if count == 0:
+        return views[0].get_many([])
+    begins = np.empty(count, np.int64)
+    ends = np.empty(count, np.int64)
+    for number, view in enumerate(views):
+        mine = which == number
+        picked = indices[mine]
+        begins[mine] = view.offset_table[picked]
+        ends[mine] = view.offset_table[picked + 1]
+    # A run ends where the next sample is not the next one in the same file.
+    cuts = np.flatnonzero((begins[1:] != ends[:-1]) | (which[1:] != which[:-1])) + 1
+    firsts = np.concatenate(([0], cuts))
+    lasts = np.concatenate((cuts, [count])) - 1
+    runs = list(zip(which[firsts].tolist(), begins[firsts].tolist(),
+                    (ends[lasts] - begins[firsts]).tolist(), strict=True))  # fmt: skip
+    fds, pread = [file.fd for _, file in sources], os.pread
+    parts = [pread(fds[number], size, begin) for number, begin, size in runs]
+    stage = b"".join(parts)
+    if len(stage) != int(ends[lasts].sum() - begins[firsts].sum()):
+        for part, (number, begin, size) in zip(parts, runs, strict=True):
+            if len(part) != size:
+                raise _cut_short(views[number].source, len(part), size, begin)
+    staged = np.zeros(count + 1, np.int64)  # the samples' offsets in ``stage``
+    np.cumsum(ends - begins, out=staged[1:])
+    shard_of, ids = which.tolist(), indices.tolist()
+    decode = (
+        views[0]
+        .schema.columns_decoder()
+        .bind(stage, memoryview(stage), staged, lambda k: views[shard_of[k]].get(ids[k]))
+    )
+    return decode(range(count))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,7 +10,6 @@ import pytest
 
 from shardstream.dataset.batch_assembly import decode_columns, decode_rows
 from shardstream.errors import ShardFormatError
-from shardstream.format.batch_decode import ColumnValues
 
 
 class _View:
@@ -43,19 +41,6 @@ def test_a_bad_sample_in_a_group_comes_after_the_batches_before_it():
     assert next(decoded).columns == [[1, 101]]
     with pytest.raises(ShardFormatError, match="sample 2 of shard 0"):
         next(decoded)
-
-
-def test_a_decoder_given_for_a_shard_replaces_its_views():
-    views: dict[int, Any] = {0: _View(0), 1: _View(1)}
-
-    def tenfold(indices: Sequence[int]) -> list[ColumnValues]:
-        return [[-10 * index for index in indices]]
-
-    batch = decode_columns([1, 0, 1], [3, 4, 5], views, raw_views=False, decoders={1: tenfold})
-    assert batch.columns == [[-30, 4, -50]]
-    one: dict[int, Any] = {1: _View(1)}
-    alone = decode_columns([1, 1], [2, 7], one, raw_views=False, decoders={1: tenfold})
-    assert alone.columns == [[-20, -70]]
 
 
 def test_arrays_of_several_shards_come_back_in_batch_order():

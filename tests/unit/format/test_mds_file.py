@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from shardstream.errors import ShardFormatError
 from shardstream.format.mds import MDSSchema, MDSShardView, shard_header
-from shardstream.format.mds_file import MDSFileView, ShardFile
+from shardstream.format.mds_file import MDSFileView, ShardFile, read_samples
 
 COLUMNS = {
     "blob": "bytes",
@@ -186,7 +186,7 @@ def test_chunks_cover_the_file(tmp_path: Path):
         os.fstat(fd)
 
 
-# --- MDSShardView.read_many: a mapped shard's samples read from its file ------------------------
+# --- read_samples: mapped shards' samples read from their files --------------------------------
 
 
 def mapped_view(path: Path, samples: int, schema: MDSSchema = SCHEMA) -> MDSShardView:
@@ -195,55 +195,82 @@ def mapped_view(path: Path, samples: int, schema: MDSSchema = SCHEMA) -> MDSShar
     return MDSShardView(mapping, schema, samples, source=str(path), path=str(path))
 
 
+def read(sources: list[tuple[MDSShardView, ShardFile]], picks: list[tuple[int, int]]) -> Any:
+    which = np.asarray([shard for shard, _ in picks], np.int64)
+    indices = np.asarray([index for _, index in picks], np.int64)
+    return read_samples(sources, which, indices)
+
+
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    blobs=st.lists(st.binary(max_size=3000), min_size=1, max_size=12),
-    picks=st.lists(st.integers(0, 1000), max_size=40),
+    shards=st.lists(
+        st.lists(st.binary(max_size=3000), min_size=1, max_size=8), min_size=1, max_size=3
+    ),
+    picks=st.lists(st.tuples(st.integers(0, 100), st.integers(0, 100)), max_size=40),
     run=st.booleans(),
 )
-def test_read_many_decodes_what_get_many_decodes(tmp_path: Path, blobs, picks, run):
-    samples = [sample(k, blob) for k, blob in enumerate(blobs)]
-    path = tmp_path / "shard.mds"
-    path.write_bytes(shard_bytes(samples))
-    view = mapped_view(path, len(samples))
-    assert view.path == str(path)
-    indices = [pick % len(samples) for pick in picks]
-    if run and indices:  # samples adjacent in the file, read with one pread
-        indices += list(range(indices[-1], len(samples)))
-    got = view.read_many(ShardFile.open(str(path)), indices)
-    expected = view.get_many(indices)
-    assert len(got) == len(expected) == len(COLUMNS)
-    for column, wanted in zip(got, expected, strict=True):
-        assert len(column) == len(wanted) == len(indices)
-        for value, other in zip(column, wanted, strict=True):
-            assert type(value) is type(other)
-            assert np.array_equal(value, other) if isinstance(value, np.ndarray) else value == other
+def test_read_samples_decodes_what_the_mappings_decode(tmp_path: Path, shards, picks, run):
+    sources = []
+    for number, blobs in enumerate(shards):
+        path = tmp_path / f"shard{number}.mds"
+        path.write_bytes(shard_bytes([sample(k, blob) for k, blob in enumerate(blobs)]))
+        view = mapped_view(path, len(blobs))
+        assert view.path == str(path)
+        sources.append((view, ShardFile.open(str(path))))
+    wanted = [(s % len(shards), 0) for s, _ in picks]
+    wanted = [(s, k % len(shards[s])) for (s, _), (_, k) in zip(wanted, picks, strict=True)]
+    if run and wanted:  # samples adjacent in one file, read with one pread; then the next file
+        last = wanted[-1][0]
+        wanted += [(last, k) for k in range(len(shards[last]))]
+        wanted += [((last + 1) % len(shards), 0)]
+    got = read(sources, wanted)
+    assert len(got) == len(COLUMNS)
+    for column, name in zip(got, SCHEMA.names, strict=True):
+        assert len(column) == len(wanted)
+        for value, (shard, index) in zip(column, wanted, strict=True):
+            other = sources[shard][0].get(index)[name]
+            assert type(value) is type(other) or isinstance(column, np.ndarray)
+            assert np.array_equal(value, other) if isinstance(other, np.ndarray) else value == other
 
 
-def test_read_many_names_a_corrupt_sample_by_its_index_in_the_shard(tmp_path: Path):
+def test_runs_never_span_two_files(tmp_path: Path):
+    # Shard b's sample 1 begins at the offset where shard a's sample 0 ends (the same header
+    # and first sample): read one after the other, they are still two runs of two files.
+    path = tmp_path / "a.mds"
+    path.write_bytes(shard_bytes([sample(k) for k in range(3)]))
+    other = tmp_path / "b.mds"
+    other.write_bytes(shard_bytes([sample(0), sample(11), sample(12)]))
+    first, second = mapped_view(path, 3), mapped_view(other, 3)
+    assert second.offset_table[1] == first.offset_table[1]
+    sources = [(first, ShardFile.open(str(path))), (second, ShardFile.open(str(other)))]
+    labels = read(sources, [(0, 0), (1, 1), (0, 1), (1, 2)])[SCHEMA.names.index("label")]
+    assert list(labels) == [-3, 8, -2, 9]
+
+
+def test_read_samples_names_a_corrupt_sample_by_its_index_in_its_shard(tmp_path: Path):
     data = bytearray(shard_bytes([sample(k) for k in range(6)]))
     (start,) = struct.unpack_from("<I", data, 4 + 4 * 4)  # sample 4 begins with a size
     struct.pack_into("<I", data, start, 1 << 30)
     path = tmp_path / "shard.mds"
     path.write_bytes(bytes(data))
-    view = mapped_view(path, 6)
-    file = ShardFile.open(str(path))
-    assert list(view.read_many(file, [1, 3])[SCHEMA.names.index("label")]) == [-2, 0]
+    sources = [(mapped_view(path, 6), ShardFile.open(str(path)))]
+    assert list(read(sources, [(0, 1), (0, 3)])[SCHEMA.names.index("label")]) == [-2, 0]
     with pytest.raises(ShardFormatError, match=rf"{path}, sample 4: cannot decode"):
-        view.read_many(file, [2, 4, 0])
+        read(sources, [(0, 2), (0, 4), (0, 0)])
 
 
-def test_read_many_from_a_file_cut_short(tmp_path: Path):
+def test_read_samples_from_a_file_cut_short(tmp_path: Path):
     path = tmp_path / "shard.mds"
     path.write_bytes(shard_bytes([sample(k) for k in range(5)]))
     view = mapped_view(path, 5)
     short = tmp_path / "short.mds"
     short.write_bytes(path.read_bytes()[:-3])
+    sources = [(view, ShardFile.open(str(short)))]
     with pytest.raises(ShardFormatError, match=rf"{path}: read \d+ of \d+ bytes at offset"):
-        view.read_many(ShardFile.open(str(short)), [0, 4])
-    assert view.read_many(ShardFile.open(str(short)), [])[0] == []
+        read(sources, [(0, 0), (0, 4)])
+    assert read(sources, [])[0] == []
 
 
 def _rss_file_kib() -> int:
@@ -255,8 +282,8 @@ def _rss_file_kib() -> int:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
-def test_read_many_leaves_the_mapping_unread(tmp_path: Path):
-    """Shuffled batches of 24 MiB of token arrays: read_many maps nothing.
+def test_read_samples_leaves_the_mapping_unread(tmp_path: Path):
+    """Shuffled batches of 24 MiB of token arrays: read_samples maps nothing.
 
     get_many, the control, leaves the pages it read resident.
     """
@@ -267,18 +294,18 @@ def test_read_many_leaves_the_mapping_unread(tmp_path: Path):
     path.write_bytes(shard_bytes(samples, schema))
     order = np.random.default_rng(7).permutation(count).reshape(-1, 256)
     grown = {}
-    for how in ("read_many", "get_many"):
+    for how in ("read_samples", "get_many"):
         view = mapped_view(path, count, schema)
         file = ShardFile.open(str(path))
         before = _rss_file_kib()
-        for batch in order.tolist():
-            if how == "read_many":
-                ids, tokens = view.read_many(file, batch)
+        for batch in order:
+            if how == "read_samples":
+                ids, tokens = read_samples([(view, file)], np.zeros_like(batch), batch)
             else:
-                ids, tokens = view.get_many(batch)
-            assert list(ids) == batch
-            assert np.array_equal(np.asarray(tokens)[:, 0], np.asarray(batch, np.uint16))
+                ids, tokens = view.get_many(batch.tolist())
+            assert list(ids) == batch.tolist()
+            assert np.array_equal(np.asarray(tokens)[:, 0], batch.astype(np.uint16))
         grown[how] = _rss_file_kib() - before
         view.release()
-    assert grown["read_many"] < 2 << 10, grown  # KiB: the offset table, a few pages of code
+    assert grown["read_samples"] < 2 << 10, grown  # KiB: the offset table, a few pages of code
     assert grown["get_many"] > 16 << 10, grown  # the control: the pages read stay mapped

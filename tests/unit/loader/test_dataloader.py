@@ -251,11 +251,12 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokens: int, shuffle: bool, by_id: bool
 ):
     # Shards over 8 MiB are mapped. Batches of 256 token arrays of 2,048 uint16 (1 MiB) would
-    # cross through shared memory: the loader's process reads them itself, and lets go of the
-    # pages of samples it read in order; shuffled ones it reads from the files, mapping
-    # nothing. Arrays of 256 tokens (128 KiB a batch) still cross as values.
+    # cross through shared memory: the loader's process reads them itself. Samples in order
+    # it gathers from the mappings and lets their pages go; shuffled ones it reads from the
+    # files, mapping nothing. Arrays of 256 tokens (128 KiB a batch) still cross as values.
     from shardstream.dataset.iteration import SampleReader
     from shardstream.format.mds import MDSShardView
+    from shardstream.format.mds_file import read_samples
 
     root = tmp_path / "tokens"
     count = 19 * (1 << 20) // (2 * tokens)  # two shards over 8 MiB each: both mapped
@@ -271,25 +272,27 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
 
     expected = batches(0)
     read_here: list[int] = []
+    from_files: list[tuple[set[str], int, int]] = []  # shard files, samples, distinct runs
     dropped: list[tuple[str, int, int]] = []
-    from_file: list[tuple[str, int]] = []
-    read, drop, read_many = SampleReader.read_batch, MDSShardView.drop_pages, MDSShardView.read_many
-
-    def read_batch(reader: SampleReader, ids: Any) -> Any:
-        read_here.append(len(ids))
-        return read(reader, ids)
+    read, drop = SampleReader.read_batch, MDSShardView.drop_pages
 
     def drop_pages(view: MDSShardView, first: int, stop: int) -> None:
         dropped.append((view.source, first, stop))
         drop(view, first, stop)
 
-    def read_from_file(view: MDSShardView, file: Any, indices: Any) -> Any:
-        from_file.append((view.source, len(indices)))
-        return read_many(view, file, indices)
+    def read_batch(reader: SampleReader, ids: Any) -> Any:
+        read_here.append(len(ids))
+        return read(reader, ids)
+
+    def counted(sources: Any, which: Any, indices: Any) -> Any:
+        steps = (np.diff(indices) != 1) | (np.diff(which) != 0)
+        files = {view.source for view, _ in sources}
+        from_files.append((files, len(indices), 1 + int(steps.sum())))
+        return read_samples(sources, which, indices)
 
     monkeypatch.setattr(SampleReader, "read_batch", read_batch)
+    monkeypatch.setattr("shardstream.dataset.iteration.read_samples", counted)
     monkeypatch.setattr(MDSShardView, "drop_pages", drop_pages)
-    monkeypatch.setattr(MDSShardView, "read_many", read_from_file)
     got = batches(2)
     assert [ids for ids, _ in got] == [ids for ids, _ in expected]
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
@@ -297,17 +300,18 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
         assert torch.equal(values, torch.tensor(ids)[:, None].expand(-1, tokens).to(torch.uint16))
     if not by_id:
         assert read_here == []
+        assert from_files == []
         assert dropped == []
-        assert from_file == []
         return
     assert read_here == [256] * len(got)  # every batch comes as its ids
     shard_files = {str(root / f"shard.0000{k}.mds") for k in range(2)}
-    if shuffle:  # read all over the shards: from the files, nothing mapped or dropped
+    if shuffle:  # read from the files, about one read a sample; nothing mapped or dropped
         assert dropped == []
-        assert {source for source, _ in from_file} == shard_files
-        assert sum(count for _, count in from_file) == sum(len(ids) for ids, _ in got)
+        assert [samples for _, samples, _ in from_files] == read_here
+        assert set().union(*(files for files, _, _ in from_files)) == shard_files
+        assert sum(runs for _, _, runs in from_files) > 200 * len(from_files)
         return
-    assert from_file == []
+    assert from_files == []
     # In order: each batch's pages are let go, every sample's once (within its shard).
     assert {source for source, _, _ in dropped} == shard_files
     for source in shard_files:

@@ -61,13 +61,15 @@ def merge_rerun(earlier: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
     if "ttfb_by_shards" in merged:
         cases = merged["ttfb_by_shards"]
         merged["ttfb"] = cases.get("10000", next(iter(cases.values())))
+    measured = rerun_settings(now)
+    kept = []  # earlier re-runs, less the settings measured again now
+    for rerun in earlier.get("reruns", []):
+        left = [name for name in rerun["settings"] if name not in measured]
+        if left:
+            kept.append({**rerun, "settings": left})
     merged["reruns"] = [
-        *earlier.get("reruns", []),
-        {
-            "created": now["created"],
-            "wall_seconds": now.get("wall_seconds"),
-            "settings": rerun_settings(now),
-        },
+        *kept,
+        {"created": now["created"], "wall_seconds": now.get("wall_seconds"), "settings": measured},
     ]
     return merged
 

@@ -77,6 +77,17 @@ def test_only_the_settings_measured_again_change():
     assert earlier == _earlier()  # the earlier report itself is left as it was
     again = merge_rerun(merged, {**_header("12:00"), "resume": now["resume"]})
     assert [rerun["created"] for rerun in again["reruns"]] == ["11:00", "12:00"]
+    assert again["reruns"][0]["settings"] == [
+        "epoch/tokens-2048/workers=2",
+        "ttfb/100 shards/workers=0",
+    ]
+    assert again["reruns"][1]["settings"] == ["resume/workers=2"]
+    whole = {key: value for key, value in now.items() if key != "resume"}
+    latest = merge_rerun(again, {**whole, "created": "13:00"})
+    assert [rerun["created"] for rerun in latest["reruns"]] == [
+        "12:00",
+        "13:00",
+    ]  # 11:00's all measured again
     assert rerun_settings({"epoch": {}}) == []
 
 

@@ -88,13 +88,12 @@ LIMITS = [
     Limit(
         "resume latency",
         (),
-        bound="with 0 workers a resumed process computes its epoch plan (py1e over the "
-        "dataset; about half of that time is the system handing the plan's arrays fresh "
-        "memory, as it does to a new process) and maps the first batch's shards, together "
-        "more than a tenth of the reference's time; with 2 workers, starting torch's "
-        "DataLoader worker processes alone takes longer than that",
-        would="an epoch plan stored with the cache by the run that saved the state (not built "
-        "yet); with workers, workers already running, which a fresh torch DataLoader does not "
+        bound="with 2 workers, starting torch's DataLoader worker processes alone takes "
+        "34-37 ms here (floors_bench.py: a first batch with no data), more than a tenth of "
+        "the reference's time; with 0 workers a resumed process reads its epoch's node orders "
+        "back from the cache, kept there by the run that saved the state (cache/node_orders.py; "
+        "computing py1e again took 12-17 ms), then maps the first batch's shards",
+        would="with workers, workers already running, which a fresh torch DataLoader does not "
         "have",
     ),
     Limit(

@@ -296,7 +296,7 @@ def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
     assert "![ratios against their targets](suite.png)" in text
     assert "- resume latency, small-1KiB at 50%, workers 0: 0.50x, target <= 0.1x" in text
     resume = next(line for line in text.splitlines() if line.startswith("- resume latency"))
-    assert "Limited by: with 0 workers a resumed process computes its epoch plan" in resume
+    assert "Limited by: with 2 workers, starting torch's DataLoader worker processes" in resume
     assert suite_limits.LIMITS_SECTION in text
     # A missed row of a kind with no recorded reason is called out, not explained away.
     write = next(line for line in text.splitlines() if line.startswith("- MDS write, tokens"))
@@ -327,7 +327,7 @@ def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
         ("warm-cache iteration", "small-1KiB, workers 0", None),
         ("peak RSS per process (largest)", "small-1KiB x 1,000,000, workers 2", "mapped"),
         ("peak RSS per process (largest)", "small-1KiB, workers 2", None),
-        ("resume latency", "small-1KiB at 50%, workers 2", "epoch plan"),
+        ("resume latency", "small-1KiB at 50%, workers 2", "worker processes"),
         ("Spark conversion (zstd)", "spark image", "hand"),
         ("Spark conversion (zstd)", "spark tabular", None),
     ],

@@ -93,8 +93,7 @@ LIMITS = [
         "the reference's time; with 0 workers a resumed process reads its epoch's node orders "
         "back from the cache, kept there by the run that saved the state (cache/node_orders.py; "
         "computing py1e again took 12-17 ms), then maps the first batch's shards",
-        would="with workers, workers already running, which a fresh torch DataLoader does not "
-        "have",
+        would="with workers, workers already running, which a fresh torch DataLoader does not have",
     ),
     Limit(
         "cold iteration from local S3",

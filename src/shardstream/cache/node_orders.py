@@ -11,7 +11,8 @@ shuffles' output (``ORDER_VERSION``). A file holds a short header (its item size
 its ids), then the ids. It is written to a temporary name and renamed, so a reader sees a
 whole file or none; a file that fails its checks is computed again and replaced. Writing a
 node's order deletes its earlier epochs' files. A folder that cannot be written only costs
-the time to compute.
+the time to compute. Under a ``cache_limit`` nothing is kept: the limit counts shard files,
+and nothing else may take the space.
 """
 
 from __future__ import annotations

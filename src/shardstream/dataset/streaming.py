@@ -340,13 +340,10 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             sampling_granularity=self.sampling_granularity,
         )  # fmt: skip
         nodes, state = self._canonical_nodes(topology), self._state_folder()
-        memo = (
-            None
-            if state is None
-            else NodeOrders(  # kept for runs that resume
-                os.path.join(state, "plans"), units.sizes, nodes, start.epoch, self.shuffle_config
-            )
-        )
+        memo = None  # node orders kept for runs that resume; a cache limit counts shards only
+        if state is not None and prepared.cache.limit is None:
+            folder = os.path.join(state, "plans")
+            memo = NodeOrders(folder, units.sizes, nodes, start.epoch, self.shuffle_config)
         return EpochPlan.for_worker(
             units, topology=topology, num_canonical_nodes=nodes,
             global_batch_size=self.batch_size * topology.world_size, epoch=start.epoch,

@@ -416,3 +416,14 @@ def test_a_local_only_dataset_keeps_no_node_order(remote: Path, tmp_path: Path):
     ds = StreamingDataset(local=str(data), batch_size=4, shuffle=True)
     assert sorted(epoch_ids(ds)) == list(range(SAMPLES))
     assert sorted(str(p) for p in data.rglob("*")) == before
+
+
+def test_under_a_cache_limit_no_node_order_is_kept(remote: Path, tmp_path: Path):
+    from shardstream.cache import STATE_FOLDER
+
+    ds = dataset(remote, tmp_path / "c", cache_limit="10mb")
+    assert sorted(epoch_ids(ds)) == list(range(SAMPLES))
+    assert not (tmp_path / "c" / STATE_FOLDER / "plans").exists()
+    unlimited = dataset(remote, tmp_path / "d")
+    assert sorted(epoch_ids(unlimited)) == list(range(SAMPLES))
+    assert (tmp_path / "d" / STATE_FOLDER / "plans").is_dir()  # the control

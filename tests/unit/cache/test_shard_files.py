@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import zstandard
+from tests.memory import HAS_PROC_STATUS, rss_file_kib
 
 from shardstream import LocalDataset, MDSWriter
 from shardstream.cache import shard_files
@@ -278,15 +279,7 @@ def test_validate_hash_of_a_shard_read_with_pread(tmp_path: Path, compression: s
         ShardFiles(str(tmp_path), str(tmp_path / "cache"), "sha1").open(entries[0], schema)
 
 
-def _rss_file_kib() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("RssFile:"):
-                return int(line.split()[1])
-    raise AssertionError("no RssFile in /proc/self/status")
-
-
-@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
+@pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads Linux's /proc")
 def test_reading_large_samples_does_not_grow_resident_memory(tmp_path: Path):
     """Reading 40 MiB of 64 KiB samples leaves the process's file-backed memory as it was.
 
@@ -298,7 +291,7 @@ def test_reading_large_samples_does_not_grow_resident_memory(tmp_path: Path):
     grown = {}
     for zero_copy in (False, True):
         with LocalDataset(str(tmp_path), zero_copy=zero_copy) as ds:
-            before = _rss_file_kib()
+            before = rss_file_kib()
             for batch in range(0, len(ds), 64):
                 ids = list(range(batch, min(batch + 64, len(ds))))
                 rows = [ds[i] for i in ids]
@@ -308,6 +301,6 @@ def test_reading_large_samples_does_not_grow_resident_memory(tmp_path: Path):
                     for i, row in zip(ids, rows, strict=True)
                 )
                 del rows
-            grown[zero_copy] = _rss_file_kib() - before
+            grown[zero_copy] = rss_file_kib() - before
     assert grown[False] < 4 << 10, grown  # KiB: a few pages of code at most
     assert grown[True] > 32 << 10, grown  # the control: mapped, the 40 MiB read stay resident

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.memory import HAS_PROC_STATUS, rss_file_kib
 
 from shardstream.errors import ShardFormatError
 from shardstream.format.mds import MDSSchema, MDSShardView, shard_header
@@ -273,15 +274,7 @@ def test_read_samples_from_a_file_cut_short(tmp_path: Path):
     assert read(sources, [])[0] == []
 
 
-def _rss_file_kib() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("RssFile:"):
-                return int(line.split()[1])
-    raise AssertionError("no RssFile in /proc/self/status")
-
-
-@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
+@pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads Linux's /proc")
 def test_read_samples_leaves_the_mapping_unread(tmp_path: Path):
     """Shuffled batches of 24 MiB of token arrays: read_samples maps nothing.
 
@@ -297,7 +290,7 @@ def test_read_samples_leaves_the_mapping_unread(tmp_path: Path):
     for how in ("read_samples", "get_many"):
         view = mapped_view(path, count, schema)
         file = ShardFile.open(str(path))
-        before = _rss_file_kib()
+        before = rss_file_kib()
         for batch in order:
             if how == "read_samples":
                 ids, tokens = read_samples([(view, file)], np.zeros_like(batch), batch)
@@ -305,7 +298,7 @@ def test_read_samples_leaves_the_mapping_unread(tmp_path: Path):
                 ids, tokens = view.get_many(batch.tolist())
             assert list(ids) == batch.tolist()
             assert np.array_equal(np.asarray(tokens)[:, 0], batch.astype(np.uint16))
-        grown[how] = _rss_file_kib() - before
+        grown[how] = rss_file_kib() - before
         view.release()
     assert grown["read_samples"] < 2 << 10, grown  # KiB: the offset table, a few pages of code
     assert grown["get_many"] > 16 << 10, grown  # the control: the pages read stay mapped

@@ -25,12 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from shardstream import config
 from shardstream._torch import require_torch, worker_info
-from shardstream.cache import (
-    STATE_FOLDER,
-    EpochStart,
-    NodeOrders,
-    RunState,
-)
+from shardstream.cache import STATE_FOLDER, EpochStart, NodeOrders, RunState
 from shardstream.dataset.column_batch import ColumnBatch, for_transfer
 from shardstream.dataset.iteration import SampleReader, fetch_threads
 from shardstream.dataset.prepared import PreparedDataset
@@ -345,11 +340,16 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             folder = os.path.join(state, "plans")
             memo = NodeOrders(folder, units.sizes, nodes, start.epoch, self.shuffle_config)
         return EpochPlan.for_worker(
-            units, topology=topology, num_canonical_nodes=nodes,
-            global_batch_size=self.batch_size * topology.world_size, epoch=start.epoch,
-            shuffle=self.shuffle_config, drop_first=start.drop_first,
-            batching_method=self.batching_method, memo=memo,
-        )  # fmt: skip
+            units,
+            topology=topology,
+            num_canonical_nodes=nodes,
+            global_batch_size=self.batch_size * topology.world_size,
+            epoch=start.epoch,
+            shuffle=self.shuffle_config,
+            drop_first=start.drop_first,
+            batching_method=self.batching_method,
+            memo=memo,
+        )
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration run ``epoch`` (as samplers' ``set_epoch`` does)."""

@@ -48,7 +48,7 @@ TAG_STREAM_SEED = 21  # [seed, stream, TAG]: the shuffle seed of one stream, bat
 #: (``tests/unit/sampling/test_sequence.py`` pins them and says so).
 ORDER_VERSION = 1
 
-#: py1e orders a canonical node as a whole: a worker asking for this share of a node's
+#: py1e orders a canonical node as a whole: a worker asking for ``1 / MEMO_SHARE`` of a node's
 #: positions or more (a resumed run, few workers) asks a memo for the node's whole order.
 MEMO_SHARE = 4
 #: Nodes larger than this are never memoised: their whole order would cost a worker more
@@ -66,7 +66,7 @@ class NodeOrderMemo(Protocol):
     def __call__(
         self, node: int, size: int, compute: Callable[[], NDArray[np.int64]]
     ) -> NDArray[np.int64]:
-        """The node's whole order (``size`` ids), as ``compute()`` returns it."""
+        """The node's whole order: ``size`` ids as ``compute()`` returns them (any int dtype)."""
         ...
 
 

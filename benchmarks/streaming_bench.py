@@ -468,11 +468,13 @@ def main() -> int:
         "shuffle": ["on" if shuffle else "off" for shuffle in shuffles],
         "issue_sizes": args.issue_sizes,
     }
-    if args.update:  # refuse before measuring, not after
+    earlier: dict[str, Any] | None = None  # --update's report, checked before measuring
+    if args.update:
         from benchmarks.streaming_update import check_compatible
 
         try:
-            check_compatible(json.loads(Path(args.update).read_text(encoding="utf-8")), report)
+            earlier = json.loads(Path(args.update).read_text(encoding="utf-8"))
+            check_compatible(earlier, report)
         except (OSError, ValueError) as error:
             print(f"error: --update {args.update}: {error}", file=sys.stderr)
             return 2
@@ -516,10 +518,9 @@ def main() -> int:
             )  # fmt: skip
         shutil.rmtree(tmp, ignore_errors=True)
     report["wall_seconds"] = time.perf_counter() - started
-    if args.update:  # only the settings measured now change; the rest are the earlier run's
+    if earlier is not None:  # only the settings measured now change; the rest are earlier
         from benchmarks.streaming_update import merge_rerun
 
-        earlier = json.loads(Path(args.update).read_text(encoding="utf-8"))
         report = merge_rerun(earlier, report)
         epochs, repeats = report["timed_epochs"], report["ttfb_repeats"]
     report["versions"] = versions(report)

@@ -22,12 +22,12 @@ from shardstream.errors import ShardstreamError
 from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.parquet_view import RowGroupView
 
-__all__ = ["Decoder", "ShardView", "decode_columns", "decode_rows", "names_of"]
+__all__ = ["ShardView", "decode_columns", "decode_rows", "names_of"]
 
 ShardView = _MDSView | RowGroupView  # a Parquet row group is a shard too
 
 #: A batch decoder: the values of samples ``ks`` of one shard, one entry per column.
-Decoder = Callable[[Sequence[int]], list[ColumnValues]]
+_Decoder = Callable[[Sequence[int]], list[ColumnValues]]
 
 
 def decode_rows(
@@ -123,7 +123,7 @@ def _in_batch_order(
     return out
 
 
-def _many(view: ShardView, raw_views: bool = False) -> Decoder:
+def _many(view: ShardView, raw_views: bool = False) -> _Decoder:
     """The view's batch decoder, or one built from its per-sample getter (text shards)."""
     get_many = getattr(view, "get_many_views" if raw_views else "get_many", None)
     if get_many is not None:

@@ -214,9 +214,10 @@ class BatchRefs:
     this machine's VM, where each new page costs ~3 us), and the loader a round trip to the
     worker for the shared memory's descriptor (0.64 ms of the loader's 1.4-1.6 ms a batch of
     token arrays, profiled, while the worker decodes its next batch). The loader reads and
-    decodes the batch with its own reader, in batch order, and unmaps the pages it read in
-    order. Not used under a cache limit, where a shard could be evicted before the loader
-    reads it.
+    decodes the batch with its own reader, in batch order: samples in order from the mapped
+    shards, whose pages it then unmaps; shuffled ones from the shard files, mapping nothing
+    (``SampleReader.read_batch``). Not used under a cache limit, where a shard could be
+    evicted before the loader reads it.
     """
 
     ids: NDArray[np.int64]

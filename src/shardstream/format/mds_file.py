@@ -196,12 +196,12 @@ def read_samples(
     cuts = np.flatnonzero((begins[1:] != ends[:-1]) | (which[1:] != which[:-1])) + 1
     firsts = np.concatenate(([0], cuts))
     lasts = np.concatenate((cuts, [count])) - 1
-    runs = list(zip(which[firsts].tolist(), begins[firsts].tolist(),
-                    (ends[lasts] - begins[firsts]).tolist(), strict=True))  # fmt: skip
+    sizes = ends[lasts] - begins[firsts]
+    runs = list(zip(which[firsts].tolist(), begins[firsts].tolist(), sizes.tolist(), strict=True))
     fds, pread = [file.fd for _, file in sources], os.pread
     parts = [pread(fds[number], size, begin) for number, begin, size in runs]
     stage = b"".join(parts)
-    if len(stage) != int(ends[lasts].sum() - begins[firsts].sum()):
+    if len(stage) != int(sizes.sum()):
         for part, (number, begin, size) in zip(parts, runs, strict=True):
             if len(part) != size:
                 raise _cut_short(views[number].source, len(part), size, begin)

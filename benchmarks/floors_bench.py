@@ -13,8 +13,11 @@ sets them beside the rows):
   yields ``bytes`` makes), for 100 KiB and 1 KiB values. Twice: each value dropped at once
   (its memory, still in the CPU's caches, takes the next one), and values held in batches
   of 256 as a loader's batch holds them, each copied to memory not in the caches (the floor
-  of a loader's epoch). glibc's trim threshold is raised first, as earlier frees of large
-  blocks raise it in a loader's process (an epoch there takes ~2 page faults a sample);
+  of a loader's epoch). Then batches of 256 read with io_uring, one system call a batch
+  into one buffer, and copied into ``bytes`` from there (``uring_read.py``): whether batching
+  the system calls would make reading as cheap as a mapping, without mapping anything.
+  glibc's trim threshold is raised first, as earlier frees of large blocks raise it in a
+  loader's process (an epoch there takes ~2 page faults a sample);
   at its default, freeing each batch hands its memory back to the system and the next
   batch faults it in again, which would time the allocator instead.
 * ``files``: a cache fill's file operations for 100 tiny shards in a fresh folder of the
@@ -54,6 +57,7 @@ sys.path.insert(0, str(HERE.parent))  # for benchmarks.report
 
 from benchmarks.report import format_table, machine  # noqa: E402
 from benchmarks.streaming_bench import BATCH_SIZE as BATCH  # noqa: E402  (values a batch holds)
+from benchmarks.uring_read import Ring, open_ring  # noqa: E402
 
 
 def _raise_trim_threshold() -> bool:
@@ -111,12 +115,38 @@ def read_costs(folder: str, value: int, file_bytes: int, reads: int, repeats: in
                 del batch
             return (time.perf_counter() - started) / reads * 1e6
 
-        result = {
+        def by_uring(ring: Ring, held: int) -> float:
+            everything = np.asarray(offsets, dtype=np.int64)
+            sizes = np.full(held, value, np.int64)
+            into = np.empty(held * value, np.uint8)
+            view = memoryview(into)  # type: ignore[arg-type]  # numpy arrays are buffers
+            starts = range(0, held * value, value)
+            started = time.perf_counter()
+            for first in range(0, reads, held):
+                chunk = everything[first : first + held]
+                results = ring.read(fd, chunk, sizes[: len(chunk)], into)
+                if (results != value).any():
+                    raise OSError(f"io_uring read {results[results != value][:1]} of {value}")
+                batch = [bytes(view[start : start + value]) for start in starts[: len(chunk)]]
+                del batch
+            return (time.perf_counter() - started) / reads * 1e6
+
+        result: dict[str, Any] = {
             "pread_us": _repeat(functools.partial(by_pread, 1), repeats),
             "mapped_us": _repeat(functools.partial(by_slice, 1), repeats),
             "pread_batch_us": _repeat(functools.partial(by_pread, BATCH), repeats),
             "mapped_batch_us": _repeat(functools.partial(by_slice, BATCH), repeats),
         }
+        try:
+            ring = open_ring(BATCH)
+        except OSError as exc:
+            result["uring_batch_us"] = {"unavailable": str(exc)}
+        else:
+            try:
+                by_batch = functools.partial(by_uring, ring, BATCH)
+                result["uring_batch_us"] = _repeat(by_batch, repeats)
+            finally:
+                ring.close()
         mapped.close()
         return result
     finally:
@@ -231,6 +261,12 @@ def main() -> int:
         held = f"held {BATCH} a batch"
         rows.append([f"read {name}, pread, {held}", "us", *cell(costs["pread_batch_us"])])
         rows.append([f"read {name}, mapped, {held}", "us", *cell(costs["mapped_batch_us"])])
+        uring = costs["uring_batch_us"]
+        rows.append(
+            [f"read {name}, io_uring, {held}", "us", *cell(uring)]
+            if "best" in uring
+            else [f"read {name}, io_uring: {uring['unavailable']}", "us", "-", "-"]
+        )
     rows.append(["100 shards: lock + temporary + rename", "us/shard",
                  *cell(report["files"]["crash_safe_us"])])  # fmt: skip
     one_file = report["files"]["one_file_us"]

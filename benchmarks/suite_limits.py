@@ -45,11 +45,13 @@ LIMITS = [
         ("small-1KiB x 1,000,000",),
         bound="shards of small samples are mapped, and a shuffle over the whole dataset touches "
         "every page of it: the mapped page cache (shared, reclaimable) counts in `VmHWM` up to "
-        "the dataset's size; one `pread` per 1 KiB sample keeps memory flat but costs about "
-        "twice a mapped read, and the speed rows (met) would miss instead",
-        would="reading many samples per system call (io_uring, through a compiled extension "
-        "the light core does not have); the JSON also records `RssAnon`, the process's own "
-        "memory",
+        "the dataset's size. Reading the samples instead keeps memory flat, but any read "
+        "through the kernel costs more than a mapped read: a `pread` per 1 KiB sample about "
+        "three times, and a batch's reads in one io_uring system call no less "
+        "(`floors_bench.py`), so the speed rows (met) would miss instead",
+        would="a read of small samples out of the page cache as cheap as a mapped one, which "
+        "no kernel interface measured here gives. The JSON also records `RssAnon`, the "
+        "process's own memory",
     ),
     Limit(
         "peak RSS per process (largest)",
@@ -89,7 +91,7 @@ LIMITS = [
         "resume latency",
         (),
         bound="with 2 workers, starting torch's DataLoader worker processes alone takes "
-        "34-37 ms here (floors_bench.py: a first batch with no data), more than a tenth of "
+        "34-45 ms here (floors_bench.py: a first batch with no data), more than a tenth of "
         "the reference's time; with 0 workers a resumed process reads its epoch's node orders "
         "back from the cache, kept there by the run that saved the state (cache/node_orders.py; "
         "computing py1e again took 12-17 ms), then maps the first batch's shards",

@@ -92,9 +92,11 @@ LIMITS = [
         (),
         bound="with 2 workers, starting torch's DataLoader worker processes alone takes "
         "34-45 ms here (floors_bench.py: a first batch with no data), more than a tenth of "
-        "the reference's time; with 0 workers a resumed process reads its epoch's node orders "
-        "back from the cache, kept there by the run that saved the state (cache/node_orders.py; "
-        "computing py1e again took 12-17 ms), then maps the first batch's shards",
+        "the reference's time, most of it the loader's own process forking them, so even a "
+        "first batch read by that process could not come sooner; with 0 workers a resumed "
+        "process reads its epoch's node orders back from the cache, kept there by the run "
+        "that saved the state (cache/node_orders.py; computing py1e again took 12-17 ms), then "
+        "maps the first batch's shards",
         would="with workers, workers already running, which a fresh torch DataLoader does not have",
     ),
     Limit(

@@ -4,7 +4,7 @@
 cost if a batch's reads took one system call instead of one each: whether a batched read
 could keep a loader's memory flat (nothing mapped) at the speed of reads from a mapping.
 Only for that measurement: shardstream does not use it. The ring is set up with the raw
-``io_uring_setup`` and ``io_uring_enter`` system calls (x86-64 numbers), its submission and
+``io_uring_setup`` and ``io_uring_enter`` system calls (425 and 426), its submission and
 completion queues mapped and filled with numpy, one ``IORING_OP_READ`` per value.
 
 Nothing here runs without Linux 5.6 or later on x86-64 with io_uring allowed (containers'
@@ -154,4 +154,8 @@ def open_ring(entries: int = 256) -> Ring:
     if fd < 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"io_uring_setup failed: {os.strerror(errno)}")
-    return Ring(fd, params, syscall)
+    try:
+        return Ring(fd, params, syscall)
+    except BaseException:  # its queues could not be mapped: the descriptor is still ours
+        os.close(fd)
+        raise

@@ -6,11 +6,10 @@ shards leaves the whole dataset counted in the process's resident set after a fe
 Those pages are shared with the page cache, but they count in ``VmRSS``, in the out-of-memory
 killer's score and in every peak-memory report, and "memory that grows with the dataset" is
 what users of data loaders report as a leak. Read with ``pread``, a sample comes out of the
-page cache in one system call and nothing is mapped: reading an epoch of 1 GiB of ~100 KiB
-samples, the process's peak RSS is 380 MiB instead of 1.4 GiB. The copy out of the kernel is slower
-than one out of a mapping (about 0.75x the speed for samples of 32 KiB and more, and a
-system call per sample costs more the smaller they are), so readers map shards of small
-samples (``ShardFiles``).
+page cache in a system call or three, and nothing is mapped: reading an epoch of 1 GiB of
+~100 KiB samples, the process's peak RSS is 380 MiB instead of 1.4 GiB. A system call per
+sample costs more the smaller the samples are, so readers map shards of small samples
+(``ShardFiles``).
 
 :func:`read_samples` reads the samples of mapped shards the same way, into one buffer, for a
 process that reads other processes' shuffled batches and must not map what they read.

@@ -18,6 +18,7 @@ from tests.memory import HAS_PROC_STATUS, rss_file_kib
 from shardstream.errors import ShardFormatError
 from shardstream.format.mds import MDSSchema, MDSShardView, shard_header
 from shardstream.format.mds_file import MDSFileView, ShardFile, read_samples
+from shardstream.format.sample_codec import SPLIT_READ_BYTES
 
 COLUMNS = {
     "blob": "bytes",
@@ -134,6 +135,156 @@ def test_a_size_header_that_disagrees_with_the_offsets(tmp_path: Path):
     with pytest.raises(ShardFormatError, match="sample 1"):
         view.get_many([0, 1])
     assert view.get(2)["label"] == -1
+
+
+# --- a large value read on its own, straight into its bytes ------------------------------------
+
+#: Schemas whose one variable-size column is raw bytes, with fixed columns before, after, both
+#: sides or neither: their large values are read apart from the rest of their sample.
+SPLIT_SCHEMAS = [
+    {"data": "bytes", "label": "int"},
+    {"a": "ndarray:int16:3", "b": "bytes"},
+    {"a": "int8", "b": "bytes", "c": "float64", "d": "ndarray:uint8:5"},
+    {"only": "bytes"},
+]
+LARGE = SPLIT_READ_BYTES
+
+
+def split_sample(columns: dict[str, str], k: int, blob: bytes) -> dict[str, Any]:
+    fixed = {
+        "int": k - 3,
+        "int8": k % 100 - 50,
+        "float64": k / 3,
+        "ndarray:int16:3": np.arange(3, dtype=np.int16) * k,
+        "ndarray:uint8:5": np.full(5, k % 256, np.uint8),
+    }
+    return {name: blob if spec == "bytes" else fixed[spec] for name, spec in columns.items()}
+
+
+def split_shard(tmp_path: Path, columns: dict[str, str], blobs: list[bytes]) -> Path:
+    schema = MDSSchema(columns)
+    path = tmp_path / "split.mds"
+    samples = [split_sample(columns, k, blob) for k, blob in enumerate(blobs)]
+    path.write_bytes(shard_bytes(samples, schema))
+    return path
+
+
+def split_view(path: Path, columns: dict[str, str], samples: int, **kwargs: Any) -> MDSFileView:
+    return MDSFileView(
+        ShardFile.open(str(path)), MDSSchema(columns), samples, source=str(path), **kwargs
+    )
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    columns=st.sampled_from(SPLIT_SCHEMAS),
+    sizes=st.lists(
+        st.one_of(st.integers(0, 64), st.integers(LARGE - 40, LARGE + 40)), min_size=1, max_size=6
+    ),
+    zero_copy=st.booleans(),
+)
+def test_large_values_read_on_their_own_decode_as_mapped(tmp_path: Path, columns, sizes, zero_copy):
+    blobs = [bytes([k % 251]) * size + bytes([size % 256]) for k, size in enumerate(sizes)]
+    path = split_shard(tmp_path, columns, blobs)
+    data = path.read_bytes()
+    mapped = MDSShardView(data, MDSSchema(columns), len(blobs), source="s", zero_copy=zero_copy)
+    view = split_view(path, columns, len(blobs), zero_copy=zero_copy)
+    for k in range(len(blobs)):
+        assert same(view.get(k), mapped.get(k))
+    picks = list(range(len(blobs)))[::-1]
+    for got, wanted in zip(view.get_many(picks), mapped.get_many(picks), strict=True):
+        assert all(np.array_equal(a, b) for a, b in zip(got, wanted, strict=True))
+
+
+def outcome(get: Any, index: int) -> Any:
+    try:
+        return get(index)
+    except ShardFormatError as exc:
+        return type(exc), str(exc).split(": cannot decode: ")[-1]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    columns=st.sampled_from(SPLIT_SCHEMAS),
+    flips=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)), max_size=6),
+)
+def test_a_damaged_shard_reads_as_the_mapped_view_reads_it(tmp_path: Path, columns, flips):
+    """Any bytes changed: each sample decodes to the same values, or fails for the same reason."""
+    path = split_shard(tmp_path, columns, [b"a" * (LARGE + 9), b"b" * 7, b"c" * 2 * LARGE])
+    data = bytearray(path.read_bytes())
+    for where, byte in flips:
+        data[20 + int(where * (len(data) - 20))] = byte  # past the offset table
+    path.write_bytes(bytes(data))
+    mapped = MDSShardView(bytes(data), MDSSchema(columns), 3, source="s")
+    view = split_view(path, columns, 3)
+    for k in range(3):
+        got, wanted = outcome(view.get, k), outcome(mapped.get, k)
+        assert same(got, wanted) if isinstance(wanted, dict) else got == wanted
+
+
+def test_a_large_value_is_one_read_of_exactly_its_bytes(tmp_path: Path, monkeypatch):
+    columns = {"a": "int", "data": "bytes", "z": "float64"}
+    blob = os.urandom(3 * LARGE)
+    path = split_shard(tmp_path, columns, [b"small", blob])
+    reads: list[int] = []
+    real = os.pread
+
+    def counted(fd: int, size: int, offset: int) -> bytes:
+        reads.append(size)
+        return real(fd, size, offset)
+
+    monkeypatch.setattr(os, "pread", counted)  # read when the getters are built
+    view = split_view(path, columns, 2)
+    del reads[:]
+    assert view.get(1) == {"a": -2, "data": blob, "z": 1 / 3}
+    assert reads == [4 + 8, len(blob), 8]  # size header and a; the value; z
+    del reads[:]
+    assert view.get(0)["data"] == b"small"
+    assert reads == [4 + 8 + 5 + 8]  # a small sample is one read of the whole sample
+    zero_copy = split_view(path, columns, 2, zero_copy=True)
+    del reads[:]
+    assert bytes(zero_copy.get(1)["data"]) == blob
+    assert reads == [4 + 8 + len(blob) + 8]  # a view's bytes were read once already
+
+
+@pytest.mark.parametrize("cut", [1, 8, LARGE])  # in the last column, at its start, in the value
+def test_a_large_value_cut_short_while_open_is_a_corrupt_sample(tmp_path: Path, cut):
+    columns = {"data": "bytes", "label": "int"}
+    path = split_shard(tmp_path, columns, [b"x" * 2 * LARGE] * 2)
+    view = split_view(path, columns, 2)
+    assert view.get(1)["label"] == -2
+    os.truncate(path, os.path.getsize(path) - cut)
+    message = rf"{path}, sample 1: cannot decode: read \d+ of \d+ bytes: the file was cut short"
+    with pytest.raises(ShardFormatError, match=message):
+        view.get(1)
+    with pytest.raises(ShardFormatError, match="sample 1"):
+        view.get_many([0, 1])
+    assert view.get(0)["data"] == b"x" * 2 * LARGE
+
+
+@pytest.mark.parametrize("claimed", [0, LARGE, 2 * LARGE + 1, 1 << 31])
+def test_a_large_value_whose_size_header_disagrees(tmp_path: Path, claimed):
+    columns = {"a": "int8", "b": "bytes", "c": "float64"}
+    size = 2 * LARGE
+    data = bytearray(
+        shard_bytes([split_sample(columns, k, b"v" * size) for k in range(2)], MDSSchema(columns))
+    )
+    second = struct.unpack_from("<I", data, 4 + 4)[0]
+    struct.pack_into("<I", data, second, claimed)
+    path = tmp_path / "split.mds"
+    path.write_bytes(bytes(data))
+    view = split_view(path, columns, 2)
+    message = (
+        rf"{path}, sample 1: cannot decode: sample is {4 + 1 + size + 8} bytes but its "
+        rf"columns add up to {4 + 1 + claimed + 8}"
+    )
+    with pytest.raises(ShardFormatError, match=message):
+        view.get(1)
+    assert view.get(0)["b"] == b"v" * size
 
 
 @pytest.mark.parametrize(

@@ -109,12 +109,12 @@ def test_eight_ranks_of_four_workers_share_a_two_shard_cache(tmp_path: Path):
 
 @pytest.mark.timeout(900)
 def test_two_jobs_share_one_cache_folder(tmp_path: Path):
-    """Two jobs of other shapes and seeds, at once, on one cache of three shards, 5 epochs."""
+    """Two jobs of other shapes and seeds, at once, on one cache of three shards, 3 epochs."""
     remote = write_dataset(tmp_path / "remote", SAMPLES, size_limit=8192, payload=200)
     limit = 3 * max(entry.raw_data.bytes for entry in LocalDataset(remote).shards)
     cache = tmp_path / "cache"
-    first = start(remote, cache, tmp_path / "a", limit, ranks=3, workers=2, epochs=5, seed=1)
-    second = start(remote, cache, tmp_path / "b", limit, ranks=2, workers=3, epochs=5, seed=2)
+    first = start(remote, cache, tmp_path / "a", limit, ranks=3, workers=2, epochs=3, seed=1)
+    second = start(remote, cache, tmp_path / "b", limit, ranks=2, workers=3, epochs=3, seed=2)
     results = finish(first, tmp_path / "a") + finish(second, tmp_path / "b")
     assert max(r["peak_shard_bytes"] for r in results) <= limit
     check_cached_files(remote, cache)

@@ -8,6 +8,7 @@ mid-epoch and resumed) and by TorchDistributor (2 processes, local mode).
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,12 @@ def planned_ids(flowers: dict[str, Any], cache: Path, epochs: int) -> list[dict[
     uninterrupted torchrun (a third launch of four training ranks, ~40 s of CI).
     """
     found: list[dict[int, list[int]]] = []
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("S3_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            patch.setenv(name, flowers["env"][name])
+    with pytest.MonkeyPatch.context() as patch:  # the store's settings, as the ranks get them
+        for name in [name for name in os.environ if name.startswith("AWS_")]:
+            patch.delenv(name)
+        for name, value in flowers["env"].items():
+            if name.startswith(("AWS_", "S3_")):
+                patch.setenv(name, value)
         for rank in range(4):
             dataset = StreamingDataset(
                 remote=flowers["url"], local=str(cache / f"node{rank // 2}"), split="train",

@@ -47,10 +47,10 @@ def shard_bytes(samples: list[dict[str, Any]], schema: MDSSchema = SCHEMA) -> by
     return shard_header(b"{}", [len(e) for e in encoded]) + b"".join(encoded)
 
 
-def file_view(path: Path, samples: int, **kwargs: Any) -> MDSFileView:
+def file_view(path: Path, samples: int, schema: MDSSchema = SCHEMA, **kwargs: Any) -> MDSFileView:
     fd = os.open(path, os.O_RDONLY)
     return MDSFileView(
-        ShardFile(fd, os.fstat(fd).st_size), SCHEMA, samples, source=str(path), **kwargs
+        ShardFile(fd, os.fstat(fd).st_size), schema, samples, source=str(path), **kwargs
     )
 
 
@@ -169,12 +169,6 @@ def split_shard(tmp_path: Path, columns: dict[str, str], blobs: list[bytes]) -> 
     return path
 
 
-def split_view(path: Path, columns: dict[str, str], samples: int, **kwargs: Any) -> MDSFileView:
-    return MDSFileView(
-        ShardFile.open(str(path)), MDSSchema(columns), samples, source=str(path), **kwargs
-    )
-
-
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -190,7 +184,7 @@ def test_large_values_read_on_their_own_decode_as_mapped(tmp_path: Path, columns
     path = split_shard(tmp_path, columns, blobs)
     data = path.read_bytes()
     mapped = MDSShardView(data, MDSSchema(columns), len(blobs), source="s", zero_copy=zero_copy)
-    view = split_view(path, columns, len(blobs), zero_copy=zero_copy)
+    view = file_view(path, len(blobs), MDSSchema(columns), zero_copy=zero_copy)
     for k in range(len(blobs)):
         assert same(view.get(k), mapped.get(k))
     picks = list(range(len(blobs)))[::-1]
@@ -220,7 +214,7 @@ def test_a_damaged_shard_reads_as_the_mapped_view_reads_it(tmp_path: Path, colum
         data[20 + int(where * (len(data) - 20))] = byte  # past the offset table
     path.write_bytes(bytes(data))
     mapped = MDSShardView(bytes(data), MDSSchema(columns), 3, source="s")
-    view = split_view(path, columns, 3)
+    view = file_view(path, 3, MDSSchema(columns))
     for k in range(3):
         got, wanted = outcome(view.get, k), outcome(mapped.get, k)
         assert same(got, wanted) if isinstance(wanted, dict) else got == wanted
@@ -238,14 +232,14 @@ def test_a_large_value_is_one_read_of_exactly_its_bytes(tmp_path: Path, monkeypa
         return real(fd, size, offset)
 
     monkeypatch.setattr(os, "pread", counted)  # read when the getters are built
-    view = split_view(path, columns, 2)
+    view = file_view(path, 2, MDSSchema(columns))
     del reads[:]
     assert view.get(1) == {"a": -2, "data": blob, "z": 1 / 3}
     assert reads == [4 + 8, len(blob), 8]  # size header and a; the value; z
     del reads[:]
     assert view.get(0)["data"] == b"small"
     assert reads == [4 + 8 + 5 + 8]  # a small sample is one read of the whole sample
-    zero_copy = split_view(path, columns, 2, zero_copy=True)
+    zero_copy = file_view(path, 2, MDSSchema(columns), zero_copy=True)
     del reads[:]
     assert bytes(zero_copy.get(1)["data"]) == blob
     assert reads == [4 + 8 + len(blob) + 8]  # a view's bytes were read once already
@@ -255,7 +249,7 @@ def test_a_large_value_is_one_read_of_exactly_its_bytes(tmp_path: Path, monkeypa
 def test_a_large_value_cut_short_while_open_is_a_corrupt_sample(tmp_path: Path, cut):
     columns = {"data": "bytes", "label": "int"}
     path = split_shard(tmp_path, columns, [b"x" * 2 * LARGE] * 2)
-    view = split_view(path, columns, 2)
+    view = file_view(path, 2, MDSSchema(columns))
     assert view.get(1)["label"] == -2
     os.truncate(path, os.path.getsize(path) - cut)
     message = rf"{path}, sample 1: cannot decode: read \d+ of \d+ bytes: the file was cut short"
@@ -277,7 +271,7 @@ def test_a_large_value_whose_size_header_disagrees(tmp_path: Path, claimed):
     struct.pack_into("<I", data, second, claimed)
     path = tmp_path / "split.mds"
     path.write_bytes(bytes(data))
-    view = split_view(path, columns, 2)
+    view = file_view(path, 2, MDSSchema(columns))
     message = (
         rf"{path}, sample 1: cannot decode: sample is {4 + 1 + size + 8} bytes but its "
         rf"columns add up to {4 + 1 + claimed + 8}"

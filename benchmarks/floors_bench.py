@@ -14,8 +14,8 @@ sets them beside the rows):
   (its memory, still in the CPU's caches, takes the next one), and values held in batches
   of 256 as a loader's batch holds them, each copied to memory not in the caches (the floor
   of a loader's epoch). Then batches of 256 read with io_uring, one system call a batch
-  into one buffer, and copied into ``bytes`` from there (``uring_read.py``): whether batching
-  the system calls would make reading as cheap as a mapping, without mapping anything.
+  into one buffer, and copied into ``bytes`` from there (``shardstream.cache.uring``, what
+  shardstream's reading thread uses): one thread's cost, with nothing overlapped.
   glibc's trim threshold is raised first, as earlier frees of large blocks raise it in a
   loader's process (an epoch there takes ~2 page faults a sample);
   at its default, freeing each batch hands its memory back to the system and the next
@@ -57,7 +57,7 @@ sys.path.insert(0, str(HERE.parent))  # for benchmarks.report
 
 from benchmarks.report import format_table, machine  # noqa: E402
 from benchmarks.streaming_bench import BATCH_SIZE as BATCH  # noqa: E402  (values a batch holds)
-from benchmarks.uring_read import Ring, open_ring  # noqa: E402
+from shardstream.cache.uring import Ring, open_ring  # noqa: E402
 
 
 def _raise_trim_threshold() -> bool:
@@ -122,9 +122,14 @@ def read_costs(folder: str, value: int, file_bytes: int, reads: int, repeats: in
             view = memoryview(into)  # type: ignore[arg-type]  # numpy arrays are buffers
             starts = range(0, held * value, value)
             started = time.perf_counter()
+            fds = np.full(held, fd, np.int32)
+            addresses = (into.ctypes.data + np.arange(held, dtype=np.int64) * value).astype(
+                np.uint64
+            )
             for first in range(0, reads, held):
                 chunk = everything[first : first + held]
-                results = ring.read(fd, chunk, sizes[: len(chunk)], into)
+                todo = len(chunk)
+                results = ring.read(fds[:todo], chunk, sizes[:todo], addresses[:todo])
                 if (results != value).any():
                     raise OSError(f"io_uring read {results[results != value][:1]} of {value}")
                 batch = [bytes(view[start : start + value]) for start in starts[: len(chunk)]]

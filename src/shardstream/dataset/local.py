@@ -76,6 +76,11 @@ class LocalDataset:
         self._parsed = None if entries is None else list(entries)
 
     @property
+    def zero_copy(self) -> bool:
+        """Whether ``bytes`` columns of mapped shards come as memoryviews of the mappings."""
+        return self._files.zero_copy
+
+    @property
     def root(self) -> str:
         """The folder holding ``index.json``."""
         return self._files.root

@@ -17,9 +17,10 @@ process that reads other processes' shuffled batches and must not map what they 
 
 from __future__ import annotations
 
+import mmap
 import os
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from shardstream.errors import ShardFormatError
 from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.mds import MDSSchema, MDSShardView, ShardSamples, parse_offsets
 
-__all__ = ["CAN_PREAD", "MDSFileView", "ShardFile", "read_samples"]
+__all__ = ["CAN_PREAD", "MDSFileView", "SampleRuns", "ShardFile", "read_samples"]
 
 #: Whether files can be read with ``os.pread`` here (POSIX).
 CAN_PREAD = hasattr(os, "pread")
@@ -178,38 +179,121 @@ def read_samples(
 
     Raises:
         ShardFormatError: A file is shorter than its mapping (cut short since), or a sample is
-            corrupt (decoded again from its mapping, which names it).
+            corrupt (decoded again from its file, which names it).
     """
-    views = [view for view, _ in sources]
-    count = len(indices)
-    if count == 0:
-        return views[0].get_many([])
-    begins = np.empty(count, np.int64)
-    ends = np.empty(count, np.int64)
-    for number, view in enumerate(views):
-        mine = which == number
-        picked = indices[mine]
-        begins[mine] = view.offset_table[picked]
-        ends[mine] = view.offset_table[picked + 1]
-    # A run ends where the next sample is not the next one in the same file.
-    cuts = np.flatnonzero((begins[1:] != ends[:-1]) | (which[1:] != which[:-1])) + 1
-    firsts = np.concatenate(([0], cuts))
-    lasts = np.concatenate((cuts, [count])) - 1
-    sizes = ends[lasts] - begins[firsts]
-    runs = list(zip(which[firsts].tolist(), begins[firsts].tolist(), sizes.tolist(), strict=True))
-    fds, pread = [file.fd for _, file in sources], os.pread
-    parts = [pread(fds[number], size, begin) for number, begin, size in runs]
-    stage = b"".join(parts)
-    if len(stage) != int(sizes.sum()):
-        for part, (number, begin, size) in zip(parts, runs, strict=True):
-            if len(part) != size:
-                raise _cut_short(views[number].source, len(part), size, begin)
-    staged = np.zeros(count + 1, np.int64)  # the samples' offsets in ``stage``
-    np.cumsum(ends - begins, out=staged[1:])
-    shard_of, ids = which.tolist(), indices.tolist()
-    decode = (
-        views[0]
-        .schema.columns_decoder()
-        .bind(stage, memoryview(stage), staged, lambda k: views[shard_of[k]].get(ids[k]))
-    )
-    return decode(range(count))
+    runs = SampleRuns(sources, which, indices)
+    return runs.decode(runs.read())
+
+
+class SampleRuns:
+    """Where samples of mapped shards lie in their files, and where they go in one buffer.
+
+    The samples are those :func:`read_samples` takes (same arguments); each run of samples
+    adjacent in one file, in the order given, is read as one piece. Plain values: computing
+    them reads nothing, so the reads can be made elsewhere (``pread`` with :meth:`read`, or
+    many in one system call) and the buffer decoded with :meth:`decode`.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[tuple[MDSShardView, ShardFile]],
+        which: NDArray[np.int64],
+        indices: NDArray[np.int64],
+    ) -> None:
+        self.views = [view for view, _ in sources]
+        self.files = [file for _, file in sources]
+        self.which = which
+        self.indices = indices
+        count = len(indices)
+        begins = np.empty(count, np.int64)
+        ends = np.empty(count, np.int64)
+        for number, view in enumerate(self.views):
+            mine = which == number
+            picked = indices[mine]
+            begins[mine] = view.offset_table[picked]
+            ends[mine] = view.offset_table[picked + 1]
+        #: The samples' offsets in the buffer (one more than the samples: its size).
+        self.staged = np.zeros(count + 1, np.int64)
+        np.cumsum(ends - begins, out=self.staged[1:])
+        # A run ends where the next sample is not the next one in the same file.
+        cuts = np.flatnonzero((begins[1:] != ends[:-1]) | (which[1:] != which[:-1])) + 1
+        firsts = np.concatenate(([0], cuts)).astype(np.int64)
+        lasts = np.concatenate((cuts, [count])).astype(np.int64) - 1
+        #: Each run's file (its position in ``sources``), offset in it, size, and offset in the
+        #: buffer.
+        self.run_files = which[firsts] if count else np.empty(0, np.int64)
+        self.run_begins = begins[firsts] if count else np.empty(0, np.int64)
+        self.run_sizes = (ends[lasts] - begins[firsts]) if count else np.empty(0, np.int64)
+        self.run_dest = self.staged[firsts] if count else np.empty(0, np.int64)
+
+    @property
+    def size(self) -> int:
+        """The buffer's size: every sample's bytes."""
+        return int(self.staged[-1])
+
+    def read(self) -> bytes:
+        """The buffer, read with one ``pread`` a run.
+
+        Raises:
+            ShardFormatError: A file ends before a run (cut short since it was opened).
+        """
+        files, begins = self.run_files.tolist(), self.run_begins.tolist()
+        sizes = self.run_sizes.tolist()
+        fds, pread = [file.fd for file in self.files], os.pread
+        parts = [
+            pread(fds[number], size, begin)
+            for number, begin, size in zip(files, begins, sizes, strict=True)
+        ]
+        stage = b"".join(parts)
+        if len(stage) != self.size:
+            for part, number, begin, size in zip(parts, files, begins, sizes, strict=True):
+                if len(part) != size:
+                    raise _cut_short(self.views[number].source, len(part), size, begin)
+        return stage
+
+    def read_again(self, runs: Sequence[int], into: memoryview) -> None:
+        """Read runs ``runs`` with ``pread`` into their places in the buffer ``into``.
+
+        For the runs a batched read did not complete: this read fails the way
+        :meth:`read` would, or fills them.
+
+        Raises:
+            ShardFormatError: A file ends before a run.
+            OSError: A file cannot be read.
+        """
+        for run in runs:
+            number, begin = int(self.run_files[run]), int(self.run_begins[run])
+            size, dest = int(self.run_sizes[run]), int(self.run_dest[run])
+            into[dest : dest + size] = self.files[number].read(
+                size, begin, self.views[number].source
+            )
+
+    def decode(self, stage: bytes | mmap.mmap) -> list[ColumnValues]:
+        """Decode the samples from the buffer ``stage`` (bytes, or an mmap) into columns.
+
+        Raises:
+            ShardFormatError: A sample is corrupt (decoded again from its file, which names
+                it); the views need not be open any more.
+        """
+        if len(self.indices) == 0:
+            return [[] for _ in self.views[0].schema.names]
+        shard_of, ids = self.which.tolist(), self.indices.tolist()
+        getters: dict[int, Callable[[int], dict[str, Any]]] = {}
+
+        def again(k: int) -> dict[str, Any]:
+            # A corrupt sample, read again from its file: the error names the file and sample.
+            number = shard_of[k]
+            get = getters.get(number)
+            if get is None:
+                view = self.views[number]
+                get = getters[number] = view.schema.file_getters(
+                    self.files[number], view.offset_table.tolist(), view.source
+                )[0]
+            return get(ids[k])
+
+        decode = (
+            self.views[0]
+            .schema.columns_decoder()
+            .bind(stage, memoryview(stage), self.staged, again)
+        )
+        return decode(range(len(ids)))

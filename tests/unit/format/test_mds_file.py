@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import mmap
 import os
 import struct
 from pathlib import Path
@@ -13,38 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.mds_shards import COLUMNS, SCHEMA, mapped_view, sample, shard_bytes
 from tests.memory import HAS_PROC_STATUS, rss_file_kib
 
 from shardstream.errors import ShardFormatError
-from shardstream.format.mds import MDSSchema, MDSShardView, shard_header
+from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.format.mds_file import MDSFileView, ShardFile, read_samples
 from shardstream.format.sample_codec import SPLIT_READ_BYTES
-
-COLUMNS = {
-    "blob": "bytes",
-    "f": "float32",
-    "label": "int",
-    "meta": "json",
-    "name": "str",
-    "vec": "ndarray:int16:3",
-}
-SCHEMA = MDSSchema(COLUMNS)
-
-
-def sample(k: int, blob: bytes = b"") -> dict[str, Any]:
-    return {
-        "blob": blob or bytes([k % 251]) * (k * 37 % 500),
-        "f": np.float32(k / 4),
-        "label": k - 3,
-        "meta": {"k": [k, str(k)]},
-        "name": f"n{k}" * (k % 4),
-        "vec": np.arange(3, dtype=np.int16) * k,
-    }
-
-
-def shard_bytes(samples: list[dict[str, Any]], schema: MDSSchema = SCHEMA) -> bytes:
-    encoded = [b"".join(schema.encode_sample(s)) for s in samples]
-    return shard_header(b"{}", [len(e) for e in encoded]) + b"".join(encoded)
 
 
 def file_view(path: Path, samples: int, schema: MDSSchema = SCHEMA, **kwargs: Any) -> MDSFileView:
@@ -333,12 +307,6 @@ def test_chunks_cover_the_file(tmp_path: Path):
 
 
 # --- read_samples: mapped shards' samples read from their files --------------------------------
-
-
-def mapped_view(path: Path, samples: int, schema: MDSSchema = SCHEMA) -> MDSShardView:
-    with path.open("rb") as handle:
-        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    return MDSShardView(mapping, schema, samples, source=str(path), path=str(path))
 
 
 def read(sources: list[tuple[MDSShardView, ShardFile]], picks: list[tuple[int, int]]) -> Any:

@@ -256,7 +256,7 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
     # files, mapping nothing. Arrays of 256 tokens (128 KiB a batch) still cross as values.
     from shardstream.dataset.iteration import SampleReader
     from shardstream.format.mds import MDSShardView
-    from shardstream.format.mds_file import read_samples
+    from shardstream.format.mds_file import SampleRuns
 
     root = tmp_path / "tokens"
     count = 19 * (1 << 20) // (2 * tokens)  # two shards over 8 MiB each: both mapped
@@ -274,7 +274,8 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
     read_here: list[int] = []
     from_files: list[tuple[set[str], int, int]] = []  # shard files, samples, distinct runs
     dropped: list[tuple[str, int, int]] = []
-    read, drop = SampleReader.read_batch, MDSShardView.drop_pages
+    read, drop, read_runs = SampleReader.read_batch, MDSShardView.drop_pages, SampleRuns.read
+    in_read_batch = [False]
 
     def drop_pages(view: MDSShardView, first: int, stop: int) -> None:
         dropped.append((view.source, first, stop))
@@ -282,16 +283,20 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
 
     def read_batch(reader: SampleReader, ids: Any) -> Any:
         read_here.append(len(ids))
-        return read(reader, ids)
+        in_read_batch[0] = True
+        try:
+            return read(reader, ids)
+        finally:
+            in_read_batch[0] = False
 
-    def counted(sources: Any, which: Any, indices: Any) -> Any:
-        steps = (np.diff(indices) != 1) | (np.diff(which) != 0)
-        files = {view.source for view, _ in sources}
-        from_files.append((files, len(indices), 1 + int(steps.sum())))
-        return read_samples(sources, which, indices)
+    def counted(runs: SampleRuns) -> bytes:
+        if in_read_batch[0]:  # the loader's reads (workers read their own batches alike)
+            files = {view.source for view in runs.views}
+            from_files.append((files, len(runs.indices), len(runs.run_sizes)))
+        return read_runs(runs)
 
     monkeypatch.setattr(SampleReader, "read_batch", read_batch)
-    monkeypatch.setattr("shardstream.dataset.iteration.read_samples", counted)
+    monkeypatch.setattr(SampleRuns, "read", counted)
     monkeypatch.setattr(MDSShardView, "drop_pages", drop_pages)
     got = batches(2)
     assert [ids for ids, _ in got] == [ids for ids, _ in expected]

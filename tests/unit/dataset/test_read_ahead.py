@@ -16,7 +16,7 @@ from tests.memory import HAS_PROC_STATUS, mapped_kib
 
 from shardstream import StreamingDataLoader, StreamingDataset
 from shardstream.cache.uring import ENV_SWITCH
-from shardstream.dataset.iteration import SampleReader
+from shardstream.dataset import iteration
 from shardstream.dataset.read_ahead import GroupReads
 from shardstream.errors import ShardFormatError
 from shardstream.format.mds import MDSShardView
@@ -158,16 +158,16 @@ def _epoch(root: Path, local: Path, shuffle: bool = True) -> tuple[list[int], in
 
 @pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads Linux's /proc")
 @pytest.mark.parametrize("uring", ["1", "0"])
-def test_a_shuffled_epoch_maps_nothing_and_reads_what_the_mapping_holds(
+def test_a_shuffled_epoch_past_the_budget_maps_nothing_and_reads_what_the_mapping_holds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uring: str
 ):
     root = _tokens(tmp_path / "data")
     monkeypatch.setenv(ENV_SWITCH, uring)
-    ids, grown = _epoch(root, tmp_path / "a")
-    assert sorted(ids) == list(range(6144))
-    assert ids != sorted(ids)
+    mapped_ids, mapped_grown = _epoch(root, tmp_path / "a")  # 24 MiB: within the budget
+    assert sorted(mapped_ids) == list(range(6144))
+    assert mapped_ids != sorted(mapped_ids)
+    assert mapped_grown > 12 << 10, mapped_grown  # KiB: read from the mappings, pages stay
+    monkeypatch.setattr(iteration, "MAPPED_READ_BYTES", 8 << 20)  # past it after one shard
+    ids, grown = _epoch(root, tmp_path / "b")
+    assert ids == mapped_ids  # the same order, the same values (checked batch by batch)
     assert grown < 1 << 10, grown  # KiB: the offset tables; 24 MiB were read
-    monkeypatch.setattr(SampleReader, "_file_runs", lambda self, rows: None)  # the control
-    mapped_ids, mapped_grown = _epoch(root, tmp_path / "b")
-    assert mapped_ids == ids  # the same order, the same values (checked batch by batch)
-    assert mapped_grown > 12 << 10, mapped_grown  # read from the mappings: the pages stay

@@ -63,10 +63,11 @@ _OPEN_BYTES = 2 << 30
 #: Shuffled batches are read from the mappings while the reader's open shards total this many
 #: bytes or fewer, and from the files beyond (:meth:`SampleReader._file_runs`): the pages a
 #: process reads through a mapping count in its resident memory until the shard is let go,
-#: and a shuffle reads every page of its shards. Mapped reads are much faster from a small
-#: set of shards: 102,400 samples of 1 KiB (2 shards) read 865k samples/s from the mappings
-#: against 186k from the files with 0 workers. From 1M samples of 1 KiB (16 shards) both read
-#: 160-230k samples/s, but mapped the process peaked at 1,447 MiB against 449 MiB.
+#: and a shuffle reads every page of its shards. Mapped reads are much faster from a few
+#: shards: 102,400 samples of 1 KiB (2 shards) read 186k samples/s from the files with 0
+#: workers, 1.29x litdata in the same run, where the mappings had read 2.4x litdata. From 1M
+#: samples of 1 KiB (16 shards) both read 160-230k samples/s, but mapped the process peaked
+#: at 1,447 MiB against 449 MiB (benchmarks/README.md).
 MAPPED_READ_BYTES = 256 << 20
 #: Small samples (mean bytes a sample of a batch's shards, at most) are decoded several
 #: batches at once, up to this many batches, for about this many samples per shard a call.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -41,3 +42,12 @@ def mapped_view(path: Path, samples: int, schema: MDSSchema = SCHEMA) -> MDSShar
     with path.open("rb") as handle:
         mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     return MDSShardView(mapping, schema, samples, source=str(path), path=str(path))
+
+
+def corrupt_shard(path: Path) -> Path:
+    """Write six samples to ``path``; sample 4's size header claims 1 GiB. Returns ``path``."""
+    data = bytearray(shard_bytes([sample(k) for k in range(6)]))
+    (start,) = struct.unpack_from("<I", data, 4 + 4 * 4)  # sample 4 begins with a size
+    struct.pack_into("<I", data, start, 1 << 30)
+    path.write_bytes(bytes(data))
+    return path

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 import threading
 from pathlib import Path
 from typing import Any, cast
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.mds_shards import SCHEMA, mapped_view, sample, shard_bytes
+from tests.mds_shards import SCHEMA, corrupt_shard, mapped_view, sample, shard_bytes
 from tests.memory import HAS_PROC_STATUS, mapped_kib
 
 from shardstream import StreamingDataLoader, StreamingDataset
@@ -106,11 +105,7 @@ def test_a_file_cut_short_is_named_when_its_group_comes_out(tmp_path: Path):
 
 
 def test_a_corrupt_sample_is_named_after_its_shard_was_let_go(tmp_path: Path):
-    data = bytearray(shard_bytes([sample(k) for k in range(6)]))
-    (start,) = struct.unpack_from("<I", data, 4 + 4 * 4)  # sample 4 begins with a size
-    struct.pack_into("<I", data, start, 1 << 30)
-    path = tmp_path / "shard.mds"
-    path.write_bytes(bytes(data))
+    path = corrupt_shard(tmp_path / "shard.mds")
     view = mapped_view(path, 6)
     reads = GroupReads()
     try:

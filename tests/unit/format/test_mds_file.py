@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.mds_shards import COLUMNS, SCHEMA, mapped_view, sample, shard_bytes
+from tests.mds_shards import COLUMNS, SCHEMA, corrupt_shard, mapped_view, sample, shard_bytes
 from tests.memory import HAS_PROC_STATUS, rss_file_kib
 
 from shardstream.errors import ShardFormatError
@@ -364,11 +364,7 @@ def test_runs_never_span_two_files(tmp_path: Path):
 
 
 def test_read_samples_names_a_corrupt_sample_by_its_index_in_its_shard(tmp_path: Path):
-    data = bytearray(shard_bytes([sample(k) for k in range(6)]))
-    (start,) = struct.unpack_from("<I", data, 4 + 4 * 4)  # sample 4 begins with a size
-    struct.pack_into("<I", data, start, 1 << 30)
-    path = tmp_path / "shard.mds"
-    path.write_bytes(bytes(data))
+    path = corrupt_shard(tmp_path / "shard.mds")
     sources = [(mapped_view(path, 6), ShardFile.open(str(path)))]
     assert list(read(sources, [(0, 1), (0, 3)])[SCHEMA.names.index("label")]) == [-2, 0]
     with pytest.raises(ShardFormatError, match=rf"{path}, sample 4: cannot decode"):

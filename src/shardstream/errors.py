@@ -8,7 +8,10 @@ Each error also derives from the builtin exception a caller would naturally catc
     ├── ConfigurationError(ValueError)           a bad argument (size limit, compression name, ...)
     ├── UnknownEncodingError(ValueError)         a column encoding name nobody registered
     ├── SampleEncodingError(TypeError)           a value does not fit its column's encoding
+    │   ├── UnencodableTextError(UnicodeError)   a str holds a lone surrogate, which UTF-8 lacks
+    │   └── SampleTooDeepError(RecursionError)   a value nests past Python's recursion limit
     ├── MissingColumnError(KeyError)             a sample lacks one of the writer's columns
+    ├── UnknownColumnError(ValueError)           a sample holds keys that are not the columns
     ├── UnsafeEncodingError(ValueError)          a pickle column read without allow_unsafe_types
     ├── IndexFormatError(ValueError)             index.json is malformed
     │   └── UnsafePathError                      a shard basename escapes the dataset root
@@ -21,8 +24,9 @@ Each error also derives from the builtin exception a caller would naturally catc
     ├── TopologyError(ValueError)                ranks, nodes and workers that do not add up
     ├── CacheLimitError(ValueError)              cache_limit too small for what must be cached
     ├── CacheTimeoutError(TimeoutError)          waited too long for another process's lock
-    ├── CacheFolderError(PermissionError)        a cache folder others own or can write
-    ├── DiskFullError(OSError)                   no room left on the cache folder's disk
+    ├── CacheFolderError(PermissionError)        a cache path others own or can write, or a link
+    ├── CacheConflictError(FileExistsError)      a cache folder holds another remote's files
+    ├── DiskFullError(OSError)                   no room left on a cache or output folder's disk
     ├── UploadError(OSError)                     a shard or index could not be uploaded
     └── StorageError(OSError)                    an object store refused or failed a request
         ├── CredentialsError                     the store rejected (or found no) credentials
@@ -35,6 +39,7 @@ from __future__ import annotations
 import errno
 
 __all__ = [
+    "CacheConflictError",
     "CacheFolderError",
     "CacheLimitError",
     "CacheTimeoutError",
@@ -49,12 +54,15 @@ __all__ = [
     "MissingDependencyError",
     "ObjectNotFoundError",
     "SampleEncodingError",
+    "SampleTooDeepError",
     "ShardFormatError",
     "ShardNotFoundError",
     "ShardTooLargeError",
     "ShardstreamError",
     "StorageError",
     "TopologyError",
+    "UnencodableTextError",
+    "UnknownColumnError",
     "UnknownEncodingError",
     "UnsafeEncodingError",
     "UnsafePathError",
@@ -83,11 +91,23 @@ class SampleEncodingError(ShardstreamError, TypeError):
     """A sample value does not match its column's encoding."""
 
 
+class UnencodableTextError(SampleEncodingError, UnicodeError):
+    """A ``str`` value holds a lone surrogate (half of a UTF-16 pair), which UTF-8 cannot store."""
+
+
+class SampleTooDeepError(SampleEncodingError, RecursionError):
+    """A value (JSON or pickle) nests deeper than Python's recursion limit lets it be encoded."""
+
+
 class MissingColumnError(ShardstreamError, KeyError):
     """A sample passed to a writer lacks one of the writer's columns."""
 
     def __str__(self) -> str:  # KeyError would print the repr of the message
         return str(self.args[0]) if self.args else ""
+
+
+class UnknownColumnError(ShardstreamError, ValueError):
+    """A sample passed to a writer holds keys that are not the writer's columns."""
 
 
 class UnsafeEncodingError(ShardstreamError, ValueError):
@@ -139,11 +159,19 @@ class CacheTimeoutError(ShardstreamError, TimeoutError):
 
 
 class CacheFolderError(ShardstreamError, PermissionError):
-    """A cache folder is not this user's alone (another owner, or others may write to it)."""
+    """A cache folder, or a file or folder in it, is not this user's alone.
+
+    Another user owns it, others may write to it, or it is a symbolic link (which whoever can
+    write to a shared cache folder could plant there).
+    """
+
+
+class CacheConflictError(ShardstreamError, FileExistsError):
+    """A cache folder (``local=``) already caches another remote's dataset."""
 
 
 class DiskFullError(ShardstreamError, OSError):
-    """The disk of a cache folder filled up while a shard was fetched or decompressed."""
+    """A disk filled up: a cache folder's (fetching a shard) or a writer's output folder's."""
 
 
 #: What a write to a full disk (or a full quota) fails with.

@@ -40,6 +40,7 @@ class S3Server:
     key: str
     secret: str
     bucket: str
+    pid: int = 0  # the server's process, for tests that freeze it (SIGSTOP)
 
     def url(self, name: str) -> str:
         """A fresh ``s3://`` URL under the bucket, unique to one test."""
@@ -128,7 +129,7 @@ def run_seaweedfs(root: Path, bucket: str = "shardstream-test") -> Iterator[S3Se
             command, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=environ
         )
     try:
-        server = S3Server(f"http://{HOST}:{ports['s3']}", key, secret, bucket)
+        server = S3Server(f"http://{HOST}:{ports['s3']}", key, secret, bucket, process.pid)
         _wait_and_create_bucket(process, server, log_path)
         yield server
     finally:

@@ -12,6 +12,7 @@ free port; a server that cannot start fails the tests that need it, with the end
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import signal
@@ -44,6 +45,7 @@ AZURITE_KEY = (
 class GCSServer:
     endpoint: str
     bucket: str
+    pid: int = 0  # the server's process, for tests that freeze it (SIGSTOP)
 
     def url(self, name: str) -> str:
         """A fresh ``gs://`` URL under the bucket, unique to one test."""
@@ -60,6 +62,7 @@ class AzureServer:
     account: str
     key: str
     container: str
+    pid: int = 0  # the server's process, for tests that freeze it (SIGSTOP)
 
     @property
     def connection_string(self) -> str:
@@ -161,7 +164,7 @@ def gcs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GCSServer]:
 
     process = _start("fake-gcs-server", command, root / "server.log", create_bucket)
     try:
-        yield server
+        yield dataclasses.replace(server, pid=process.pid)
     finally:
         _stop(process)
 
@@ -215,7 +218,7 @@ def azure_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureServ
 
     process = _start("Azurite", command, root / "azurite.log", create_container)
     try:
-        yield server
+        yield dataclasses.replace(server, pid=process.pid)
     finally:
         _stop(process)
 

@@ -13,6 +13,7 @@ To add a backend:
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -205,6 +206,32 @@ def test_list_with_prefixes_and_nested_keys(root: Root):
     assert store.list("zzz") == []
     for key in store.list():
         assert store.get_bytes(key) == key.encode()
+
+
+def test_list_info_gives_every_listed_object_with_a_tag_that_follows_the_content(root: Root):
+    store = root.store
+    if not root.writable:
+        root.put("a.bin", b"x")
+        with pytest.raises(ShardstreamError, match="cannot list"):
+            store.list_info()
+        return
+    assert store.list_info() == {}
+    for key, size in [("a.bin", 10), ("n/b.bin", 3), ("n/deep/c.bin", 0)]:
+        root.put(key, b"q" * size)
+    first = store.list_info()
+    assert sorted(first) == store.list() == ["a.bin", "n/b.bin", "n/deep/c.bin"]
+    assert {key: info.size for key, info in first.items()} == {
+        "a.bin": 10, "n/b.bin": 3, "n/deep/c.bin": 0,
+    }  # fmt: skip
+    assert sorted(store.list_info("n/")) == ["n/b.bin", "n/deep/c.bin"]
+    assert store.list_info() == first  # stable while nothing changes
+    time.sleep(0.01)  # stores that tag by modification time tell the rewrite apart
+    root.put("n/b.bin", b"r" * 3)  # rewritten in place: same key, same size
+    second = store.list_info()
+    assert second["a.bin"] == first["a.bin"]
+    assert second["n/b.bin"].size == 3
+    assert second["n/b.bin"].etag is not None
+    assert second["n/b.bin"].etag != first["n/b.bin"].etag
 
 
 # --- errors ---------------------------------------------------------------------------------------

@@ -120,7 +120,7 @@ def test_a_failed_shard_upload_publishes_no_index(
 ):
     url = s3_env.url("failing")
     release = threading.Event()
-    monkeypatch.setattr(mds_writer, "open_store", lambda u: FailingStore(S3Store(u), release))
+    monkeypatch.setattr(mds_writer, "open_store", lambda u, **_: FailingStore(S3Store(u), release))
     writer = MDSWriter(out=url, columns=COLUMNS, size_limit=300, retry=0)
     for i in range(15):
         writer.write(sample(i))
@@ -164,3 +164,28 @@ def test_wrong_credentials_from_the_environment_fail_the_writer(
     for text in (str(info.value), caplog.text):
         assert wrong not in text
         assert s3_env.secret not in text
+
+
+def test_a_dataset_regenerated_in_place_is_read_anew_through_the_cache(
+    s3_env: S3Server, tmp_path: Path
+):
+    """Same shard names, sizes and index.json, new bytes: the cache notices by the ETags."""
+    from shardstream import StreamingDataset
+
+    url, local = s3_env.url("regenerated"), tmp_path / "cache"
+    columns = {"id": "int", "text": "str"}
+
+    def regenerate(label: str) -> bytes:
+        with MDSWriter(out=url, columns=columns, size_limit=300, exist_ok=True) as writer:
+            for i in range(20):
+                writer.write({"id": i, "text": f"{label}-{i:03d}"})
+        return bytes(open_store(url).get_bytes("index.json"))
+
+    def texts() -> list[str]:
+        dataset = StreamingDataset(remote=url, local=str(local), batch_size=1)
+        return [sample["text"] for sample in dataset]
+
+    index = regenerate("aaa")
+    assert texts()[0] == "aaa-000"
+    assert regenerate("bbb") == index
+    assert texts() == [f"bbb-{i:03d}" for i in range(20)]

@@ -7,6 +7,7 @@ import pytest
 
 from shardstream import _optional, errors
 from shardstream.errors import (
+    CacheConflictError,
     CacheFolderError,
     CacheLimitError,
     CacheTimeoutError,
@@ -21,12 +22,15 @@ from shardstream.errors import (
     MissingDependencyError,
     ObjectNotFoundError,
     SampleEncodingError,
+    SampleTooDeepError,
     ShardFormatError,
     ShardNotFoundError,
     ShardstreamError,
     ShardTooLargeError,
     StorageError,
     TopologyError,
+    UnencodableTextError,
+    UnknownColumnError,
     UnknownEncodingError,
     UnsafeEncodingError,
     UnsafePathError,
@@ -40,7 +44,12 @@ HIERARCHY = [
     (ConfigurationError, ValueError),
     (UnknownEncodingError, ValueError),
     (SampleEncodingError, TypeError),
+    (UnencodableTextError, SampleEncodingError),
+    (UnencodableTextError, UnicodeError),
+    (SampleTooDeepError, SampleEncodingError),
+    (SampleTooDeepError, RecursionError),
     (MissingColumnError, KeyError),
+    (UnknownColumnError, ValueError),
     (UnsafeEncodingError, ValueError),
     (IndexFormatError, ValueError),
     (UnsafePathError, IndexFormatError),
@@ -61,6 +70,7 @@ HIERARCHY = [
     (CacheLimitError, ValueError),
     (CacheTimeoutError, TimeoutError),
     (CacheFolderError, PermissionError),
+    (CacheConflictError, FileExistsError),
     (DiskFullError, OSError),
 ]
 

@@ -1,45 +1,51 @@
-"""Keeping a cached ``index.json`` in step with the remote one, once per node.
+"""Keeping a cached ``index.json`` and the cached shards in step with the remote, per node.
 
-The reference reuses a local ``index.json`` forever, so a dataset rewritten in its bucket is
-read through a stale index and stale shards. Here the first process of a node to look fetches
-the remote index under the stream's index lock and records its version tag (etag) beside it;
-the others only compare tags. When the remote index changed, the cached files of every shard
-whose entry changed are deleted before the new index is put in place, so old bytes are never
-read as new ones.
+The reference reuses a local ``index.json`` and its shards forever, so a dataset rewritten in
+its bucket is read through a stale index and stale shards. Here each process lists the remote
+once at start, under the stream's index lock (a process that began before another's listing
+takes that listing instead), and compares the objects' identities with the cache's record
+(:mod:`shardstream.cache.provenance`): the cached files of every changed object are deleted,
+and a changed index fetched, before anything is read. Over HTTP, which cannot list, the index
+alone is checked (a HEAD) and its entries compared.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
+from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import FileLock
-from shardstream.cache.shard_cache import STATE_FOLDER
+from shardstream.cache.provenance import SourceRecord, drop_stale_files, identity, read_record
+from shardstream.cache.safe_paths import read_file
 from shardstream.cache.shard_files import shard_file_pairs
-from shardstream.errors import IndexFormatError
+from shardstream.errors import IndexFormatError, ObjectNotFoundError, UnsupportedURLError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index
 from shardstream.storage import DownloadOptions, ObjectStore, atomic_write, fetch_bytes
-from shardstream.storage.base import ObjectInfo
+from shardstream.storage.download import fetch_info
 from shardstream.storage.retry import backoff_delays, is_transient
 
 __all__ = ["sync_index"]
 
 logger = logging.getLogger(__name__)
 
-_STAMP = "index.stamp"
+T = TypeVar("T")
+
+_LEGACY_STAMP = "index.stamp"  # the index's tag alone, as earlier versions kept it
 
 
 def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list[ShardEntry] | None:
-    """Make ``<local>/index.json`` the remote's current index.
+    """Make ``<local>/index.json`` the remote's current index, and drop changed cached shards.
 
     Returns:
-        The index, when it was fetched (and so parsed) now; ``None`` when the cached copy is
-        current (the caller reads it).
+        The index, when it was parsed now; ``None`` when the cached copy is current (the
+        caller reads it).
 
     Args:
         store: The stream's remote root.
@@ -47,64 +53,109 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
         options: Retries and timeout for the requests.
 
     Raises:
-        StorageError: The remote index could not be read after every retry.
+        CacheConflictError: ``local`` caches another remote.
+        ObjectNotFoundError: The remote has no ``index.json``.
+        StorageError: The remote could not be listed, or its index read, after every retry.
         IndexFormatError: The remote index is malformed.
     """
     state = os.path.join(local, STATE_FOLDER)
     path = os.path.join(local, INDEX_BASENAME)
-    info = _info(store, options)
-    wanted = {"url": store.url(INDEX_BASENAME), "size": info.size, "etag": info.etag}
-    if info.etag is not None and _stamp(state) == wanted and os.path.exists(path):
-        return None
-    lock = FileLock(os.path.join(state, "index.lock"))
-    with lock.hold(timeout=options.timeout * (options.retry + 1) + 60, what="the index"):
-        if info.etag is not None and _stamp(state) == wanted and os.path.exists(path):
-            return None  # another process of the node fetched it while we waited
-        data = fetch_bytes(store, INDEX_BASENAME, options)
-        entries = parse_index(data, source=store.url(INDEX_BASENAME))
+    remote = store.url("")
+    began = time.time_ns()
+    wait = options.timeout * (options.retry + 1) + 60
+    with FileLock(os.path.join(state, "index.lock")).hold(timeout=wait, what="the index"):
+        record = read_record(state)
+        if record is not None:
+            record.check_remote(remote, local)
+            if record.listed_ns >= began and os.path.exists(path):
+                return None  # another process of the node listed the remote after we began
+        listed_ns = time.time_ns()
+        listing, complete = _list(store, options)
+        if INDEX_BASENAME not in listing:
+            raise ObjectNotFoundError(
+                f"reading {store.url(INDEX_BASENAME)} failed: no such object; point remote= at "
+                "the dataset's root (the folder holding index.json)"
+            )
         old = _read(path)
-        if old is not None and old != data:
-            _drop_changed_shards(local, old, entries, source=path)
-        os.makedirs(local, exist_ok=True)
-        atomic_write(path, [data])
-        if len(data) == info.size:  # else it changed since we asked: let the next run look again
-            os.makedirs(state, exist_ok=True)
-            stamp = json.dumps(wanted, sort_keys=True).encode()
-            atomic_write(os.path.join(state, _STAMP), [stamp])
-        logger.info("fetched %s (%d shards)", store.url(INDEX_BASENAME), len(entries))
+        tagged = not listing[INDEX_BASENAME].endswith(":")  # no tag: the bytes must be compared
+        index_current = (
+            tagged
+            and old is not None
+            and record is not None
+            and record.objects.get(INDEX_BASENAME) == listing[INDEX_BASENAME]
+        )
+        stale = None if record is None else record.changed(listing)
+        fresh = SourceRecord(remote, listed_ns, listing, complete)
+        if index_current and not stale:
+            fresh.write(state)
+            return None
+        if index_current and old is not None:
+            data = old
+        else:
+            data = fetch_bytes(store, INDEX_BASENAME, options)
+        entries = parse_index(data, source=store.url(INDEX_BASENAME))
+        previous = _parse_old(old, path) if old is not None and old != data else []
+        dropped = drop_stale_files(local, [*previous, *entries], stale, lock_timeout=wait)
+        dropped += _drop_changed_entries(local, previous, entries)
+        if dropped:
+            logger.warning(
+                "%s changed since it was cached in %s (or the cache's origin was unknown): "
+                "deleted %d cached files, fetched again when read", remote, local, dropped,
+            )  # fmt: skip
+        if data is not old:
+            os.makedirs(local, exist_ok=True)
+            atomic_write(path, [data])
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(state, _LEGACY_STAMP))
+        if listing[INDEX_BASENAME].startswith(f"{len(data)}:"):
+            fresh.write(state)  # else it changed since the listing: the next start looks again
+        logger.info("checked %s (%d shards)", store.url(INDEX_BASENAME), len(entries))
         return entries
 
 
-def _info(store: ObjectStore, options: DownloadOptions) -> ObjectInfo:
-    """The remote index's size and etag, retried like a download."""
+def _list(store: ObjectStore, options: DownloadOptions) -> tuple[dict[str, str], bool]:
+    """Each remote object's identity, and whether that is every object (HTTP: the index)."""
+    try:
+        infos = _retried(store.list_info, "", store.url(""), options)
+    except UnsupportedURLError:
+        info = fetch_info(store, INDEX_BASENAME, options)  # one request: a deadline holds it
+        return {INDEX_BASENAME: identity(info)}, False
+    return {key: identity(info) for key, info in infos.items()}, True
+
+
+def _retried(call: Callable[[str], T], key: str, url: str, options: DownloadOptions) -> T:
+    """``call(key)``, retried on transient failures like a download."""
     delays: list[float] = []  # drawn on the first failure: fresh entropy costs ~80 us
     for attempt in range(options.retry + 1):
         try:
-            return store.info(INDEX_BASENAME)
+            return call(key)
         except OSError as exc:  # noqa: PERF203 - one try per attempt is the point
             if attempt == options.retry or not is_transient(exc):
                 raise
-            logger.warning("checking %s failed (%s); retrying", store.url(INDEX_BASENAME), exc)
+            logger.warning("asking %s failed (%s); retrying", url, exc)
             delays = delays or backoff_delays(options.retry, np.random.default_rng())
             time.sleep(delays[attempt])
     raise AssertionError("unreachable")
 
 
-def _drop_changed_shards(local: str, old: bytes, entries: list[ShardEntry], *, source: str) -> None:
-    """Delete cached files whose index entry differs in the new index (or is gone)."""
+def _parse_old(data: bytes, path: str) -> list[ShardEntry]:
     try:
-        previous = parse_index(old, source=source)
-    except IndexFormatError:  # an unreadable old index: drop nothing we cannot name
-        return
+        return parse_index(data, source=path)
+    except IndexFormatError:  # an unreadable old index: its files are dropped as unknown
+        return []
+
+
+def _drop_changed_entries(local: str, old: list[ShardEntry], new: list[ShardEntry]) -> int:
+    """Delete cached files whose index entry differs in the new index (or is gone)."""
     current = {
         info.basename: info
-        for entry in entries
+        for entry in new
         for pair in shard_file_pairs(entry)
         for info in pair
         if info is not None
     }
     dropped = 0
-    for entry in previous:
+    for entry in old:
         for pair in shard_file_pairs(entry):
             for info in pair:
                 if info is None or current.get(info.basename) == info:
@@ -112,26 +163,11 @@ def _drop_changed_shards(local: str, old: bytes, entries: list[ShardEntry], *, s
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(local, info.basename))
                     dropped += 1
-    if dropped:
-        logger.warning(
-            "the remote index.json of %s changed: deleted %d cached files of changed shards",
-            local,
-            dropped,
-        )
-
-
-def _stamp(state: str) -> dict[str, object] | None:
-    try:
-        with open(os.path.join(state, _STAMP), "rb") as handle:
-            value = json.loads(handle.read())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
+    return dropped
 
 
 def _read(path: str) -> bytes | None:
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        return read_file(path)  # a link planted at index.json is refused, not read
     except FileNotFoundError:
         return None

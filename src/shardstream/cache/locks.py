@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Iterator
 
+from shardstream.cache.safe_paths import open_file
 from shardstream.errors import CacheTimeoutError
 
 try:  # POSIX; Windows gets a lock that only excludes threads of one process (documented)
@@ -49,15 +50,19 @@ class FileLock:
     """An exclusive lock on a file, held by one process at a time.
 
     Args:
-        path: The lock file (created when missing, with its folder).
+        path: The lock file (created when missing, with its folders).
+        root: The trusted folder ``path`` lies under; below it the lock file and its folders
+            are opened without following links and must be this user's (default: the folder
+            holding the path's ``.shardstream``, see :func:`~.safe_paths.split_root`).
 
     Example:
         >>> with FileLock("/cache/.shardstream/locks/shard.00000.mds.lock").hold(timeout=60):
         ...     ...
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, root: str | None = None) -> None:
         self.path = path
+        self.root = root
         self._fd: int | None = None
         self._pid = 0  # the process that took the lock (a forked child's copy is not held)
 
@@ -73,8 +78,9 @@ class FileLock:
 
         Raises:
             CacheTimeoutError: Another process held the lock for the whole timeout.
+            CacheFolderError: The lock file or a folder above it is a link or another user's.
         """
-        fd = _open(self.path)
+        fd = open_file(self.path, os.O_RDWR | os.O_CREAT, root=self.root)
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = _POLL_S
         try:
@@ -95,7 +101,7 @@ class FileLock:
 
     def try_acquire(self) -> bool:
         """Take the lock if nobody holds it; never wait."""
-        fd = _open(self.path)
+        fd = open_file(self.path, os.O_RDWR | os.O_CREAT, root=self.root)
         if _flock(fd, blocking=False):
             self._fd, self._pid = fd, os.getpid()
             _held.add(fd)
@@ -126,18 +132,10 @@ class FileLock:
             self.release()
 
 
-def try_lock_file(path: str) -> FileLock | None:
-    """The lock on ``path`` if it can be had at once, else ``None``."""
-    lock = FileLock(path)
+def try_lock_file(path: str, *, root: str | None = None) -> FileLock | None:
+    """The lock on ``path`` if it can be had at once, else ``None`` (``root`` as in FileLock)."""
+    lock = FileLock(path, root=root)
     return lock if lock.try_acquire() else None
-
-
-def _open(path: str) -> int:
-    try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
 
 
 def _flock(fd: int, *, blocking: bool) -> bool:

@@ -27,9 +27,9 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from shardstream.cache.safe_paths import read_file, write_file
 from shardstream.sampling import ShuffleConfig
 from shardstream.sampling.sequence import ORDER_VERSION
-from shardstream.storage import atomic_write
 
 __all__ = ["NodeOrders"]
 
@@ -88,8 +88,7 @@ class NodeOrders:
 
     def _read(self, path: str, size: int) -> NDArray[np.int64] | None:
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data = read_file(path)
         except OSError:
             return None  # not kept yet (or unreadable: computed again)
         if len(data) >= _HEADER.size:
@@ -111,8 +110,7 @@ class NodeOrders:
         body = np.ascontiguousarray(order, dtype=f"<i{width}").tobytes()
         header = _HEADER.pack(_MAGIC, width, hashlib.blake2b(body, digest_size=16).digest())
         try:
-            os.makedirs(self.folder, exist_ok=True)
-            atomic_write(path, [header, body])
+            write_file(path, [header, body])
         except OSError as exc:
             logger.debug("cannot keep the order of node %d in %s: %s", node, self.folder, exc)
             return

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from shardstream._optional import require
+from shardstream.cache.safe_paths import make_folders
 from shardstream.errors import ShardFormatError, ShardNotFoundError, StorageError
 from shardstream.format.index import ShardEntry
 from shardstream.format.parquet_layout import ParquetFileLayout, RowGroupSpan
@@ -70,7 +71,8 @@ class RowGroupFetcher:
     ) -> None:
         """Download the row group ``entry`` stands for into ``dest``, atomically."""
         key, span = self.spans[entry.raw_data.basename]
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        root = dest[: len(dest) - len(entry.raw_data.basename)]  # the stream's cache folder
+        make_folders(os.path.dirname(dest), root=root)
         temporary = temporary_sibling(dest)
         try:
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)

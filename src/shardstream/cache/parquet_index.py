@@ -17,16 +17,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
 
-import numpy as np
-
+from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import FileLock
 from shardstream.cache.parquet_files import fetch_range, row_group_basename
-from shardstream.cache.shard_cache import STATE_FOLDER
+from shardstream.cache.safe_paths import read_file, write_file
 from shardstream.errors import IndexFormatError, ShardFormatError, ShardNotFoundError
 from shardstream.format.index import safe_basename
 from shardstream.format.parquet_layout import (
@@ -37,9 +34,8 @@ from shardstream.format.parquet_layout import (
     layout_from_footer,
     parse_layouts,
 )
-from shardstream.storage import DownloadOptions, ObjectStore, atomic_write
+from shardstream.storage import DownloadOptions, ObjectStore, fetch_info
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.retry import backoff_delays, is_transient
 
 __all__ = ["PARQUET_INDEX", "is_parquet_key", "list_parquet", "local_layouts", "sync_layouts"]
 
@@ -48,7 +44,6 @@ logger = logging.getLogger(__name__)
 #: The derived index's file name, in a remote stream's ``.shardstream`` folder.
 PARQUET_INDEX = "parquet-index.json"
 _THREADS = 8
-T = TypeVar("T")
 
 
 def is_parquet_key(key: str) -> bool:
@@ -107,7 +102,7 @@ def sync_layouts(
             "the dataset's root prefix"
         )
     with ThreadPoolExecutor(_THREADS, thread_name_prefix="shardstream-footer") as pool:
-        infos = list(pool.map(lambda key: _retrying(lambda: store.info(key), options), keys))
+        infos = list(pool.map(lambda key: fetch_info(store, key, options), keys))
         state = os.path.join(local, STATE_FOLDER)
         path = os.path.join(state, PARQUET_INDEX)
         saved = _saved(path)
@@ -129,8 +124,7 @@ def sync_layouts(
                 )
             )
             _drop_changed(local, saved, layouts)
-            os.makedirs(state, exist_ok=True)
-            atomic_write(path, [dump_layouts(layouts)])
+            write_file(path, [dump_layouts(layouts)])
     logger.info("read the footers of %s (%d Parquet files)", store.url(""), len(layouts))
     return layouts
 
@@ -144,8 +138,7 @@ def _current(saved: list[ParquetFileLayout], keys: list[str], infos: list[Object
 
 def _saved(path: str) -> list[ParquetFileLayout]:
     try:
-        with open(path, "rb") as handle:
-            return parse_layouts(handle.read(), source=path)
+        return parse_layouts(read_file(path), source=path)
     except FileNotFoundError:
         return []
     except (IndexFormatError, ShardFormatError) as exc:
@@ -191,17 +184,3 @@ def _local_layout(root: str, key: str) -> ParquetFileLayout:
             tail = os.pread(handle.fileno(), need, size - need)
     etag = f"{status.st_ino:x}-{size:x}-{status.st_mtime_ns:x}"
     return layout_from_footer(key, size, etag, tail[-need:])
-
-
-def _retrying(call: Callable[[], T], options: DownloadOptions) -> T:
-    """``call()``, tried again after transient errors as a download would be."""
-    delays = backoff_delays(options.retry, np.random.default_rng())  # jitter only, unseeded
-    for attempt in range(options.retry + 1):
-        try:
-            return call()
-        except OSError as exc:  # noqa: PERF203 - one try per attempt is the point
-            if attempt == options.retry or not is_transient(exc):
-                raise
-            logger.warning("a request for a Parquet footer failed (%s); retrying", exc)
-            time.sleep(delays[attempt])
-    raise AssertionError("unreachable")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardstream.cache.locks import FileLock
+from shardstream.cache.safe_paths import make_folders
 
 __all__ = ["EpochStart", "RunState", "process_start_time"]
 
@@ -75,7 +76,7 @@ class RunState:
         """
         fresh = not os.path.exists(self.path)
         if fresh:
-            os.makedirs(self.folder, exist_ok=True)
+            make_folders(self.folder)  # refuses a planted link before anything in it is removed
             self._remove_dead()
         lock = FileLock(self.path)
         with lock.hold(timeout=_LOCK_TIMEOUT_S, what="the run state"):

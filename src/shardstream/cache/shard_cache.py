@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
-import hashlib
 import logging
 import math
 import os
@@ -36,7 +35,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from shardstream.cache.layout import STATE_FOLDER, kept_bytes, shard_lock_path
 from shardstream.cache.locks import FileLock, try_lock_file
+from shardstream.cache.safe_paths import make_folders, read_file
 from shardstream.cache.shard_files import ShardFiles, shard_file_pairs
 from shardstream.errors import (
     DISK_FULL_ERRNOS,
@@ -55,8 +56,6 @@ logger = logging.getLogger(__name__)
 
 V = TypeVar("V")
 
-#: The folder, inside each stream's local folder, holding shardstream's locks and state.
-STATE_FOLDER = ".shardstream"
 _POLL_S = 0.01
 _MAX_POLL_S = 0.25
 
@@ -166,25 +165,27 @@ class ShardCache:
             concurrent_readers: Processes of the node that read at once (ranks x workers).
 
         Raises:
-            CacheLimitError: ``limit`` is below the largest shard; the message says how much
-                is enough.
+            CacheLimitError: ``limit`` cannot hold the largest shard beside the cached index
+                and state; the message says how much is enough.
         """
         if self.limit is None:
             return
         largest = self._largest_footprint()
-        if self.limit < largest:
+        kept = sum(kept_bytes(stream.local) for stream in self.streams if stream.store is not None)
+        if self.limit < largest + kept:
             raise CacheLimitError(
                 f"cache_limit={self.limit} bytes is too small: the largest shard needs "
-                f"{largest} bytes on disk (compressed and decompressed). Raise cache_limit to "
-                f"at least {largest} bytes; {concurrent_readers * largest * 2} bytes lets the "
+                f"{largest} bytes on disk (compressed and decompressed), beside the {kept} bytes "
+                f"of the cached index and state. Raise cache_limit to at least {largest + kept} "
+                f"bytes; {concurrent_readers * largest * 2 + kept} bytes lets the "
                 f"{concurrent_readers} reading processes of this node download ahead."
             )
-        if self.limit < concurrent_readers * largest and not self._warned:
+        if self.limit < concurrent_readers * largest + kept and not self._warned:
             self._warned = True
             logger.warning(
                 "cache_limit=%d bytes holds fewer shards than the %d processes that read on "
                 "this node: they will wait for each other's downloads (about %d bytes avoids it)",
-                self.limit, concurrent_readers, concurrent_readers * largest * 2,
+                self.limit, concurrent_readers, concurrent_readers * largest * 2 + kept,
             )  # fmt: skip
 
     def _largest_footprint(self) -> int:
@@ -299,10 +300,15 @@ class ShardCache:
         """Mark the shard as just used, for least-recently-used eviction."""
         number, entry = self.locate(shard)
         with contextlib.suppress(OSError):
-            os.utime(os.path.join(self.streams[number].local, entry.raw_data.basename))
+            path = os.path.join(self.streams[number].local, entry.raw_data.basename)
+            os.utime(path, follow_symlinks=False)  # a link planted there is not followed
 
     def usage(self) -> int:
-        """Bytes the remote streams' shard files and fetches in flight take now."""
+        """Bytes the remote streams' cache folders take now, fetches in flight included.
+
+        Everything the cache keeps counts: shard files, the cached index, and the locks,
+        records and run state under ``.shardstream``.
+        """
         used, _ = self._scan(own=None)
         return used
 
@@ -352,7 +358,8 @@ class ShardCache:
             # A copy from a disk of this machine takes microseconds and no slot: slots bound
             # the node's network downloads (and cost a lock file's open, lock and close).
             slot = contextlib.nullcontext() if is_local_disk(stream.store) else self._slot()
-            with slot:  # download_file makes the file's folder when missing
+            make_folders(os.path.dirname(path), root=stream.local)  # through no planted link
+            with slot:
                 started = time.monotonic()
                 download_file(
                     stream.store, info.basename, path, stream.options, expected_size=info.bytes
@@ -427,7 +434,7 @@ class ShardCache:
         for number, stream in enumerate(self.streams):
             if stream.store is None:
                 continue
-            used += self._reserved(stream, own)
+            used += self._reserved(stream, own) + kept_bytes(stream.local)
             present = _listing(stream)
             for k, entry in enumerate(stream.entries):
                 size = 0
@@ -458,18 +465,16 @@ class ShardCache:
             if item.path == own or not item.name.endswith(".lock"):
                 continue
             try:
-                if item.stat().st_size == 0:
+                if item.stat(follow_symlinks=False).st_size == 0:
                     continue
                 stale = try_lock_file(item.path)
                 if stale is None:  # a live fetch: count what it reserved
-                    with open(item.path, "rb") as handle:
-                        total += _reservation(handle.read())
+                    total += _reservation(read_file(item.path))
                     continue
             except FileNotFoundError:
                 continue
             try:  # its holder died mid-fetch: drop the reservation and the half-written files
-                with open(item.path, "rb") as handle:
-                    text = handle.read().decode(errors="replace").split()
+                text = os.pread(stale.fd, 1 << 16, 0).decode(errors="replace").split()
                 if len(text) == 2:
                     _remove_temporaries(os.path.join(stream.local, text[1]))
                 os.ftruncate(stale.fd, 0)
@@ -486,8 +491,7 @@ class ShardCache:
         )
 
     def _lock_path(self, stream: CacheStream, entry: ShardEntry) -> str:
-        digest = hashlib.blake2b(entry.raw_data.basename.encode(), digest_size=10).hexdigest()
-        return os.path.join(stream.local, STATE_FOLDER, "locks", f"{digest}.lock")
+        return shard_lock_path(stream.local, entry)
 
     def _remove_orphans(self, stream: CacheStream, entry: ShardEntry) -> None:
         """Delete temporaries a killed process left for this shard (its lock is ours now)."""

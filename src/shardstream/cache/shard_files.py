@@ -6,7 +6,9 @@ import contextlib
 import errno
 import mmap
 import os
+from collections.abc import Iterator
 
+from shardstream.cache.safe_paths import make_folders, write_file
 from shardstream.errors import (
     ChecksumError,
     ConfigurationError,
@@ -20,7 +22,6 @@ from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.format.mds_file import CAN_PREAD, MDSFileView, ShardFile
 from shardstream.format.split import SplitShardView
-from shardstream.storage import atomic_write
 
 __all__ = ["PREAD_MEAN", "ShardFiles", "ShardView", "shard_file_pairs"]
 
@@ -140,17 +141,12 @@ class ShardFiles:
         assert not isinstance(packed, ShardFile)  # no samples were given
         self._check(entry, zipped, packed, zip_path)
         assert entry.compression is not None
-        data = get_compression(entry.compression).decompress(
-            bytes(packed), source=zip_path, max_size=raw.bytes
+        pieces = get_compression(entry.compression).decompress_chunks(
+            packed, source=zip_path, max_size=raw.bytes
         )
-        if len(data) != raw.bytes:
-            raise ShardFormatError(
-                f"{zip_path} decompresses to {len(data)} bytes but index.json says {raw.bytes}; "
-                f"the file is corrupt: delete it so it is fetched again"
-            )
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            atomic_write(path, [data])
+            make_folders(os.path.dirname(path), root=self.cache_root)  # through no planted link
+            write_file(path, _exactly(pieces, raw.bytes, zip_path), root=self.cache_root)
         except OSError as exc:
             if exc.errno not in _NOT_A_FILE | {errno.EEXIST}:
                 raise
@@ -190,6 +186,19 @@ class ShardFiles:
                 f"{path}: {algorithm} digest is {actual} but index.json says {expected}; the "
                 f"file is corrupt: delete it so it is fetched again"
             )
+
+
+def _exactly(pieces: Iterator[bytes], size: int, source: str) -> Iterator[bytes]:
+    """``pieces``, written as they come; short of ``size`` bytes, an error before the rename."""
+    written = 0
+    for piece in pieces:
+        written += len(piece)
+        yield piece
+    if written != size:
+        raise ShardFormatError(
+            f"{source} decompresses to {written} bytes but index.json says {size}; "
+            f"the file is corrupt: delete it so it is fetched again"
+        )
 
 
 def shard_file_pairs(entry: ShardEntry) -> list[tuple[FileInfo, FileInfo | None]]:

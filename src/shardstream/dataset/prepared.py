@@ -15,11 +15,10 @@ from numpy.typing import NDArray
 from shardstream.cache import CacheStream, ShardCache
 from shardstream.dataset.iteration import SampleReader
 from shardstream.dataset.stream import ResolvedStream
-from shardstream.dataset.stream_data import StreamData, open_stream_data
+from shardstream.dataset.stream_data import StreamData, open_remote, open_stream_data
 from shardstream.dataset.stream_data import cache_stream as _cache_stream
 from shardstream.errors import ConfigurationError
 from shardstream.sampling import stream_choices
-from shardstream.storage import open_store
 
 if TYPE_CHECKING:
     from shardstream.dataset.streaming import StreamingDataset
@@ -49,6 +48,7 @@ class PreparedDataset:
         ).astype(np.int64)
         self.shard_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.reader: SampleReader | None = None  # made on first read, kept for the process
+        self.fingerprint: str | None = None  # of the data, for state dicts: made when first asked
 
     def __getstate__(self) -> dict[str, Any]:
         # Stores hold clients and locks that do not pickle (a spawned DataLoader worker): send
@@ -96,7 +96,7 @@ class PreparedDataset:
         datasets: list[StreamData] = []
         cache_streams: list[CacheStream] = []
         for stream in resolved:
-            store = None if stream.remote is None else open_store(stream.remote)
+            store = open_remote(stream)
             local = open_stream_data(
                 stream, store, allow_unsafe_types=dataset.allow_unsafe_types,
                 zero_copy=dataset.zero_copy,

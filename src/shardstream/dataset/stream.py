@@ -35,7 +35,8 @@ class Stream:
         repeat: How many times over the stream is taken per epoch (``0.5``, ``2``).
         choose: Exactly how many samples of the stream an epoch takes.
         download_retry: Retries after a failed download (``2``: up to three attempts).
-        download_timeout: Seconds allowed for each download request.
+        download_timeout: Seconds allowed for each request to the remote (see
+            :class:`~shardstream.StreamingDataset`).
         validate_hash: Check shard files against this digest from the index.
         keep_zip: Keep compressed shard files after decompressing them.
         format: ``'mds'``, ``'parquet'`` (a folder of ``*.parquet`` files, read row group by

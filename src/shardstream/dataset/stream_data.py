@@ -21,7 +21,7 @@ from shardstream.errors import ConfigurationError, ObjectNotFoundError
 from shardstream.format.index import INDEX_BASENAME
 from shardstream.storage import ObjectStore, open_store
 
-__all__ = ["StreamData", "cache_stream", "open_stream_data"]
+__all__ = ["StreamData", "cache_stream", "open_remote", "open_stream_data"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +71,8 @@ def cache_stream(
     stream: ResolvedStream, data: StreamData, store: ObjectStore | None = None
 ) -> CacheStream:
     """The cache's view of a stream (opening its store when not given)."""
-    if store is None and stream.remote is not None:
-        store = open_store(stream.remote)
+    if store is None:
+        store = open_remote(stream)
     return CacheStream(
         local=stream.local,
         store=store,
@@ -82,6 +82,13 @@ def cache_stream(
         validate_hash=stream.validate_hash,
         fetcher=data.fetcher if isinstance(data, ParquetDataset) else None,
     )
+
+
+def open_remote(stream: ResolvedStream) -> ObjectStore | None:
+    """The stream's remote store, its requests bounded by the stream's download timeout."""
+    if stream.remote is None:
+        return None
+    return open_store(stream.remote, timeout=stream.options.timeout)
 
 
 def _no_index(stream: ResolvedStream) -> bool:

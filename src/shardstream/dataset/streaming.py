@@ -29,6 +29,13 @@ from shardstream.cache import STATE_FOLDER, EpochStart, NodeOrders, RunState
 from shardstream.dataset.column_batch import ColumnBatch, for_transfer
 from shardstream.dataset.iteration import SampleReader, fetch_threads
 from shardstream.dataset.prepared import PreparedDataset
+from shardstream.dataset.resume_state import (
+    SEED_LIMIT,
+    STATE_VERSION,
+    check_state,
+    data_fingerprint,
+    warn_overrides,
+)
 from shardstream.dataset.stream import Stream
 from shardstream.dataset.world import detect_topology
 from shardstream.errors import ConfigurationError
@@ -51,7 +58,6 @@ if TYPE_CHECKING:  # the real base class for the type checker; torch is loaded l
     from torch.utils.data import IterableDataset
 else:
     IterableDataset = require_torch().utils.data.IterableDataset
-_STATE_KEYS = ("epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed")
 
 
 class StreamingDataset(IterableDataset[dict[str, Any]]):
@@ -66,7 +72,10 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         local: Its node-local cache folder (default: one per remote, per user).
         split: A sub-folder holding the split's ``index.json``.
         download_retry: Retries after a failed download (``2``: up to three attempts).
-        download_timeout: Seconds allowed for each download request.
+        download_timeout: Seconds allowed for each request to the remote (the index check at
+            start-up, listings, each download request): a server that stops answering fails it
+            within ``download_timeout * (download_retry + 1)`` seconds plus the backoff between
+            attempts (at most ``0.5 * (2**download_retry - 1)`` seconds).
         validate_hash: Check shard files against this digest from the index.
         keep_zip: Keep compressed shards after decompressing them.
         epoch_size: Samples per epoch (int or ``'100k'``); default: the streams' weights.
@@ -190,6 +199,8 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
                 not isinstance(value, int) or isinstance(value, bool) or value < low
             ):
                 raise ConfigurationError(f"{name} must be an integer >= {low}, got {value!r}")
+        if shuffle_seed >= SEED_LIMIT:  # the shuffle seeds its generators with 64-bit words
+            raise ConfigurationError(f"shuffle_seed must be below 2**64, got {shuffle_seed}")
         self.shuffle_config = ShuffleConfig(
             shuffle=bool(shuffle), algo=shuffle_algo, seed=shuffle_seed,
             block_size=shuffle_block_size,
@@ -362,7 +373,10 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
     # --- resumption -----------------------------------------------------------------------------
 
     def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
-        """Where the job stands: the reference's keys, for ``load_state_dict`` on any topology.
+        """Where the job stands, for ``load_state_dict`` on any topology.
+
+        The reference's keys, plus ``version``, ``num_samples`` and ``fingerprint`` (of the
+        data: see :mod:`shardstream.dataset.resume_state`), which the reference ignores.
 
         Args:
             num_samples: Samples consumed in this epoch over all ranks, since this run started
@@ -378,43 +392,45 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             "num_canonical_nodes": self._canonical_nodes(self._topology()),
             "shuffle_seed": self.shuffle_seed,
             "initial_physical_nodes": self._initial_nodes or self._topology().nodes,
+            "version": STATE_VERSION,
+            "num_samples": self.num_samples,
+            "fingerprint": self._fingerprint(),
         }
 
-    def load_state_dict(self, obj: Mapping[str, Any]) -> None:
+    def load_state_dict(self, obj: Mapping[str, Any], *, strict: bool = True) -> None:
         """Resume where a state dict says, at the next iteration (on any topology).
 
+        Each value is checked against this dataset first. The state's ``shuffle_seed`` and
+        ``num_canonical_nodes`` replace the dataset's (a warning names both when they differ).
+
+        Args:
+            obj: What :meth:`state_dict` returned (or the reference's state dict).
+            strict: Refuse a state saved on other data (its fingerprint differs); ``False``
+                loads it anyway, with a warning.
+
         Raises:
-            ConfigurationError: The state lacks a key or holds a bad value.
+            ConfigurationError: The state lacks a key, holds a bad value, or was saved on other
+                data; the message names the key, or both datasets.
         """
-        missing = [key for key in _STATE_KEYS if key not in obj]
-        if missing:
-            raise ConfigurationError(
-                f"the state dict lacks {missing}; it holds {sorted(obj)}: pass what "
-                "state_dict() of a StreamingDataset (or StreamingDataLoader) returned"
-            )
-        values = {key: obj[key] for key in _STATE_KEYS}
-        if any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values.values()):
-            raise ConfigurationError(
-                f"the state dict holds bad values: {values}; each must be an integer >= 0: pass "
-                "what state_dict() returned, unchanged"
-            )
-        if values["num_canonical_nodes"] < 1:
-            raise ConfigurationError(
-                "the state dict's num_canonical_nodes must be >= 1, got "
-                f"{values['num_canonical_nodes']}: pass what state_dict() returned, unchanged"
-            )
-        self.num_canonical_nodes = values["num_canonical_nodes"]
-        if values["shuffle_seed"] != self.shuffle_seed:
-            logger.info("resuming with the saved shuffle_seed %d", values["shuffle_seed"])
-            self.shuffle_seed = values["shuffle_seed"]
+        prepared = self._prepare()
+        global_batch = (self.batch_size or 0) * self._topology().world_size
+        resume = check_state(
+            obj, fingerprint=self._fingerprint(), num_samples=self.num_samples,
+            epoch_size=int(prepared.choices.sum()), global_batch=global_batch, strict=strict,
+        )  # fmt: skip
+        warn_overrides(
+            resume, shuffle_seed=self.shuffle_seed, num_canonical_nodes=self.num_canonical_nodes
+        )
+        self.num_canonical_nodes = resume.num_canonical_nodes
+        if resume.shuffle_seed != self.shuffle_seed:
+            self.shuffle_seed = resume.shuffle_seed
             self.shuffle_config = ShuffleConfig(
                 shuffle=self.shuffle, algo=self.shuffle_algo, seed=self.shuffle_seed,
                 block_size=self.shuffle_block_size,
             )  # fmt: skip
-        initial = obj.get("initial_physical_nodes")
-        self._initial_nodes = initial if isinstance(initial, int) and initial > 0 else None
-        self._resume = EpochStart(values["epoch"], values["sample_in_epoch"])
-        self._next_epoch = values["epoch"]
+        self._initial_nodes = resume.initial_physical_nodes
+        self._resume = EpochStart(resume.epoch, resume.sample_in_epoch)
+        self._next_epoch = resume.epoch
         self._run_state(os.getpid()).update(next_epoch=self._next_epoch, resume=self._resume)
 
     # --- internals ------------------------------------------------------------------------------
@@ -427,6 +443,13 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         if self._prepared is None:
             self._prepared = PreparedDataset.load(self)
         return self._prepared
+
+    def _fingerprint(self) -> str:
+        """The fingerprint of this dataset's data, as state dicts record it."""
+        prepared = self._prepare()
+        if prepared.fingerprint is None:
+            prepared.fingerprint = data_fingerprint([data.shards for data in prepared.datasets])
+        return prepared.fingerprint
 
     def _reader(self) -> SampleReader:
         prepared = self._prepare()

@@ -9,16 +9,20 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import mmap
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
+from typing import IO, Any, cast
 
 from shardstream.errors import ConfigurationError, ShardFormatError
 
 __all__ = ["COMPRESSIONS", "Compression", "CompressionFamily", "get_compression"]
 
 Part = bytes | memoryview
+#: What a compressed file is decompressed from: its bytes, or its mapping.
+Packed = bytes | bytearray | memoryview | mmap.mmap
 
 
 @dataclass(frozen=True)
@@ -29,8 +33,9 @@ class CompressionFamily:
         code: The name and file extension (``zstd``).
         levels: The valid levels, empty when the code takes none.
         default_level: The level used when the name has none.
-        decompress: ``decompress(data, max_size)``; where the codec allows, it stops early
-            rather than produce more than ``max_size`` bytes (``None``: no limit).
+        decompress: ``decompress(data, max_size)``: the decompressed data in pieces of at
+            most a MiB or so, raising as soon as they pass ``max_size`` bytes (``None``: no
+            limit), so that untrusted data never takes more memory than the index promises.
         compress_parts: ``compress_parts(parts, size, level)``: the compressed concatenation of
             ``parts`` (``size`` bytes in all), in pieces, without joining them first; ``None``
             where the codec has no streaming form worth it (the parts are joined).
@@ -40,7 +45,7 @@ class CompressionFamily:
     levels: range | None
     default_level: int | None
     compress: Callable[[bytes, int | None], bytes] = field(repr=False)
-    decompress: Callable[[bytes, int | None], bytes] = field(repr=False)
+    decompress: Callable[[Packed, int | None], Iterator[bytes]] = field(repr=False)
     compress_parts: Callable[[Sequence[Part], int, int | None], list[bytes]] | None = field(
         default=None, repr=False
     )
@@ -76,19 +81,31 @@ class Compression:
         return self.family.compress_parts(parts, sum(map(len, parts)), self.level)
 
     def decompress(
-        self, data: bytes, *, source: str = "shard", max_size: int | None = None
+        self, data: Packed, *, source: str = "shard", max_size: int | None = None
     ) -> bytes:
         """Decompress a whole shard file; ``source`` names it in the error if the data is bad.
 
         ``max_size`` (the size index.json records) bounds the memory untrusted data can take:
-        ``zstd``, ``gz`` and ``bz2`` data that would decompress to more is refused before it
-        has all been decompressed.
+        data that would decompress to more is refused before it has all been decompressed.
+
+        Raises:
+            ShardFormatError: The data is corrupt, or decompresses to more than ``max_size``.
+        """
+        return b"".join(self.decompress_chunks(data, source=source, max_size=max_size))
+
+    def decompress_chunks(
+        self, data: Packed, *, source: str = "shard", max_size: int | None = None
+    ) -> Iterator[bytes]:
+        """Decompress a whole shard file in pieces (of about a MiB), to write them as they come.
+
+        Holds no more than a piece at a time beyond what the caller keeps; the pieces stop
+        with an error as soon as they would pass ``max_size`` bytes.
 
         Raises:
             ShardFormatError: The data is corrupt, or decompresses to more than ``max_size``.
         """
         try:
-            return self.family.decompress(data, max_size)
+            yield from self.family.decompress(data, max_size)
         except _OutputTooLarge as exc:
             raise ShardFormatError(
                 f"{source} decompresses to more than the {max_size} bytes index.json records; "
@@ -114,22 +131,48 @@ class _OutputTooLarge(Exception):
 _CHUNK = 1 << 20
 
 
-def _read_bounded(read: Callable[[int], bytes], max_size: int | None) -> bytes:
-    """Read a decompressing stream to its end, one chunk at a time, up to ``max_size`` bytes."""
-    chunks = []
+def _bounded(chunks: Iterable[bytes], max_size: int | None) -> Iterator[bytes]:
+    """``chunks``, stopped with ``_OutputTooLarge`` once they pass ``max_size`` bytes."""
     total = 0
-    while chunk := read(_CHUNK):
+    for chunk in chunks:
         total += len(chunk)
         if max_size is not None and total > max_size:
             raise _OutputTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
+        if chunk:
+            yield chunk
 
 
-def _brotli_decompress(data: bytes, max_size: int | None) -> bytes:
+def _read_chunks(read: Callable[[int], bytes]) -> Iterator[bytes]:
+    """A decompressing stream, read to its end a chunk at a time."""
+    while chunk := read(_CHUNK):
+        yield chunk
+
+
+def _as_file(data: Packed) -> IO[bytes]:
+    """A file to read ``data`` from (a mapping is one already; bytes are not copied)."""
+    if isinstance(data, mmap.mmap):
+        data.seek(0)
+        return cast(IO[bytes], data)
+    return io.BytesIO(data)
+
+
+def _brotli_decompress(data: Packed, max_size: int | None) -> Iterator[bytes]:
     import brotli
 
-    return bytes(brotli.decompress(data))
+    yield from _bounded(_brotli_chunks(brotli.Decompressor(), memoryview(data)), max_size)
+
+
+def _brotli_chunks(decompressor: Any, data: memoryview) -> Iterator[bytes]:
+    # Each call's output is capped: a few bytes of input may expand to gigabytes.
+    for start in range(0, len(data), _CHUNK):
+        yield decompressor.process(data[start : start + _CHUNK], output_buffer_limit=_CHUNK)
+        while not decompressor.can_accept_more_data():
+            yield decompressor.process(b"", output_buffer_limit=_CHUNK)
+    while not decompressor.is_finished():  # output held back by the cap, or a truncated stream
+        piece = decompressor.process(b"", output_buffer_limit=_CHUNK)
+        if not piece:
+            raise ValueError("the brotli stream is truncated")
+        yield piece
 
 
 def _snappy_compress(data: bytes, level: int | None) -> bytes:
@@ -138,10 +181,23 @@ def _snappy_compress(data: bytes, level: int | None) -> bytes:
     return bytes(snappy.compress(data))
 
 
-def _snappy_decompress(data: bytes, max_size: int | None) -> bytes:
+def _snappy_decompress(data: Packed, max_size: int | None) -> Iterator[bytes]:
     import snappy
 
-    return bytes(snappy.decompress(data))
+    if max_size is not None and _snappy_length(data) > max_size:
+        raise _OutputTooLarge  # the block's declared length is what decompress allocates
+    yield bytes(snappy.decompress(bytes(data)))
+
+
+def _snappy_length(data: Packed) -> int:
+    """The uncompressed length a raw snappy block declares: its leading varint."""
+    length = 0
+    for position in range(min(len(data), 5)):
+        byte = data[position]
+        length |= (byte & 0x7F) << (7 * position)
+        if byte < 0x80:
+            return length
+    raise ValueError("the snappy block's length is corrupt")
 
 
 def _zstd_compress(data: bytes, level: int | None) -> bytes:
@@ -184,26 +240,24 @@ def _runs(parts: Sequence[Part], least: int = 256 << 10) -> Iterator[Part]:
         yield b"".join(run)
 
 
-def _zstd_decompress(data: bytes, max_size: int | None) -> bytes:
+def _zstd_decompress(data: Packed, max_size: int | None) -> Iterator[bytes]:
     import zstandard
 
     # Streamed, so a frame header claiming a huge content size allocates nothing up front.
-    with zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True) as reader:
-        return _read_bounded(reader.read, max_size)
+    with zstandard.ZstdDecompressor().stream_reader(
+        memoryview(data), read_across_frames=True
+    ) as reader:
+        yield from _bounded(_read_chunks(reader.read), max_size)
 
 
-def _gzip_decompress(data: bytes, max_size: int | None) -> bytes:
-    if max_size is None:
-        return gzip.decompress(data)
-    with gzip.GzipFile(fileobj=io.BytesIO(data)) as file:
-        return _read_bounded(file.read, max_size)
+def _gzip_decompress(data: Packed, max_size: int | None) -> Iterator[bytes]:
+    with gzip.GzipFile(fileobj=_as_file(data)) as file:
+        yield from _bounded(_read_chunks(file.read), max_size)
 
 
-def _bz2_decompress(data: bytes, max_size: int | None) -> bytes:
-    if max_size is None:
-        return bz2.decompress(data)
-    with bz2.BZ2File(io.BytesIO(data)) as file:
-        return _read_bounded(file.read, max_size)
+def _bz2_decompress(data: Packed, max_size: int | None) -> Iterator[bytes]:
+    with bz2.BZ2File(_as_file(data)) as file:
+        yield from _bounded(_read_chunks(file.read), max_size)
 
 
 def _gzip_compress(data: bytes, level: int | None) -> bytes:

@@ -33,6 +33,7 @@ __all__ = [
     "FileInfo",
     "ShardEntry",
     "dump_index",
+    "most_samples",
     "parse_index",
     "safe_basename",
 ]
@@ -40,6 +41,7 @@ __all__ = [
 INDEX_BASENAME = "index.json"
 INDEX_VERSION = 2
 _UINT32_LIMIT = 1 << 32  # a shard file stores its sample count as uint32
+_OFFSET_BYTES = 4  # each sample has one uint32 offset in its shard's offset table
 _MAX_PATH_PARTS = 64
 
 _COMMON_KEYS = frozenset(
@@ -207,6 +209,10 @@ class ShardEntry:
         if (compression is None) != (zip_data is None):
             raise IndexFormatError(f"{where}: zip_data must be present exactly when compressed")
         fields: dict[str, Any] = {}
+        table = raw_data  # the file holding the offset table: for split formats, the .meta
+        if fmt != "mds":
+            table = FileInfo.from_json(obj["raw_meta"], where=f"{where}: raw_meta")
+        _check_sample_count(samples, table, where)
         if fmt == "json":
             columns = obj["columns"]
             if not isinstance(columns, dict) or not all(
@@ -230,7 +236,7 @@ class ShardEntry:
                 )
             fields["column_sizes"] = tuple(sizes)
         else:
-            fields["raw_meta"] = FileInfo.from_json(obj["raw_meta"], where=f"{where}: raw_meta")
+            fields["raw_meta"] = table
             fields["zip_meta"] = _optional_file(obj["zip_meta"], f"{where}: zip_meta")
             fields["newline"] = optional_str(obj["newline"], f"{where}: newline") or "\n"
             if fmt != "json":
@@ -249,6 +255,26 @@ class ShardEntry:
             size_limit=size_limit,
             columns=columns,
             **fields,
+        )
+
+
+def most_samples(table_bytes: int) -> int:
+    """The most samples a shard can hold whose offset table lies in a file of ``table_bytes``.
+
+    The table (an MDS shard's head; a split shard's ``.meta`` file) is a uint32 count and
+    ``samples + 1`` uint32 offsets, so a sample count beyond this is a lie.
+    """
+    return max(table_bytes // _OFFSET_BYTES - 2, 0)
+
+
+def _check_sample_count(samples: int, table: FileInfo, where: str) -> None:
+    """Refuse a count the shard's offset table cannot hold, before anything is sized by it."""
+    most = most_samples(table.bytes)
+    if samples > most:
+        raise IndexFormatError(
+            f"{where} ({table.basename}): samples is {samples}, but a {table.bytes}-byte file "
+            f"holds the offsets of at most {most}; index.json is corrupt or belongs to other "
+            "shards: fetch it again, or rewrite the dataset"
         )
 
 
@@ -374,7 +400,7 @@ def _plain_mds_entry(obj: object) -> ShardEntry | None:
     zip_data = None if zipped is None else _plain_file(zipped)
     if raw_data is None or (zipped is not None and zip_data is None):
         return None
-    if (compression is None) != (zip_data is None):
+    if (compression is None) != (zip_data is None) or samples > most_samples(raw_data.bytes):
         return None
     for name in hashes:
         if type(name) is not str:
@@ -488,6 +514,7 @@ def _typed_index(data: bytes | str) -> list[ShardEntry] | None:
         or any((typed.compression is None) != (typed.zip_data is None) for typed in shards)
         or not _plain_files([typed.raw_data for typed in shards])
         or not _plain_files(zipped)
+        or any(typed.samples > most_samples(typed.raw_data.bytes) for typed in shards)
     ):
         return None
     entries = []

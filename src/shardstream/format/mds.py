@@ -153,7 +153,8 @@ class MDSSchema:
             try:
                 data = encoding.encode(value)
             except SampleEncodingError as exc:
-                raise SampleEncodingError(f"column {name!r}: {exc}") from exc
+                # The same class, so that callers' except clauses (UnicodeError, ...) still match.
+                raise type(exc)(f"column {name!r}: {exc}") from exc.__cause__ or exc
             if fixed is None:
                 sizes.append(len(data))
             elif len(data) != fixed:

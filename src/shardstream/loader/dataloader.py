@@ -10,6 +10,7 @@ from shardstream.dataset.column_batch import BatchRefs, ColumnBatch
 from shardstream.dataset.streaming import StreamingDataset, reads_through_getitem
 from shardstream.errors import ConfigurationError
 from shardstream.loader.result_pipe import widen_result_pipe
+from shardstream.loader.worker_watchdog import EndWithMain, MainProcess
 
 __all__ = ["PREFETCH_FACTOR", "StreamingDataLoader"]
 
@@ -38,7 +39,8 @@ class StreamingDataLoader(DataLoader[Any]):
     number of nodes, ranks or workers, at the cost of computing one epoch plan: nothing is
     replayed. The methods follow torchdata's ``StatefulDataLoader`` protocol, so Lightning and
     other trainers that look for them save and restore the loader's place in their
-    checkpoints.
+    checkpoints. Its workers end within a second of the main process's death (``kill -9``
+    included), whatever the start method, releasing the cache locks they held.
 
     Example:
         dataset = StreamingDataset(remote="s3://bucket/my-ds", batch_size=32, shuffle=True)
@@ -78,7 +80,7 @@ class StreamingDataLoader(DataLoader[Any]):
         collate = default_collate() if self._device_batches else None
         to_tensor = as_tensor() if self._device_batches else None
         try:
-            iterator = super().__iter__()
+            iterator = self._workers_ending_with_this_process()
             widen_result_pipe(iterator)  # a whole batch crosses from a worker in one write
             for batch in iterator:
                 if isinstance(batch, BatchRefs):  # a worker's batch of large samples: read here
@@ -96,6 +98,15 @@ class StreamingDataLoader(DataLoader[Any]):
             if isinstance(dataset, StreamingDataset):
                 dataset._collated_batches = False
 
+    def _workers_ending_with_this_process(self) -> Iterator[Any]:
+        """Torch's iterator, its workers started with a watchdog that ends them with us."""
+        init_fn = self.worker_init_fn
+        self.worker_init_fn = EndWithMain(MainProcess.current(), init_fn)
+        try:
+            return super().__iter__()
+        finally:
+            self.worker_init_fn = init_fn
+
     def state_dict(self) -> dict[str, Any]:
         """The dataset's state after the samples this loader yielded, over every rank.
 
@@ -106,9 +117,13 @@ class StreamingDataLoader(DataLoader[Any]):
         ranks = dataset._topology().world_size  # data-parallel ranks, replication applied
         return dataset.state_dict(self.num_samples_yielded * ranks, from_beginning=False)
 
-    def load_state_dict(self, obj: Mapping[str, Any]) -> None:
-        """Resume from ``obj`` at the next ``iter(loader)``."""
-        self._streaming_dataset().load_state_dict(obj)
+    def load_state_dict(self, obj: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Resume from ``obj`` at the next ``iter(loader)``.
+
+        ``strict=False`` loads a state saved on other data (see
+        :meth:`StreamingDataset.load_state_dict`).
+        """
+        self._streaming_dataset().load_state_dict(obj, strict=strict)
 
     def _streaming_dataset(self) -> StreamingDataset:
         if not isinstance(self.dataset, StreamingDataset):

@@ -3,7 +3,13 @@
 from shardstream.storage.azure import AzureStore
 from shardstream.storage.base import ObjectInfo, ObjectStore
 from shardstream.storage.databricks import DatabricksVolumeStore
-from shardstream.storage.download import DownloadOptions, download_file, fetch_bytes
+from shardstream.storage.download import (
+    DownloadOptions,
+    download_file,
+    fetch_bytes,
+    fetch_info,
+    timed_request,
+)
 from shardstream.storage.gcs import GCSStore
 from shardstream.storage.http import HTTPStore
 from shardstream.storage.local import LocalStore, atomic_write
@@ -25,7 +31,9 @@ __all__ = [
     "atomic_write",
     "download_file",
     "fetch_bytes",
+    "fetch_info",
     "is_remote",
     "local_path",
     "open_store",
+    "timed_request",
 ]

@@ -143,15 +143,28 @@ class FsspecStore:
             CredentialsError: The server refused the credentials, or none were found.
             StorageError: Any other failure of the request.
         """
+        return sorted(self.list_info(prefix))
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        """:meth:`list`, with each object's size and version tag, from the same listing.
+
+        Raises:
+            CredentialsError: The server refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
         root = self._path("")
         # Ask only for the deepest folder the prefix names, then filter by the rest of it.
         folder = prefix.rpartition("/")[0]
         base = self._path(folder) if folder else root
         with self._boundary("listing", prefix):
-            paths: list[str] = self._filesystem().find(base)
+            found: dict[str, dict[str, Any]] = self._filesystem().find(base, detail=True)
         inside = root + "/"  # "bucket/ds/", so that "bucket/ds2/..." never counts
-        keys = (path[len(inside) :] for path in paths if path.startswith(inside))
-        return sorted(key for key in keys if key and key.startswith(prefix))
+        infos: dict[str, ObjectInfo] = {}
+        for path, details in found.items():
+            key = path[len(inside) :] if path.startswith(inside) else ""
+            if key and key.startswith(prefix) and details.get("type", "file") == "file":
+                infos[key] = ObjectInfo(size=int(details["size"]), etag=self._etag(details))
+        return infos
 
     # --- for subclasses -------------------------------------------------------------------------
 

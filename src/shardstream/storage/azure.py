@@ -30,6 +30,7 @@ means exactly N retries.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -277,7 +278,7 @@ class AzureStore(FsspecStore):
         options = self._filesystem_options()
         options.update(self._storage_options)
         try:
-            filesystem = adlfs.AzureBlobFileSystem(**options)
+            filesystem = _listing_without_head(adlfs.AzureBlobFileSystem)(**options)
         except ValueError as exc:  # adlfs's words for a connection it cannot set up
             raise CredentialsError(
                 f"connecting to {self.url('')} failed ({self._scrub(str(exc))}). "
@@ -390,6 +391,23 @@ class AzureStore(FsspecStore):
             fields = _connection_fields(self._connection_string)
             return fields.get("blobendpoint", f"account {fields.get('accountname')}")
         return f"https://{self.account_name}.blob.{self._suffix or _PUBLIC_SUFFIX}"
+
+
+@functools.cache
+def _listing_without_head(filesystem_class: type) -> type:
+    """``filesystem_class`` whose ``find`` lists at once, without a HEAD of the folder first.
+
+    adlfs's ``find`` first asks whether the folder it lists is itself a blob, and ignores that
+    request's failure: a server that stopped answering held each listing for two timeouts. A
+    store lists the folder under its root, never a blob, so the answer is always no.
+    """
+
+    async def _isfile(self: Any, path: str) -> bool:
+        return False
+
+    return type(
+        f"ListingOnly{filesystem_class.__name__}", (filesystem_class,), {"_isfile": _isfile}
+    )
 
 
 def _connection_fields(connection_string: str) -> dict[str, str]:

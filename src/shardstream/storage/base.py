@@ -78,3 +78,13 @@ class ObjectStore(Publisher, Protocol):
         ``prefix`` is a plain string prefix (``"a/b"`` matches ``a/b.bin`` and ``a/b/c``), keys
         of nested objects are full paths relative to the root, and "folders" are not keys.
         """
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        """:meth:`list`, with each object's size and version tag: one listing, no request a key.
+
+        What the cache compares with the objects its files came from (a dataset rewritten in
+        place under the same names changes its objects' tags).
+
+        Raises:
+            UnsupportedURLError: The store has no listing (HTTP).
+        """

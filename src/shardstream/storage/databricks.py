@@ -251,25 +251,35 @@ class DatabricksVolumeStore:
         Walks the folders that can hold such keys, each listed page by page. A missing root
         lists nothing.
         """
-        keys: list[str] = []
+        return sorted(self.list_info(prefix))
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        """:meth:`list`, with each file's size and a tag of its size and modification time.
+
+        The Files API lists no ETag; a file rewritten in place gets a new modification time.
+        """
+        infos: dict[str, ObjectInfo] = {}
         with self._boundary("listing", prefix):
             pending = [""]  # folders relative to the root, "" or ending in "/"
             while pending:
                 folder = pending.pop()
-                for name, is_folder in self._folder_entries(folder):
+                for name, entry in self._folder_entries(folder):
                     relative = folder + name
-                    if is_folder:
+                    if entry.get("is_directory"):
                         relative += "/"
                         if relative.startswith(prefix) or prefix.startswith(relative):
                             pending.append(relative)
                     elif relative.startswith(prefix):
-                        keys.append(relative)
-        return sorted(keys)
+                        size = int(entry.get("file_size") or 0)
+                        modified = entry.get("last_modified")
+                        tag = None if modified is None else f"{size:x}-{modified}"
+                        infos[relative] = ObjectInfo(size=size, etag=tag)
+        return infos
 
     # --- internals ------------------------------------------------------------------------------
 
-    def _folder_entries(self, folder: str) -> Iterator[tuple[str, bool]]:
-        """``(name, is_folder)`` of each entry of ``folder`` (nothing if it does not exist)."""
+    def _folder_entries(self, folder: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(name, entry)`` of each entry of ``folder`` (nothing if it does not exist)."""
         path = self.root + ("/" + folder.rstrip("/") if folder else "")
         token: str | None = None
         while True:
@@ -285,7 +295,7 @@ class DatabricksVolumeStore:
                 return
             for entry in page.get("contents") or ():
                 name = entry.get("name") or str(entry["path"]).rstrip("/").rsplit("/", 1)[-1]
-                yield name, bool(entry.get("is_directory"))
+                yield name, entry
             token = page.get("next_page_token")
             if not token:
                 return

@@ -38,12 +38,12 @@ from shardstream.errors import (
 )
 from shardstream.storage._memory_budget import ByteBudget
 from shardstream.storage._workers import WorkerPool
-from shardstream.storage.base import ObjectStore
+from shardstream.storage.base import ObjectInfo, ObjectStore
 from shardstream.storage.filesystems import is_local_disk
 from shardstream.storage.local import LocalStore, pwrite_all, temporary_sibling
 from shardstream.storage.retry import backoff_delays, is_transient
 
-__all__ = ["DownloadOptions", "download_file", "fetch_bytes"]
+__all__ = ["DownloadOptions", "download_file", "fetch_bytes", "fetch_info", "timed_request"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +66,13 @@ class DownloadOptions:
     Attributes:
         retry: Retries after a failed first attempt, for each request (``retry=2``: up to three
             attempts); ``0`` tries once.
-        timeout: Seconds allowed for each request (a whole small object, or one byte range),
-            enforced for every backend that answers requests (a folder on a disk of this
-            machine is copied, not requested). For ``s3://``, open the store with the same
-            ``read_timeout`` so that abandoned requests also end soon at the socket.
+        timeout: Seconds allowed for each request (a whole small object, one byte range, an
+            object's size and tag), enforced for every backend that answers requests (a folder
+            on a disk of this machine is copied, not requested). A store opened with
+            ``open_store(url, timeout=...)`` waits no longer than that at its sockets either,
+            so listings, uploads and abandoned requests end as soon. A server that stops
+            answering stalls a request at most ``timeout * (retry + 1)`` seconds, plus the
+            backoff between attempts (at most ``0.5 * (2**retry - 1)`` seconds).
         part_size: Objects larger than this download as parallel byte ranges of this size.
         concurrency: Byte ranges of one object in flight at once.
 
@@ -121,6 +124,39 @@ def fetch_bytes(store: ObjectStore, key: str, options: DownloadOptions = _DEFAUL
         options,
         f"reading {store.url(key)}",
     )
+    return found[0]
+
+
+def fetch_info(store: ObjectStore, key: str, options: DownloadOptions = _DEFAULT) -> ObjectInfo:
+    """The size and version tag of the object under ``key``, with the timeout and retries.
+
+    Raises:
+        ObjectNotFoundError: No object under ``key`` (not retried).
+        CredentialsError: The store refused the credentials (not retried).
+        DownloadTimeoutError: The last attempt ran past ``options.timeout``.
+        StorageError: The last attempt failed otherwise, as in :func:`fetch_bytes`.
+    """
+    return timed_request(lambda: store.info(key), options, f"checking {store.url(key)}")
+
+
+def timed_request(call: Callable[[], T], options: DownloadOptions, action: str) -> T:
+    """``call()``, one request to a store, with the deadline and retries of ``options``.
+
+    ``call`` runs in a worker thread and is abandoned at the deadline, so a silent server
+    cannot hold the caller longer than ``options`` allow, whatever the backend's SDK does.
+
+    Args:
+        call: The request, e.g. ``lambda: store.info(key)``.
+        options: Retries and timeout.
+        action: What the request does, naming the URL, for messages (``"checking s3://..."``).
+
+    Raises:
+        DownloadTimeoutError: The last attempt ran past ``options.timeout``.
+        StorageError: The last attempt failed otherwise (non-transient errors such as
+            :class:`~shardstream.errors.ObjectNotFoundError` are raised at once, as they are).
+    """
+    found: list[T] = []
+    _gather([call], lambda _, value: found.append(value), options, action)
     return found[0]
 
 
@@ -182,11 +218,7 @@ def download_file(
     if expected_size is not None and known:
         size = expected_size
     else:
-        infos: list[int] = []
-        _gather(
-            [lambda: store.info(key).size], lambda _, n: infos.append(n), options, f"checking {url}"
-        )
-        size = infos[0]
+        size = fetch_info(store, key, options).size
         if expected_size is not None and size != expected_size:
             raise _size_error(url, size, expected_size)
 

@@ -154,6 +154,14 @@ class HTTPStore:
             f"name (a dataset's index.json names its shards)."
         )
 
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        """Always raises, as :meth:`list` does.
+
+        Raises:
+            UnsupportedURLError: Always.
+        """
+        return {key: self.info(key) for key in self.list(prefix)}
+
     # --- internals ------------------------------------------------------------------------------
 
     def _get(self, key: str, headers: dict[str, str]) -> tuple[bytes, int]:

@@ -42,7 +42,7 @@ def atomic_write(path: str, parts: Iterable[bytes | memoryview]) -> int:
     """
     temporary = temporary_sibling(path)
     try:
-        with open(temporary, "wb") as handle:
+        with open(temporary, "xb") as handle:  # exclusive: never through a link planted there
             written = _write_all(handle.fileno(), list(parts))
         os.replace(temporary, path)
     except BaseException:
@@ -213,8 +213,7 @@ class LocalStore:
             raise ObjectNotFoundError(
                 f"checking {self.url(key)} failed: it is not a file (a folder?); name a file"
             )
-        etag = f"{status.st_ino:x}-{status.st_size:x}-{status.st_mtime_ns:x}"
-        return ObjectInfo(size=status.st_size, etag=etag)
+        return _file_info(status)
 
     def exists(self, key: str) -> bool:
         """Whether a file (not a folder) exists under ``key``."""
@@ -226,6 +225,16 @@ class LocalStore:
         Files being written (temporary siblings) are left out; a missing root lists nothing.
         """
         return sorted(key for key in self._walk() if key.startswith(prefix))
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        """:meth:`list`, with each file's size and an etag of its inode, size and mtime."""
+        found: dict[str, ObjectInfo] = {}
+        for key in self.list(prefix):
+            with contextlib.suppress(FileNotFoundError):  # removed since the walk
+                status = os.stat(os.path.join(self.root, key))
+                if stat.S_ISREG(status.st_mode):
+                    found[key] = _file_info(status)
+        return found
 
     def _walk(self) -> Iterator[str]:
         for folder, _, names in os.walk(self.root):
@@ -298,3 +307,9 @@ def pwrite_all(fd: int, data: bytes, offset: int) -> None:
 def _remove_quietly(path: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.remove(path)
+
+
+def _file_info(status: os.stat_result) -> ObjectInfo:
+    """A file's size, and an etag that changes when the file is rewritten or replaced."""
+    etag = f"{status.st_ino:x}-{status.st_size:x}-{status.st_mtime_ns:x}"
+    return ObjectInfo(size=status.st_size, etag=etag)

@@ -219,22 +219,31 @@ class OCIStore:
 
         Follows ListObjects' ``nextStartWith`` until the listing is complete.
         """
+        return sorted(self.list_info(prefix))
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        """:meth:`list`, with each object's size and ETag (ListObjects' ``fields``)."""
         root = f"{self.prefix}/" if self.prefix else ""
-        keys: list[str] = []
+        infos: dict[str, ObjectInfo] = {}
         start: str | None = None
         with self._boundary("listing", prefix):
             client = self._oci_client()
             while True:
-                options: dict[str, Any] = {"prefix": root + prefix, "fields": "name"}
+                options: dict[str, Any] = {"prefix": root + prefix, "fields": "name,size,etag"}
                 options["limit"] = _PAGE_LIMIT
                 if start is not None:
                     options["start"] = start
                 page = client.list_objects(self.namespace, self.bucket, **options).data
-                keys.extend(item.name[len(root) :] for item in page.objects or ())
+                for item in page.objects or ():
+                    etag = getattr(item, "etag", None)
+                    infos[item.name[len(root) :]] = ObjectInfo(
+                        size=int(getattr(item, "size", None) or 0),
+                        etag=str(etag).strip('"') if etag else None,
+                    )
                 start = page.next_start_with
                 if not start:
                     break
-        return sorted(keys)
+        return infos
 
     # --- internals ------------------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ from shardstream.storage.s3 import S3Store
 
 __all__ = ["is_remote", "local_path", "open_store"]
 
+_CONNECT_TIMEOUT = 10.0  # the backends' default wait for a connection
+
 
 def _scheme(url: str) -> str:
     scheme = urlsplit(url).scheme
@@ -39,7 +41,7 @@ def local_path(url: str) -> str:
     return os.path.expanduser(url)
 
 
-def open_store(url: str, **options: Any) -> ObjectStore:
+def open_store(url: str, *, timeout: float | None = None, **options: Any) -> ObjectStore:
     """Return the backend for the dataset root ``url``.
 
     Local folders and ``file://`` URLs (:class:`LocalStore`), ``s3://`` (:class:`S3Store`)
@@ -52,14 +54,22 @@ def open_store(url: str, **options: Any) -> ObjectStore:
 
     Args:
         url: The dataset root.
+        timeout: Seconds every request of a remote store may wait on the network: to connect
+            (at most 10 s, the backends' default) and between two reads or writes of a socket,
+            for reads, listings and uploads alike. A server that stops answering then fails a
+            request after about ``timeout``. Options naming a backend's own timeouts win;
+            ``None`` keeps the backend's defaults; a local folder ignores it.
         **options: Keyword arguments for the backend's constructor, e.g.
             ``read_timeout=30`` or ``anon=True`` for ``s3://``, ``headers=...`` for ``https://``.
 
     Raises:
         UnsupportedURLError: No backend handles the URL's scheme in this version.
-        ConfigurationError: The backend refused the URL or an option.
+        ConfigurationError: The backend refused the URL or an option, or ``timeout`` is not a
+            positive number.
     """
     scheme = _scheme(url)
+    if timeout is not None:
+        options = {**_timeouts(url, scheme, timeout), **options}
     if scheme in ("", "file"):
         if options:
             raise ConfigurationError(
@@ -84,3 +94,20 @@ def open_store(url: str, **options: Any) -> ObjectStore:
         "azure://, oci://, dbfs:/Volumes and, to read, http(s)://). Write to a local folder "
         "or a file:// URL, then copy the folder."
     )
+
+
+def _timeouts(url: str, scheme: str, timeout: float) -> dict[str, float]:
+    """``timeout`` as the constructor arguments of the backend for ``scheme``."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ConfigurationError(
+            f"open_store({url_for_message(url)!r}): timeout={timeout!r} must be a positive "
+            "number of seconds"
+        )
+    seconds = float(timeout)
+    if scheme in ("", "file"):
+        return {}  # no network: nothing to wait for
+    if scheme in ("http", "https"):
+        return {"timeout": seconds}
+    if scheme == "dbfs":  # urllib has one timeout for connecting and reading
+        return {"read_timeout": seconds}
+    return {"connect_timeout": min(seconds, _CONNECT_TIMEOUT), "read_timeout": seconds}

@@ -231,11 +231,22 @@ class S3Store:
 
     def list(self, prefix: str = "") -> list[str]:
         """The keys (relative to the store's root) that start with ``prefix``, sorted."""
+        return sorted(self.list_info(prefix))
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        """:meth:`list`, with each object's size and ETag, from the same listing requests."""
         root = self._path("")
         with self._boundary("listing", prefix):
-            paths = self._filesystem().find(root)
-        keys = (path[len(root) :].lstrip("/") for path in paths)
-        return sorted(key for key in keys if key.startswith(prefix))
+            found: dict[str, dict[str, Any]] = self._filesystem().find(root, detail=True)
+        infos: dict[str, ObjectInfo] = {}
+        for path, details in found.items():
+            key = path[len(root) :].lstrip("/")
+            if key.startswith(prefix) and details.get("type", "file") == "file":
+                etag = details.get("ETag") or details.get("etag")
+                infos[key] = ObjectInfo(
+                    size=int(details["size"]), etag=str(etag).strip('"') if etag else None
+                )
+        return infos
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -344,6 +355,11 @@ class S3Store:
                 if client_kwargs:
                     options["client_kwargs"] = client_kwargs
                 options["config_kwargs"] = config_kwargs
+                session = require("aiobotocore.session", extra="s3", purpose=_PURPOSE)
+                options["session"] = session.AioSession()
+                # aiohttp awaits a "100 Continue" with no timeout: a silent server would hold a
+                # PUT forever, so uploads go without "Expect" (S3 takes both).
+                options["session"].register("before-sign.s3", _no_expect_header)
                 options.update(self._storage_options)
                 filesystem = s3fs.S3FileSystem(**options)
                 filesystem.retries = 1  # s3fs's own retry loop: one attempt (see above)
@@ -397,3 +413,8 @@ class S3Store:
         if self._secret:
             text = text.replace(self._secret, "***")
         return text
+
+
+def _no_expect_header(request: Any, **kwargs: Any) -> None:
+    """Drop a request's ``Expect: 100-continue`` (a botocore ``before-sign`` handler)."""
+    del request.headers["Expect"]

@@ -6,19 +6,29 @@ import logging
 import os
 import shutil
 import struct
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 
-from shardstream.errors import ConfigurationError, DatasetExistsError, SampleEncodingError
+from shardstream.errors import (
+    DISK_FULL_ERRNOS,
+    ConfigurationError,
+    DatasetExistsError,
+    DiskFullError,
+    MissingColumnError,
+    SampleEncodingError,
+    UnknownColumnError,
+)
 from shardstream.format.compression import Compression, get_compression
 from shardstream.format.hashing import check_hash_names, hash_chunks
 from shardstream.format.index import INDEX_BASENAME, FileInfo, ShardEntry, dump_index
 from shardstream.format.mds import MAX_SHARD_BYTES, MDSSchema, shard_header
 from shardstream.storage import atomic_write, is_remote, local_path, open_store
+from shardstream.storage.keys import url_for_message
 from shardstream.units import parse_bytes
 from shardstream.writer.upload import Uploader
 
@@ -51,6 +61,14 @@ class MDSWriter:
         max_workers: Upload threads (default ``min(32, cpus + 4)``).
         retry: How many times a failed upload is retried.
         exist_ok: Allow a non-empty local folder; its contents are deleted first.
+        timeout: Seconds an upload may wait for the store at each step: to connect (at most
+            10 s) and between two writes or reads of its socket. A store that stops answering
+            fails an attempt after about ``timeout``, so a shard's upload after at most
+            ``timeout * (retry + 1)`` seconds plus the backoff between attempts. It does not
+            limit a whole upload, which for a large shard on a slow link takes longer.
+        extra_keys: What to do with sample keys that are not columns: ``"error"`` (raise
+            :class:`~shardstream.errors.UnknownColumnError`) or ``"drop"`` (leave them out of
+            the dataset, as mosaicml-streaming's writer does without a word).
 
     Example:
         columns = {"text": "str", "label": "int"}
@@ -72,6 +90,8 @@ class MDSWriter:
         max_workers: int | None = None,
         retry: int = 2,
         exist_ok: bool = False,
+        timeout: float = 60.0,
+        extra_keys: Literal["error", "drop"] = "error",
     ) -> None:
         if not isinstance(columns, Mapping) or not columns:
             raise ConfigurationError(
@@ -92,13 +112,22 @@ class MDSWriter:
         self._size_limit = limit or None
         if not isinstance(retry, int) or retry < 0:
             raise ConfigurationError(f"retry must be a non-negative integer, got {retry!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ConfigurationError(
+                f"timeout must be a positive number of seconds, got {timeout!r}"
+            )
         if max_workers is not None and (not isinstance(max_workers, int) or max_workers < 1):
             raise ConfigurationError(f"max_workers must be a positive integer, got {max_workers!r}")
+        if extra_keys not in ("error", "drop"):
+            raise ConfigurationError(f"extra_keys must be 'error' or 'drop', got {extra_keys!r}")
+        # A sample that encoded has every column, so more keys than columns means extra keys.
+        self._max_keys = len(self._schema.names) if extra_keys == "error" else sys.maxsize
         self._local, self._remote = _split_out(out)
         self._keep_local = keep_local
         self._progress_bar = progress_bar
         self._max_workers = max_workers
         self._retry = retry
+        self._timeout = float(timeout)
         self._exist_ok = exist_ok
         self._config = self._schema.config_bytes(
             compression=compression or None, hashes=self._hashes, size_limit=self._size_limit
@@ -127,16 +156,29 @@ class MDSWriter:
     def write(self, sample: Mapping[str, Any]) -> None:
         """Encode one sample and append it, starting a new shard when the limit is reached.
 
+        Errors name the sample (its number among those written, from 0), the column and the
+        dataset.
+
         Raises:
             MissingColumnError: The sample lacks a column.
-            SampleEncodingError: A value does not fit its column's encoding.
+            UnknownColumnError: The sample has keys that are not columns (unless
+                ``extra_keys="drop"``).
+            SampleEncodingError: A value does not fit its column's encoding; its subclasses
+                :class:`~shardstream.errors.UnencodableTextError` (a lone surrogate) and
+                :class:`~shardstream.errors.SampleTooDeepError` (nested too deep).
+            DiskFullError: The output folder's disk filled up; no shard is left half-written.
             UploadError: An earlier upload failed.
         """
         if self._finished:
             raise ConfigurationError("this MDSWriter is finished; create a new one to write more")
         if not self._started:
             self._start()
-        parts, size = self._encode(sample)
+        try:
+            parts, size = self._encode(sample)
+        except (SampleEncodingError, MissingColumnError) as exc:
+            self._raise_for_sample(exc, 0)
+        if len(sample) > self._max_keys:
+            self._raise_for_extra_keys(sample)
         if self._size_limit and self._sizes and self._shard_bytes + size > self._size_limit:
             self._flush()
         self._parts += parts
@@ -151,16 +193,21 @@ class MDSWriter:
         only fixed sizes are checked). Shards are cut where :meth:`write` would cut them.
 
         Raises:
-            ConfigurationError: The names are not the writer's columns, or the lists differ
-                in length.
+            ConfigurationError: The names are not the writer's columns (more are fine with
+                ``extra_keys="drop"``), or the lists differ in length.
             SampleEncodingError: A value of a fixed-size column has the wrong length.
+            DiskFullError: The output folder's disk filled up; no shard is left half-written.
         """
         if self._finished:
             raise ConfigurationError("this MDSWriter is finished; create a new one to write more")
         schema = self._schema
-        if set(columns) != set(schema.names):
+        names = set(columns)
+        if names != set(schema.names) and not (
+            self._max_keys == sys.maxsize and names.issuperset(schema.names)
+        ):
             raise ConfigurationError(
-                f"write_columns needs exactly the columns {schema.names}, got {sorted(columns)}"
+                f"write_columns needs exactly the columns {schema.names}, got {sorted(columns)}: "
+                "add the missing ones, and leave out the others or pass extra_keys='drop'"
             )
         ordered = [columns[name] for name in schema.names]
         count = len(ordered[0])
@@ -178,9 +225,13 @@ class MDSWriter:
                 variable.append(values)
                 fixed_total += 4
             elif set(map(len, values)) != {size}:
-                raise SampleEncodingError(
-                    f"column {name!r}: values must be {size} bytes each (its encoding is "
-                    f"fixed-size), got sizes {sorted(set(map(len, values)))[:5]}"
+                bad = next(i for i, value in enumerate(values) if len(value) != size)
+                self._raise_for_sample(
+                    SampleEncodingError(
+                        f"column {name!r}: values must be {size} bytes each (its encoding is "
+                        f"fixed-size), got sizes {sorted(set(map(len, values)))[:5]}"
+                    ),
+                    bad,
                 )
             else:
                 fixed_total += size
@@ -208,6 +259,7 @@ class MDSWriter:
         """Write the last shard and ``index.json``, wait for uploads, then publish the index.
 
         Raises:
+            DiskFullError: The output folder's disk filled up; no index was published.
             UploadError: A shard could not be uploaded; no index was published.
         """
         if self._finished:
@@ -218,8 +270,7 @@ class MDSWriter:
         try:
             if self._sizes:
                 self._flush()
-            index_path = os.path.join(self._folder, INDEX_BASENAME)
-            atomic_write(index_path, [dump_index(self._entries)])
+            self._write_file(INDEX_BASENAME, [dump_index(self._entries)])
             if self._uploader is not None:
                 self._uploader.wait()
                 self._uploader.upload(INDEX_BASENAME)
@@ -261,7 +312,7 @@ class MDSWriter:
 
     def _start(self) -> None:
         # _started is set last: a start that failed (a non-empty folder, say) fails again.
-        store = None if self._remote is None else open_store(self._remote)
+        store = None if self._remote is None else open_store(self._remote, timeout=self._timeout)
         if self._local is None:
             self._local = tempfile.mkdtemp(prefix="shardstream-write-")
         elif os.path.isdir(self._local) and os.listdir(self._local):
@@ -299,12 +350,12 @@ class MDSWriter:
         raw_info = FileInfo(raw_name, sum(map(len, parts)), self._digests(parts))
         zip_info = None
         if self._compression is None:
-            atomic_write(os.path.join(self._folder, raw_name), parts)
+            self._write_file(raw_name, parts)
         else:
             zipped = self._compression.compress_parts(parts)
             zip_name = f"{raw_name}.{self._compression.extension}"
             zip_info = FileInfo(zip_name, sum(map(len, zipped)), self._digests(zipped))
-            atomic_write(os.path.join(self._folder, zip_name), zipped)
+            self._write_file(zip_name, zipped)
         self._entries.append(
             ShardEntry(
                 format="mds",
@@ -327,6 +378,49 @@ class MDSWriter:
         if self._progress is not None:
             self._progress.update(1)
 
+    def _write_file(self, name: str, parts: Sequence[bytes]) -> None:
+        """Write a shard or the index under a temporary name and rename it into place."""
+        try:
+            atomic_write(os.path.join(self._folder, name), parts)
+        except OSError as exc:
+            if exc.errno not in DISK_FULL_ERRNOS:
+                raise
+            first = sum(entry.samples for entry in self._entries)
+            what = (
+                "the index"
+                if name == INDEX_BASENAME
+                else f"samples {first} to {first + len(self._sizes) - 1}"
+            )
+            raise DiskFullError(
+                exc.errno,
+                f"no space left in {self._folder} for {name} ({what}, "
+                f"{sum(map(len, parts))} bytes; {_free_bytes(self._folder)} bytes free now): "
+                "free disk space or write to a roomier folder, then write the dataset again; "
+                "no index.json was published and no file was left half-written",
+            ) from exc
+
+    def _raise_for_sample(self, exc: Exception, offset: int) -> NoReturn:
+        """Re-raise ``exc`` naming the sample (``offset`` past the next one) and the dataset."""
+        number = sum(entry.samples for entry in self._entries) + len(self._sizes) + offset
+        # The same class, so that callers' except clauses (KeyError, UnicodeError, ...) match;
+        # chained to the original error, not to each error that added context.
+        message = f"sample {number} (counting from 0) of {self._where}: {exc}"
+        raise type(exc)(message) from exc.__cause__ or exc
+
+    def _raise_for_extra_keys(self, sample: Mapping[str, Any]) -> NoReturn:
+        extra = sorted(map(str, set(sample).difference(self._schema.names)))
+        number = sum(entry.samples for entry in self._entries) + len(self._sizes)
+        raise UnknownColumnError(
+            f"sample {number} (counting from 0) of {self._where} has keys that are not "
+            f"columns: {extra} (the columns are {self._schema.names}); add them to columns=, "
+            "leave them out of the sample, or pass extra_keys='drop' to drop them"
+        )
+
+    @property
+    def _where(self) -> str:
+        """The dataset as messages name it: its URL, else its folder (set for a local ``out``)."""
+        return url_for_message(self._remote) if self._remote is not None else str(self._local)
+
     def _digests(self, parts: Sequence[bytes]) -> dict[str, str]:
         return {algorithm: hash_chunks(algorithm, parts) for algorithm in self._hashes}
 
@@ -342,6 +436,13 @@ class MDSWriter:
             if bar is not None:
                 bar.close()
         self._progress = self._upload_progress = None
+
+
+def _free_bytes(folder: str) -> int | str:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return "unknown"
 
 
 def _split_out(out: Out) -> tuple[str | None, str | None]:

@@ -20,7 +20,8 @@ from shardstream.errors import (
     ShardFormatError,
     ShardNotFoundError,
 )
-from shardstream.format.index import ShardEntry, parse_index
+from shardstream.format.compression import get_compression
+from shardstream.format.index import FileInfo, ShardEntry, parse_index
 from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.format.mds_file import MDSFileView
 
@@ -226,6 +227,45 @@ def test_decompression_stops_at_the_size_the_index_records(tmp_path: Path):
     finally:
         tracemalloc.stop()
     assert peak < 16 << 20
+
+
+@pytest.mark.parametrize("code", ["br", "snappy"])
+def test_every_codec_stops_at_the_size_the_index_records(tmp_path: Path, code: str):
+    entry, schema = make(tmp_path, compression=code)
+    path = tmp_path / f"shard.00000.mds.{code}"
+    bomb = get_compression(code).compress(bytes(64 << 20))
+    path.write_bytes(bomb)
+    entry = replace(entry, zip_data=replace(entry.zip_data, bytes=len(bomb)))  # type: ignore[type-var]
+    with pytest.raises(ShardFormatError, match="decompresses to more than the"):
+        ShardFiles(str(tmp_path)).open(entry, schema)
+    assert not (tmp_path / "shard.00000.mds").exists()
+
+
+def test_a_large_shard_is_decompressed_a_piece_at_a_time(tmp_path: Path):
+    data = bytes(range(256)) * (128 << 10)  # a 32 MiB "shard": materialize reads no samples
+    (tmp_path / "shard.00000.mds.zstd").write_bytes(zstandard.ZstdCompressor().compress(data))
+    raw = FileInfo("shard.00000.mds", len(data))
+    packed = FileInfo("shard.00000.mds.zstd", (tmp_path / "shard.00000.mds.zstd").stat().st_size)
+    entry = ShardEntry("mds", 0, raw, packed, "zstd", (), None, {})
+    tracemalloc.start()
+    try:
+        ShardFiles(str(tmp_path), str(tmp_path / "cache")).materialize(entry)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (tmp_path / "cache" / "shard.00000.mds").read_bytes() == data
+    assert peak < 8 << 20  # a few pieces of a MiB, not the shard (twice, before)
+
+
+def test_a_shard_that_decompresses_short_is_not_kept(tmp_path: Path):
+    data = bytes(1000)
+    (tmp_path / "s.mds.zstd").write_bytes(zstandard.ZstdCompressor().compress(data))
+    raw = FileInfo("s.mds", 1001)
+    packed = FileInfo("s.mds.zstd", (tmp_path / "s.mds.zstd").stat().st_size)
+    entry = ShardEntry("mds", 0, raw, packed, "zstd", (), None, {})
+    with pytest.raises(ShardFormatError, match=r"to 1000 bytes but index\.json says 1001"):
+        ShardFiles(str(tmp_path)).materialize(entry)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.mds.zstd"]
 
 
 # --- shards of large samples are read with pread, not mapped ----------------------------------

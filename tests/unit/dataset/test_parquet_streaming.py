@@ -167,8 +167,11 @@ def test_a_cache_limit_evicts_row_groups_and_the_epoch_stays_whole(remote: Path,
     local = tmp_path / "cache"
     probe = dataset(remote, tmp_path / "probe")
     epoch_ids(probe)
-    largest = max(p.stat().st_size for p in (tmp_path / "probe").glob("*.rowgroup-*"))
-    limit = 3 * largest
+    groups = [p.stat().st_size for p in (tmp_path / "probe").glob("*.rowgroup-*")]
+    kept = sum(  # the derived index and state count towards the limit too
+        p.lstat().st_size for p in (tmp_path / "probe").rglob("*") if p.is_file()
+    ) - sum(groups)
+    limit = 3 * max(groups) + kept
     ds = dataset(remote, local, cache_limit=limit, predownload=4)
     peak, ids = 0, []
     for sample in ds:

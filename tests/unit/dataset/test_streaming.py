@@ -242,8 +242,9 @@ def test_cache_limit_bounds_the_cache_and_evicts_least_recent(remote: Path, tmp_
     local = tmp_path / "cache"
     probe = dataset(remote, tmp_path / "probe")
     epoch_ids(probe)
-    largest = max(p.stat().st_size for p in (tmp_path / "probe").glob("*.mds"))
-    limit = 3 * largest
+    shards = [p.stat().st_size for p in (tmp_path / "probe").glob("*.mds")]
+    kept = folder_bytes(tmp_path / "probe") - sum(shards)  # the cached index and state count
+    limit = 3 * max(shards) + kept
     ds = dataset(remote, local, cache_limit=limit, predownload=4)
     peak = 0
     ids = []
@@ -253,6 +254,32 @@ def test_cache_limit_bounds_the_cache_and_evicts_least_recent(remote: Path, tmp_
     assert sorted(ids) == list(range(SAMPLES))
     assert 0 < peak <= limit
     assert ds._prepare().cache.usage() <= limit
+
+
+def test_cache_limit_counts_everything_the_cache_keeps(remote: Path, tmp_path: Path):
+    """The cached index, locks and records count too: the folder never holds more than the limit."""
+    local = tmp_path / "cache"
+    largest = max(p.stat().st_size for p in remote.glob("*.mds"))
+    limit = 3 * largest + (remote / "index.json").stat().st_size // 2
+    ds = dataset(remote, local, cache_limit=limit, predownload=4)
+    peak = 0
+    ids = []
+    for sample in ds:
+        ids.append(int(sample["id"]))
+        peak = max(peak, folder_bytes(local))
+    assert sorted(ids) == list(range(SAMPLES))
+    assert 0 < peak <= limit
+    assert folder_bytes(local) <= ds._prepare().cache.usage() <= limit
+
+
+def folder_bytes(local: Path) -> int:
+    """Bytes of every file under ``local`` now, whatever it is."""
+    total = 0
+    for folder, _, names in os.walk(local):
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
 
 
 def cached_bytes(local: Path) -> int:

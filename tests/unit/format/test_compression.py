@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
+import tracemalloc
+from collections.abc import Callable
 
 import brotli
 import numpy as np
@@ -157,6 +160,62 @@ def test_max_size_refuses_a_bomb_before_inflating_it(code: str):
     bomb = compression.compress(bytes(64 << 20))  # 64 MiB of zeros, a few KiB packed
     with pytest.raises(ShardFormatError, match=r"s\.mds decompresses to more than the 1000 bytes"):
         compression.decompress(bomb, source="s.mds", max_size=1000)
+
+
+def fastest(code: str) -> Compression:
+    levels = DOC_LEVELS[code][0]
+    return get_compression(code if levels is None else f"{code}:{levels[0] or 1}")
+
+
+def traced_peak(run: Callable[[], object]) -> int:
+    """The most memory Python and numpy held at once while ``run`` ran, in bytes."""
+    tracemalloc.start()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("code", sorted(DOC_LEVELS))
+def test_every_codec_refuses_a_bomb_within_the_size_index_json_records(code: str):
+    compression = fastest(code)
+    bomb = compression.compress(bytes(64 << 20))  # 64 MiB of zeros, at most a few MiB packed
+
+    def decompress() -> None:
+        with pytest.raises(ShardFormatError, match=r"s\.mds decompresses to more than the 1048576"):
+            compression.decompress(bomb, source="s.mds", max_size=1 << 20)
+
+    assert traced_peak(decompress) < 8 << 20  # a few pieces of a MiB; the data is 16-64 MiB
+
+
+@pytest.mark.parametrize("code", ["br", "bz2", "gz", "zstd"])
+def test_decompressing_in_pieces_holds_about_a_piece_at_a_time(code: str):
+    data = bytes(range(256)) * (64 << 10)  # 16 MiB
+    compression = fastest(code)
+    packed = compression.compress(data)
+    digest = hashlib.sha256()
+
+    def decompress() -> None:
+        for piece in compression.decompress_chunks(packed, max_size=len(data)):
+            digest.update(piece)
+
+    assert traced_peak(decompress) < 8 << 20  # a few pieces of a MiB; the data is 16-64 MiB
+    assert digest.digest() == hashlib.sha256(data).digest()
+
+
+def test_a_snappy_block_declaring_more_than_max_size_is_refused_unread():
+    block = get_compression("snappy").compress(DATA)
+    with pytest.raises(ShardFormatError, match="decompresses to more than the 100 bytes"):
+        get_compression("snappy").decompress(block, max_size=100)
+    with pytest.raises(ShardFormatError, match="is not valid snappy data"):
+        get_compression("snappy").decompress(b"\xff" * 6, max_size=100)
+
+
+def test_a_truncated_brotli_stream_is_refused():
+    packed = get_compression("br").compress(DATA)
+    with pytest.raises(ShardFormatError, match="is not valid br data"):
+        get_compression("br").decompress(packed[:-5], max_size=len(DATA))
 
 
 @pytest.mark.parametrize("code", sorted(DOC_LEVELS))

@@ -21,6 +21,7 @@ from shardstream.format.index import (
     _plain_mds_entry,
     _typed_index,
     dump_index,
+    most_samples,
     parse_index,
     safe_basename,
 )
@@ -385,7 +386,42 @@ def test_sample_count_past_uint32_is_refused(samples: int):
 
 
 def test_largest_uint32_sample_count_parses():
-    assert parse_one(mds_entry(samples=2**32 - 1)).samples == 2**32 - 1
+    table = {"basename": "shard.00000.mds", "bytes": 4 * (2**32 + 1), "hashes": {}}
+    assert parse_one(mds_entry(samples=2**32 - 1, raw_data=table)).samples == 2**32 - 1
+
+
+def test_a_count_the_offset_table_cannot_hold_is_refused_on_every_path():
+    # 282 bytes hold a count and at most 69 offsets: 68 samples.
+    assert most_samples(282) == 68
+    assert parse_one(mds_entry(samples=68)).samples == 68
+    lie = mds_entry(samples=2**26)
+    message = (
+        f"{SOURCE}, shard 0 (shard.00000.mds): samples is 67108864, but a 282-byte file holds "
+        "the offsets of at most 68; index.json is corrupt"
+    )
+    for entry in (mds_entry(samples=69), lie):
+        with pytest.raises(IndexFormatError, match=re.escape(message[:40])):
+            parse_one(entry)
+    with pytest.raises(IndexFormatError, match=re.escape(message)):
+        parse_one(lie)
+    assert _typed_index(index_text(lie)) is None  # the quick paths hand it to the full checks
+    assert _plain_mds_entry(lie) is None
+    with pytest.raises(IndexFormatError, match=re.escape(message)):
+        _json_index(index_text(lie), SOURCE)
+
+
+def test_sixty_four_shards_claiming_the_largest_uint32_count_are_refused():
+    entries = [mds_entry(samples=2**32 - 1) for _ in range(64)]
+    with pytest.raises(IndexFormatError, match=re.escape(f"{SOURCE}, shard 0 (shard.00000.mds)")):
+        parse_index(index_text(*entries), source=SOURCE)
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "tsv", "xsv"])
+def test_a_split_shard_count_is_bounded_by_its_meta_file(fmt: str):
+    entry = split_entry(fmt, samples=3)  # a 20-byte .meta file: a count and 4 offsets at most
+    assert parse_one(entry).samples == 3
+    entry["samples"] = 4
+    expect_error(entry, re.escape(f"(shard.00000.{fmt}.meta): samples is 4, but a 20-byte file"))
 
 
 @pytest.mark.parametrize("basename", ["\ud800", "shard\udcff.mds"])
@@ -543,7 +579,7 @@ def test_the_typed_path_takes_a_plain_index_and_gives_up_on_others():
 
 def test_the_quick_path_takes_plain_entries():
     parse_index(index_text(mds_entry()), source=SOURCE)  # the column set is now known
-    entry = mds_entry(raw_data={"basename": "7/shard.00003.mds", "bytes": 1, "hashes": {}})
+    entry = mds_entry(raw_data={"basename": "7/shard.00003.mds", "bytes": 282, "hashes": {}})
     quick = _plain_mds_entry(entry)
     assert quick is not None
     assert quick == ShardEntry.from_json(mds_entry(raw_data=entry["raw_data"]), where="x")

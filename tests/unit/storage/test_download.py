@@ -24,6 +24,8 @@ from shardstream.storage import (
     ObjectInfo,
     download_file,
     fetch_bytes,
+    fetch_info,
+    timed_request,
 )
 from shardstream.storage import download as download_module
 from shardstream.storage._memory_budget import ByteBudget
@@ -85,6 +87,9 @@ class MemoryStore:
 
     def list(self, prefix: str = "") -> list[str]:
         return sorted(key for key in self.objects if key.startswith(prefix))
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        return {key: ObjectInfo(len(self.objects[key])) for key in self.list(prefix)}
 
 
 @pytest.fixture(autouse=True)
@@ -272,6 +277,37 @@ def test_fetch_bytes_times_out_too():
     with pytest.raises(DownloadTimeoutError):
         fetch_bytes(store, "k", DownloadOptions(retry=0, timeout=0.1))
     assert store.calls["get_bytes"] == 1
+
+
+def test_fetch_info_times_out_and_retries_like_a_download():
+    store = MemoryStore({"k": DATA}, stalling(3.0, times=10, method="info"))
+    started = time.monotonic()
+    with pytest.raises(DownloadTimeoutError, match=r"checking mem://bucket/k.*after 2 attempts"):
+        fetch_info(store, "k", DownloadOptions(retry=1, timeout=0.2))
+    assert 0.4 <= time.monotonic() - started < 1.5  # two attempts of 0.2 s (no backoff here)
+    assert store.calls["info"] == 2
+
+
+def test_fetch_info_answers_and_raises_a_missing_object_at_once():
+    store = MemoryStore({"k": DATA})
+    assert fetch_info(store, "k", DownloadOptions(retry=3)) == ObjectInfo(len(DATA), "etag")
+    with pytest.raises(ObjectNotFoundError):
+        fetch_info(store, "missing", DownloadOptions(retry=3))
+    assert store.calls["info"] == 2
+
+
+def test_timed_request_bounds_any_call():
+    calls = threading.Event()
+
+    def silent() -> int:
+        calls.set()
+        time.sleep(3.0)
+        return 1
+
+    with pytest.raises(DownloadTimeoutError, match="listing mem://bucket/ failed after 1 attempt"):
+        timed_request(silent, DownloadOptions(retry=0, timeout=0.1), "listing mem://bucket/")
+    assert calls.is_set()
+    assert timed_request(lambda: 7, DownloadOptions(), "asking") == 7
 
 
 def test_a_late_answer_of_an_abandoned_attempt_is_never_written(tmp_path: Path):

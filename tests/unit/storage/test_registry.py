@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from shardstream.errors import UnsupportedURLError
+from shardstream.errors import ConfigurationError, UnsupportedURLError
 from shardstream.storage import LocalStore, is_remote, local_path, open_store
 
 
@@ -61,3 +61,34 @@ def test_open_store_refuses_unsupported_schemes(url: str, scheme: str):
     ) as info:
         open_store(url)
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("s3://bucket/ds", {"connect_timeout": 2.5, "read_timeout": 2.5}),
+        ("gs://bucket/ds", {"connect_timeout": 2.5, "read_timeout": 2.5}),
+        ("azure://container/ds", {"connect_timeout": 2.5, "read_timeout": 2.5}),
+        ("oci://bucket@ns/ds", {"timeouts": (2.5, 2.5)}),
+        ("dbfs:/Volumes/c/s/v/ds", {"read_timeout": 2.5}),
+        ("https://example.com/ds", {"timeout": 2.5}),
+    ],
+)
+def test_open_store_gives_every_backend_the_timeout(url: str, expected: dict[str, object]):
+    store = open_store(url, timeout=2.5)
+    assert {name: getattr(store, name) for name in expected} == expected
+
+
+def test_open_store_caps_the_connect_timeout_and_lets_explicit_options_win():
+    store = open_store("s3://bucket/ds", timeout=120, read_timeout=7)
+    assert (store.connect_timeout, store.read_timeout) == (10.0, 7)  # type: ignore[attr-defined]
+
+
+def test_open_store_ignores_the_timeout_for_a_local_folder(tmp_path: Path):
+    assert isinstance(open_store(str(tmp_path), timeout=5), LocalStore)
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, True, "5"])
+def test_open_store_refuses_a_timeout_that_is_not_a_positive_number(timeout: object):
+    with pytest.raises(ConfigurationError, match=r"s3://bucket/ds.*timeout=.*positive"):
+        open_store("s3://bucket/ds", timeout=timeout)  # type: ignore[arg-type]

@@ -87,7 +87,7 @@ def test_writes_shards_and_an_index(tmp_path: Path):
 
 def test_shard_file_layout(tmp_path: Path):
     out = tmp_path / "ds"
-    write(out, 3, columns={"id": "int"})
+    write(out, 3, columns={"id": "int"}, extra_keys="drop")
     data = (out / "shard.00000.mds").read_bytes()
     count, *offsets = struct.unpack_from("<5I", data)
     assert count == 3
@@ -467,7 +467,7 @@ class RecordingStore(LocalStore):
 @pytest.fixture
 def use_store(monkeypatch: pytest.MonkeyPatch) -> Any:
     def use(store: RecordingStore) -> RecordingStore:
-        monkeypatch.setattr(mds_writer, "open_store", lambda url: store)
+        monkeypatch.setattr(mds_writer, "open_store", lambda url, **_: store)
         return store
 
     return use
@@ -535,7 +535,7 @@ def test_exception_inside_with_publishes_no_remote_index(tmp_path: Path, use_sto
 def test_remote_only_url_uses_a_temporary_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     remote = tmp_path / "remote"
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(mds_writer, "open_store", lambda url: LocalStore(str(remote)))
+    monkeypatch.setattr(mds_writer, "open_store", lambda url, **_: LocalStore(str(remote)))
     writer = MDSWriter(out="memory://bucket/ds", columns=COLUMNS)
     assert (writer.remote, writer.local) == ("memory://bucket/ds", None)
     writer.write(sample(0))
@@ -581,3 +581,19 @@ def test_a_writer_that_failed_to_start_keeps_failing(tmp_path: Path):
         remote.write(sample(0))
     with pytest.raises(UnsupportedURLError, match="hdfs://bucket/ds"):
         remote.write(sample(1))
+
+
+def test_uploads_use_the_writer_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    opened: dict[str, Any] = {}
+
+    def open_store(url: str, **options: Any) -> LocalStore:
+        opened[url] = options
+        return LocalStore(str(tmp_path / "remote"))
+
+    monkeypatch.setattr(mds_writer, "open_store", open_store)
+    with MDSWriter(out=(str(tmp_path / "local"), "mem://b/ds"), columns=COLUMNS, timeout=7.5) as w:
+        w.write(sample(0))
+    assert opened == {"mem://b/ds": {"timeout": 7.5}}
+    for bad in (0, -2.0, True, "60"):  # not a positive number of seconds
+        with pytest.raises(ConfigurationError, match="timeout must be a positive number"):
+            MDSWriter(out=str(tmp_path / "ds"), columns=COLUMNS, timeout=bad)  # type: ignore[arg-type]

@@ -8,13 +8,19 @@ own with :func:`register_encoding`; nothing needs monkeypatching.
 from __future__ import annotations
 
 import mmap
+import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from shardstream.errors import ConfigurationError, SampleEncodingError, UnknownEncodingError
+from shardstream.errors import (
+    ConfigurationError,
+    SampleEncodingError,
+    SampleTooDeepError,
+    UnknownEncodingError,
+)
 
 __all__ = [
     "Buffer",
@@ -24,6 +30,7 @@ __all__ = [
     "get_encoding",
     "no_argument",
     "register_encoding",
+    "too_deep",
 ]
 
 # What decode() receives: a slice of a memory-mapped shard, or bytes.
@@ -188,6 +195,15 @@ def no_argument(cls: Callable[[str], Encoding]) -> EncodingFactory:
         return cls(name)
 
     return factory
+
+
+def too_deep(name: str, exc: RecursionError) -> SampleTooDeepError:
+    """The error for a value nested past the recursion limit (the caller raises it)."""
+    return SampleTooDeepError(
+        f"encoding {name!r} cannot serialise the value: it nests deeper than Python's recursion "
+        f"limit ({sys.getrecursionlimit()}) allows ({exc}); flatten it, or serialise it "
+        "yourself into a 'bytes' or 'str' column"
+    )
 
 
 def _preview(value: Any, limit: int = 60) -> str:

@@ -6,7 +6,13 @@ import pickle
 from typing import Any
 
 from shardstream.errors import SampleEncodingError
-from shardstream.format.encodings.base import Buffer, Encoding, no_argument, register_encoding
+from shardstream.format.encodings.base import (
+    Buffer,
+    Encoding,
+    no_argument,
+    register_encoding,
+    too_deep,
+)
 
 __all__ = ["PickleEncoding"]
 
@@ -19,6 +25,8 @@ class PickleEncoding(Encoding):
     def encode(self, value: Any) -> bytes:
         try:
             return pickle.dumps(value)
+        except RecursionError as exc:
+            raise too_deep("pkl", exc) from exc
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise SampleEncodingError(
                 f"encoding 'pkl' cannot pickle the value: {exc}; convert it to picklable "

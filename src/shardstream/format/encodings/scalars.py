@@ -11,8 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from shardstream.errors import SampleEncodingError
-from shardstream.format.encodings.base import Buffer, Encoding, no_argument, register_encoding
+from shardstream.errors import SampleEncodingError, UnencodableTextError
+from shardstream.format.encodings.base import (
+    Buffer,
+    Encoding,
+    no_argument,
+    register_encoding,
+    too_deep,
+)
 
 __all__ = [
     "BytesEncoding",
@@ -55,7 +61,10 @@ class StrEncoding(Encoding):
 
     def encode(self, value: Any) -> bytes:
         if isinstance(value, str):
-            return value.encode("utf-8")
+            try:
+                return value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise _lone_surrogate(self.name, value, exc) from exc
         hint = (
             " (decode bytes to str first, or use the 'bytes' encoding)"
             if isinstance(value, (bytes, bytearray))
@@ -189,6 +198,8 @@ class JSONEncoding(Encoding):
             value = value.tolist()
         try:
             text = json.dumps(value)
+        except RecursionError as exc:
+            raise too_deep("json", exc) from exc
         except (TypeError, ValueError) as exc:
             raise SampleEncodingError(
                 f"encoding 'json' cannot serialise the value: {exc}; convert it to dicts, "
@@ -198,6 +209,16 @@ class JSONEncoding(Encoding):
 
     def decode(self, data: Buffer) -> Any:
         return json.loads(str(data, "utf-8"))
+
+
+def _lone_surrogate(name: str, text: str, exc: UnicodeEncodeError) -> UnencodableTextError:
+    """The error for text that UTF-8 cannot store: where the surrogate is, and what to do."""
+    return UnencodableTextError(
+        f"encoding {name!r} stores UTF-8, which has no bytes for the lone surrogate "
+        f"{text[exc.start]!r} at character {exc.start} of {len(text)}: repair the text (e.g. "
+        "text.encode('utf-8', 'replace').decode('utf-8')), or store its bytes in a 'bytes' "
+        "column (os.fsencode(text) for a file name)"
+    )
 
 
 for _name, _cls in (

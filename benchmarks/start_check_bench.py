@@ -1,0 +1,172 @@
+"""What checking the cache against the remote costs at start, with many shards.
+
+Usage::
+
+    .venv/bin/python benchmarks/start_check_bench.py [--shards 10000 100000] [--stores local s3]
+        [--baseline-src PATH]
+
+Writes a dataset of tiny one-sample MDS shards (the listing and the index grow with the shard
+count, not with the bytes), to a local folder and to SeaweedFS on 127.0.0.1, then times
+``StreamingDataset(...).prepare()`` (index check, listing, record, index parse) in a fresh
+process: a cold start (empty cache), a warm start (nothing changed) and a start after every
+object was rewritten in place. ``--baseline-src`` names the ``src`` folder of another checkout
+(for example a ``git worktree`` of an earlier commit) to time the same starts with its code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))  # for tests.integration.seaweedfs, the tests' server launcher
+
+from tests.integration.seaweedfs import S3Server, run_seaweedfs  # noqa: E402
+
+_PROBE = """
+import json, sys, time
+from shardstream import StreamingDataset
+remote, local, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+started = time.perf_counter()
+StreamingDataset(remote=remote, local=local, batch_size=1, **options).prepare()
+print(json.dumps({"seconds": time.perf_counter() - started}))
+"""
+
+
+def shard_bytes(value: int) -> bytes:
+    """One MDS shard of one sample holding an int64 column."""
+    return struct.pack("<I", 1) + struct.pack("<II", 12, 20) + struct.pack("<q", value)
+
+
+def index_bytes(shards: int) -> bytes:
+    """The index of ``shards`` one-sample shards."""
+    entry: dict[str, Any] = {
+        "column_encodings": ["int"],
+        "column_names": ["id"],
+        "column_sizes": [8],
+        "compression": None,
+        "format": "mds",
+        "hashes": [],
+        "samples": 1,
+        "size_limit": 1 << 26,
+        "version": 2,
+        "zip_data": None,
+    }
+    entries = [
+        {**entry, "raw_data": {"basename": f"shard.{k:06d}.mds", "bytes": 20, "hashes": {}}}
+        for k in range(shards)
+    ]
+    return json.dumps({"shards": entries, "version": 2}).encode()
+
+
+def write_local(root: Path, shards: int, generation: int) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for k in range(shards):
+        temporary = root / f".tmp-{k}"
+        temporary.write_bytes(shard_bytes(k * 10 + generation))
+        os.replace(temporary, root / f"shard.{k:06d}.mds")
+    (root / "index.json").write_bytes(index_bytes(shards))
+
+
+def write_s3(server: S3Server, prefix: str, shards: int, generation: int) -> None:
+    filesystem = server.filesystem()
+    base = f"{server.bucket}/{prefix}"
+
+    def put(k: int) -> None:
+        filesystem.pipe_file(f"{base}/shard.{k:06d}.mds", shard_bytes(k * 10 + generation))
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put, range(shards)))
+    filesystem.pipe_file(f"{base}/index.json", index_bytes(shards))
+
+
+def start_seconds(
+    python_path: str, remote: str, local: Path, options: dict[str, Any], env: dict[str, str]
+) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, remote, str(local), json.dumps(options)],
+        env={**env, "PYTHONPATH": python_path},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
+
+
+def measure(
+    codes: dict[str, str],
+    remote: str,
+    tmp: Path,
+    rewrite: Callable[[int], None],
+    env: dict[str, str],
+) -> dict[str, dict[str, float]]:
+    """Cold, warm and after-rewrite starts of each code, each code on its own cache folder."""
+    rows: dict[str, dict[str, float]] = {}
+    for generation, (name, python_path) in enumerate(codes.items(), start=1):
+        local = tmp / f"cache-{name}"
+        shutil.rmtree(local, ignore_errors=True)
+        row = {
+            "cold": start_seconds(python_path, remote, local, {}, env),
+            "warm": start_seconds(python_path, remote, local, {}, env),
+        }
+        rewrite(generation)
+        row["rewritten"] = start_seconds(python_path, remote, local, {}, env)
+        rows[name] = row
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--stores", nargs="+", default=["local", "s3"], choices=["local", "s3"])
+    parser.add_argument("--baseline-src", help="the src folder of the code to compare with")
+    args = parser.parse_args()
+    codes = {"shardstream": str(REPO / "src")}
+    if args.baseline_src:
+        codes["baseline"] = os.path.abspath(args.baseline_src)
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="start-check-") as folder:
+        tmp = Path(folder)
+        for shards in args.shards:
+            if "local" in args.stores:
+                root = tmp / f"local-{shards}"
+                write_local(root, shards, 0)
+                rows = measure(
+                    codes, str(root), tmp, partial(write_local, root, shards), dict(os.environ)
+                )
+                results.append({"store": "local", "shards": shards, **rows})
+                print(json.dumps(results[-1]), flush=True)
+                shutil.rmtree(root)
+            if "s3" in args.stores:
+                with run_seaweedfs(tmp / f"weed-{shards}") as server:
+                    started = time.perf_counter()
+                    write_s3(server, "ds", shards, 0)
+                    upload = time.perf_counter() - started
+                    env = {
+                        **os.environ,
+                        "S3_ENDPOINT_URL": server.endpoint,
+                        "AWS_ACCESS_KEY_ID": server.key,
+                        "AWS_SECRET_ACCESS_KEY": server.secret,
+                        "AWS_DEFAULT_REGION": "us-east-1",
+                    }
+                    remote = f"s3://{server.bucket}/ds"
+                    rows = measure(codes, remote, tmp, partial(write_s3, server, "ds", shards), env)
+                    results.append({"store": "s3", "shards": shards, "upload_s": upload, **rows})
+                    print(json.dumps(results[-1]), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Which remote objects a stream's cached files came from, so that no stale byte is served.
+
+A cache folder records, in ``.shardstream/source.json``, the remote it caches and the identity
+(size and version tag: ETag, generation, a local file's inode, size and mtime) of every object
+of one listing of that remote. At the next start one listing is compared with the record: the
+cached files of every object whose identity changed (or that the record does not know) are
+deleted before the index is read, so a dataset regenerated in place under the same names and
+sizes is fetched again, and a folder that caches another remote is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from shardstream.cache.layout import shard_lock_path
+from shardstream.cache.locks import FileLock
+from shardstream.cache.safe_paths import read_file, write_file
+from shardstream.cache.shard_files import shard_file_pairs
+from shardstream.errors import CacheConflictError
+from shardstream.format.index import ShardEntry
+from shardstream.storage.base import ObjectInfo
+
+__all__ = ["SOURCE_RECORD", "SourceRecord", "drop_stale_files", "identity", "read_record"]
+
+logger = logging.getLogger(__name__)
+
+#: The record's file name in the stream's state folder.
+SOURCE_RECORD = "source.json"
+_VERSION = 1
+
+
+def identity(info: ObjectInfo) -> str:
+    """An object's identity as the record keeps it: its size and version tag."""
+    return f"{info.size}:{info.etag or ''}"
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """What a cache folder knows of its remote.
+
+    Attributes:
+        remote: The remote root's URL (no credentials).
+        listed_ns: When the listing was asked for (``time.time_ns()``): it shows the remote as
+            it was then or later.
+        objects: Each listed key's :func:`identity`.
+        complete: Whether ``objects`` is a whole listing (HTTP lists nothing: the index only).
+    """
+
+    remote: str
+    listed_ns: int
+    objects: Mapping[str, str]
+    complete: bool
+
+    def check_remote(self, remote: str, local: str) -> None:
+        """Refuse a folder that caches another remote.
+
+        Raises:
+            CacheConflictError: ``local`` caches ``self.remote``, not ``remote``.
+        """
+        if self.remote != remote:
+            raise CacheConflictError(
+                f"the cache folder {local} holds the files of {self.remote}, not of {remote}: "
+                f"a cache folder serves one remote. Give local= a folder of its own for "
+                f"{remote} (or leave local= out: each remote then gets its own folder), or "
+                f"delete {local} if {self.remote} is read no more"
+            )
+
+    def changed(self, listing: Mapping[str, str]) -> set[str]:
+        """The keys whose identity differs between this record and ``listing``."""
+        keys = set(self.objects) | set(listing)
+        return {key for key in keys if self.objects.get(key) != listing.get(key)}
+
+    def write(self, state: str) -> None:
+        """Save the record in the state folder ``state``, atomically."""
+        document = {
+            "version": _VERSION,
+            "remote": self.remote,
+            "listed_ns": self.listed_ns,
+            "complete": self.complete,
+            "objects": dict(self.objects),
+        }
+        write_file(os.path.join(state, SOURCE_RECORD), [json.dumps(document).encode()])
+
+
+def read_record(state: str) -> SourceRecord | None:
+    """The record saved in the state folder ``state``; ``None`` if none (or unreadable)."""
+    path = os.path.join(state, SOURCE_RECORD)
+    try:
+        document = json.loads(read_file(path))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        logger.warning("ignoring the unreadable cache record %s (%s)", path, exc)
+        return None
+    try:
+        objects = document["objects"]
+        record = SourceRecord(
+            remote=str(document["remote"]),
+            listed_ns=int(document["listed_ns"]),
+            objects={str(key): str(value) for key, value in objects.items()},
+            complete=bool(document["complete"]),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        logger.warning("ignoring the malformed cache record %s", path)
+        return None
+    return record
+
+
+def drop_stale_files(
+    local: str,
+    entries: Iterable[ShardEntry],
+    stale: set[str] | None,
+    *,
+    lock_timeout: float,
+) -> int:
+    """Delete the cached files of shards whose remote object is in ``stale``.
+
+    Args:
+        local: The stream's cache folder.
+        entries: Index entries naming the cached files (the old index's and the new one's).
+        stale: Keys of the remote objects that changed; ``None``: every object (files whose
+            origin is unknown).
+        lock_timeout: How long to wait for a fetch of such a shard under way.
+
+    Returns:
+        The number of files deleted.
+    """
+    dropped = 0
+    for entry in entries:
+        files = [info for pair in shard_file_pairs(entry) for info in pair if info is not None]
+        # A shard's cached files come from its compressed object when it has one.
+        sources = {(zipped or raw).basename for raw, zipped in shard_file_pairs(entry)}
+        if stale is not None and not sources & stale:
+            continue
+        paths = [os.path.join(local, info.basename) for info in files]
+        if not any(os.path.lexists(path) for path in paths):
+            continue
+        # The shard's lock: a fetch of it by another process ends before its files go.
+        lock = FileLock(shard_lock_path(local, entry))
+        with lock.hold(timeout=lock_timeout, what=f"shard {entry.data_file.basename}"):
+            for path in paths:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+                    dropped += 1
+    return dropped

@@ -1,0 +1,171 @@
+"""The cache follows what the remote holds now: regenerated datasets, other remotes, requests."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shardstream import MDSWriter, StreamingDataset
+from shardstream.cache import sync_index
+from shardstream.cache.provenance import SOURCE_RECORD, read_record
+from shardstream.errors import CacheConflictError
+from shardstream.storage import DownloadOptions
+from shardstream.storage.base import ObjectInfo
+from shardstream.storage.local import LocalStore
+
+COLUMNS = {"id": "int", "text": "str"}
+
+
+def write(root: Path, label: str, samples: int = 30, compression: str | None = None) -> None:
+    """A dataset without hashes (MDSWriter's default) whose text is ``label`` + the id.
+
+    Every label has the same length, so datasets written with different labels have the same
+    shard names and sizes, and byte-identical indexes.
+    """
+    with MDSWriter(
+        out=str(root), columns=COLUMNS, size_limit=400, compression=compression, exist_ok=True
+    ) as writer:
+        for i in range(samples):
+            writer.write({"id": i, "text": f"{label}-{i:04d}"})
+
+
+def texts(remote: Path, local: Path) -> list[str]:
+    dataset = StreamingDataset(remote=str(remote), local=str(local), batch_size=1)
+    return [sample["text"] for sample in dataset]
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_dataset_regenerated_in_place_is_read_anew(tmp_path: Path, compression: str | None):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "aaa", compression=compression)
+    index = (remote / "index.json").read_bytes()
+    assert all(text.startswith("aaa-") for text in texts(remote, local))
+
+    # Same names and sizes, so the same index.json: compressed, some labels give other sizes.
+    for label in (c * 3 for c in string.ascii_lowercase[1:]):
+        write(remote, label, compression=compression)
+        if (remote / "index.json").read_bytes() == index:
+            break
+    else:
+        raise AssertionError("no label rewrites the dataset with the same index")
+
+    assert texts(remote, local) == [f"{label}-{i:04d}" for i in range(30)]
+
+
+def test_another_remote_through_the_same_folder_is_refused(tmp_path: Path):
+    first, second, local = tmp_path / "a", tmp_path / "b", tmp_path / "cache"
+    write(first, "aaa")
+    write(second, "bbb")
+    assert texts(first, local)[0] == "aaa-0000"
+    with pytest.raises(CacheConflictError) as caught:
+        texts(second, local)
+    message = str(caught.value)
+    assert str(local) in message
+    assert str(first) in message
+    assert str(second) in message
+    assert texts(first, local)[0] == "aaa-0000"  # the folder still serves its own remote
+
+
+def test_cache_of_unknown_origin_is_not_trusted(tmp_path: Path):
+    """Files cached before any record (an older version, another tool) are fetched anew."""
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old")
+    texts(remote, local)
+    os.remove(local / ".shardstream" / SOURCE_RECORD)
+    write(remote, "new")
+    assert texts(remote, local)[0] == "new-0000"
+
+
+class CountingStore:
+    """A local store that counts its requests, as a remote's bill would."""
+
+    def __init__(self, root: Path) -> None:
+        self.inner = LocalStore(str(root))
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.inner, name)
+        if not callable(attribute) or name == "url":
+            return attribute
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return attribute(*args, **kwargs)
+
+        return counted
+
+
+def test_one_listing_per_start_and_no_request_per_shard(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old", samples=200)
+    shards = len(json.loads((remote / "index.json").read_bytes())["shards"])
+    assert shards > 10
+    options = DownloadOptions()
+    store = CountingStore(remote)
+    assert sync_index(store, str(local), options) is not None
+    assert store.calls == {"list_info": 1, "get_bytes": 1}
+
+    store.calls.clear()
+    assert sync_index(store, str(local), options) is None
+    assert store.calls == {"list_info": 1}  # unchanged: one listing, nothing fetched
+
+    write(remote, "new", samples=200)
+    store.calls.clear()
+    sync_index(store, str(local), options)
+    assert store.calls == {"list_info": 1, "get_bytes": 1}  # the index object was rewritten
+
+
+def test_a_changed_shard_is_dropped_and_the_others_kept(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old")
+    texts(remote, local)
+    cached = sorted(p.name for p in local.glob("shard.*.mds"))
+    before = {name: (local / name).stat().st_ino for name in cached}
+    target = remote / cached[1]
+    target.write_bytes(target.read_bytes())  # rewritten in place: same bytes, a new identity
+
+    sync_index(LocalStore(str(remote)), str(local), DownloadOptions())
+    assert not (local / cached[1]).exists()
+    assert {n: (local / n).stat().st_ino for n in cached if n != cached[1]} == {
+        n: i for n, i in before.items() if n != cached[1]
+    }
+
+
+def test_record_names_the_remote_and_every_object(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old")
+    sync_index(LocalStore(str(remote)), str(local), DownloadOptions())
+    record = read_record(str(local / ".shardstream"))
+    assert record is not None
+    assert record.complete
+    assert record.remote == LocalStore(str(remote)).url("")
+    assert set(record.objects) == {p.name for p in remote.iterdir()}
+
+
+class UnlistableStore(CountingStore):
+    """A store that cannot list, as HTTP cannot: the index alone is checked."""
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        from shardstream.errors import UnsupportedURLError
+
+        self.calls["list_info"] = self.calls.get("list_info", 0) + 1
+        raise UnsupportedURLError("no listing here")
+
+
+def test_a_store_without_listing_checks_the_index(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old")
+    store = UnlistableStore(remote)
+    sync_index(store, str(local), DownloadOptions())
+    store.calls.clear()
+    assert sync_index(store, str(local), DownloadOptions()) is None
+    assert store.calls == {"list_info": 1, "info": 1}
+    record = read_record(str(local / ".shardstream"))
+    assert record is not None
+    assert not record.complete
+    assert set(record.objects) == {"index.json"}

@@ -15,10 +15,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
 from typing import TypeVar
-
-import numpy as np
 
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import FileLock
@@ -27,9 +24,14 @@ from shardstream.cache.safe_paths import read_file
 from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.errors import IndexFormatError, ObjectNotFoundError, UnsupportedURLError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index
-from shardstream.storage import DownloadOptions, ObjectStore, atomic_write, fetch_bytes
-from shardstream.storage.download import fetch_info
-from shardstream.storage.retry import backoff_delays, is_transient
+from shardstream.storage import (
+    DownloadOptions,
+    ObjectStore,
+    atomic_write,
+    fetch_bytes,
+    fetch_info,
+    fetch_listing,
+)
 
 __all__ = ["sync_index"]
 
@@ -116,26 +118,11 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
 def _list(store: ObjectStore, options: DownloadOptions) -> tuple[dict[str, str], bool]:
     """Each remote object's identity, and whether that is every object (HTTP: the index)."""
     try:
-        infos = _retried(store.list_info, "", store.url(""), options)
+        infos = fetch_listing(store, "", options)
     except UnsupportedURLError:
         info = fetch_info(store, INDEX_BASENAME, options)  # one request: a deadline holds it
         return {INDEX_BASENAME: identity(info)}, False
     return {key: identity(info) for key, info in infos.items()}, True
-
-
-def _retried(call: Callable[[str], T], key: str, url: str, options: DownloadOptions) -> T:
-    """``call(key)``, retried on transient failures like a download."""
-    delays: list[float] = []  # drawn on the first failure: fresh entropy costs ~80 us
-    for attempt in range(options.retry + 1):
-        try:
-            return call(key)
-        except OSError as exc:  # noqa: PERF203 - one try per attempt is the point
-            if attempt == options.retry or not is_transient(exc):
-                raise
-            logger.warning("asking %s failed (%s); retrying", url, exc)
-            delays = delays or backoff_delays(options.retry, np.random.default_rng())
-            time.sleep(delays[attempt])
-    raise AssertionError("unreachable")
 
 
 def _parse_old(data: bytes, path: str) -> list[ShardEntry]:

@@ -17,12 +17,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import FileLock
 from shardstream.cache.parquet_files import fetch_range, row_group_basename
+from shardstream.cache.provenance import SourceRecord, identity, read_record
 from shardstream.cache.safe_paths import read_file, write_file
 from shardstream.errors import IndexFormatError, ShardFormatError, ShardNotFoundError
 from shardstream.format.index import safe_basename
@@ -34,7 +36,7 @@ from shardstream.format.parquet_layout import (
     layout_from_footer,
     parse_layouts,
 )
-from shardstream.storage import DownloadOptions, ObjectStore, fetch_info
+from shardstream.storage import DownloadOptions, ObjectStore, fetch_listing
 from shardstream.storage.base import ObjectInfo
 
 __all__ = ["PARQUET_INDEX", "is_parquet_key", "list_parquet", "local_layouts", "sync_layouts"]
@@ -44,6 +46,7 @@ logger = logging.getLogger(__name__)
 #: The derived index's file name, in a remote stream's ``.shardstream`` folder.
 PARQUET_INDEX = "parquet-index.json"
 _THREADS = 8
+_OPTIONS = DownloadOptions()
 
 
 def is_parquet_key(key: str) -> bool:
@@ -52,9 +55,10 @@ def is_parquet_key(key: str) -> bool:
     return key.endswith(".parquet") and not any(p.startswith(("_", ".")) for p in parts)
 
 
-def list_parquet(store: ObjectStore) -> list[str]:
-    """The keys of the store's Parquet data files, sorted."""
-    return sorted(key for key in store.list() if is_parquet_key(key))
+def list_parquet(store: ObjectStore, options: DownloadOptions = _OPTIONS) -> dict[str, ObjectInfo]:
+    """The store's Parquet data files, by sorted key, with their sizes and tags: one listing."""
+    listed = fetch_listing(store, "", options)
+    return {key: listed[key] for key in sorted(listed) if is_parquet_key(key)}
 
 
 def local_layouts(root: str) -> list[ParquetFileLayout]:
@@ -80,7 +84,10 @@ def local_layouts(root: str) -> list[ParquetFileLayout]:
 
 
 def sync_layouts(
-    store: ObjectStore, local: str, options: DownloadOptions, keys: Sequence[str] | None = None
+    store: ObjectStore,
+    local: str,
+    options: DownloadOptions,
+    listed: Mapping[str, ObjectInfo] | None = None,
 ) -> list[ParquetFileLayout]:
     """The layouts of the remote's Parquet files, from the saved derived index where current.
 
@@ -88,22 +95,31 @@ def sync_layouts(
         store: The stream's remote root.
         local: The stream's cache folder.
         options: Retries and timeout of the requests.
-        keys: The Parquet keys, when the caller listed them already.
+        listed: :func:`list_parquet` of the store, when the caller listed it already.
 
     Raises:
+        CacheConflictError: ``local`` caches another remote.
         ShardNotFoundError: The remote holds no Parquet file.
         ShardFormatError: A file is not Parquet.
         StorageError: A request failed after every retry.
     """
-    keys = list_parquet(store) if keys is None else list(keys)
+    began = time.time_ns()
+    listed = list_parquet(store, options) if listed is None else listed
+    keys = sorted(listed)
     if not keys:
         raise ShardNotFoundError(
             f"{store.url('')} holds no index.json and no *.parquet files: point remote= at "
             "the dataset's root prefix"
         )
     with ThreadPoolExecutor(_THREADS, thread_name_prefix="shardstream-footer") as pool:
-        infos = list(pool.map(lambda key: fetch_info(store, key, options), keys))
+        infos = [listed[key] for key in keys]
         state = os.path.join(local, STATE_FOLDER)
+        record = read_record(state)
+        if record is not None:
+            record.check_remote(store.url(""), local)
+        else:  # a folder caches one remote, whatever its format
+            objects = {key: identity(info) for key, info in listed.items()}
+            SourceRecord(store.url(""), began, objects, complete=True).write(state)
         path = os.path.join(state, PARQUET_INDEX)
         saved = _saved(path)
         if _current(saved, keys, infos):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 
 from shardstream.cache import CacheStream
 from shardstream.cache import sync_index as _sync_index
@@ -20,6 +21,7 @@ from shardstream.dataset.stream import ResolvedStream
 from shardstream.errors import ConfigurationError, ObjectNotFoundError
 from shardstream.format.index import INDEX_BASENAME
 from shardstream.storage import ObjectStore, open_store
+from shardstream.storage.base import ObjectInfo
 
 __all__ = ["StreamData", "cache_stream", "open_remote", "open_stream_data"]
 
@@ -49,10 +51,10 @@ def open_stream_data(
         try:
             entries = _sync_index(store, stream.local, stream.options)
         except ObjectNotFoundError:
-            keys = None if stream.format is not None else list_parquet(store)
-            if not keys:
+            listed = None if stream.format is not None else list_parquet(store, stream.options)
+            if not listed:
                 raise
-            return _parquet(stream, store, keys)
+            return _parquet(stream, store, listed)
     if stream.columns is not None:
         raise ConfigurationError(
             f"columns={stream.columns!r} projects Parquet streams only; "
@@ -97,7 +99,9 @@ def _no_index(stream: ResolvedStream) -> bool:
 
 
 def _parquet(
-    stream: ResolvedStream, store: ObjectStore | None, keys: list[str] | None = None
+    stream: ResolvedStream,
+    store: ObjectStore | None,
+    listed: Mapping[str, ObjectInfo] | None = None,
 ) -> ParquetDataset:
     if stream.validate_hash is not None:
         logger.warning(
@@ -107,7 +111,7 @@ def _parquet(
     if store is None:
         layouts = local_layouts(stream.local)
     else:
-        layouts = sync_layouts(store, stream.local, stream.options, keys)
+        layouts = sync_layouts(store, stream.local, stream.options, listed)
     return ParquetDataset(
         stream.local,
         layouts,

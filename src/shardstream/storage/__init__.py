@@ -8,6 +8,7 @@ from shardstream.storage.download import (
     download_file,
     fetch_bytes,
     fetch_info,
+    fetch_listing,
     timed_request,
 )
 from shardstream.storage.gcs import GCSStore
@@ -32,6 +33,7 @@ __all__ = [
     "download_file",
     "fetch_bytes",
     "fetch_info",
+    "fetch_listing",
     "is_remote",
     "local_path",
     "open_store",

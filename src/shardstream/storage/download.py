@@ -43,7 +43,14 @@ from shardstream.storage.filesystems import is_local_disk
 from shardstream.storage.local import LocalStore, pwrite_all, temporary_sibling
 from shardstream.storage.retry import backoff_delays, is_transient
 
-__all__ = ["DownloadOptions", "download_file", "fetch_bytes", "fetch_info", "timed_request"]
+__all__ = [
+    "DownloadOptions",
+    "download_file",
+    "fetch_bytes",
+    "fetch_info",
+    "fetch_listing",
+    "timed_request",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +144,31 @@ def fetch_info(store: ObjectStore, key: str, options: DownloadOptions = _DEFAULT
         StorageError: The last attempt failed otherwise, as in :func:`fetch_bytes`.
     """
     return timed_request(lambda: store.info(key), options, f"checking {store.url(key)}")
+
+
+def fetch_listing(
+    store: ObjectStore, prefix: str = "", options: DownloadOptions = _DEFAULT
+) -> dict[str, ObjectInfo]:
+    """``store.list_info(prefix)``, tried again after transient failures as a download is.
+
+    Each of the listing's requests is bounded by the timeout the store was opened with
+    (``open_store(url, timeout=...)``), not the listing as a whole: its pages are many.
+
+    Raises:
+        UnsupportedURLError: The store has no listing (not retried).
+        StorageError: The last attempt failed.
+    """
+    delays: list[float] = []  # drawn on the first failure only
+    for attempt in range(options.retry + 1):
+        try:
+            return store.list_info(prefix)
+        except OSError as exc:  # noqa: PERF203 - one try per attempt is the point
+            if attempt == options.retry or not is_transient(exc):
+                raise
+            logger.warning("listing %s failed (%s); retrying", store.url(prefix), exc)
+            delays = delays or backoff_delays(options.retry, _rng())
+            time.sleep(delays[attempt])
+    raise AssertionError("unreachable")
 
 
 def timed_request(call: Callable[[], T], options: DownloadOptions, action: str) -> T:

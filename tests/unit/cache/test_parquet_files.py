@@ -117,3 +117,29 @@ def test_data_files_are_told_from_the_rest():
     assert not is_parquet_key("_temporary/0/part-0.parquet")
     assert not is_parquet_key(".part-0.parquet.crc")
     assert not is_parquet_key("index.json")
+
+
+def test_a_remote_parquet_folder_is_checked_with_one_listing_not_a_request_per_file(
+    tmp_path: Path,
+):
+    root = tmp_path / "remote"
+    root.mkdir()
+    for k in range(6):
+        pq.write_table(table(10 * k, 10), root / f"part-{k}.parquet")
+    store = LocalStore(str(root))
+    calls: list[str] = []
+    for name in ("info", "list_info", "get_range", "get_bytes"):
+        method = getattr(store, name)
+
+        def counted(*args: object, _name: str = name, _method: object = method) -> object:
+            calls.append(_name)
+            return _method(*args)  # type: ignore[operator]
+
+        setattr(store, name, counted)
+    local = str(tmp_path / "cache")
+    assert len(sync_layouts(store, local, DownloadOptions())) == 6
+    assert calls.count("list_info") == 1
+    assert "info" not in calls
+    calls.clear()
+    sync_layouts(store, local, DownloadOptions())  # footers known: the listing alone
+    assert calls == ["list_info"]

@@ -42,3 +42,18 @@ def global_batches(per_rank: Sequence[Sequence[int]], device_batch: int) -> list
 def ids_of(batches: Iterable[dict[str, Any]]) -> list[int]:
     """The ``id`` column of collated batches, flattened."""
     return [int(i) for batch in batches for i in batch["id"]]
+
+
+def state_allowance(remote: Path, scratch: Path, readers: int = 1) -> int:
+    """Bytes a cache of ``remote`` keeps beside its shards, measured, with room for processes.
+
+    The index and the record of the remote, plus room for the run files and reservations of
+    ``readers`` processes: ``cache_limit`` counts these too, so "N shards" is N shards plus this.
+    """
+    from shardstream.cache import sync_index
+    from shardstream.cache.layout import kept_bytes
+    from shardstream.storage import DownloadOptions
+    from shardstream.storage.local import LocalStore
+
+    sync_index(LocalStore(str(remote)), str(scratch), DownloadOptions())
+    return kept_bytes(str(scratch)) + 512 * readers

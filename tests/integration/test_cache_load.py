@@ -1,6 +1,7 @@
 """Load on one node's cache: 8 rank processes x 4 DataLoader workers, cache_limit of two shards.
 
-Every process reads through one cache folder whose limit holds two shards; shards are fetched,
+Every process reads through one cache folder whose limit holds two shards (beside the cached
+index and state, which the limit counts too); shards are fetched,
 opened and evicted all the time. Over several epochs nothing may hang, every epoch delivers
 each sample exactly once over the ranks (plus the reported padding), every rank gets the same
 count, and the shard files in the folder never pass the limit.
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.streaming_data import write_dataset
+from tests.streaming_data import state_allowance, write_dataset
 
 from shardstream import LocalDataset
 from shardstream.format.hashing import hash_bytes
@@ -93,7 +94,8 @@ def check_cached_files(remote: Path, cache: Path) -> None:
 def test_eight_ranks_of_four_workers_share_a_two_shard_cache(tmp_path: Path):
     remote = write_dataset(tmp_path / "remote", SAMPLES, size_limit=8192, payload=200)
     shards = LocalDataset(remote).shards
-    limit = 2 * max(entry.raw_data.bytes for entry in shards)
+    kept = state_allowance(remote, tmp_path / "allowance", readers=RANKS * (WORKERS + 1))
+    limit = 2 * max(entry.raw_data.bytes for entry in shards) + kept
     cache, out = tmp_path / "cache", tmp_path / "out"
     results = finish(start(remote, cache, out, limit, RANKS, WORKERS, EPOCHS), out)
     assert max(r["peak_shard_bytes"] for r in results) <= limit
@@ -111,7 +113,8 @@ def test_eight_ranks_of_four_workers_share_a_two_shard_cache(tmp_path: Path):
 def test_two_jobs_share_one_cache_folder(tmp_path: Path):
     """Two jobs of other shapes and seeds, at once, on one cache of three shards, 3 epochs."""
     remote = write_dataset(tmp_path / "remote", SAMPLES, size_limit=8192, payload=200)
-    limit = 3 * max(entry.raw_data.bytes for entry in LocalDataset(remote).shards)
+    kept = state_allowance(remote, tmp_path / "allowance", readers=20)
+    limit = 3 * max(entry.raw_data.bytes for entry in LocalDataset(remote).shards) + kept
     cache = tmp_path / "cache"
     first = start(remote, cache, tmp_path / "a", limit, ranks=3, workers=2, epochs=3, seed=1)
     second = start(remote, cache, tmp_path / "b", limit, ranks=2, workers=3, epochs=3, seed=2)

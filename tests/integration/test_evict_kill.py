@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.streaming_data import write_dataset
+from tests.streaming_data import state_allowance, write_dataset
 
 from shardstream import LocalDataset, StreamingDataset
 from shardstream.format.hashing import hash_bytes
@@ -20,7 +20,7 @@ def test_a_process_killed_mid_eviction_leaves_a_usable_cache(tmp_path: Path):
     remote = write_dataset(tmp_path / "remote", SAMPLES, compression="zstd", payload=300)
     shards = LocalDataset(remote).shards
     footprint = max(e.raw_data.bytes + (e.zip_data.bytes if e.zip_data else 0) for e in shards)
-    limit = 3 * footprint
+    limit = 3 * footprint + state_allowance(remote, tmp_path / "allowance")
     cache = tmp_path / "cache"
     done = subprocess.run(
         [sys.executable, str(CHILD), "--remote", str(remote), "--cache", str(cache),

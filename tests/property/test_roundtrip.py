@@ -20,7 +20,7 @@ from shardstream import LocalDataset, MDSWriter, get_encoding
 from shardstream.errors import SampleEncodingError
 from shardstream.format.compression import get_compression
 from shardstream.format.encodings.ndarray import DTYPE_CODES
-from shardstream.format.index import FileInfo, ShardEntry, dump_index, parse_index
+from shardstream.format.index import FileInfo, ShardEntry, dump_index, most_samples, parse_index
 from shardstream.format.mds import MDSSchema, MDSShardView
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -398,7 +398,7 @@ def shard_entries(draw: st.DrawFn) -> ShardEntry:
     zipped = None if compression is None else draw(FILES)
     return ShardEntry(
         format="mds",
-        samples=draw(st.integers(0, 2**32 - 1)),
+        samples=draw(st.integers(0, most_samples(raw.bytes))),  # what its offset table holds
         raw_data=raw,
         zip_data=zipped,
         compression=compression,

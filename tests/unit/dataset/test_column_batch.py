@@ -28,30 +28,38 @@ def values(count: int, size: int) -> list[bytes]:
     return [bytes([k % 251]) * (size + k % 7) for k in range(count)]
 
 
-def open_fds() -> int:
-    """This process's open batch files (``memfd``), and no other descriptor.
+def open_fds() -> dict[int, int]:
+    """This process's open batch files (``memfd``): descriptor to inode, and no other descriptor.
 
-    Other threads' descriptors come and go meanwhile: a test before may leave a pool behind.
+    Other threads' descriptors come and go meanwhile (a test before may leave a pool behind), so
+    tests follow their own descriptors by number and inode rather than counting.
     """
-    count = 0
+    found: dict[int, int] = {}
     for name in os.listdir("/proc/self/fd"):
         try:
             target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:  # closed since it was listed
+            if target.startswith("/memfd:shardstream-batch"):
+                found[int(name)] = os.fstat(int(name)).st_ino
+        except OSError:  # noqa: PERF203 - closed since it was listed
             continue
-        count += target.startswith("/memfd:shardstream-batch")
-    return count
+    return found
+
+
+def closed(fd: int, inode: int) -> bool:
+    """Whether the batch file ``inode`` once open as ``fd`` is closed (the number may be reused)."""
+    return open_fds().get(fd) != inode
 
 
 def test_a_packed_column_unpacks_to_the_same_bytes_and_closes_its_file():
     data: list[Any] = [*values(40, 5000), b"", memoryview(b"view value")]
     before = open_fds()
     packed = PackedBytes.pack(data)
-    assert open_fds() == before + 1
+    inode = open_fds()[packed.fd]
+    assert before.get(packed.fd) != inode  # a file of its own
     out = packed.unpack()
     assert out == [bytes(v) for v in data]
     assert all(type(v) is bytes for v in out)
-    assert open_fds() == before
+    assert closed(packed.fd, inode)
 
 
 def test_more_values_than_one_writev_takes():
@@ -60,10 +68,10 @@ def test_more_values_than_one_writev_takes():
 
 
 def test_an_unread_packed_column_closes_its_file_when_dropped():
-    before = open_fds()
     packed = PackedBytes.pack(values(3, 10))
+    fd, inode = packed.fd, open_fds()[packed.fd]
     del packed
-    assert open_fds() == before
+    assert closed(fd, inode)
 
 
 def _receive(queue: Any, result: Any) -> None:
@@ -228,11 +236,14 @@ def test_a_large_array_column_leaves_a_worker_packed():
     batch = for_transfer(ColumnBatch(["tokens"], [column]), threshold=100_000)
     packed = batch.columns[0]
     assert isinstance(packed, PackedArray)
-    before = open_fds()
     received = ForkingPickler.loads(ForkingPickler.dumps(batch))  # the descriptor is duplicated
-    assert open_fds() == before + 1
+    fd = received.columns[0].fd
+    assert fd != packed.fd
+    inode = open_fds()[fd]
+    assert inode == open_fds()[packed.fd]  # the same file, through a descriptor of its own
     array = received.columns[0].unpack()
-    assert open_fds() == before
+    assert closed(fd, inode)
+    assert packed.fd in open_fds()  # the sender's copy is the sender's to close
     assert array.flags.writeable
     assert array.dtype == np.uint16
     assert np.array_equal(array, np.stack(column))

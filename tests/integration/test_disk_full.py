@@ -8,14 +8,11 @@ test's process).
 from __future__ import annotations
 
 import errno
-import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tests.integration.tiny_disk import run_on_tiny_disk
 
 from shardstream import LocalDataset, MDSWriter
 
@@ -30,18 +27,7 @@ def write(root: Path, payload: Any, **kwargs: Any) -> None:
 
 
 def stream_into_tiny_disk(remote: Path, mount: Path, size: str) -> dict[str, Any]:
-    unshare = shutil.which("unshare")
-    assert unshare is not None, "the disk-full tests need util-linux's unshare"
-    mount.mkdir()
-    script = (
-        f"mount -t tmpfs -o size={size} tmpfs '{mount}' && "
-        f"exec '{sys.executable}' '{CHILD}' '{remote}' '{mount}/cache'"
-    )
-    done = subprocess.run([unshare, "--user", "--map-root-user", "--mount", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_on_tiny_disk(CHILD, mount, size, str(remote), "{mount}/cache")
 
 
 def check_consistent(remote: Path, files: dict[str, int]) -> None:

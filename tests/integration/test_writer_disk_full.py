@@ -7,29 +7,16 @@ The output folder is on a real tmpfs of a few hundred KiB, mounted in a private 
 from __future__ import annotations
 
 import errno
-import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from tests.integration.tiny_disk import run_on_tiny_disk
 
 CHILD = Path(__file__).with_name("writer_disk_full_child.py")
 
 
 def write_into_tiny_disk(mount: Path, size: str) -> dict[str, Any]:
-    unshare = shutil.which("unshare")
-    assert unshare is not None, "the disk-full tests need util-linux's unshare"
-    mount.mkdir()
-    script = (
-        f"mount -t tmpfs -o size={size} tmpfs '{mount}' && "
-        f"exec '{sys.executable}' '{CHILD}' '{mount}/ds'"
-    )
-    done = subprocess.run([unshare, "--user", "--map-root-user", "--mount", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return run_on_tiny_disk(CHILD, mount, size, "{mount}/ds")
 
 
 def test_a_full_disk_while_writing_leaves_only_whole_shards(tmp_path: Path):

@@ -11,6 +11,7 @@ import collections
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -246,13 +247,7 @@ def test_cache_limit_bounds_the_cache_and_evicts_least_recent(remote: Path, tmp_
     kept = folder_bytes(tmp_path / "probe") - sum(shards)  # the cached index and state count
     limit = 3 * max(shards) + kept
     ds = dataset(remote, local, cache_limit=limit, predownload=4)
-    peak = 0
-    ids = []
-    for sample in ds:
-        ids.append(int(sample["id"]))
-        peak = max(peak, cached_bytes(local))
-    assert sorted(ids) == list(range(SAMPLES))
-    assert 0 < peak <= limit
+    assert 0 < read_whole_epoch(ds, lambda: cached_bytes(local)) <= limit
     assert ds._prepare().cache.usage() <= limit
 
 
@@ -262,14 +257,19 @@ def test_cache_limit_counts_everything_the_cache_keeps(remote: Path, tmp_path: P
     largest = max(p.stat().st_size for p in remote.glob("*.mds"))
     limit = 3 * largest + (remote / "index.json").stat().st_size // 2
     ds = dataset(remote, local, cache_limit=limit, predownload=4)
+    assert 0 < read_whole_epoch(ds, lambda: folder_bytes(local)) <= limit
+    assert folder_bytes(local) <= ds._prepare().cache.usage() <= limit
+
+
+def read_whole_epoch(ds: StreamingDataset, measure: Callable[[], int]) -> int:
+    """Read an epoch, checking it holds every sample once; the peak of ``measure()`` meanwhile."""
     peak = 0
     ids = []
     for sample in ds:
         ids.append(int(sample["id"]))
-        peak = max(peak, folder_bytes(local))
+        peak = max(peak, measure())
     assert sorted(ids) == list(range(SAMPLES))
-    assert 0 < peak <= limit
-    assert folder_bytes(local) <= ds._prepare().cache.usage() <= limit
+    return peak
 
 
 def folder_bytes(local: Path) -> int:

@@ -2,8 +2,8 @@
 
 The reference reuses a local ``index.json`` and its shards forever, so a dataset rewritten in
 its bucket is read through a stale index and stale shards. Here each process lists the remote
-once at start, under the stream's index lock (a process that began before another's listing
-takes that listing instead), and compares the objects' identities with the cache's record
+once at start (unless another process of the node listed it after this one began), then,
+under the stream's index lock, compares the objects' identities with the cache's record
 (:mod:`shardstream.cache.provenance`): the cached files of every changed object are deleted,
 and a changed index fetched, before anything is read. Over HTTP, which cannot list, the index
 alone is checked (a HEAD) and its entries compared.
@@ -64,20 +64,21 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
     path = os.path.join(local, INDEX_BASENAME)
     remote = store.url("")
     began = time.time_ns()
+    if _listed_since(read_record(state), began, remote, local, path):
+        return None
+    # Listed without the lock, so that the processes of a node starting together list at once.
+    listed_ns = time.time_ns()
+    listing, complete = _list(store, options)
+    if INDEX_BASENAME not in listing:
+        raise ObjectNotFoundError(
+            f"reading {store.url(INDEX_BASENAME)} failed: no such object; point remote= at "
+            "the dataset's root (the folder holding index.json)"
+        )
     wait = options.timeout * (options.retry + 1) + 60
     with FileLock(os.path.join(state, "index.lock")).hold(timeout=wait, what="the index"):
         record = read_record(state)
-        if record is not None:
-            record.check_remote(remote, local)
-            if record.listed_ns >= began and os.path.exists(path):
-                return None  # another process of the node listed the remote after we began
-        listed_ns = time.time_ns()
-        listing, complete = _list(store, options)
-        if INDEX_BASENAME not in listing:
-            raise ObjectNotFoundError(
-                f"reading {store.url(INDEX_BASENAME)} failed: no such object; point remote= at "
-                "the dataset's root (the folder holding index.json)"
-            )
+        if _listed_since(record, began, remote, local, path):
+            return None
         old = _read(path)
         tagged = not listing[INDEX_BASENAME].endswith(":")  # no tag: the bytes must be compared
         index_current = (
@@ -113,6 +114,20 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             fresh.write(state)  # else it changed since the listing: the next start looks again
         logger.info("checked %s (%d shards)", store.url(INDEX_BASENAME), len(entries))
         return entries
+
+
+def _listed_since(
+    record: SourceRecord | None, began: int, remote: str, local: str, path: str
+) -> bool:
+    """Whether another process of the node checked the remote after ``began`` (so: for us).
+
+    Raises:
+        CacheConflictError: The folder caches another remote.
+    """
+    if record is None:
+        return False
+    record.check_remote(remote, local)
+    return record.listed_ns >= began and os.path.exists(path)
 
 
 def _list(store: ObjectStore, options: DownloadOptions) -> tuple[dict[str, str], bool]:

@@ -224,25 +224,35 @@ class LocalStore:
 
         Files being written (temporary siblings) are left out; a missing root lists nothing.
         """
-        return sorted(key for key in self._walk() if key.startswith(prefix))
+        return sorted(key for key, _ in self._walk() if key.startswith(prefix))
 
     def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
         """:meth:`list`, with each file's size and an etag of its inode, size and mtime."""
         found: dict[str, ObjectInfo] = {}
-        for key in self.list(prefix):
-            with contextlib.suppress(FileNotFoundError):  # removed since the walk
-                status = os.stat(os.path.join(self.root, key))
-                if stat.S_ISREG(status.st_mode):
-                    found[key] = _file_info(status)
-        return found
+        for key, entry in self._walk():
+            if key.startswith(prefix):
+                with contextlib.suppress(FileNotFoundError):  # removed since it was listed
+                    status = entry.stat()
+                    if stat.S_ISREG(status.st_mode):
+                        found[key] = _file_info(status)
+        return dict(sorted(found.items()))
 
-    def _walk(self) -> Iterator[str]:
-        for folder, _, names in os.walk(self.root):
-            relative = os.path.relpath(folder, self.root)
-            base = "" if relative == "." else relative.replace(os.sep, "/") + "/"
-            for name in names:
-                if not is_temporary(name):
-                    yield base + name
+    def _walk(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """Each file's key and entry, as ``os.walk`` finds them (links to folders not followed)."""
+        pending = [("", self.root)]
+        while pending:
+            base, folder = pending.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:  # gone, or unreadable: os.walk passes over it too
+                continue
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append((f"{base}{entry.name}/", entry.path))
+                elif entry.is_dir():  # a link to a folder: neither a file nor followed
+                    continue
+                elif not is_temporary(entry.name):
+                    yield base + entry.name, entry
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, check_key(key, self.root))

@@ -234,18 +234,23 @@ class S3Store:
         return sorted(self.list_info(prefix))
 
     def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
-        """:meth:`list`, with each object's size and ETag, from the same listing requests."""
-        root = self._path("")
-        with self._boundary("listing", prefix):
-            found: dict[str, dict[str, Any]] = self._filesystem().find(root, detail=True)
+        """:meth:`list`, with each object's size and ETag: ListObjectsV2, page by page.
+
+        Through the botocore client of reads, so a reader's start imports no s3fs.
+        """
+        root = f"{self.prefix.strip('/')}/" if self.prefix.strip("/") else ""
         infos: dict[str, ObjectInfo] = {}
-        for path, details in found.items():
-            key = path[len(root) :].lstrip("/")
-            if key.startswith(prefix) and details.get("type", "file") == "file":
-                etag = details.get("ETag") or details.get("etag")
-                infos[key] = ObjectInfo(
-                    size=int(details["size"]), etag=str(etag).strip('"') if etag else None
-                )
+        with self._boundary("listing", prefix):
+            pages = self._reader().get_paginator("list_objects_v2")
+            options = self._request_options()
+            for page in pages.paginate(Bucket=self.bucket, Prefix=root + prefix, **options):
+                for item in page.get("Contents") or ():
+                    key = str(item["Key"])[len(root) :]
+                    if key and not key.endswith("/"):  # "folder" markers are no objects
+                        etag = item.get("ETag")
+                        infos[key] = ObjectInfo(
+                            size=int(item["Size"]), etag=str(etag).strip('"') if etag else None
+                        )
         return infos
 
     # --- internals ------------------------------------------------------------------------------

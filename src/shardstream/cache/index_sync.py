@@ -88,10 +88,8 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             and record.objects.get(INDEX_BASENAME) == listing[INDEX_BASENAME]
         )
         stale = None if record is None else record.changed(listing)
-        fresh = SourceRecord(remote, listed_ns, listing, complete)
         if index_current and not stale:
-            fresh.write(state)
-            return None
+            return None  # the record says it all already: no rewrite on every start
         if index_current and old is not None:
             data = old
         else:
@@ -111,7 +109,8 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(state, _LEGACY_STAMP))
         if listing[INDEX_BASENAME].startswith(f"{len(data)}:"):
-            fresh.write(state)  # else it changed since the listing: the next start looks again
+            # Else the index changed since the listing: the next start looks again.
+            SourceRecord(remote, listed_ns, listing, complete).write(state)
         logger.info("checked %s (%d shards)", store.url(INDEX_BASENAME), len(entries))
         return entries
 

@@ -72,6 +72,8 @@ class SourceRecord:
 
     def changed(self, listing: Mapping[str, str]) -> set[str]:
         """The keys whose identity differs between this record and ``listing``."""
+        if self.objects == listing:  # the usual start: one comparison in C
+            return set()
         keys = set(self.objects) | set(listing)
         return {key for key in keys if self.objects.get(key) != listing.get(key)}
 

@@ -235,7 +235,7 @@ class LocalStore:
                     status = entry.stat()
                     if stat.S_ISREG(status.st_mode):
                         found[key] = _file_info(status)
-        return dict(sorted(found.items()))
+        return found
 
     def _walk(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
         """Each file's key and entry, as ``os.walk`` finds them (links to folders not followed)."""

@@ -50,19 +50,17 @@ class FileLock:
     """An exclusive lock on a file, held by one process at a time.
 
     Args:
-        path: The lock file (created when missing, with its folders).
-        root: The trusted folder ``path`` lies under; below it the lock file and its folders
-            are opened without following links and must be this user's (default: the folder
-            holding the path's ``.shardstream``, see :func:`~.safe_paths.split_root`).
+        path: The lock file (created when missing, with its folders). Below the folder
+            holding the path's ``.shardstream`` (:func:`~.safe_paths.split_root`), the file and
+            its folders are opened without following links and must be this user's.
 
     Example:
         >>> with FileLock("/cache/.shardstream/locks/shard.00000.mds.lock").hold(timeout=60):
         ...     ...
     """
 
-    def __init__(self, path: str, *, root: str | None = None) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
-        self.root = root
         self._fd: int | None = None
         self._pid = 0  # the process that took the lock (a forked child's copy is not held)
 
@@ -80,7 +78,7 @@ class FileLock:
             CacheTimeoutError: Another process held the lock for the whole timeout.
             CacheFolderError: The lock file or a folder above it is a link or another user's.
         """
-        fd = open_file(self.path, os.O_RDWR | os.O_CREAT, root=self.root)
+        fd = open_file(self.path, os.O_RDWR | os.O_CREAT)
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = _POLL_S
         try:
@@ -101,7 +99,7 @@ class FileLock:
 
     def try_acquire(self) -> bool:
         """Take the lock if nobody holds it; never wait."""
-        fd = open_file(self.path, os.O_RDWR | os.O_CREAT, root=self.root)
+        fd = open_file(self.path, os.O_RDWR | os.O_CREAT)
         if _flock(fd, blocking=False):
             self._fd, self._pid = fd, os.getpid()
             _held.add(fd)
@@ -132,9 +130,9 @@ class FileLock:
             self.release()
 
 
-def try_lock_file(path: str, *, root: str | None = None) -> FileLock | None:
-    """The lock on ``path`` if it can be had at once, else ``None`` (``root`` as in FileLock)."""
-    lock = FileLock(path, root=root)
+def try_lock_file(path: str) -> FileLock | None:
+    """The lock on ``path`` if it can be had at once, else ``None``."""
+    lock = FileLock(path)
     return lock if lock.try_acquire() else None
 
 

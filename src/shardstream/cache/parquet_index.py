@@ -111,36 +111,38 @@ def sync_layouts(
             f"{store.url('')} holds no index.json and no *.parquet files: point remote= at "
             "the dataset's root prefix"
         )
-    with ThreadPoolExecutor(_THREADS, thread_name_prefix="shardstream-footer") as pool:
-        infos = [listed[key] for key in keys]
-        state = os.path.join(local, STATE_FOLDER)
-        record = read_record(state)
-        if record is not None:
-            record.check_remote(store.url(""), local)
-        else:  # a folder caches one remote, whatever its format
-            objects = {key: identity(info) for key, info in listed.items()}
-            SourceRecord(store.url(""), began, objects, complete=True).write(state)
-        path = os.path.join(state, PARQUET_INDEX)
+    infos = [listed[key] for key in keys]
+    state = os.path.join(local, STATE_FOLDER)
+    record = read_record(state)
+    if record is not None:
+        record.check_remote(store.url(""), local)
+    else:  # a folder caches one remote, whatever its format (its Parquet files listed here)
+        objects = {key: identity(info) for key, info in listed.items()}
+        SourceRecord(store.url(""), began, objects, complete=False).write(state)
+    path = os.path.join(state, PARQUET_INDEX)
+    saved = _saved(path)
+    if _current(saved, keys, infos):
+        return saved
+    lock = FileLock(os.path.join(state, "parquet-index.lock"))
+    with (
+        lock.hold(timeout=options.timeout * (options.retry + 1) + 60, what="the index"),
+        ThreadPoolExecutor(_THREADS, thread_name_prefix="shardstream-footer") as pool,
+    ):
         saved = _saved(path)
         if _current(saved, keys, infos):
-            return saved
-        lock = FileLock(os.path.join(state, "parquet-index.lock"))
-        with lock.hold(timeout=options.timeout * (options.retry + 1) + 60, what="the index"):
-            saved = _saved(path)
-            if _current(saved, keys, infos):
-                return saved  # another process of the node read the footers meanwhile
-            known = {(s.key, s.size, s.etag): s for s in saved if s.etag is not None}
-            layouts = list(
-                pool.map(
-                    lambda item: (
-                        known.get((item[0], item[1].size, item[1].etag))
-                        or _remote_layout(store, item[0], item[1], options)
-                    ),
-                    zip(keys, infos, strict=True),
-                )
+            return saved  # another process of the node read the footers meanwhile
+        known = {(s.key, s.size, s.etag): s for s in saved if s.etag is not None}
+        layouts = list(
+            pool.map(
+                lambda item: (
+                    known.get((item[0], item[1].size, item[1].etag))
+                    or _remote_layout(store, item[0], item[1], options)
+                ),
+                zip(keys, infos, strict=True),
             )
-            _drop_changed(local, saved, layouts)
-            write_file(path, [dump_layouts(layouts)])
+        )
+        _drop_changed(local, saved, layouts)
+        write_file(path, [dump_layouts(layouts)])
     logger.info("read the footers of %s (%d Parquet files)", store.url(""), len(layouts))
     return layouts
 

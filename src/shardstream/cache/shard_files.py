@@ -8,7 +8,7 @@ import mmap
 import os
 from collections.abc import Iterator
 
-from shardstream.cache.safe_paths import make_folders, write_file
+from shardstream.cache.safe_paths import write_file
 from shardstream.errors import (
     ChecksumError,
     ConfigurationError,
@@ -145,7 +145,7 @@ class ShardFiles:
             packed, source=zip_path, max_size=raw.bytes
         )
         try:
-            make_folders(os.path.dirname(path), root=self.cache_root)  # through no planted link
+            # Its folders are made through no planted link, and a link at ``path`` is replaced.
             write_file(path, _exactly(pieces, raw.bytes, zip_path), root=self.cache_root)
         except OSError as exc:
             if exc.errno not in _NOT_A_FILE | {errno.EEXIST}:

@@ -29,7 +29,6 @@ import glob
 import logging
 import math
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ from shardstream.errors import (
 )
 from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.storage import DownloadOptions, ObjectStore, download_file
-from shardstream.storage.filesystems import is_local_disk
+from shardstream.storage.filesystems import free_bytes, is_local_disk
 
 __all__ = ["STATE_FOLDER", "CacheStream", "ShardCache", "ShardFetcher"]
 
@@ -283,7 +282,7 @@ class ShardCache:
                 exc.errno,
                 f"no space left in {stream.local} for shard {_name(entry)} "
                 f"({self.footprint(shard)} bytes with its compressed file; "
-                f"{_free_bytes(stream.local)} bytes free now): free disk space, set "
+                f"{free_bytes(stream.local)} bytes free now): free disk space, set "
                 f"cache_limit below the free space, or give local= a roomier folder",
             ) from exc
         finally:
@@ -517,13 +516,6 @@ def _listing(stream: CacheStream) -> set[str]:
         with contextlib.suppress(OSError):  # no such folder yet: nothing in it
             present.update(os.path.join(folder, name) for name in os.listdir(folder))
     return present
-
-
-def _free_bytes(folder: str) -> int | str:
-    try:
-        return shutil.disk_usage(folder).free
-    except OSError:
-        return "unknown"
 
 
 def _whole(path: str, info: FileInfo) -> bool:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 
 from shardstream.storage.base import ObjectStore
 from shardstream.storage.local import LocalStore
 
-__all__ = ["is_local_disk", "mount_type"]
+__all__ = ["free_bytes", "is_local_disk", "mount_type"]
 
 #: File systems whose reads never leave the machine. Anything else (nfs, cifs, fuse.*, 9p,
 #: ceph, lustre, ...) or an unknown type counts as remote: guessing "remote" costs a few
@@ -113,3 +114,11 @@ def _unescape(field: str) -> str:
             out.append(field[index])
             index += 1
     return "".join(out)
+
+
+def free_bytes(folder: str) -> int | str:
+    """Bytes free on the disk of ``folder`` for a disk-full message (``"unknown"`` if unknown)."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return "unknown"

@@ -28,6 +28,7 @@ from shardstream.format.hashing import check_hash_names, hash_chunks
 from shardstream.format.index import INDEX_BASENAME, FileInfo, ShardEntry, dump_index
 from shardstream.format.mds import MAX_SHARD_BYTES, MDSSchema, shard_header
 from shardstream.storage import atomic_write, is_remote, local_path, open_store
+from shardstream.storage.filesystems import free_bytes
 from shardstream.storage.keys import url_for_message
 from shardstream.units import parse_bytes
 from shardstream.writer.upload import Uploader
@@ -385,7 +386,7 @@ class MDSWriter:
         except OSError as exc:
             if exc.errno not in DISK_FULL_ERRNOS:
                 raise
-            first = sum(entry.samples for entry in self._entries)
+            first = self._samples_published()
             what = (
                 "the index"
                 if name == INDEX_BASENAME
@@ -394,14 +395,14 @@ class MDSWriter:
             raise DiskFullError(
                 exc.errno,
                 f"no space left in {self._folder} for {name} ({what}, "
-                f"{sum(map(len, parts))} bytes; {_free_bytes(self._folder)} bytes free now): "
+                f"{sum(map(len, parts))} bytes; {free_bytes(self._folder)} bytes free now): "
                 "free disk space or write to a roomier folder, then write the dataset again; "
                 "no index.json was published and no file was left half-written",
             ) from exc
 
     def _raise_for_sample(self, exc: Exception, offset: int) -> NoReturn:
         """Re-raise ``exc`` naming the sample (``offset`` past the next one) and the dataset."""
-        number = sum(entry.samples for entry in self._entries) + len(self._sizes) + offset
+        number = self._samples_published() + len(self._sizes) + offset
         # The same class, so that callers' except clauses (KeyError, UnicodeError, ...) match;
         # chained to the original error, not to each error that added context.
         message = f"sample {number} (counting from 0) of {self._where}: {exc}"
@@ -409,12 +410,16 @@ class MDSWriter:
 
     def _raise_for_extra_keys(self, sample: Mapping[str, Any]) -> NoReturn:
         extra = sorted(map(str, set(sample).difference(self._schema.names)))
-        number = sum(entry.samples for entry in self._entries) + len(self._sizes)
+        number = self._samples_published() + len(self._sizes)
         raise UnknownColumnError(
             f"sample {number} (counting from 0) of {self._where} has keys that are not "
             f"columns: {extra} (the columns are {self._schema.names}); add them to columns=, "
             "leave them out of the sample, or pass extra_keys='drop' to drop them"
         )
+
+    def _samples_published(self) -> int:
+        """Samples in the shards finished so far (those of the shard being filled follow)."""
+        return sum(entry.samples for entry in self._entries)
 
     @property
     def _where(self) -> str:
@@ -436,13 +441,6 @@ class MDSWriter:
             if bar is not None:
                 bar.close()
         self._progress = self._upload_progress = None
-
-
-def _free_bytes(folder: str) -> int | str:
-    try:
-        return shutil.disk_usage(folder).free
-    except OSError:
-        return "unknown"
 
 
 def _split_out(out: Out) -> tuple[str | None, str | None]:

@@ -124,14 +124,7 @@ def fetch_bytes(store: ObjectStore, key: str, options: DownloadOptions = _DEFAUL
         StorageError: The last attempt failed otherwise; the message names the URL, the attempts
             made and the last cause.
     """
-    found: list[bytes] = []
-    _gather(
-        [lambda: store.get_bytes(key)],
-        lambda _, data: found.append(data),
-        options,
-        f"reading {store.url(key)}",
-    )
-    return found[0]
+    return timed_request(lambda: store.get_bytes(key), options, f"reading {store.url(key)}")
 
 
 def fetch_info(store: ObjectStore, key: str, options: DownloadOptions = _DEFAULT) -> ObjectInfo:

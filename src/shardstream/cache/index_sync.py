@@ -96,8 +96,9 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             data = fetch_bytes(store, INDEX_BASENAME, options)
         entries = parse_index(data, source=store.url(INDEX_BASENAME))
         previous = _parse_old(old, path) if old is not None and old != data else []
+        if stale is not None:  # an entry that changed in the index goes too (HTTP: all we see)
+            stale |= _changed_entry_sources(previous, entries)
         dropped = drop_stale_files(local, [*previous, *entries], stale, lock_timeout=wait)
-        dropped += _drop_changed_entries(local, previous, entries)
         if dropped:
             logger.warning(
                 "%s changed since it was cached in %s (or the cache's origin was unknown): "
@@ -146,8 +147,8 @@ def _parse_old(data: bytes, path: str) -> list[ShardEntry]:
         return []
 
 
-def _drop_changed_entries(local: str, old: list[ShardEntry], new: list[ShardEntry]) -> int:
-    """Delete cached files whose index entry differs in the new index (or is gone)."""
+def _changed_entry_sources(old: list[ShardEntry], new: list[ShardEntry]) -> set[str]:
+    """The source objects of shards whose entry differs in the new index (or is gone)."""
     current = {
         info.basename: info
         for entry in new
@@ -155,16 +156,13 @@ def _drop_changed_entries(local: str, old: list[ShardEntry], new: list[ShardEntr
         for info in pair
         if info is not None
     }
-    dropped = 0
-    for entry in old:
-        for pair in shard_file_pairs(entry):
-            for info in pair:
-                if info is None or current.get(info.basename) == info:
-                    continue
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(local, info.basename))
-                    dropped += 1
-    return dropped
+    return {
+        (zipped or raw).basename
+        for entry in old
+        for raw, zipped in shard_file_pairs(entry)
+        if current.get(raw.basename) != raw
+        or (zipped is not None and current.get(zipped.basename) != zipped)
+    }
 
 
 def _read(path: str) -> bytes | None:

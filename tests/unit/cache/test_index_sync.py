@@ -169,3 +169,23 @@ def test_a_store_without_listing_checks_the_index(tmp_path: Path):
     assert record is not None
     assert not record.complete
     assert set(record.objects) == {"index.json"}
+
+
+def test_a_store_without_listing_drops_the_shards_whose_index_entry_changed(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    with MDSWriter(out=str(remote), columns=COLUMNS, size_limit=400, hashes=["xxh64"]) as writer:
+        for i in range(30):
+            writer.write({"id": i, "text": f"aaa-{i:04d}"})
+    store = UnlistableStore(remote)
+    sync_index(store, str(local), DownloadOptions())
+    for shard in remote.glob("shard.*.mds"):  # cached, as a read would leave them
+        (local / shard.name).write_bytes(shard.read_bytes())
+    first = sorted(remote.glob("shard.*.mds"))[0].name
+    with MDSWriter(
+        out=str(remote), columns=COLUMNS, size_limit=400, hashes=["xxh64"], exist_ok=True
+    ) as writer:
+        for i in range(30):
+            writer.write({"id": i, "text": f"{'b' if i == 0 else 'a'}aa-{i:04d}"})
+    sync_index(store, str(local), DownloadOptions())
+    assert not (local / first).exists()  # its hash changed in the new index
+    assert len(list(local.glob("shard.*.mds"))) == len(list(remote.glob("shard.*.mds"))) - 1

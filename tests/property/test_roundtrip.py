@@ -398,7 +398,8 @@ def shard_entries(draw: st.DrawFn) -> ShardEntry:
     zipped = None if compression is None else draw(FILES)
     return ShardEntry(
         format="mds",
-        samples=draw(st.integers(0, most_samples(raw.bytes))),  # what its offset table holds
+        # What its offset table holds, and a uint32 count can say.
+        samples=draw(st.integers(0, min(most_samples(raw.bytes), 2**32 - 1))),
         raw_data=raw,
         zip_data=zipped,
         compression=compression,

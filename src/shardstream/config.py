@@ -8,6 +8,7 @@
 | ``LOCAL_WORLD_SIZE`` | ranks on each node |
 | ``S3_ENDPOINT_URL`` | endpoint of an S3-compatible store (default: AWS itself) |
 | ``SHARDSTREAM_CACHE_DIR`` | where streamed datasets are cached when ``local`` is not given |
+| ``SHARDSTREAM_IO_URING`` | ``0``/``false``/``no``/``off``: read with ``pread``, never io_uring |
 | ``SHARDSTREAM_S3_REQUESTER_PAYS`` | comma-separated requester-pays buckets |
 | ``SHARDSTREAM_S3_UNSIGNED`` | ``1``/``true``/``yes``: send S3 requests unsigned (public buckets) |
 | ``OCI_CONFIG_FILE`` | the OCI config file with the API key's profile (``~/.oci/config``) |
@@ -46,6 +47,7 @@ __all__ = [
     "databricks_token",
     "distributed_environment",
     "gcs_emulator_host",
+    "io_uring_enabled",
     "normalize_gcs_endpoint",
     "oci_config_file",
     "oci_endpoint_url",
@@ -271,3 +273,10 @@ def azure_environment(environ: Mapping[str, str] | None = None) -> AzureEnvironm
         connection_string=_text("AZURE_STORAGE_CONNECTION_STRING", environ),
         sas_token=_text("AZURE_STORAGE_SAS_TOKEN", environ),
     )
+
+
+def io_uring_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether readers may use io_uring (``SHARDSTREAM_IO_URING`` is not ``0``/``false``/...)."""
+    environ = os.environ if environ is None else environ
+    switch = environ.get("SHARDSTREAM_IO_URING", "1").strip().lower()
+    return switch not in ("0", "false", "no", "off")

@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -30,7 +29,6 @@ from hypothesis import strategies as st
 from tests.spec import MDS_KEYS
 
 from shardstream import LocalDataset, MDSWriter, get_encoding
-from shardstream.cache import shard_files
 from shardstream.errors import (
     ChecksumError,
     IndexFormatError,
@@ -38,6 +36,7 @@ from shardstream.errors import (
     ShardstreamError,
 )
 from shardstream.format.mds import MDSSchema, shard_header
+from shardstream.format.read_policy import ReadPolicy
 
 # SHARDSTREAM_FUZZ_EXAMPLES=5000 fuzzes longer than the default run does.
 FUZZ = settings(
@@ -191,14 +190,10 @@ def fresh(template: Template) -> Iterator[Path]:
 Read = dict[str, Any] | ShardstreamError  # a sample, or the error reading it raised
 
 
-@contextmanager
-def reading(pread: bool) -> Iterator[None]:
+def reading(pread: bool, zero_copy: bool = False) -> ReadPolicy:
     """With ``pread``, every shard is read as shards of large samples are (MDSFileView)."""
-    if not pread:
-        yield
-        return
-    with mock.patch.multiple(shard_files, _READ_WHOLE=0, PREAD_MEAN=0):
-        yield
+    policy = ReadPolicy(zero_copy=zero_copy)
+    return policy.replace(read_whole_bytes=0, pread_mean_bytes=0) if pread else policy
 
 
 def read_everything(path: Path, **kwargs: Any) -> list[Read]:
@@ -209,7 +204,8 @@ def read_everything(path: Path, **kwargs: Any) -> list[Read]:
     shards that hold no sample (ids never reach them).
     """
     pread = kwargs.pop("pread", False)
-    with reading(pread), LocalDataset(path, **kwargs) as ds:
+    kwargs["policy"] = reading(pread, kwargs.get("zero_copy", False))
+    with LocalDataset(path, **kwargs) as ds:
         total = len(ds)
         # An index may claim billions of samples: then read the first and last thousand.
         ids = range(total) if total <= 2000 else [*range(1000), *range(total - 1000, total)]
@@ -221,7 +217,7 @@ def read_everything(path: Path, **kwargs: Any) -> list[Read]:
                 continue
             raise AssertionError(f"ds[{bad}] of {total} samples did not raise IndexError")
     if not errors_in(results):
-        with reading(pread), LocalDataset(path, **kwargs) as ds:
+        with LocalDataset(path, **kwargs) as ds:
             iterated = list(ds)
         assert normalized(iterated) == normalized(results), "iterating and indexing disagree"
     return results

@@ -10,7 +10,7 @@ from shardstream.cache.node_orders import NodeOrders
 from shardstream.cache.private_folder import ensure_private_folder
 from shardstream.cache.run_state import EpochStart, RunState
 from shardstream.cache.shard_cache import STATE_FOLDER, CacheStream, ShardCache
-from shardstream.cache.shard_files import ShardFiles, ShardView
+from shardstream.cache.shard_files import ShardFiles
 
 __all__ = [
     "STATE_FOLDER",
@@ -21,7 +21,6 @@ __all__ = [
     "RunState",
     "ShardCache",
     "ShardFiles",
-    "ShardView",
     "ensure_private_folder",
     "sync_index",
 ]

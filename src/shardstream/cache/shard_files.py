@@ -21,11 +21,12 @@ from shardstream.format.hashing import HASH_ALGORITHMS, hash_bytes, hash_chunks
 from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.format.mds_file import CAN_PREAD, MDSFileView, ShardFile
+from shardstream.format.read_policy import ReadPolicy
+from shardstream.format.shard_view import ShardView
 from shardstream.format.split import SplitShardView
 
-__all__ = ["PREAD_MEAN", "ShardFiles", "ShardView", "shard_file_pairs"]
+__all__ = ["ShardFiles", "shard_file_pairs"]
 
-ShardView = MDSShardView | MDSFileView | SplitShardView
 Opened = Buffer | ShardFile  # a file's bytes, its mapping, or the open file
 
 
@@ -40,11 +41,9 @@ class ShardFiles:
         root: The folder holding ``index.json`` (the split folder, if any).
         cache_root: Where decompressed shards go (default: ``root``).
         validate_hash: A digest algorithm to check each stored file against, or ``None``.
-        zero_copy: Views return ``bytes`` columns as memoryviews of the mapped file.
-
-    MDS shards of large samples (``PREAD_MEAN`` bytes or more on average, ``zero_copy``
-    off) are not mapped but read value by value (:class:`MDSFileView`), so that reading them
-    does not grow the process's resident memory.
+        policy: How files are opened (read whole, mapped, or read with ``pread``:
+            :meth:`ReadPolicy.opening`) and whether views return ``bytes`` columns as
+            memoryviews of the mapped file.
     """
 
     def __init__(
@@ -53,7 +52,7 @@ class ShardFiles:
         cache_root: str | None = None,
         validate_hash: str | None = None,
         *,
-        zero_copy: bool = False,
+        policy: ReadPolicy | None = None,
     ) -> None:
         if validate_hash is not None and validate_hash not in HASH_ALGORITHMS:
             raise ConfigurationError(
@@ -63,7 +62,12 @@ class ShardFiles:
         self.root = root
         self.cache_root = cache_root or root
         self.validate_hash = validate_hash
-        self.zero_copy = zero_copy
+        self.policy = policy or ReadPolicy()
+
+    @property
+    def zero_copy(self) -> bool:
+        """Whether views return ``bytes`` columns as memoryviews of the mapped file."""
+        return self.policy.zero_copy
 
     def open(self, entry: ShardEntry, schema: MDSSchema | None) -> ShardView:
         """Return a random-access view of a shard's samples.
@@ -76,8 +80,7 @@ class ShardFiles:
         source = os.path.join(self.root, entry.data_file.basename)
         if entry.format == "mds":
             assert schema is not None
-            large = 0 if self.zero_copy else entry.samples
-            data = self._buffer(entry, entry.raw_data, entry.zip_data, large_samples=large)
+            data = self._buffer(entry, entry.raw_data, entry.zip_data, samples=entry.samples)
             if isinstance(data, ShardFile):
                 return MDSFileView(data, schema, entry.samples, source=source)
             return MDSShardView(
@@ -118,26 +121,25 @@ class ShardFiles:
                     os.remove(os.path.join(self.root, zipped.basename))
 
     def _buffer(
-        self, entry: ShardEntry, raw: FileInfo, zipped: FileInfo | None, *, large_samples: int = 0
+        self, entry: ShardEntry, raw: FileInfo, zipped: FileInfo | None, *, samples: int = 0
     ) -> Opened:
-        """The uncompressed file, decompressed first if need be.
+        """The uncompressed file, decompressed first if need be, opened as the policy says.
 
-        A file of ``large_samples`` samples that average ``PREAD_MEAN`` bytes or more comes
-        back open (:class:`ShardFile`), not mapped.
+        Only an MDS data file gives its ``samples``; others are never read with ``pread``.
         """
         path = self._raw_path(raw, zipped)
         if zipped is None:
-            buffer = _map(path, large_samples)
+            buffer = self._map(path, samples)
             self._check(entry, raw, buffer, path)
             return buffer
         try:
             if os.path.getsize(path) == raw.bytes:
-                return _map(path, large_samples)
+                return self._map(path, samples)
         except OSError as exc:
             if exc.errno not in _NOT_A_FILE:
                 raise
         zip_path = os.path.join(self.root, zipped.basename)
-        packed = _map(zip_path)
+        packed = self._map(zip_path)
         assert not isinstance(packed, ShardFile)  # no samples were given
         self._check(entry, zipped, packed, zip_path)
         assert entry.compression is not None
@@ -154,7 +156,31 @@ class ShardFiles:
                 f"cannot store the decompressed shard at {path} ({exc}): index.json's "
                 f"raw_data.basename {raw.basename!r} does not name a file"
             ) from exc
-        return _map(path, large_samples)
+        return self._map(path, samples)
+
+    def _map(self, path: str, samples: int = 0) -> Opened:
+        """A whole file, read-only: read into memory, memory-mapped, or open for ``pread``."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                size = os.fstat(fd).st_size
+                how = self.policy.opening(size, samples, can_pread=CAN_PREAD)
+                if how == "whole":
+                    return _read_whole(fd, size)
+                if how == "pread":
+                    file, fd = ShardFile(fd, size), -1  # it owns the descriptor now
+                    return file
+                return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+        except OSError as exc:
+            if exc.errno not in _NOT_A_FILE:
+                raise
+            raise ShardNotFoundError(
+                f"shard file {path} is missing (or not a file); the dataset is incomplete or "
+                f"index.json belongs to another dataset"
+            ) from exc
 
     def _raw_path(self, raw: FileInfo, zipped: FileInfo | None) -> str:
         """Where the uncompressed file is: the dataset's, or the one decompressed from it."""
@@ -215,53 +241,8 @@ _NOT_A_FILE = frozenset(
 )
 
 
-# Shards are mapped lazily: pages come in as samples are read (a fault maps a whole cached
-# folio, not 4 KiB). Mapping every page up front (MAP_POPULATE) made a reader wait for whole
-# shards it had barely touched: a warm first batch from 16 shards of 64 MiB took 50 ms against
-# 20 ms lazily, and no read measured faster with it (benchmarks/README.md).
-
-
-# Files up to this size are read into memory instead: a mapping keeps a file descriptor open
-# (Python's mmap holds a duplicate), and a reader may keep thousands of small shards open.
-_READ_WHOLE = 8 << 20
-
-#: Larger files whose samples average this many bytes or more are read sample by sample with
-#: ``pread`` instead of mapped (:mod:`shardstream.format.mds_file`): mapped, every shard page a
-#: process touches stays in its resident memory, and on kernels that map a whole cached folio
-#: per fault (up to 2 MiB) a shuffled epoch leaves the whole dataset resident after a few
-#: batches. A read costs a system call per sample, so it is kept for large samples. Measured
-#: here, random batches through ``get_many`` from the page cache, read / mapped speed: 0.58 at
-#: 8 KiB, 0.64 at 16 KiB, 0.71-0.74 at 32-64 KiB, 0.79 at 100 KiB; resident file memory after
-#: 256 MiB, 19 MiB read against 275 MiB mapped.
-PREAD_MEAN = 32 << 10
-
-
-def _map(path: str, large_samples: int = 0) -> Opened:
-    """A whole file, read-only: memory-mapped, or read into bytes when small (or empty).
-
-    A file of ``large_samples`` samples (0: no samples worth it) that average
-    :data:`PREAD_MEAN` bytes or more stays open instead, for ``pread``.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            size = os.fstat(fd).st_size
-            if size <= _READ_WHOLE:
-                return _read_whole(fd, size)
-            if CAN_PREAD and large_samples and size >= PREAD_MEAN * large_samples:
-                file, fd = ShardFile(fd, size), -1  # it owns the descriptor now
-                return file
-            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-        finally:
-            if fd >= 0:
-                os.close(fd)
-    except OSError as exc:
-        if exc.errno not in _NOT_A_FILE:
-            raise
-        raise ShardNotFoundError(
-            f"shard file {path} is missing (or not a file); the dataset is incomplete or "
-            f"index.json belongs to another dataset"
-        ) from exc
+# Shards are mapped lazily, pages coming in as samples are read: populating a mapping up
+# front made a reader wait for whole shards it had barely touched.
 
 
 def _read_whole(fd: int, size: int) -> bytes:

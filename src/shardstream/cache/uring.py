@@ -2,10 +2,9 @@
 
 A shuffled batch of small samples is hundreds of reads at scattered offsets. Mapped, they
 cost no system call, but every page a process touches stays in its resident memory until it
-is unmapped, and a shuffled epoch touches every page of its shards: a process reading 1M
-samples of 1 KiB ends the epoch with the whole 1 GiB dataset counted in its RSS. Read with
-``pread``, nothing is mapped, but each read is a system call (1.3-2 us here), and a thread
-doing them cannot overlap with the interpreter: each one takes the interpreter's lock back.
+is unmapped, and a shuffled epoch touches every page of its shards. Read with ``pread``,
+nothing is mapped, but each read is a system call, and a thread doing them cannot overlap
+with the interpreter: each one takes the interpreter's lock back.
 
 A :class:`Ring` submits a whole batch of reads in one ``io_uring_enter`` call, which runs
 without the interpreter's lock, so a reader thread can read the next batch while the loader's
@@ -14,8 +13,9 @@ thread decodes this one. The ring is set up with the raw ``io_uring_setup`` and
 and filled with numpy, one ``IORING_OP_READ`` per read.
 
 :func:`open_ring` raises :class:`OSError` where io_uring cannot be used: not Linux, a kernel
-before 5.6, a container whose seccomp profile forbids it, ``kernel.io_uring_disabled``, or
-``SHARDSTREAM_IO_URING=0`` in the environment. Callers then read with ``pread``.
+before 5.6, a container whose seccomp profile forbids it, or ``kernel.io_uring_disabled``.
+Callers then read with ``pread``. Whether to try at all is the read policy's choice
+(``ReadPolicy.read_ahead``, off with ``SHARDSTREAM_IO_URING=0``).
 """
 
 from __future__ import annotations
@@ -30,10 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ENV_SWITCH", "Ring", "open_ring"]
-
-#: ``SHARDSTREAM_IO_URING=0`` turns io_uring off: reads are made with ``pread`` instead.
-ENV_SWITCH = "SHARDSTREAM_IO_URING"
+__all__ = ["Ring", "open_ring"]
 
 _SETUP, _ENTER = 425, 426  # io_uring_setup, io_uring_enter (the same on every architecture)
 _OP_READ = 22  # IORING_OP_READ, Linux 5.6
@@ -188,8 +185,6 @@ def open_ring(entries: int = 256) -> Ring:
     Raises:
         OSError: io_uring cannot be used here (see the module's documentation).
     """
-    if os.environ.get(ENV_SWITCH, "1").strip() in ("0", "false", "no", "off"):
-        raise OSError(errno.EPERM, f"io_uring turned off ({ENV_SWITCH}=0)")
     if not sys.platform.startswith("linux") or sys.byteorder != "little":
         raise OSError(errno.ENOSYS, f"io_uring needs little-endian Linux, not {sys.platform}")
     libc = ctypes.CDLL(None, use_errno=True)

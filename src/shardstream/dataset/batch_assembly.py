@@ -10,29 +10,29 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from collections.abc import Iterator
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
-from shardstream.cache import ShardView as _MDSView
 from shardstream.dataset.column_batch import Column, ColumnBatch
 from shardstream.errors import ShardstreamError
 from shardstream.format.batch_decode import ColumnValues
-from shardstream.format.parquet_view import RowGroupView
+from shardstream.format.shard_view import ShardView
 
-__all__ = ["ShardView", "decode_columns", "decode_rows", "names_of"]
-
-ShardView = _MDSView | RowGroupView  # a Parquet row group is a shard too
-
-#: A batch decoder: the values of samples ``ks`` of one shard, one entry per column.
-_Decoder = Callable[[Sequence[int]], list[ColumnValues]]
+__all__ = ["LocatedBatch", "decode_columns", "decode_rows"]
 
 
-def decode_rows(
-    rows: list[tuple[list[int], list[int], dict[int, ShardView]]], raw_views: bool
-) -> Iterator[ColumnBatch]:
+class LocatedBatch(NamedTuple):
+    """A device batch located: each sample's shard and index in it, the shards open."""
+
+    shards: list[int]
+    local: list[int]
+    views: dict[int, ShardView]
+
+
+def decode_rows(rows: list[LocatedBatch], raw_views: bool) -> Iterator[ColumnBatch]:
     """Decode device batches of one schema together; yield them one by one, in order."""
     if not rows:
         return
@@ -40,10 +40,10 @@ def decode_rows(
         yield decode_columns(*rows[0], raw_views)
         return
     views: dict[int, ShardView] = {}
-    for _, _, row_views in rows:
-        views.update(row_views)
-    shards = list(itertools.chain.from_iterable(row[0] for row in rows))
-    local = list(itertools.chain.from_iterable(row[1] for row in rows))
+    for row in rows:
+        views.update(row.views)
+    shards = list(itertools.chain.from_iterable(row.shards for row in rows))
+    local = list(itertools.chain.from_iterable(row.local for row in rows))
     try:
         batch = decode_columns(shards, local, views, raw_views)
     except ShardstreamError:
@@ -53,8 +53,8 @@ def decode_rows(
             yield decode_columns(*row, raw_views)
         return
     start = 0
-    for row_shards, _, _ in rows:
-        stop = start + len(row_shards)
+    for row in rows:
+        stop = start + len(row.shards)
         columns: list[Column] = [cast(list[Any], column)[start:stop] for column in batch.columns]
         yield ColumnBatch(batch.names, columns)  # decode_columns makes lists, sliced here
         start = stop
@@ -66,7 +66,7 @@ def decode_columns(
     """One device batch as columns, in batch order, decoding each shard's samples at once."""
     if len(views) == 1:
         view = next(iter(views.values()))
-        return ColumnBatch(names_of(view), list(_many(view, raw_views)(local)))
+        return ColumnBatch(view.names, list(view.read_columns(local, views=raw_views)))
     # Group the batch's positions by shard (numpy, no Python step per sample), decode each
     # shard's samples in one call, then put the values back into batch order.
     by_shard = np.asarray(shards, dtype=np.int64)
@@ -75,13 +75,13 @@ def decode_columns(
     indices = np.asarray(local, dtype=np.int64)[order]
     cuts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(shards)]
     parts = [
-        _many(views[int(grouped[begin])], raw_views)(indices[begin:end].tolist())
+        views[int(grouped[begin])].read_columns(indices[begin:end].tolist(), views=raw_views)
         for begin, end in itertools.pairwise(cuts)
     ]
     back = np.empty(len(shards), np.int64)  # batch slot -> position among the decoded values
     back[order] = np.arange(len(shards))
     pick = operator.itemgetter(*back.tolist())
-    names = names_of(next(iter(views.values())))
+    names = next(iter(views.values())).names
     columns: list[Column] = []
     for column in range(len(names)):
         arrays = _in_batch_order([part[column] for part in parts], order, cuts)
@@ -121,26 +121,3 @@ def _in_batch_order(
     for (begin, end), part in zip(itertools.pairwise(cuts), arrays, strict=True):
         out[order[begin:end]] = part
     return out
-
-
-def _many(view: ShardView, raw_views: bool = False) -> _Decoder:
-    """The view's batch decoder, or one built from its per-sample getter (text shards)."""
-    get_many = getattr(view, "get_many_views" if raw_views else "get_many", None)
-    if get_many is not None:
-        return get_many  # type: ignore[no-any-return]
-
-    def from_samples(indices: Sequence[int]) -> list[ColumnValues]:
-        samples = [view.get(index) for index in indices]
-        keys = list(samples[0]) if samples else []
-        columns: list[ColumnValues] = [[sample[key] for sample in samples] for key in keys]
-        return columns
-
-    return from_samples
-
-
-def names_of(view: ShardView) -> list[str]:
-    """The view's columns, in the order its batch decoder returns them."""
-    schema = getattr(view, "schema", None)
-    if schema is not None:
-        return list(schema.names)
-    return list(view.get(0))

@@ -4,8 +4,8 @@ A worker hands its batches to the loader's process through a pipe, pickled. For 
 that is cheap; for large ones (images, long token arrays stored as ``bytes``) the pipe is the
 bottleneck of every loader: each 100 KiB value is copied into the pickle, through the kernel
 twice and out of the pickle again, and the loader's process spends its time in ``read``.
-So a ``bytes`` column whose values add up to ``PACK_THRESHOLD`` or more leaves the worker
-written with one ``pwritev`` into an anonymous in-memory file whose descriptor is passed to the
+So a large ``bytes`` column (the read policy's ``packs``) leaves the worker written with one
+``pwritev`` into an anonymous in-memory file whose descriptor is passed to the
 loader (nothing named, nothing left behind if a process dies), and the loader reads the values
 back with one ``pread`` each: no pickling, no pipe, no mapping. The values, their types and
 their order are what the plain lists would have given.
@@ -24,24 +24,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.errors import ShardstreamError
+from shardstream.format.read_policy import ReadPolicy
 
 __all__ = [
     "CAN_PACK",
-    "PACK_MEAN",
-    "PACK_THRESHOLD",
     "BatchRefs",
     "ColumnBatch",
     "PackedArray",
     "PackedBytes",
     "for_transfer",
 ]
-
-#: Bytes of one ``bytes`` column of one batch from which it crosses packed, when its values
-#: average ``PACK_MEAN`` bytes or more. Below either, pickling through the pipe costs less than
-#: passing a descriptor (about a millisecond) and a ``pread`` per value. Measured here: 256
-#: values of 8 KiB cross 15% faster packed, of 100 KiB 2.5x faster; of 1 KiB, 20% slower.
-PACK_THRESHOLD = 1 << 20
-PACK_MEAN = 4 << 10
 
 
 class PackedBytes:
@@ -92,8 +84,8 @@ def _rebuild(fd: Any, ends: NDArray[np.int64]) -> PackedBytes:
 class PackedArray:
     """A numeric array in an anonymous in-memory file, passed as :class:`PackedBytes` is.
 
-    A stacked column of token arrays (1 MiB for 256 samples of 2,048 uint16 tokens) crosses
-    with one write and one read of its bytes, instead of being pickled through the pipe.
+    A stacked column of token arrays crosses with one write and one read of its bytes,
+    instead of being pickled through the pipe.
     """
 
     def __init__(self, fd: int, dtype: str, shape: tuple[int, ...]) -> None:
@@ -207,17 +199,11 @@ class ColumnBatch:
 class BatchRefs:
     """A device batch that leaves a worker as its dataset-wide sample ids alone.
 
-    A batch of large values (``SampleReader._by_id``: 4 KiB a sample and 1 MiB a batch, or
-    more) comes from shards in the node's cache, where the loader's process can read it as
-    fast as a worker: handing it the ids instead of the values spares every value two copies
-    through fresh shared memory (about 10x a read from the page cache for 100 KiB values on
-    this machine's VM, where each new page costs ~3 us), and the loader a round trip to the
-    worker for the shared memory's descriptor (0.64 ms of the loader's 1.4-1.6 ms a batch of
-    token arrays, profiled, while the worker decodes its next batch). The loader reads and
-    decodes the batch with its own reader, in batch order: samples in order from the mapped
-    shards, whose pages it then unmaps; shuffled ones from the shard files, mapping nothing
-    (``SampleReader.read_batch``). Not used under a cache limit, where a shard could be
-    evicted before the loader reads it.
+    A batch of large values (the read policy's ``hands_over_ids``) comes from shards in the
+    node's cache, where the loader's process can read it as fast as a worker: handing it the
+    ids spares every value two copies through fresh shared memory, and the loader a round
+    trip to the worker for a descriptor. The loader reads it with its own reader
+    (``StreamingDataset.read_batch``), in batch order.
     """
 
     ids: NDArray[np.int64]
@@ -227,8 +213,8 @@ def _stacked(column: list[Any]) -> Any:
     """A column as the array ``default_collate`` turns into the same tensor fastest.
 
     Python ints become an int64 array and floats a float64 array: the dtypes
-    ``default_collate`` gives their lists, which it builds element by element (~40 us for 256
-    ints, against ~10 us through numpy). Numeric arrays of one shape and dtype are stacked
+    ``default_collate`` gives their lists, which it builds element by element, slower than
+    numpy. Numeric arrays of one shape and dtype are stacked
     into one writable array, the tensor ``default_collate`` stacks of them (and torch warns
     about each read-only array, a view of a shard, that it turns into a tensor). Anything
     else is left as it is.
@@ -262,11 +248,11 @@ def _numeric(array: NDArray[Any]) -> bool:
     return array.dtype.kind in "biufc"
 
 
-def for_transfer(batch: ColumnBatch, threshold: int = PACK_THRESHOLD) -> ColumnBatch:
+def for_transfer(batch: ColumnBatch, policy: ReadPolicy) -> ColumnBatch:
     """``batch`` ready to leave a worker.
 
-    ``bytes`` columns of ``threshold`` bytes or more (of values that average ``PACK_MEAN``
-    bytes or more) are packed; memoryviews (of a shard, see ``SampleReader.columns``) in the
+    ``bytes`` columns the policy packs (``ReadPolicy.packs``) go into in-memory files;
+    memoryviews (of a shard, see ``SampleReader.columns``) in the
     other columns become ``bytes``. Numeric arrays of one shape and dtype (token arrays, say)
     leave stacked into one array: one object to pickle instead of one per sample.
     """
@@ -278,12 +264,12 @@ def for_transfer(batch: ColumnBatch, threshold: int = PACK_THRESHOLD) -> ColumnB
         elif isinstance(column, list) and _same_arrays(column):
             stacked = np.stack(column)
         if stacked is not None:
-            packs = CAN_PACK and stacked.nbytes >= threshold
+            packs = CAN_PACK and policy.packs_array(stacked.nbytes)
             columns.append(PackedArray.pack(stacked) if packs else stacked)
             continue
         if isinstance(column, list) and column and all(type(value) in _BUFFERS for value in column):
             total = sum(map(len, column))
-            if CAN_PACK and total >= threshold and total >= PACK_MEAN * len(column):
+            if CAN_PACK and policy.packs(total, len(column)):
                 columns.append(PackedBytes.pack(column))
                 continue
             if any(type(value) is memoryview for value in column):

@@ -11,10 +11,12 @@ from typing import Any, overload
 
 import numpy as np
 
-from shardstream.cache.shard_files import ShardFiles, ShardView
+from shardstream.cache.shard_files import ShardFiles
 from shardstream.errors import IndexFormatError, ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index, safe_basename
 from shardstream.format.mds import MDSSchema
+from shardstream.format.read_policy import ReadPolicy
+from shardstream.format.shard_view import ShardView
 
 __all__ = ["LocalDataset"]
 
@@ -38,6 +40,7 @@ class LocalDataset:
             values. A view keeps its shard mapped while it lives.
         entries: The index, already parsed from this folder's ``index.json`` (it is not read
             again).
+        policy: How shard files are opened (its ``zero_copy`` replaces ``zero_copy``).
 
     Example:
         ds = LocalDataset("/tmp/my-ds")
@@ -55,6 +58,7 @@ class LocalDataset:
         allow_unsafe_types: bool = False,
         zero_copy: bool = False,
         entries: Sequence[ShardEntry] | None = None,
+        policy: ReadPolicy | None = None,
     ) -> None:
         root = os.fspath(local)
         if split:
@@ -62,7 +66,8 @@ class LocalDataset:
         cache_root = os.fspath(cache_dir) if cache_dir is not None else None
         if cache_root is not None and split:
             cache_root = os.path.join(cache_root, split)
-        self._files = ShardFiles(root, cache_root, validate_hash, zero_copy=zero_copy)
+        policy = policy or ReadPolicy(zero_copy=zero_copy)
+        self._files = ShardFiles(root, cache_root, validate_hash, policy=policy)
         self._allow_unsafe_types = allow_unsafe_types
         self._lock = threading.Lock()
         self._entries: list[ShardEntry] | None = None
@@ -151,7 +156,7 @@ class LocalDataset:
             if view is None:
                 view = self._open(shard)
             for index in range(len(view)):
-                yield view[index]
+                yield view.get(index)
 
     @property
     def shard_sizes(self) -> np.ndarray[Any, np.dtype[np.int64]]:

@@ -2,28 +2,34 @@
 
 Loaded once per process (a DataLoader worker gets it pickled, its stores opened again), and
 kept with the dataset: the streams resolved, each stream's shard table, the node's shard
-cache, the epoch's draw over the streams, and the reader that keeps shards open.
+cache, the epoch's draw over the streams, the read policy, and the reader that keeps shards
+open.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.cache import CacheStream, ShardCache
+from shardstream.config import io_uring_enabled
 from shardstream.dataset.iteration import SampleReader
 from shardstream.dataset.stream import ResolvedStream
 from shardstream.dataset.stream_data import StreamData, open_remote, open_stream_data
 from shardstream.dataset.stream_data import cache_stream as _cache_stream
 from shardstream.errors import ConfigurationError
+from shardstream.format.read_policy import ReadPolicy
 from shardstream.sampling import stream_choices
+from shardstream.storage import ObjectStore
+from shardstream.storage.filesystems import is_local_disk
 
 if TYPE_CHECKING:
     from shardstream.dataset.streaming import StreamingDataset
 
-__all__ = ["PreparedDataset"]
+__all__ = ["PreparedDataset", "fetch_threads"]
 
 
 class PreparedDataset:
@@ -35,8 +41,10 @@ class PreparedDataset:
         datasets: list[StreamData],
         cache: ShardCache,
         choices: NDArray[np.int64],
+        policy: ReadPolicy,
     ) -> None:
         self.resolved = resolved
+        self.policy = policy
         self.datasets = datasets
         self.cache = cache
         self.choices = choices
@@ -93,14 +101,22 @@ class PreparedDataset:
                     f"two streams use the local folder {stream.local}: give each its own"
                 )
             locals_seen[stream.local] = stream.remote
+        stores = [open_remote(stream) for stream in resolved]
+        if dataset.read_policy is not None:
+            policy = dataset.read_policy.replace(zero_copy=dataset.zero_copy)
+        else:
+            policy = ReadPolicy.for_settings(
+                zero_copy=dataset.zero_copy,
+                cache_limit=dataset.cache_limit,
+                fetch_threads=fetch_threads(stores, dataset.download_concurrency),
+                io_uring=io_uring_enabled(),
+            )
         datasets: list[StreamData] = []
         cache_streams: list[CacheStream] = []
-        for stream in resolved:
-            store = open_remote(stream)
+        for stream, store in zip(resolved, stores, strict=True):
             local = open_stream_data(
-                stream, store, allow_unsafe_types=dataset.allow_unsafe_types,
-                zero_copy=dataset.zero_copy,
-            )  # fmt: skip
+                stream, store, allow_unsafe_types=dataset.allow_unsafe_types, policy=policy
+            )
             datasets.append(local)
             cache_streams.append(_cache_stream(stream, local, store))
         cache = ShardCache(
@@ -111,4 +127,21 @@ class PreparedDataset:
             sizes, [stream.weight for stream in resolved],
             epoch_size=dataset.requested_epoch_size, seed=dataset.shuffle_seed,
         )  # fmt: skip
-        return cls(resolved, datasets, cache, choices)
+        return cls(resolved, datasets, cache, choices, policy)
+
+
+def fetch_threads(stores: Sequence[ObjectStore | None], download_concurrency: int) -> int:
+    """Fetch threads of a reader: up to four to hide request latency, one for local disks.
+
+    Copying a shard from a disk of this machine takes microseconds, and more threads only
+    contend for the interpreter's lock. A reader whose stores include any network store,
+    network file system or FUSE mount keeps up to four.
+
+    Args:
+        stores: The store of each stream (``None`` for a local-only stream).
+        download_concurrency: The node's download concurrency, which also caps the threads.
+    """
+    remote = [store for store in stores if store is not None]
+    if remote and all(is_local_disk(store) for store in remote):
+        return 1
+    return min(4, download_concurrency)

@@ -158,7 +158,7 @@ def _batches(
 ) -> Iterator[ColumnBatch]:
     """The batches of ``widths`` samples that ``runs`` read into ``stage`` hold, in order."""
     columns = runs.decode(stage)
-    names = runs.views[0].schema.names
+    names = runs.names
     start = 0
     for width in widths:
         stop = start + width

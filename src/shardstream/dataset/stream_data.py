@@ -20,6 +20,7 @@ from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.stream import ResolvedStream
 from shardstream.errors import ConfigurationError, ObjectNotFoundError
 from shardstream.format.index import INDEX_BASENAME
+from shardstream.format.read_policy import ReadPolicy
 from shardstream.storage import ObjectStore, open_store
 from shardstream.storage.base import ObjectInfo
 
@@ -36,7 +37,7 @@ def open_stream_data(
     store: ObjectStore | None,
     *,
     allow_unsafe_types: bool,
-    zero_copy: bool,
+    policy: ReadPolicy,
 ) -> StreamData:
     """The stream's dataset, its index fetched (MDS) or its footers read (Parquet).
 
@@ -64,7 +65,7 @@ def open_stream_data(
         stream.local,
         validate_hash=stream.validate_hash,
         allow_unsafe_types=allow_unsafe_types,
-        zero_copy=zero_copy,
+        policy=policy,
         entries=entries,
     )
 

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, cast
 from shardstream import config
 from shardstream._torch import require_torch, worker_info
 from shardstream.cache import STATE_FOLDER, EpochStart, NodeOrders, RunState
-from shardstream.dataset.column_batch import ColumnBatch, for_transfer
-from shardstream.dataset.iteration import SampleReader, fetch_threads
+from shardstream.dataset.arguments import check_arguments
+from shardstream.dataset.column_batch import BatchRefs, ColumnBatch, for_transfer
+from shardstream.dataset.iteration import Batch, SampleReader
 from shardstream.dataset.prepared import PreparedDataset
 from shardstream.dataset.resume_state import (
-    SEED_LIMIT,
     STATE_VERSION,
     check_state,
     data_fingerprint,
@@ -39,9 +39,8 @@ from shardstream.dataset.resume_state import (
 from shardstream.dataset.stream import Stream
 from shardstream.dataset.world import detect_topology
 from shardstream.errors import ConfigurationError
-from shardstream.format.hashing import HASH_ALGORITHMS
+from shardstream.format.read_policy import ReadPolicy
 from shardstream.sampling import (
-    BATCHING_METHODS,
     EpochPlan,
     ShuffleConfig,
     Topology,
@@ -109,6 +108,18 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             from a local disk are not limited).
         zero_copy: Return ``bytes`` columns as read-only memoryviews of the mapped shard.
         columns: The columns to read from Parquet streams (``None``: all; see ``Stream``).
+        read_policy: How shards are read and batches handed over
+            (:class:`~shardstream.format.read_policy.ReadPolicy`; default: built from these
+            settings). Every policy yields the same samples in the same order; its
+            ``zero_copy`` is this dataset's.
+
+    Attributes:
+        batch_mode: Iterating yields whole device batches (:meth:`iter_batches`) instead of
+            samples. :class:`~shardstream.StreamingDataLoader` sets it for its iterations.
+        rank_process: The process id of the rank process whose DataLoader workers iterate
+            this dataset (its run state is kept under that id). Set by
+            :class:`~shardstream.StreamingDataLoader` before its workers start; otherwise the
+            process that sent the dataset to a worker, or a forked worker's parent.
 
     Raises:
         ConfigurationError: An argument is invalid; the message says which and why.
@@ -153,6 +164,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         download_concurrency: int = 8,
         zero_copy: bool = False,
         columns: Sequence[str] | None = None,
+        read_policy: ReadPolicy | None = None,
     ) -> None:
         if streams is not None and (remote is not None or local is not None):
             raise ConfigurationError(
@@ -167,40 +179,14 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             raise ConfigurationError("streams is empty: give at least one Stream")
         elif split is not None:
             streams = [_with_split(stream, split) for stream in streams]
-        if validate_hash is not None and validate_hash not in HASH_ALGORITHMS:
-            raise ConfigurationError(
-                f"validate_hash={validate_hash!r} is not a known algorithm; use one of "
-                f"{', '.join(HASH_ALGORITHMS)}"
-            )
-        if sampling_method not in ("balanced", "fixed"):
-            raise ConfigurationError(
-                f"sampling_method={sampling_method!r}; use 'balanced' or 'fixed'"
-            )
-        if partition_algo not in ("orig", "relaxed"):
-            raise ConfigurationError(
-                f"partition_algo={partition_algo!r}; use 'relaxed' (or 'orig': both name the "
-                f"same partition here, which resumes on any node count)"
-            )
-        if batching_method not in BATCHING_METHODS:
-            raise ConfigurationError(
-                f"batching_method={batching_method!r}; use one of {', '.join(BATCHING_METHODS)}"
-            )
-        for name, value, low in (
-            ("batch_size", batch_size, 1),
-            ("num_canonical_nodes", num_canonical_nodes, 1),
-            ("predownload", predownload, 0),
-            ("replication", replication, 1),
-            ("shuffle_block_size", shuffle_block_size, 1),
-            ("sampling_granularity", sampling_granularity, 1),
-            ("shuffle_seed", shuffle_seed, 0),
-            ("download_concurrency", download_concurrency, 1),
-        ):
-            if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or value < low
-            ):
-                raise ConfigurationError(f"{name} must be an integer >= {low}, got {value!r}")
-        if shuffle_seed >= SEED_LIMIT:  # the shuffle seeds its generators with 64-bit words
-            raise ConfigurationError(f"shuffle_seed must be below 2**64, got {shuffle_seed}")
+        check_arguments(
+            validate_hash=validate_hash, sampling_method=sampling_method,
+            partition_algo=partition_algo, batching_method=batching_method,
+            batch_size=batch_size, num_canonical_nodes=num_canonical_nodes,
+            predownload=predownload, replication=replication,
+            shuffle_block_size=shuffle_block_size, sampling_granularity=sampling_granularity,
+            shuffle_seed=shuffle_seed, download_concurrency=download_concurrency,
+        )  # fmt: skip
         self.shuffle_config = ShuffleConfig(
             shuffle=bool(shuffle), algo=shuffle_algo, seed=shuffle_seed,
             block_size=shuffle_block_size,
@@ -230,6 +216,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         self.download_concurrency = download_concurrency
         self.zero_copy = zero_copy
         self.columns = columns
+        self.read_policy = read_policy
         self._rank = rank
         self._world_size = world_size
         self._ranks_per_node = ranks_per_node
@@ -239,8 +226,10 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         self._current: EpochStart | None = None
         self._initial_nodes: int | None = None
         self._prepared: PreparedDataset | None = None
-        # Set by StreamingDataLoader: yield whole device batches (ColumnBatch) instead of samples.
-        self._collated_batches = False
+        self.batch_mode = False
+        self.rank_process: int | None = None
+        self._sent_by: int | None = None  # the process that pickled this copy
+        self._received_by: int | None = None  # ... and the one that unpickled it
 
     # --- sizes ----------------------------------------------------------------------------------
 
@@ -270,7 +259,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         With ``random`` batching that is every global step's device batch, the last step
         topped up by repetition; otherwise the epoch split over the data-parallel ranks.
         """
-        ranks = self._topology().world_size
+        ranks = self.topology.world_size
         if self.batch_size is not None and self.batching_method == "random":
             steps = math.ceil(self.epoch_size / (self.batch_size * ranks))
             return steps * self.batch_size
@@ -293,14 +282,59 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
     # --- iteration ------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        """Yield this worker's samples of the next epoch (or of the loaded resume point)."""
+        """Yield this worker's samples of the next epoch (or of the loaded resume point).
+
+        In :attr:`batch_mode`, its device batches instead (:meth:`iter_batches`).
+        """
+        if self.batch_mode:
+            yield from cast(Iterator[dict[str, Any]], self.iter_batches())
+            return
+        reader, plan, predownload = self._begin_epoch()
+        custom = reads_through_getitem(self)
+        if custom is not None:  # a subclass's __getitem__/get_item makes each sample
+            for sample_id in reader.ids(plan.batches, predownload=predownload):
+                yield custom(sample_id)
+        else:
+            yield from reader.samples(plan.batches, predownload=predownload)
+
+    def iter_batches(self) -> Iterator[Batch]:
+        """Yield this worker's device batches of the next epoch, for a loader to collate.
+
+        Each is a :class:`~shardstream.dataset.column_batch.ColumnBatch` (columns, in batch
+        order), a list of sample dicts (its shards disagree on the columns), or, in a
+        DataLoader worker, possibly a :class:`~shardstream.dataset.column_batch.BatchRefs`
+        whose values the loader's process reads itself (:meth:`read_batch`). Batches that
+        leave a worker are ready to be pickled (no views of shards). A subclass that
+        overrides ``__getitem__`` or ``get_item`` has no batch mode: iterate its samples.
+        """
+        if reads_through_getitem(self) is not None:
+            raise ConfigurationError(
+                f"{type(self).__name__} overrides __getitem__/get_item, so its samples are made "
+                "one by one: iterate the dataset (batch_mode=False), not iter_batches()"
+            )
+        reader, plan, predownload = self._begin_epoch()
+        in_worker = worker_info() is not None
+        batches = reader.columns(plan.batches, predownload=predownload, for_worker=in_worker)
+        if not in_worker:
+            yield from batches
+            return
+        policy = reader.policy
+        for batch in batches:
+            yield for_transfer(batch, policy) if isinstance(batch, ColumnBatch) else batch
+
+    def read_batch(self, batch: BatchRefs) -> ColumnBatch | list[dict[str, Any]]:
+        """The values of a batch a worker handed over as its sample ids, read in this process."""
+        return self._reader().read_batch(batch.ids)
+
+    def _begin_epoch(self) -> tuple[SampleReader, EpochPlan, int]:
+        """This process's reader, its plan of the epoch it starts now, and its look-ahead."""
         prepared = self._prepare()
         if self.batch_size is None:
             raise ConfigurationError(
                 "StreamingDataset needs batch_size (the per-device batch size, the same as the "
                 "DataLoader's) to lay the epoch out over ranks and workers"
             )
-        ranks = self._topology()
+        ranks = self.topology
         info = worker_info()
         topology = ranks if info is None else ranks.with_worker(info[1], info[0])
         prepared.cache.check_limit(ranks.ranks_per_node * (1 if info is None else info[1]))
@@ -322,19 +356,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         predownload = self.predownload
         if predownload is None:
             predownload = 8 * self.batch_size
-        reader = self._reader()  # one per process: its mapped shards serve the next epoch too
-        custom = reads_through_getitem(self)
-        if custom is not None:  # a subclass's __getitem__/get_item makes each sample
-            for sample_id in reader.ids(plan.batches, predownload=predownload):
-                yield custom(sample_id)
-        elif self._collated_batches:  # whole device batches, collated by the loader
-            in_worker = info is not None  # large values leave a worker by shared memory, or as ids
-            batches = reader.columns(plan.batches, predownload=predownload, for_worker=in_worker)
-            if in_worker:
-                batches = (for_transfer(b) if isinstance(b, ColumnBatch) else b for b in batches)
-            yield from cast(Iterator[dict[str, Any]], batches)
-        else:
-            yield from reader.samples(plan.batches, predownload=predownload)
+        return self._reader(), plan, predownload
 
     def plan(self, start: EpochStart, topology: Topology) -> EpochPlan:
         """The samples ``topology``'s worker reads in the epoch ``start`` names."""
@@ -389,9 +411,9 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         return {
             "epoch": current.epoch,
             "sample_in_epoch": int(sample_in_epoch),
-            "num_canonical_nodes": self._canonical_nodes(self._topology()),
+            "num_canonical_nodes": self._canonical_nodes(self.topology),
             "shuffle_seed": self.shuffle_seed,
-            "initial_physical_nodes": self._initial_nodes or self._topology().nodes,
+            "initial_physical_nodes": self._initial_nodes or self.topology.nodes,
             "version": STATE_VERSION,
             "num_samples": self.num_samples,
             "fingerprint": self._fingerprint(),
@@ -413,7 +435,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
                 data; the message names the key, or both datasets.
         """
         prepared = self._prepare()
-        global_batch = (self.batch_size or 0) * self._topology().world_size
+        global_batch = (self.batch_size or 0) * self.topology.world_size
         resume = check_state(
             obj, fingerprint=self._fingerprint(), num_samples=self.num_samples,
             epoch_size=int(prepared.choices.sum()), global_batch=global_batch, strict=strict,
@@ -460,16 +482,12 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             prepared.shard_starts,
             prepared.stream_first_shard.tolist(),
             prepared.cache,
-            threads=fetch_threads(
-                [stream.store for stream in prepared.cache.streams], self.download_concurrency
-            ),
-            # Unmapping is what frees an evicted shard's disk space: under a cache limit, keep
-            # at most a quarter of it mapped.
-            open_bytes=min(2 << 30, (self.cache_limit or 2 << 32) // 4),
+            prepared.policy,
         )
         return prepared.reader
 
-    def _topology(self) -> Topology:
+    @property
+    def topology(self) -> Topology:
         """The data-parallel topology of this rank (replica groups count as one rank)."""
         topology = detect_topology(
             rank=self._rank, world_size=self._world_size, ranks_per_node=self._ranks_per_node
@@ -491,8 +509,31 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             self._current = start
             return start
         worker, workers = info
-        state = self._run_state(os.getppid())
+        state = self._run_state(self._rank_process_of_worker())
         return state.begin(worker, workers, next_epoch=self._next_epoch, resume=self._resume)
+
+    def _rank_process_of_worker(self) -> int:
+        """The rank process this DataLoader worker reads for, whose run state it shares.
+
+        Named explicitly (:attr:`rank_process`), else found from how the worker got this
+        copy: unpickled here from the process that sent it (spawn, forkserver), or inherited
+        from the parent (fork). Never the parent alone: a forkserver worker's parent is the
+        fork server.
+        """
+        if self.rank_process is not None:
+            return self.rank_process
+        if self._received_by == os.getpid() and self._sent_by is not None:
+            return self._sent_by
+        return os.getppid()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_sent_by"] = os.getpid()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._received_by = os.getpid()
 
     def _current_start(self) -> EpochStart:
         """The epoch being read now and its starting point, as the rank process knows it."""

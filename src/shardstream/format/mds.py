@@ -37,6 +37,7 @@ from shardstream.format.sample_codec import (
     compile_file_getter_factory,
     compile_getter_factory,
 )
+from shardstream.format.shard_file import SampleFile, ShardFile
 
 __all__ = [
     "MAX_SHARD_BYTES",
@@ -315,14 +316,16 @@ class ShardSamples:
 class MDSShardView(ShardSamples):
     """Random access to the samples of one MDS shard held in a buffer (bytes or an mmap).
 
+    Implements :class:`~shardstream.format.shard_view.ShardView`.
+
     Args:
         buffer: The whole uncompressed shard file.
         schema: The shard's columns, from its index entry.
         samples: The sample count the index records.
         source: The file's path or URL, named in errors.
         zero_copy: Return ``bytes`` columns as read-only memoryviews of ``buffer``.
-        path: The file ``buffer`` maps, if it is a mapping (for reading it with ``pread``:
-            :func:`~shardstream.format.mds_file.read_samples`).
+        path: The file ``buffer`` maps, if it is a mapping (for reading runs of its samples
+            with ``pread``: :meth:`sample_file`).
 
     Raises:
         ShardFormatError: The header or offset table is truncated or inconsistent.
@@ -342,8 +345,7 @@ class MDSShardView(ShardSamples):
         offsets = parse_offsets(view, len(view), samples, source)
         self.source = source
         self.schema = schema
-        # Python ints for the per-sample getters, unboxed: a list of a 64 MiB shard's 51,200
-        # offsets takes 1.3-1.5 ms to build here (most of opening the shard), an array 0.1 ms.
+        # Unboxed ints for the per-sample getters: a list would cost most of opening the shard.
         self._offsets = array.array("q", offsets.tobytes())
         #: The sample offsets (``samples + 1``), as an array.
         self.offset_table = offsets
@@ -355,6 +357,8 @@ class MDSShardView(ShardSamples):
         self.mapped = buffer if isinstance(buffer, mmap.mmap) else None
         #: The mapped file's path (``None`` if not mapped, or not known).
         self.path = path if self.mapped is not None else None
+        self._size = len(view)
+        self._file: SampleFile | None = None
         positions = self._offsets
         get = self.get = schema.sample_getter(buffer, view, positions, source, zero_copy=zero_copy)
         #: ``get_many(ks)`` decodes samples ``ks`` into columns (``schema.names``): a list each, or
@@ -378,6 +382,43 @@ class MDSShardView(ShardSamples):
         )
         self._get_many_views: Callable[[Sequence[int]], list[ColumnValues]] | None = None
 
+    grouped_decode = True
+
+    @property
+    def names(self) -> list[str]:
+        """The columns, in :meth:`read_columns` order."""
+        return list(self.schema.names)
+
+    @property
+    def held_bytes(self) -> int:
+        """The shard file's size (mapped, or read into memory)."""
+        return self._size
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the shard was read into this process's memory (not mapped)."""
+        return self.mapped is None
+
+    def read_columns(self, indices: Sequence[int], *, views: bool = False) -> list[ColumnValues]:
+        """Samples ``indices`` as columns (:meth:`get_many`, or :meth:`get_many_views`)."""
+        return self.get_many_views(indices) if views else self.get_many(indices)
+
+    def sample_file(self) -> SampleFile | None:
+        """The mapped file, open for ``pread`` (opened once); ``None`` if not mapped.
+
+        Also ``None`` when the file cannot be opened or is no longer the mapping's size
+        (replaced since): the samples are then read from the mapping.
+        """
+        if self._file is None and self.mapped is not None and self.path is not None:
+            try:
+                file = ShardFile.open(self.path)
+            except OSError:
+                return None
+            if file.size != self._size:
+                return None
+            self._file = SampleFile(file, self.offset_table, self.schema, self.source)
+        return self._file
+
     def get_many_views(self, indices: Sequence[int]) -> list[ColumnValues]:
         """Like ``get_many``, with ``bytes`` columns as read-only memoryviews of the shard.
 
@@ -393,7 +434,7 @@ class MDSShardView(ShardSamples):
         """The raw bytes of sample ``index`` (a zero-copy view)."""
         return self._view[self._offsets[index] : self._offsets[index + 1]]
 
-    def drop_pages(self, first: int, stop: int) -> None:
+    def let_go(self, first: int, stop: int) -> None:
         """Unmap this process's pages of samples ``first`` to ``stop - 1`` of a mapped shard.
 
         They stay in the page cache, and the process's resident memory no longer counts them.
@@ -410,6 +451,7 @@ class MDSShardView(ShardSamples):
     def release(self) -> None:
         """Drop the reference to the buffer (decoded arrays keep what they need alive)."""
         self.mapped = None
+        self._file = None  # closed once no reader holds it either
         self.get_many = _released  # its array over the buffer goes with it
         self._bind_views = None
         self._get_many_views = _released

@@ -1,101 +1,36 @@
-"""An MDS shard read from its open file with ``pread``, for shards of large samples.
+"""An MDS shard read from its open file with ``pread``, and runs of samples read into a buffer.
 
-A mapped shard costs a process resident memory for every page it has touched, and a fault
-maps a whole cached folio (up to 2 MiB here): a shuffled epoch of 100 KiB images from mapped
-shards leaves the whole dataset counted in the process's resident set after a few batches.
-Those pages are shared with the page cache, but they count in ``VmRSS``, in the out-of-memory
-killer's score and in every peak-memory report, and "memory that grows with the dataset" is
-what users of data loaders report as a leak. Read with ``pread``, a sample comes out of the
-page cache in a system call or three, and nothing is mapped: reading an epoch of 1 GiB of
-~100 KiB samples, the process's peak RSS is 380 MiB instead of 1.4 GiB. A system call per
-sample costs more the smaller the samples are, so readers map shards of small samples
-(``ShardFiles``).
+A mapped shard costs a process resident memory for every page it has touched, and a shuffled
+epoch touches every page; read with ``pread``, a sample comes out of the page cache and
+nothing is mapped. A system call per sample costs more the smaller the samples, so only
+shards of large samples are read this way (the read policy decides: ``ReadPolicy.opening``).
 
-:func:`read_samples` reads the samples of mapped shards the same way, into one buffer, for a
-process that reads other processes' shuffled batches and must not map what they read.
+:class:`SampleRuns` reads the samples of mapped shards the same way, a run of adjacent ones a
+read, into one buffer, for batches whose pages must not be mapped.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from shardstream.errors import ShardFormatError
 from shardstream.format.batch_decode import ColumnValues
-from shardstream.format.mds import MDSSchema, MDSShardView, ShardSamples, parse_offsets
+from shardstream.format.mds import MDSSchema, ShardSamples, parse_offsets
+from shardstream.format.shard_file import CAN_PREAD, SampleFile, ShardFile, cut_short
 
-__all__ = ["CAN_PREAD", "MDSFileView", "SampleRuns", "ShardFile", "read_samples"]
-
-#: Whether files can be read with ``os.pread`` here (POSIX).
-CAN_PREAD = hasattr(os, "pread")
-
-
-class ShardFile:
-    """An open, read-only shard file, closed when the last object that holds it goes.
-
-    Views and the getters they hand out hold it, so a getter that outlives its view (another
-    thread's, say) never reads a closed descriptor, or one the number was given to since.
-
-    Args:
-        fd: The open descriptor; the object owns it from now on.
-        size: The file's size.
-    """
-
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd = fd
-        self.size = size
-        self._closer = weakref.finalize(self, os.close, fd)
-
-    @classmethod
-    def open(cls, path: str) -> ShardFile:
-        """Open ``path`` read-only.
-
-        Raises:
-            OSError: It cannot be opened.
-        """
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            size = os.fstat(fd).st_size
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(fd, size)
-
-    def __len__(self) -> int:
-        return self.size
-
-    def read(self, size: int, offset: int, source: str) -> bytes:
-        """``size`` bytes at ``offset``.
-
-        Raises:
-            ShardFormatError: The file ends before them (it was cut short while open).
-        """
-        data = os.pread(self.fd, size, offset)
-        if len(data) != size:
-            raise _cut_short(source, len(data), size, offset)
-        return data
-
-    def chunks(self, source: str, chunk: int = 8 << 20) -> Iterator[bytes]:
-        """The whole file, in pieces of ``chunk`` bytes (the last may be shorter)."""
-        for offset in range(0, self.size, chunk):
-            yield self.read(min(chunk, self.size - offset), offset, source)
-
-    def close(self) -> None:
-        """Close the descriptor now (only when nothing else can still read it)."""
-        self._closer()
+__all__ = ["CAN_PREAD", "MDSFileView", "SampleFile", "SampleRuns", "ShardFile", "read_samples"]
 
 
 class MDSFileView(ShardSamples):
     """Random access to the samples of one MDS shard, read from its file with ``pread``.
 
-    The same interface as :class:`~shardstream.format.mds.MDSShardView`; decoded values never
-    refer to the file.
+    Implements :class:`~shardstream.format.shard_view.ShardView`; decoded values never refer
+    to the file.
 
     Args:
         file: The open shard file.
@@ -107,6 +42,10 @@ class MDSFileView(ShardSamples):
     Raises:
         ShardFormatError: The header or offset table is truncated or inconsistent.
     """
+
+    #: Values read from the file are this process's own; another process reads them as fast.
+    in_memory = False
+    grouped_decode = True
 
     def __init__(
         self,
@@ -129,6 +68,16 @@ class MDSFileView(ShardSamples):
         self._row = row
         self._columns = len(schema.names)
 
+    @property
+    def names(self) -> list[str]:
+        """The columns, in :meth:`read_columns` order."""
+        return list(self.schema.names)
+
+    @property
+    def held_bytes(self) -> int:
+        """The open file's size."""
+        return self._file.size
+
     def get_many(self, indices: Sequence[int]) -> list[list[Any]]:
         """Decode samples ``indices`` into one list per column (``schema.names``)."""
         row = self._row
@@ -139,6 +88,17 @@ class MDSFileView(ShardSamples):
 
     #: Values read from the file are already the caller's own: views have nothing to add.
     get_many_views = get_many
+
+    def read_columns(self, indices: Sequence[int], *, views: bool = False) -> list[ColumnValues]:
+        """Samples ``indices`` as one list per column (``views`` changes nothing here)."""
+        return list(self.get_many(indices))
+
+    def sample_file(self) -> SampleFile | None:
+        """``None``: samples are read one by one, straight into their values."""
+        return None
+
+    def let_go(self, first: int, stop: int) -> None:
+        """Nothing is mapped: nothing to let go."""
 
     def sample_bytes(self, index: int) -> memoryview:
         """The raw bytes of sample ``index`` (read into memory)."""
@@ -155,27 +115,17 @@ def _released(_: Any) -> Any:
     raise ValueError("the shard view was released")
 
 
-def _cut_short(source: str, got: int, size: int, offset: int) -> ShardFormatError:
-    return ShardFormatError(
-        f"{source}: read {got} of {size} bytes at offset {offset}: the file was cut short "
-        "while open; delete it so it is fetched again"
-    )
-
-
 def read_samples(
-    sources: Sequence[tuple[MDSShardView, ShardFile]],
+    sources: Sequence[SampleFile],
     which: NDArray[np.int64],
     indices: NDArray[np.int64],
 ) -> list[ColumnValues]:
     """Decode samples of mapped shards of one schema, read from their files: nothing is mapped.
 
-    Sample ``k`` is sample ``indices[k]`` of the shard ``sources[which[k]]`` names: its view
-    (mapped) and its file, open. Each run of samples adjacent in one file, in the order given,
-    takes one ``pread``; the runs go into one buffer, which the batch decoder reads as it would
-    a shard. The values come out in the order given (a column of fixed-shape arrays as one
-    array), and no page of any mapping is touched: a mapped page counts in the process's
-    resident memory from its first read until it is unmapped, and a shuffled epoch reads every
-    page of its shards.
+    Sample ``k`` is sample ``indices[k]`` of the shard ``sources[which[k]]``. Each run of
+    samples adjacent in one file, in the order given, takes one ``pread``; the runs go into one
+    buffer, which the batch decoder reads as it would a shard. The values come out in the order
+    given (a column of fixed-shape arrays as one array), and no page of any mapping is touched.
 
     Raises:
         ShardFormatError: A file is shorter than its mapping (cut short since), or a sample is
@@ -196,22 +146,22 @@ class SampleRuns:
 
     def __init__(
         self,
-        sources: Sequence[tuple[MDSShardView, ShardFile]],
+        sources: Sequence[SampleFile],
         which: NDArray[np.int64],
         indices: NDArray[np.int64],
     ) -> None:
-        self.views = [view for view, _ in sources]
-        self.files = [file for _, file in sources]
+        self.sources = list(sources)
+        self.files = [source.file for source in sources]
         self.which = which
         self.indices = indices
         count = len(indices)
         begins = np.empty(count, np.int64)
         ends = np.empty(count, np.int64)
-        for number, view in enumerate(self.views):
+        for number, source in enumerate(self.sources):
             mine = which == number
             picked = indices[mine]
-            begins[mine] = view.offset_table[picked]
-            ends[mine] = view.offset_table[picked + 1]
+            begins[mine] = source.offsets[picked]
+            ends[mine] = source.offsets[picked + 1]
         #: The samples' offsets in the buffer (one more than the samples: its size).
         self.staged = np.zeros(count + 1, np.int64)
         np.cumsum(ends - begins, out=self.staged[1:])
@@ -225,6 +175,11 @@ class SampleRuns:
         self.run_begins = begins[firsts] if count else np.empty(0, np.int64)
         self.run_sizes = (ends[lasts] - begins[firsts]) if count else np.empty(0, np.int64)
         self.run_dest = self.staged[firsts] if count else np.empty(0, np.int64)
+
+    @property
+    def names(self) -> list[str]:
+        """The columns the decoded samples come in."""
+        return list(self.sources[0].schema.names)
 
     @property
     def size(self) -> int:
@@ -248,7 +203,7 @@ class SampleRuns:
         if len(stage) != self.size:
             for part, number, begin, size in zip(parts, files, begins, sizes, strict=True):
                 if len(part) != size:
-                    raise _cut_short(self.views[number].source, len(part), size, begin)
+                    raise cut_short(self.sources[number].source, len(part), size, begin)
         return stage
 
     def read_again(self, runs: Sequence[int], into: memoryview) -> None:
@@ -265,7 +220,7 @@ class SampleRuns:
             number, begin = int(self.run_files[run]), int(self.run_begins[run])
             size, dest = int(self.run_sizes[run]), int(self.run_dest[run])
             into[dest : dest + size] = self.files[number].read(
-                size, begin, self.views[number].source
+                size, begin, self.sources[number].source
             )
 
     def decode(self, stage: bytes | mmap.mmap) -> list[ColumnValues]:
@@ -276,7 +231,7 @@ class SampleRuns:
                 it); the views need not be open any more.
         """
         if len(self.indices) == 0:
-            return [[] for _ in self.views[0].schema.names]
+            return [[] for _ in self.sources[0].schema.names]
         shard_of, ids = self.which.tolist(), self.indices.tolist()
         getters: dict[int, Callable[[int], dict[str, Any]]] = {}
 
@@ -285,15 +240,12 @@ class SampleRuns:
             number = shard_of[k]
             get = getters.get(number)
             if get is None:
-                view = self.views[number]
-                get = getters[number] = view.schema.file_getters(
-                    self.files[number], view.offset_table.tolist(), view.source
+                source = self.sources[number]
+                get = getters[number] = source.schema.file_getters(
+                    source.file, source.offsets.tolist(), source.source
                 )[0]
             return get(ids[k])
 
-        decode = (
-            self.views[0]
-            .schema.columns_decoder()
-            .bind(stage, memoryview(stage), self.staged, again)
-        )
+        decoder = self.sources[0].schema.columns_decoder()
+        decode = decoder.bind(stage, memoryview(stage), self.staged, again)
         return decode(range(len(ids)))

@@ -16,12 +16,17 @@ from typing import Any
 import numpy as np
 
 from shardstream._optional import require
+from shardstream.format.batch_decode import ColumnValues
+from shardstream.format.shard_file import SampleFile
 
 __all__ = ["RowGroupView"]
 
 
 class RowGroupView:
     """The rows of one row group, by their index within it.
+
+    Implements :class:`~shardstream.format.shard_view.ShardView`; the row group is decoded
+    whole when read, so it is held in this process's memory.
 
     Args:
         table: The row group, read (and projected) into a ``pyarrow.Table``.
@@ -34,10 +39,14 @@ class RowGroupView:
         self.names: list[str] = list(table.schema.names)
         #: Bytes the decoded row group holds in memory.
         self.nbytes = int(table.nbytes)
+        self.held_bytes = self.nbytes
         self._rows = int(table.num_rows)
         self._table: Any = table
         self._columns: list[Any] = [None] * len(self.names)
         self._all: list[Any] | None = None  # every column, once all are decoded
+
+    in_memory = True
+    grouped_decode = False  # decoded whole already: one call or many cost the same
 
     def __len__(self) -> int:
         return self._rows
@@ -66,6 +75,17 @@ class RowGroupView:
             else:
                 out.append([values[i] for i in picked.tolist()])
         return out
+
+    def read_columns(self, indices: Sequence[int], *, views: bool = False) -> list[ColumnValues]:
+        """Rows ``indices`` as one list per column (:meth:`get_many`)."""
+        return list(self.get_many(indices))
+
+    def sample_file(self) -> SampleFile | None:
+        """``None``: a row group is read whole."""
+        return None
+
+    def let_go(self, first: int, stop: int) -> None:
+        """Held until released."""
 
     def release(self) -> None:
         """Drop the decoded data (values already handed out stay valid)."""

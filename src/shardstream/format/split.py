@@ -7,15 +7,19 @@ then ``N + 1`` uint32 offsets into the data file, then the config JSON. Read-onl
 from __future__ import annotations
 
 import json
+import mmap
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from shardstream.errors import IndexFormatError, ShardFormatError
+from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.encodings import Buffer
 from shardstream.format.index import ShardEntry
+from shardstream.format.shard_file import SampleFile
+from shardstream.format.shard_view import columns_from_samples
 
 __all__ = ["SplitShardView"]
 
@@ -24,6 +28,9 @@ _TEXT_DECODERS: dict[str, Callable[[str], Any]] = {"str": str, "int": int, "floa
 
 class SplitShardView:
     """Random access to a json, csv, tsv or xsv shard held in two buffers.
+
+    Implements :class:`~shardstream.format.shard_view.ShardView`; samples are decoded one by
+    one (text has no batch decoder).
 
     Args:
         data: The whole uncompressed data file.
@@ -54,6 +61,7 @@ class SplitShardView:
             )
         self.source = source
         self._data = data_view
+        self._mapped = isinstance(data, mmap.mmap)
         self._offsets = offsets.tolist()
         self._newline = entry.newline or "\n"
         self._json = entry.format == "json"
@@ -68,8 +76,43 @@ class SplitShardView:
                 )
             self._columns.append((name, decoder))
 
+    grouped_decode = False
+
     def __len__(self) -> int:
         return len(self._offsets) - 1
+
+    @property
+    def names(self) -> list[str]:
+        """The columns: a JSON shard's first sample's keys, else the index's columns."""
+        if self._json and len(self):
+            return list(self.get(0))
+        return [name for name, _ in self._columns]
+
+    @property
+    def held_bytes(self) -> int:
+        """The data file's size."""
+        return len(self._data)
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the data file was read into memory (not mapped)."""
+        return not self._mapped
+
+    def read_columns(self, indices: Sequence[int], *, views: bool = False) -> list[ColumnValues]:
+        """Samples ``indices`` as one list per column of :attr:`names`."""
+        return columns_from_samples(self, indices)
+
+    def sample_file(self) -> SampleFile | None:
+        """``None``: text samples are decoded one by one."""
+        return None
+
+    def let_go(self, first: int, stop: int) -> None:
+        """Kept mapped until released."""
+
+    def release(self) -> None:
+        """Drop the reference to the data (decoded samples stay valid)."""
+        self._data = memoryview(b"")
+        self._offsets = [0]
 
     def get(self, index: int) -> dict[str, Any]:
         """Decode sample ``index`` of this shard (0 <= index < len)."""

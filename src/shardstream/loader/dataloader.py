@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -9,18 +10,11 @@ from shardstream._torch import as_tensor, default_collate, require_torch
 from shardstream.dataset.column_batch import BatchRefs, ColumnBatch
 from shardstream.dataset.streaming import StreamingDataset, reads_through_getitem
 from shardstream.errors import ConfigurationError
+from shardstream.format.read_policy import ReadPolicy
 from shardstream.loader.result_pipe import widen_result_pipe
 from shardstream.loader.worker_watchdog import EndWithMain, MainProcess
 
-__all__ = ["PREFETCH_FACTOR", "StreamingDataLoader"]
-
-#: Batches each DataLoader worker may have ahead when the dataset hands over whole device
-#: batches and the caller sets no ``prefetch_factor`` (torch's default is 2). Such batches
-#: are small while they wait: values of ~1 MiB a batch or more wait as in-memory files or
-#: sample ids (``dataset/column_batch.py``). Measured on this project's 2-core machine, 1M
-#: samples of 1 KiB, shuffled, 2 workers: 112-152k samples/s with 2, 117-143k with 4 and
-#: 121-140k with 8 in alternating runs, the cores busy 1.69 of 2 with 2, 1.81 with 4 or 8.
-PREFETCH_FACTOR = 4
+__all__ = ["StreamingDataLoader"]
 
 if TYPE_CHECKING:  # the real base class for the type checker; torch is loaded lazily at run time
     from torch.utils.data import DataLoader
@@ -32,8 +26,12 @@ class StreamingDataLoader(DataLoader[Any]):
     """A ``torch.utils.data.DataLoader`` with ``state_dict()`` and ``load_state_dict()``.
 
     Takes the DataLoader's arguments. With workers and torch's default collation, each worker
-    may have ``prefetch_factor`` batches ahead (4 unless given; torch's default is 2), which
-    costs little here: large values wait as in-memory files or sample ids. It counts the
+    may have ``prefetch_factor`` batches ahead (the read policy's, 4, unless given; torch's
+    default is 2), which costs little here: large values wait as in-memory files or sample
+    ids. The dataset is used through its public batch protocol only
+    (:attr:`StreamingDataset.batch_mode`, :meth:`StreamingDataset.iter_batches`,
+    :meth:`StreamingDataset.read_batch`), and its workers are told the rank process they
+    read for (:attr:`StreamingDataset.rank_process`). It counts the
     samples it has yielded this epoch; its state dict turns that into samples over every rank
     (each rank yields the same number), so the job resumes exactly where it stopped, on any
     number of nodes, ranks or workers, at the cost of computing one epoch plan: nothing is
@@ -64,7 +62,8 @@ class StreamingDataLoader(DataLoader[Any]):
                 )
             kwargs.pop("drop_last", None)  # every device batch is whole: nothing to drop
             if kwargs.get("num_workers") and kwargs.get("prefetch_factor") is None:
-                kwargs["prefetch_factor"] = PREFETCH_FACTOR
+                policy = dataset.read_policy or ReadPolicy()
+                kwargs["prefetch_factor"] = policy.prefetch_factor
             super().__init__(dataset, batch_size=None, collate_fn=_pass_through, **kwargs)
             object.__setattr__(self, "batch_size", batch_size)  # as the user set it, for len()
         else:
@@ -75,7 +74,8 @@ class StreamingDataLoader(DataLoader[Any]):
         dataset = self.dataset
         if isinstance(dataset, StreamingDataset):
             dataset.prepare()  # indexes load once, here, and the workers inherit them
-            dataset._collated_batches = self._device_batches
+            dataset.batch_mode = self._device_batches
+            dataset.rank_process = os.getpid()  # whose run state the workers share
         self.num_samples_yielded = 0
         collate = default_collate() if self._device_batches else None
         to_tensor = as_tensor() if self._device_batches else None
@@ -85,7 +85,7 @@ class StreamingDataLoader(DataLoader[Any]):
             for batch in iterator:
                 if isinstance(batch, BatchRefs):  # a worker's batch of large samples: read here
                     assert isinstance(dataset, StreamingDataset)
-                    batch = dataset._reader().read_batch(batch.ids)
+                    batch = dataset.read_batch(batch)
                 if collate is not None:  # collated here, not in the worker: plain lists
                     batch = (
                         batch.collate(collate, to_tensor)
@@ -96,7 +96,7 @@ class StreamingDataLoader(DataLoader[Any]):
                 yield batch
         finally:
             if isinstance(dataset, StreamingDataset):
-                dataset._collated_batches = False
+                dataset.batch_mode = False
 
     def _workers_ending_with_this_process(self) -> Iterator[Any]:
         """Torch's iterator, its workers started with a watchdog that ends them with us."""
@@ -114,7 +114,7 @@ class StreamingDataLoader(DataLoader[Any]):
             ConfigurationError: The dataset is not a :class:`StreamingDataset`.
         """
         dataset = self._streaming_dataset()
-        ranks = dataset._topology().world_size  # data-parallel ranks, replication applied
+        ranks = dataset.topology.world_size  # data-parallel ranks, replication applied
         return dataset.state_dict(self.num_samples_yielded * ranks, from_beginning=False)
 
     def load_state_dict(self, obj: Mapping[str, Any], *, strict: bool = True) -> None:

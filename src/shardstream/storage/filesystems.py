@@ -4,7 +4,7 @@ A local path is not always local storage: NFS, SMB and FUSE mounts (Databricks' 
 gcsfuse, s3fs-fuse, ...) answer each read over a network. Readers fetch ahead with several
 threads to hide that latency; from a disk of this machine a fetch is a copy of microseconds,
 and more threads only contend for the interpreter's lock (see
-:func:`shardstream.dataset.iteration.fetch_threads`).
+:func:`shardstream.dataset.prepared.fetch_threads`).
 """
 
 from __future__ import annotations

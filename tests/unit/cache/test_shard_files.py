@@ -12,7 +12,6 @@ import zstandard
 from tests.memory import HAS_PROC_STATUS, rss_file_kib
 
 from shardstream import LocalDataset, MDSWriter
-from shardstream.cache import shard_files
 from shardstream.cache.shard_files import ShardFiles
 from shardstream.errors import (
     ChecksumError,
@@ -24,6 +23,7 @@ from shardstream.format.compression import get_compression
 from shardstream.format.index import FileInfo, ShardEntry, parse_index
 from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.format.mds_file import MDSFileView
+from shardstream.format.read_policy import ReadPolicy
 
 
 def make(folder: Path, n: int = 6, **kwargs: Any) -> tuple[ShardEntry, MDSSchema]:
@@ -279,34 +279,32 @@ def make_large(folder: Path, n: int = 8, size: int = 20 << 10, **kwargs: Any):
     return entries, MDSSchema(entries[0].columns, sort=False)
 
 
-@pytest.fixture
-def no_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every non-empty shard is mapped or read with pread, as files over 8 MiB are."""
-    monkeypatch.setattr(shard_files, "_READ_WHOLE", 0)
+#: Every non-empty shard is mapped or read with pread, as files over 8 MiB are.
+NO_READ_WHOLE = ReadPolicy(read_whole_bytes=0)
+PREAD_MEAN = NO_READ_WHOLE.pread_mean_bytes
 
 
-@pytest.mark.usefixtures("no_read_whole")
 @pytest.mark.parametrize(
     ("size", "zero_copy", "kind"),
     [
-        (shard_files.PREAD_MEAN, False, MDSFileView),
-        (shard_files.PREAD_MEAN // 2, False, MDSShardView),
-        (shard_files.PREAD_MEAN, True, MDSShardView),
+        (PREAD_MEAN, False, MDSFileView),
+        (PREAD_MEAN // 2, False, MDSShardView),
+        (PREAD_MEAN, True, MDSShardView),
     ],
 )
 def test_large_samples_are_read_not_mapped(tmp_path: Path, size: int, zero_copy: bool, kind):
     entries, schema = make_large(tmp_path, size=size)
-    view = ShardFiles(str(tmp_path), zero_copy=zero_copy).open(entries[0], schema)
+    policy = NO_READ_WHOLE.replace(zero_copy=zero_copy)
+    view = ShardFiles(str(tmp_path), policy=policy).open(entries[0], schema)
     assert type(view) is kind
-    assert [bytes(view[i]["blob"]) for i in range(8)] == [bytes([i]) * size for i in range(8)]
+    assert [bytes(view.get(i)["blob"]) for i in range(8)] == [bytes([i]) * size for i in range(8)]
 
 
-@pytest.mark.usefixtures("no_read_whole")
 @pytest.mark.parametrize("compression", [None, "zstd"])
 def test_validate_hash_of_a_shard_read_with_pread(tmp_path: Path, compression: str | None):
-    size = shard_files.PREAD_MEAN
+    size = PREAD_MEAN
     entries, schema = make_large(tmp_path, compression=compression, hashes=["sha1"], size=size)
-    files = ShardFiles(str(tmp_path), str(tmp_path / "cache"), "sha1")
+    files = ShardFiles(str(tmp_path), str(tmp_path / "cache"), "sha1", policy=NO_READ_WHOLE)
     view = files.open(entries[0], schema)
     assert type(view) is MDSFileView
     assert view[7]["id"] == 7
@@ -316,7 +314,9 @@ def test_validate_hash_of_a_shard_read_with_pread(tmp_path: Path, compression: s
     path.write_bytes(bytes(data))
     shutil.rmtree(tmp_path / "cache", ignore_errors=True)
     with pytest.raises(ChecksumError, match=rf"{path}: sha1 digest is \w+ but index.json says"):
-        ShardFiles(str(tmp_path), str(tmp_path / "cache"), "sha1").open(entries[0], schema)
+        ShardFiles(str(tmp_path), str(tmp_path / "cache"), "sha1", policy=NO_READ_WHOLE).open(
+            entries[0], schema
+        )
 
 
 @pytest.mark.skipif(not HAS_PROC_STATUS, reason="reads Linux's /proc")

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
-from shardstream.dataset.batch_assembly import decode_columns, decode_rows
+from shardstream.dataset.batch_assembly import LocatedBatch, decode_columns, decode_rows
 from shardstream.errors import ShardFormatError
 
 
 class _View:
     """A shard view whose batch decoder fails on one sample index."""
 
-    schema = SimpleNamespace(names=["x"])
-
     def __init__(self, shard: int, bad: int | None = None) -> None:
         self.shard, self.bad = shard, bad
+        self.names = ["x"]
 
-    def get_many(self, indices: list[int]) -> list[list[int]]:
+    def read_columns(self, indices: list[int], *, views: bool = False) -> list[list[int]]:
         if self.bad in indices:
             raise ShardFormatError(f"sample {self.bad} of shard {self.shard} is corrupt")
         return [[100 * self.shard + index for index in indices]]
@@ -28,14 +26,14 @@ class _View:
 
 def test_batches_decoded_together_come_out_in_order():
     views: dict[int, Any] = {0: _View(0), 1: _View(1)}
-    rows = [([0, 1], [k, k], views) for k in range(3)]
+    rows = [LocatedBatch([0, 1], [k, k], views) for k in range(3)]
     batches = list(decode_rows(rows, raw_views=False))
     assert [batch.columns for batch in batches] == [[[0, 100]], [[1, 101]], [[2, 102]]]
 
 
 def test_a_bad_sample_in_a_group_comes_after_the_batches_before_it():
     views: dict[int, Any] = {0: _View(0, bad=2), 1: _View(1)}
-    rows = [([0, 1], [k, k], views) for k in range(4)]  # batch 2 holds the bad sample
+    rows = [LocatedBatch([0, 1], [k, k], views) for k in range(4)]  # batch 2: the bad sample
     decoded = decode_rows(rows, raw_views=False)
     assert next(decoded).columns == [[0, 100]]
     assert next(decoded).columns == [[1, 101]]
@@ -45,7 +43,7 @@ def test_a_bad_sample_in_a_group_comes_after_the_batches_before_it():
 
 def test_arrays_of_several_shards_come_back_in_batch_order():
     class Arrays(_View):
-        def get_many(self, indices: list[int]) -> list[Any]:
+        def read_columns(self, indices: list[int], *, views: bool = False) -> list[Any]:
             return [np.asarray([[100 * self.shard + i] * 2 for i in indices], np.int32)]
 
     views: dict[int, Any] = {0: Arrays(0), 1: Arrays(1)}

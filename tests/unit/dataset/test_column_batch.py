@@ -12,16 +12,17 @@ import pytest
 
 from shardstream.dataset.column_batch import (
     CAN_PACK,
-    PACK_MEAN,
-    PACK_THRESHOLD,
     ColumnBatch,
     PackedArray,
     PackedBytes,
     for_transfer,
 )
 from shardstream.errors import ShardstreamError
+from shardstream.format.read_policy import ReadPolicy
 
 pytestmark = pytest.mark.skipif(not CAN_PACK, reason="memfd_create is Linux's")  # CI is Linux
+
+POLICY = ReadPolicy()
 
 
 def values(count: int, size: int) -> list[bytes]:
@@ -82,8 +83,8 @@ def _receive(queue: Any, result: Any) -> None:
 def test_a_packed_batch_crosses_to_another_process_as_a_descriptor():
     context = multiprocessing.get_context("fork")
     queue, result = context.Queue(), context.Queue()
-    data = values(64, PACK_THRESHOLD // 32)
-    batch = for_transfer(ColumnBatch(["x", "label"], [data, list(range(64))]))
+    data = values(64, POLICY.pack_bytes // 32)
+    batch = for_transfer(ColumnBatch(["x", "label"], [data, list(range(64))]), POLICY)
     assert isinstance(batch.columns[0], PackedBytes)
     assert len(ForkingPickler.dumps(batch)) < 4096  # the values do not go through the pickle
     child = context.Process(target=_receive, args=(queue, result))
@@ -101,11 +102,13 @@ def test_a_packed_batch_crosses_to_another_process_as_a_descriptor():
 
 def test_small_or_short_values_stay_lists_and_views_become_bytes():
     small = values(8, 100)  # far below the threshold
-    many_short = values(PACK_THRESHOLD // 100, 100)  # enough bytes, but short values
-    assert sum(map(len, many_short)) >= PACK_THRESHOLD > PACK_MEAN * 100
+    many_short = values(POLICY.pack_bytes // 100, 100)  # enough bytes, but short values
+    assert sum(map(len, many_short)) >= POLICY.pack_bytes > POLICY.pack_mean_bytes * 100
     views = [memoryview(v) for v in small]
     mixed = ["text", 1]
-    batch = for_transfer(ColumnBatch(["a", "b", "c", "d"], [small, many_short, views, mixed]))
+    batch = for_transfer(
+        ColumnBatch(["a", "b", "c", "d"], [small, many_short, views, mixed]), POLICY
+    )
     assert batch.columns[0] is small
     assert batch.columns[1] is many_short
     assert batch.columns[2] == small
@@ -114,8 +117,8 @@ def test_small_or_short_values_stay_lists_and_views_become_bytes():
 
 
 def test_a_large_bytes_column_is_packed():
-    large = values(32, PACK_THRESHOLD // 16)
-    batch = for_transfer(ColumnBatch(["a"], [large]))
+    large = values(32, POLICY.pack_bytes // 16)
+    batch = for_transfer(ColumnBatch(["a"], [large]), POLICY)
     assert isinstance(batch.columns[0], PackedBytes)
     assert batch.collate(list) == {"a": large}
 
@@ -189,7 +192,7 @@ def test_stacked_arrays_become_the_tensor_default_collate_makes(column):
     from torch.utils.data import default_collate
 
     theirs = default_collate(list(column))
-    for batch in (ColumnBatch(["x"], [column]), for_transfer(ColumnBatch(["x"], [column]))):
+    for batch in (ColumnBatch(["x"], [column]), for_transfer(ColumnBatch(["x"], [column]), POLICY)):
         ours = batch.collate(default_collate, torch.as_tensor)["x"]
         assert ours.dtype == theirs.dtype
         assert torch.equal(ours, theirs)
@@ -198,7 +201,7 @@ def test_stacked_arrays_become_the_tensor_default_collate_makes(column):
 
 def test_arrays_leave_a_worker_as_one_array():
     column = _arrays(64)
-    batch = for_transfer(ColumnBatch(["x", "n"], [column, list(range(64))]))
+    batch = for_transfer(ColumnBatch(["x", "n"], [column, list(range(64))]), POLICY)
     stacked = batch.columns[0]
     assert isinstance(stacked, np.ndarray)
     assert stacked.shape == (64, 2, 5)
@@ -218,7 +221,7 @@ def test_arrays_leave_a_worker_as_one_array():
     ],
 )
 def test_arrays_that_differ_are_left_as_values(column):
-    assert not isinstance(for_transfer(ColumnBatch(["x"], [column])).columns[0], np.ndarray)
+    assert not isinstance(for_transfer(ColumnBatch(["x"], [column]), POLICY).columns[0], np.ndarray)
     from torch.utils.data import default_collate
 
     try:
@@ -233,7 +236,7 @@ def test_arrays_that_differ_are_left_as_values(column):
 
 def test_a_large_array_column_leaves_a_worker_packed():
     column = _arrays(64, np.uint16, (2048,))  # 256 KiB
-    batch = for_transfer(ColumnBatch(["tokens"], [column]), threshold=100_000)
+    batch = for_transfer(ColumnBatch(["tokens"], [column]), POLICY.replace(pack_bytes=100_000))
     packed = batch.columns[0]
     assert isinstance(packed, PackedArray)
     received = ForkingPickler.loads(ForkingPickler.dumps(batch))  # the descriptor is duplicated

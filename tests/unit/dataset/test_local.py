@@ -548,8 +548,8 @@ def test_a_released_shard_is_freed_at_once_not_by_the_cycle_collector(
     view = ds.shard_view(0)
     assert type(view).__name__ == kind
     assert view.get(2)["n"] == 2
-    assert view.get_many([0, 1, 2])[1] == [0, 1, 2]  # type: ignore[union-attr]
-    assert len(view.get_many_views([0, 1, 2])[0]) == 3  # type: ignore[union-attr]
+    assert list(view.read_columns([0, 1, 2])[1]) == [0, 1, 2]
+    assert len(view.read_columns([0, 1, 2], views=True)[0]) == 3
     freed = weakref.ref(view)
     del view
     gc.disable()

@@ -14,27 +14,31 @@ from tests.mds_shards import SCHEMA, corrupt_shard, mapped_view, sample, shard_b
 from tests.memory import HAS_PROC_STATUS, mapped_kib
 
 from shardstream import StreamingDataLoader, StreamingDataset
-from shardstream.cache.uring import ENV_SWITCH
-from shardstream.dataset import iteration
 from shardstream.dataset.read_ahead import GroupReads
 from shardstream.errors import ShardFormatError
 from shardstream.format.mds import MDSShardView
-from shardstream.format.mds_file import SampleRuns, ShardFile, read_samples
+from shardstream.format.mds_file import SampleFile, SampleRuns, ShardFile, read_samples
+from shardstream.format.read_policy import ReadPolicy
 from shardstream.writer import MDSWriter
 
 Picks = list[tuple[int, int]]
 
 
-def _sources(tmp_path: Path, sizes: list[int]) -> list[tuple[MDSShardView, ShardFile]]:
+def _file(view: MDSShardView, path: Path) -> SampleFile:
+    """``view``'s samples, read from the file at ``path``."""
+    return SampleFile(ShardFile.open(str(path)), view.offset_table, view.schema, view.source)
+
+
+def _sources(tmp_path: Path, sizes: list[int]) -> list[SampleFile]:
     sources = []
     for number, count in enumerate(sizes):
         path = tmp_path / f"shard{number}.mds"
         path.write_bytes(shard_bytes([sample(k + 100 * number) for k in range(count)]))
-        sources.append((mapped_view(path, count), ShardFile.open(str(path))))
+        sources.append(_file(mapped_view(path, count), path))
     return sources
 
 
-def _runs(sources: list[tuple[MDSShardView, ShardFile]], picks: Picks) -> SampleRuns:
+def _runs(sources: list[SampleFile], picks: Picks) -> SampleRuns:
     which = np.asarray([shard for shard, _ in picks], np.int64)
     indices = np.asarray([index for _, index in picks], np.int64)
     return SampleRuns(sources, which, indices)
@@ -65,9 +69,8 @@ def _same(got: list[Any], expected: list[Any]) -> bool:
 def test_batches_come_out_in_order_as_read_samples_decodes_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sizes, groups, ahead, uring
 ):
-    monkeypatch.setenv(ENV_SWITCH, "1" if uring else "0")
     sources = _sources(tmp_path, sizes)
-    reads = GroupReads(ahead=ahead)
+    reads = GroupReads(ahead=ahead and uring)
     got, expected = [], []
     try:
         for number, group in enumerate(groups):
@@ -90,10 +93,10 @@ def test_batches_come_out_in_order_as_read_samples_decodes_them(
 
 
 def test_a_file_cut_short_is_named_when_its_group_comes_out(tmp_path: Path):
-    [(view, _)] = _sources(tmp_path, [6])
+    [source] = _sources(tmp_path, [6])
     short = tmp_path / "short.mds"
     short.write_bytes((tmp_path / "shard0.mds").read_bytes()[:-5])
-    sources = [(view, ShardFile.open(str(short)))]
+    sources = [SampleFile(ShardFile.open(str(short)), source.offsets, source.schema, source.source)]
     reads = GroupReads()
     try:
         assert list(reads.start(_runs(sources, [(0, 1), (0, 0)]), [2])) == []  # read ahead
@@ -109,7 +112,7 @@ def test_a_corrupt_sample_is_named_after_its_shard_was_let_go(tmp_path: Path):
     view = mapped_view(path, 6)
     reads = GroupReads()
     try:
-        runs = _runs([(view, ShardFile.open(str(path)))], [(0, 4), (0, 1)])
+        runs = _runs([_file(view, path)], [(0, 4), (0, 1)])
         assert list(reads.start(runs, [2])) == []
         view.release()  # as a reader lets go of a shard once the plan is past it
         with pytest.raises(ShardFormatError, match=rf"{path}, sample 4: cannot decode"):
@@ -139,9 +142,13 @@ def _tokens(root: Path, count: int = 6144) -> Path:
     return root
 
 
-def _epoch(root: Path, local: Path, shuffle: bool = True) -> tuple[list[int], int]:
+def _epoch(
+    root: Path, local: Path, shuffle: bool = True, policy: ReadPolicy | None = None
+) -> tuple[list[int], int]:
     """The ids of one loader epoch, and the most of the shards that was resident (KiB)."""
-    dataset = StreamingDataset(remote=str(root), local=str(local), shuffle=shuffle, batch_size=256)
+    dataset = StreamingDataset(
+        remote=str(root), local=str(local), shuffle=shuffle, batch_size=256, read_policy=policy
+    )
     grown, ids = 0, []
     for batch in StreamingDataLoader(dataset, batch_size=256, num_workers=0):
         tokens = batch["tokens"].numpy()
@@ -157,12 +164,12 @@ def test_a_shuffled_epoch_past_the_budget_maps_nothing_and_reads_what_the_mappin
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uring: str
 ):
     root = _tokens(tmp_path / "data")
-    monkeypatch.setenv(ENV_SWITCH, uring)
-    mapped_ids, mapped_grown = _epoch(root, tmp_path / "a")  # 24 MiB: within the budget
+    policy = ReadPolicy(read_ahead=uring == "1")
+    mapped_ids, mapped_grown = _epoch(root, tmp_path / "a", policy=policy)  # within the budget
     assert sorted(mapped_ids) == list(range(6144))
     assert mapped_ids != sorted(mapped_ids)
     assert mapped_grown > 12 << 10, mapped_grown  # KiB: read from the mappings, pages stay
-    monkeypatch.setattr(iteration, "MAPPED_READ_BYTES", 8 << 20)  # past it after one shard
-    ids, grown = _epoch(root, tmp_path / "b")
+    past = policy.replace(mapped_read_bytes=8 << 20)  # past it after one shard
+    ids, grown = _epoch(root, tmp_path / "b", policy=past)
     assert ids == mapped_ids  # the same order, the same values (checked batch by batch)
     assert grown < 1 << 10, grown  # KiB: the offset tables; 24 MiB were read

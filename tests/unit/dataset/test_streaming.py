@@ -393,7 +393,7 @@ def test_shards_are_let_go_after_their_last_use(remote: Path, tmp_path: Path):
     def shards_of(ids: list[int]) -> set[int]:
         return set(shard_list(ids))
 
-    held = set(reader._open)
+    held = set(reader.open.shards())
     rest = [int(sample["id"]) for sample in samples]
     assert sorted(first + rest) == list(range(SAMPLES))
     # Open mid-epoch: only shards the rest of the epoch reads, or the batch just read.
@@ -403,7 +403,8 @@ def test_shards_are_let_go_after_their_last_use(remote: Path, tmp_path: Path):
     order = first + rest
     rows = len(order) // batch_size
     last = {shard: k // batch_size for k, shard in enumerate(shard_list(order))}
-    assert set(reader._open) <= {shard for shard, row in last.items() if row >= rows * 7 // 8}
+    late = {shard for shard, row in last.items() if row >= rows * 7 // 8}
+    assert set(reader.open.shards()) <= late
 
 
 def test_a_resumed_run_reads_the_node_order_its_first_run_kept(

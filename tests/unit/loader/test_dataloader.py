@@ -13,8 +13,8 @@ from torch.utils.data import DataLoader
 
 from shardstream import MDSWriter, StreamingDataLoader, StreamingDataset
 from shardstream.errors import ConfigurationError
+from shardstream.format.read_policy import ReadPolicy
 from shardstream.loader import dataloader as dataloader_module
-from shardstream.loader.dataloader import PREFETCH_FACTOR
 from shardstream.loader.result_pipe import RESULT_PIPE_BYTES, widen_result_pipe
 
 COLUMNS = {
@@ -277,10 +277,10 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
     read_here: list[int] = []
     from_files: list[tuple[set[str], int, int]] = []  # shard files, samples, distinct runs
     dropped: list[tuple[str, int, int]] = []
-    read, drop, read_runs = SampleReader.read_batch, MDSShardView.drop_pages, SampleRuns.read
+    read, drop, read_runs = SampleReader.read_batch, MDSShardView.let_go, SampleRuns.read
     in_read_batch = [False]
 
-    def drop_pages(view: MDSShardView, first: int, stop: int) -> None:
+    def let_go(view: MDSShardView, first: int, stop: int) -> None:
         dropped.append((view.source, first, stop))
         drop(view, first, stop)
 
@@ -294,13 +294,13 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
 
     def counted(runs: SampleRuns) -> bytes:
         if in_read_batch[0]:  # the loader's reads (workers read their own batches alike)
-            files = {view.source for view in runs.views}
+            files = {source.source for source in runs.sources}
             from_files.append((files, len(runs.indices), len(runs.run_sizes)))
         return read_runs(runs)
 
     monkeypatch.setattr(SampleReader, "read_batch", read_batch)
     monkeypatch.setattr(SampleRuns, "read", counted)
-    monkeypatch.setattr(MDSShardView, "drop_pages", drop_pages)
+    monkeypatch.setattr(MDSShardView, "let_go", let_go)
     got = batches(2)
     assert [ids for ids, _ in got] == [ids for ids, _ in expected]
     assert all(torch.equal(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
@@ -360,7 +360,7 @@ def test_workers_prefetch_four_batches_unless_told(remote: Path, tmp_path: Path)
     def loader(**kwargs: Any) -> StreamingDataLoader:
         return StreamingDataLoader(make(remote, tmp_path), batch_size=8, **kwargs)
 
-    assert loader(num_workers=2).prefetch_factor == PREFETCH_FACTOR == 4
+    assert loader(num_workers=2).prefetch_factor == ReadPolicy().prefetch_factor == 4
     assert loader(num_workers=2, prefetch_factor=3).prefetch_factor == 3
     assert loader().prefetch_factor is None  # no workers: nothing to prefetch
     custom = loader(num_workers=2, collate_fn=lambda samples: samples)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shardstream.dataset.iteration import fetch_threads
+from shardstream.dataset.prepared import fetch_threads
 from shardstream.storage import LocalStore, filesystems, open_store
 from shardstream.storage.filesystems import LOCAL_TYPES, is_local_disk, mount_type
 

@@ -1,0 +1,170 @@
+"""The shards a reader keeps open: fetched through the node's cache, let go least recently used.
+
+A reader keeps shards open up to a count and a size (the read policy's ``open_shards`` and
+``open_bytes``); beyond either, the least recently used are let go, so that an evicted shard's
+disk space is freed, and many tiny shards are not opened again for every sample. Each shard is
+marked as used once an epoch (its files' times), for the cache's least-recently-used eviction.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from shardstream.cache import ShardCache
+from shardstream.dataset.stream_data import StreamData
+from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
+from shardstream.format.read_policy import ReadPolicy
+from shardstream.format.shard_view import ShardView
+
+__all__ = ["OpenShards"]
+
+logger = logging.getLogger(__name__)
+
+_REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
+
+
+class OpenShards:
+    """Open views of dataset-wide shards, fetched into the node's cache on demand.
+
+    Args:
+        datasets: One reader per stream, over the stream's local folder.
+        stream_first_shard: The first dataset-wide shard of every stream, plus the total.
+        cache: The node's shard cache.
+        policy: The read policy (how many shards and bytes stay open).
+    """
+
+    def __init__(
+        self,
+        datasets: Sequence[StreamData],
+        stream_first_shard: Sequence[int],
+        cache: ShardCache,
+        policy: ReadPolicy,
+    ) -> None:
+        self.datasets = list(datasets)
+        self.cache = cache
+        self.policy = policy
+        self._stream_of_shard = np.repeat(
+            np.arange(len(datasets)), np.diff(np.asarray(stream_first_shard))
+        ).tolist()
+        self._first_shard = list(stream_first_shard)
+        self._open: OrderedDict[int, ShardView] = OrderedDict()
+        self._sizes: dict[int, int] = {}
+        #: Bytes the open views hold.
+        self.held = 0
+        # Shards marked as used this epoch: touched, or fetched by this reader (their files'
+        # times are fresh then).
+        self._marked: set[int] = set()
+
+    def __contains__(self, shard: int) -> bool:
+        return shard in self._open
+
+    def shards(self) -> list[int]:
+        """The open shards, least recently used first."""
+        return list(self._open)
+
+    def new_epoch(self) -> None:
+        """Forget which shards were marked as used: mark each again on its first use."""
+        self._marked.clear()
+
+    def mean_sample_bytes(self, shards: Sequence[int]) -> float:
+        """The mean bytes a sample of ``shards``, from their index entries."""
+        entries = [self.cache.locate(shard)[1] for shard in shards]
+        return sum(entry.raw_data.bytes for entry in entries) / max(
+            1, sum(entry.samples for entry in entries)
+        )
+
+    def view(self, shard: int) -> ShardView:
+        """The open view of ``shard``, fetching and opening it when needed.
+
+        Raises:
+            ShardNotFoundError: The shard vanished again and again, or a local-only stream
+                lacks it.
+            ChecksumError, ShardFormatError: The shard is corrupt (fetched twice from the
+                remote, or a local-only stream's only copy).
+        """
+        view = self._open.get(shard)
+        if view is not None:
+            self._open.move_to_end(shard)
+            return view
+        refetched = False
+        for attempt in range(_REOPEN_ATTEMPTS):
+            try:
+                view = self.cache.open(shard, lambda: self._opener(shard))
+                break
+            except ShardNotFoundError:  # evicted by another process in between
+                if attempt == _REOPEN_ATTEMPTS - 1:
+                    raise
+                logger.debug("shard %d vanished before it was opened; fetching it again", shard)
+            except (ChecksumError, ShardFormatError) as exc:
+                url = self.cache.source_url(shard)
+                if url is None:  # a local dataset's only copy: nothing to fetch again
+                    raise
+                if refetched:
+                    raise type(exc)(
+                        f"{exc} (downloaded twice from {url}: the remote file itself does not "
+                        f"match its index; rewrite the dataset or fix its index.json)"
+                    ) from exc
+                logger.warning("%s; downloading it once more from %s", exc, url)
+                self.cache.evict(shard)
+                refetched = True
+        assert view is not None
+        return self.keep(shard, view)
+
+    def open_in_pool(self, shard: int) -> ShardView | None:
+        """Fetch and open ``shard`` (in a fetch thread); ``None`` leaves it to :meth:`view`.
+
+        A shard that vanished or failed its checks is left to the reader's thread, which
+        fetches it again and says why.
+        """
+        try:
+            view, fetched = self.cache.open_fetched(shard, lambda: self._opener(shard))
+        except (ShardNotFoundError, ChecksumError, ShardFormatError):
+            return None
+        if fetched:
+            self._marked.add(shard)
+        elif shard not in self._marked:
+            self.mark(shard)
+        return view
+
+    def fetch_in_pool(self, shard: int) -> None:
+        """Make ``shard`` present in the cache (a look-ahead task of a fetch thread)."""
+        if self.cache.ensure(shard):
+            self._marked.add(shard)
+
+    def keep(self, shard: int, view: ShardView) -> ShardView:
+        """Keep ``view`` open, letting go of the least recently used beyond the limits."""
+        if shard not in self._marked:
+            self.mark(shard)
+        self._open[shard] = view
+        self._sizes[shard] = view.held_bytes
+        self.held += view.held_bytes
+        while len(self._open) > 1 and (
+            len(self._open) > self.policy.open_shards or self.held > self.policy.open_bytes
+        ):
+            self.release(next(iter(self._open)))
+        return view
+
+    def mark(self, shard: int) -> None:
+        """Mark ``shard`` as just used (its files' times), once an epoch."""
+        self._marked.add(shard)
+        self.cache.touch(shard)
+
+    def marked(self, shard: int) -> bool:
+        """Whether ``shard`` was marked as used this epoch."""
+        return shard in self._marked
+
+    def release(self, shard: int) -> None:
+        """Let go of ``shard`` (values handed out stay valid)."""
+        self._open.pop(shard, None)
+        self.held -= self._sizes.pop(shard, 0)
+        stream = self._stream_of_shard[shard]
+        self.datasets[stream].release(shard - self._first_shard[stream])
+
+    def _opener(self, shard: int) -> ShardView:
+        stream = self._stream_of_shard[shard]
+        view: ShardView = self.datasets[stream].shard_view(shard - self._first_shard[stream])
+        return view

@@ -1,0 +1,160 @@
+"""The read policy: every threshold and choice of how shard bytes become batches, in one place.
+
+A reader decides, for each shard and each batch, how the bytes travel: read a small file into
+memory or map it; read the samples of a large-sample shard with ``pread`` instead; read a
+shuffled batch from the mappings or from the files (ahead, in a thread); decode several
+batches at once; hand a batch from a DataLoader worker as values, packed into an in-memory file,
+or as its sample ids for the loader to read. Every such decision is a method of
+:class:`ReadPolicy`, and every number behind one is one of its fields, so that the routes a
+batch can take are named here and nowhere else. Whatever the policy chooses, the batches are
+the same: same values, same types, same order (``tests/property/test_read_routes.py``).
+
+A dataset builds its policy once, from its settings (:meth:`ReadPolicy.for_settings`), and
+passes it down to its reader, its shard files and the loader. Why each default is what it is,
+with the figures behind it, is in ``docs/design/read-path.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["ReadPolicy", "ShardOpening"]
+
+#: How a shard file is opened: read into memory, memory-mapped, or kept open for ``pread``.
+ShardOpening = Literal["whole", "map", "pread"]
+
+_KIB = 1 << 10
+_MIB = 1 << 20
+_GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class ReadPolicy:
+    """How shards are opened, batches decoded, and batches handed from workers to the loader.
+
+    Attributes:
+        zero_copy: ``bytes`` columns of mapped MDS shards come as read-only memoryviews.
+        read_whole_bytes: Files up to this size are read into memory, not mapped (a mapping
+            holds a file descriptor; a reader may keep thousands of small shards open).
+        pread_mean_bytes: MDS shards whose samples average this many bytes or more are read
+            sample by sample with ``pread``, not mapped (unless ``zero_copy``): mapped pages
+            count in the reader's resident memory until the shard is let go.
+        mapped_read_bytes: Shuffled batches are read from the mappings while the reader's
+            open shards total this many bytes or fewer, and from the files beyond.
+        read_ahead: Read the next group of shuffled samples from their files in a thread
+            (io_uring) while this one is decoded.
+        open_shards: The most shards a reader keeps open.
+        open_bytes: The most bytes of shards a reader keeps open (mapped files, decoded row
+            groups); the least recently used beyond are let go.
+        group_sample_bytes: Batches whose samples average this many bytes or fewer are
+            decoded several at once (a shard's batch decoder has a fixed cost per call).
+        group_rows: The most batches decoded at once.
+        group_samples: About this many samples a shard per call, when grouping.
+        pack_bytes: A ``bytes`` column (or stacked array) of a batch leaving a worker crosses
+            as an in-memory file from this many bytes on.
+        pack_mean_bytes: ... when its values also average this many bytes or more.
+        by_id: A worker may hand a batch of large values over as its sample ids, for the
+            loader's process to read from the node's cache (not under a cache limit, where
+            the shard could be evicted in between).
+        fetch_threads: Threads that fetch and open shards ahead of the reader.
+        prefetch_factor: Batches each DataLoader worker may have ahead (when the caller sets
+            none).
+    """
+
+    zero_copy: bool = False
+    read_whole_bytes: int = 8 * _MIB
+    pread_mean_bytes: int = 32 * _KIB
+    mapped_read_bytes: int = 256 * _MIB
+    read_ahead: bool = True
+    open_shards: int = 32768
+    open_bytes: int = 2 * _GIB
+    group_sample_bytes: int = 4 * _KIB
+    group_rows: int = 8
+    group_samples: int = 64
+    pack_bytes: int = 1 * _MIB
+    pack_mean_bytes: int = 4 * _KIB
+    by_id: bool = True
+    fetch_threads: int = 4
+    prefetch_factor: int = 4
+
+    @classmethod
+    def for_settings(
+        cls,
+        *,
+        zero_copy: bool = False,
+        cache_limit: int | None = None,
+        fetch_threads: int = 4,
+        io_uring: bool = True,
+    ) -> ReadPolicy:
+        """The policy of a dataset with these settings.
+
+        Args:
+            zero_copy: The dataset's ``zero_copy``.
+            cache_limit: The dataset's ``cache_limit``: unmapping is what frees an evicted
+                shard's disk space, so at most a quarter of it stays open; shards read ahead
+                or handed over by id could be evicted before they are read, so neither is done.
+            fetch_threads: Threads that fetch and open shards ahead of the reader.
+            io_uring: io_uring may be used (``SHARDSTREAM_IO_URING``, read by config).
+        """
+        open_bytes = cls.open_bytes
+        if cache_limit is not None:
+            open_bytes = min(open_bytes, cache_limit // 4)
+        return cls(
+            zero_copy=zero_copy,
+            open_bytes=max(1, open_bytes),
+            read_ahead=io_uring and cache_limit is None,
+            by_id=cache_limit is None,
+            fetch_threads=fetch_threads,
+        )
+
+    def replace(self, **changes: object) -> ReadPolicy:
+        """A copy with ``changes`` (field name to value)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    # --- opening a shard --------------------------------------------------------------------
+
+    def opening(self, file_bytes: int, samples: int, *, can_pread: bool) -> ShardOpening:
+        """How to open an MDS shard file of ``samples`` samples (0: not an MDS data file)."""
+        if file_bytes <= self.read_whole_bytes:
+            return "whole"
+        if (
+            can_pread
+            and samples
+            and not self.zero_copy
+            and file_bytes >= self.pread_mean_bytes * samples
+        ):
+            return "pread"
+        return "map"
+
+    # --- reading and decoding batches -------------------------------------------------------
+
+    def reads_files(self, open_bytes: int) -> bool:
+        """Whether shuffled batches of mapped shards are read from their files, not mappings."""
+        return not self.zero_copy and open_bytes > self.mapped_read_bytes
+
+    def rows_per_decode(self, mean_sample_bytes: float, shards: int, width: int) -> int:
+        """How many batches of ``width`` samples from ``shards`` shards to decode together."""
+        if shards < 2 or mean_sample_bytes > self.group_sample_bytes:
+            return 1
+        wanted = -(-self.group_samples * shards // max(width, 1))
+        return max(1, min(self.group_rows, wanted))
+
+    # --- handing batches from a worker to the loader ----------------------------------------
+
+    def hands_over_ids(self, mean_sample_bytes: float, width: int) -> bool:
+        """Whether a worker hands a batch over as its sample ids (its shards stay on disk)."""
+        return (
+            self.by_id
+            and mean_sample_bytes >= self.pack_mean_bytes
+            and mean_sample_bytes * width >= self.pack_bytes
+        )
+
+    def packs(self, total_bytes: int, values: int) -> bool:
+        """Whether a ``bytes`` column of ``values`` values crosses as an in-memory file."""
+        return total_bytes >= self.pack_bytes and total_bytes >= self.pack_mean_bytes * values
+
+    def packs_array(self, nbytes: int) -> bool:
+        """Whether a stacked numeric column crosses as an in-memory file."""
+        return nbytes >= self.pack_bytes

@@ -1,6 +1,8 @@
 """Where a cache folder keeps what: shards under their basenames, state under ``.shardstream``.
 
-The state folder holds the locks, the record of the remote's objects and the run files.
+The state folder holds the locks, the record of the remote's objects and the run files. A
+dataset read in place (no remote) is never written to: what reading it makes, decompressed
+copies and their locks, goes to a cache folder of its own (:func:`in_place_cache`).
 """
 
 from __future__ import annotations
@@ -9,12 +11,40 @@ import contextlib
 import hashlib
 import os
 
+from shardstream import config
+from shardstream.cache.private_folder import ensure_private_folder
 from shardstream.format.index import INDEX_BASENAME, ShardEntry
 
-__all__ = ["STATE_FOLDER", "kept_bytes", "shard_lock_path"]
+__all__ = ["IN_PLACE_FOLDER", "STATE_FOLDER", "in_place_cache", "kept_bytes", "shard_lock_path"]
 
 #: The folder, inside each stream's local folder, holding shardstream's locks and state.
 STATE_FOLDER = ".shardstream"
+
+#: The folder, in the user's cache root, holding the cache folders of datasets read in place.
+IN_PLACE_FOLDER = "in-place"
+
+
+def in_place_cache(root: str) -> str:
+    """The cache folder of the dataset read in place from ``root``, outside ``root``.
+
+    It lies under :func:`shardstream.config.cache_root` (``SHARDSTREAM_CACHE_DIR``), which is
+    created (or checked) as this user's alone; the folder itself is created when first written.
+    Its name hashes ``root``'s real path and the identity of its ``index.json`` (device, inode,
+    size, modification time), so a dataset rewritten in the same place never meets the
+    decompressed copies of the old one.
+
+    Raises:
+        CacheFolderError: The cache root is not this user's alone.
+    """
+    real = os.path.realpath(root)
+    stamp = ""
+    with contextlib.suppress(OSError):  # no index (a Parquet folder): the path alone
+        status = os.stat(os.path.join(real, INDEX_BASENAME))
+        stamp = f"{status.st_dev}:{status.st_ino}:{status.st_size}:{status.st_mtime_ns}"
+    digest = hashlib.blake2s(f"{real}\0{stamp}".encode(), digest_size=10).hexdigest()
+    base = config.cache_root()
+    ensure_private_folder(base)
+    return os.path.join(base, IN_PLACE_FOLDER, f"{os.path.basename(real)[:64] or 'root'}-{digest}")
 
 
 def shard_lock_path(local: str, entry: ShardEntry) -> str:

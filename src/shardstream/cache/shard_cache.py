@@ -15,7 +15,8 @@ stale, nothing to clean by hand after a crash, and two jobs may use the same fol
   the shard files on disk and the reservations of fetches in flight (written into their shard
   locks), evicts least-recently-used shards that came from a remote until the new shard fits,
   and records its own reservation. Shards of local-only streams (``remote=None``) are never
-  evicted: they are the dataset's only copy. Readers mark a shard used by touching its file.
+  evicted: they are the dataset's only copy, never written to (its decompressed copies and
+  their locks go to ``layout.in_place_cache``). Readers mark a remote shard used by touching it.
 * Downloads take one of ``download_slots`` node-wide slots (lock files again), so the node's
   download concurrency does not grow with the number of DataLoader workers. Copies from a
   folder on a local disk take none.
@@ -120,7 +121,12 @@ class ShardCache:
         self.streams = list(streams)
         self.limit = limit
         self.download_slots = download_slots
-        self._files = [ShardFiles(s.local, None, s.validate_hash) for s in self.streams]
+        # A remote stream's files are decompressed in its cache folder; a local-only stream's
+        # in a folder of its own (ShardFiles' default), never in the user's data.
+        self._files = [
+            ShardFiles(s.local, s.local if s.store is not None else None, s.validate_hash)
+            for s in self.streams
+        ]
         self._first: list[int] = [0]
         for stream in self.streams:
             self._first.append(self._first[-1] + len(stream.entries))
@@ -149,8 +155,8 @@ class ShardCache:
 
     def is_present(self, shard: int) -> bool:
         """Whether the shard's uncompressed files are on disk, whole."""
-        stream, entry = self.locate(shard)
-        return self._present(self.streams[stream], entry)
+        number, entry = self.locate(shard)
+        return self._present(number, entry)
 
     def check_limit(self, concurrent_readers: int) -> None:
         """Refuse a limit that cannot hold the largest shard; warn when it is tight.
@@ -215,11 +221,10 @@ class ShardCache:
             StorageError: The download failed after every retry.
         """
         number, entry = self.locate(shard)
-        stream = self.streams[number]
-        if self._present(stream, entry):
+        if self._present(number, entry) or not self._fillable(number, entry):
             return False
-        with self._held(stream, entry) as lock:
-            return self._fill(lock, number, stream, entry, shard)
+        with self._held(number, entry) as lock:
+            return self._fill(lock, number, entry, shard)
 
     def open(self, shard: int, opener: Callable[[], V]) -> V:
         """Make the shard present and return ``opener()``, called before anyone can evict it.
@@ -239,51 +244,53 @@ class ShardCache:
         One check of the shard's files where :meth:`ensure` then :meth:`open` would make two.
         """
         number, entry = self.locate(shard)
-        stream = self.streams[number]
-        if self._present(stream, entry):
+        if not self._fillable(number, entry):  # the dataset's own files, or none: no lock
+            return opener(), False
+        if self._present(number, entry):
             with contextlib.suppress(ShardNotFoundError):  # evicted just now: fetch it below
                 return opener(), False
-        with self._held(stream, entry) as lock:
-            fetched = self._fill(lock, number, stream, entry, shard)
+        with self._held(number, entry) as lock:
+            fetched = self._fill(lock, number, entry, shard)
             return opener(), fetched
 
     @contextlib.contextmanager
-    def _held(self, stream: CacheStream, entry: ShardEntry) -> Iterator[FileLock]:
+    def _held(self, number: int, entry: ShardEntry) -> Iterator[FileLock]:
         """Hold the shard's lock: one fetch at a time, and no eviction meanwhile."""
-        lock = FileLock(self._lock_path(stream, entry))
-        lock.acquire(timeout=_lock_timeout(stream, entry), what=f"shard {_name(entry)}")
+        lock = FileLock(self._lock_path(number, entry))
+        timeout = _lock_timeout(self.streams[number], entry)
+        lock.acquire(timeout=timeout, what=f"shard {_name(entry)}")
         try:
             yield lock
         finally:
             lock.release()
 
-    def _fill(
-        self, lock: FileLock, number: int, stream: CacheStream, entry: ShardEntry, shard: int
-    ) -> bool:
+    def _fill(self, lock: FileLock, number: int, entry: ShardEntry, shard: int) -> bool:
         """Fetch the shard unless present (``True`` when it did); the caller holds ``lock``."""
-        if self._present(stream, entry):
+        stream = self.streams[number]
+        if self._present(number, entry):
             return False
         if os.fstat(lock.fd).st_size:  # the last holder died mid-fetch: clear its leftovers
-            self._remove_orphans(stream, entry)
+            self._remove_orphans(number, entry)
             os.ftruncate(lock.fd, 0)
         if stream.store is not None and self.limit is not None:
             self._reserve(self.footprint(shard), lock, stream, entry)  # records the fetch
         else:
             _record(lock.fd, self.footprint(shard), entry)
         try:
-            if stream.store is None:
+            if stream.store is None:  # the user's compressed files are never deleted
                 self._files[number].materialize(entry, keep_zip=True)
             else:
                 self._fetch(number, entry)
         except OSError as exc:
             if exc.errno not in DISK_FULL_ERRNOS:
                 raise
+            folder = self._folder(number)
             raise DiskFullError(
                 exc.errno,
-                f"no space left in {stream.local} for shard {_name(entry)} "
+                f"no space left in {folder} for shard {_name(entry)} "
                 f"({self.footprint(shard)} bytes with its compressed file; "
-                f"{free_bytes(stream.local)} bytes free now): free disk space, set "
-                f"cache_limit below the free space, or give local= a roomier folder",
+                f"{free_bytes(folder)} bytes free now): free disk space, set cache_limit below "
+                f"it, or give local= (SHARDSTREAM_CACHE_DIR if read in place) a roomier disk",
             ) from exc
         finally:
             os.ftruncate(lock.fd, 0)
@@ -296,8 +303,10 @@ class ShardCache:
         return None if store is None else store.url(entry.data_file.basename)
 
     def touch(self, shard: int) -> None:
-        """Mark the shard as just used, for least-recently-used eviction."""
+        """Mark a remote stream's shard as just used, for least-recently-used eviction."""
         number, entry = self.locate(shard)
+        if self.streams[number].store is None:  # never evicted, and the user's files
+            return
         with contextlib.suppress(OSError):
             path = os.path.join(self.streams[number].local, entry.raw_data.basename)
             os.utime(path, follow_symlinks=False)  # a link planted there is not followed
@@ -321,12 +330,12 @@ class ShardCache:
         stream = self.streams[number]
         if stream.store is None:
             return 0
-        lock = try_lock_file(self._lock_path(stream, entry))
+        lock = try_lock_file(self._lock_path(number, entry))
         if lock is None:
             return 0
         freed = 0
         try:
-            for path in _paths(stream, entry):
+            for path in _paths(stream.local, entry):
                 with contextlib.suppress(FileNotFoundError):
                     size = os.stat(path).st_size
                     os.remove(path)
@@ -438,7 +447,7 @@ class ShardCache:
             for k, entry in enumerate(stream.entries):
                 size = 0
                 last = 0
-                for path in _paths(stream, entry):
+                for path in _paths(stream.local, entry):
                     if path not in present:  # a folder listing, not a stat per absent file
                         continue
                     try:
@@ -483,25 +492,36 @@ class ShardCache:
 
     # --- files ----------------------------------------------------------------------------------
 
-    def _present(self, stream: CacheStream, entry: ShardEntry) -> bool:
-        raw, meta = entry.raw_data, entry.raw_meta  # checked once or twice a shard read
-        return _whole(os.path.join(stream.local, raw.basename), raw) and (
-            meta is None or _whole(os.path.join(stream.local, meta.basename), meta)
+    def _present(self, number: int, entry: ShardEntry) -> bool:
+        files = self._files[number]  # checked once or twice a shard read
+        raw, meta = entry.raw_data, entry.raw_meta
+        return _whole(files.uncompressed_path(raw, entry.zip_data), raw) and (
+            meta is None or _whole(files.uncompressed_path(meta, entry.zip_meta), meta)
         )
 
-    def _lock_path(self, stream: CacheStream, entry: ShardEntry) -> str:
-        return shard_lock_path(stream.local, entry)
+    def _fillable(self, number: int, entry: ShardEntry) -> bool:
+        """Whether the cache can make the shard's files: fetch them, or decompress them."""
+        store, zipped = self.streams[number].store, (entry.zip_data, entry.zip_meta)
+        return store is not None or zipped != (None, None)
 
-    def _remove_orphans(self, stream: CacheStream, entry: ShardEntry) -> None:
+    def _folder(self, number: int) -> str:
+        """Where the cache writes for the stream: fetched and decompressed files, and locks."""
+        stream = self.streams[number]
+        return stream.local if stream.store is not None else self._files[number].cache_root
+
+    def _lock_path(self, number: int, entry: ShardEntry) -> str:
+        return shard_lock_path(self._folder(number), entry)
+
+    def _remove_orphans(self, number: int, entry: ShardEntry) -> None:
         """Delete temporaries a killed process left for this shard (its lock is ours now)."""
-        for path in _paths(stream, entry):
+        for path in _paths(self._folder(number), entry):
             _remove_temporaries(path)
 
 
-def _paths(stream: CacheStream, entry: ShardEntry) -> list[str]:
-    """Every file of the shard in the stream's folder, compressed and not."""
+def _paths(folder: str, entry: ShardEntry) -> list[str]:
+    """Every file of the shard in ``folder`` (a stream's cache folder), compressed and not."""
     return [
-        os.path.join(stream.local, info.basename)
+        os.path.join(folder, info.basename)
         for pair in shard_file_pairs(entry)
         for info in pair
         if info is not None
@@ -510,7 +530,8 @@ def _paths(stream: CacheStream, entry: ShardEntry) -> list[str]:
 
 def _listing(stream: CacheStream) -> set[str]:
     """The paths of the files now in the folders that hold the stream's shards."""
-    folders = {os.path.dirname(path) for entry in stream.entries for path in _paths(stream, entry)}
+    paths = (path for entry in stream.entries for path in _paths(stream.local, entry))
+    folders = {os.path.dirname(path) for path in paths}
     present: set[str] = set()
     for folder in folders:
         with contextlib.suppress(OSError):  # no such folder yet: nothing in it

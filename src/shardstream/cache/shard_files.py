@@ -8,6 +8,7 @@ import mmap
 import os
 from collections.abc import Iterator
 
+from shardstream.cache.layout import in_place_cache
 from shardstream.cache.safe_paths import write_file
 from shardstream.errors import (
     ChecksumError,
@@ -36,10 +37,14 @@ class ShardFiles:
     Compressed files are decompressed into ``cache_root`` under their uncompressed basename,
     written to a temporary name and renamed, so a crash never leaves half a shard under its
     final name; a later open reuses the decompressed file when its size matches the index.
+    Reading writes nothing into ``root`` unless ``cache_root`` is ``root`` (a remote dataset's
+    cache folder); only :meth:`materialize` told not to keep the compressed files deletes there.
 
     Args:
         root: The folder holding ``index.json`` (the split folder, if any).
-        cache_root: Where decompressed shards go (default: ``root``).
+        cache_root: Where decompressed shards go (default: the dataset's own folder in the
+            user's cache, :func:`~shardstream.cache.layout.in_place_cache`, found when a
+            compressed file is first opened).
         validate_hash: A digest algorithm to check each stored file against, or ``None``.
         policy: How files are opened (read whole, mapped, or read with ``pread``:
             :meth:`ReadPolicy.opening`) and whether views return ``bytes`` columns as
@@ -60,7 +65,7 @@ class ShardFiles:
                 f"{', '.join(HASH_ALGORITHMS)}"
             )
         self.root = root
-        self.cache_root = cache_root or root
+        self._cache_root = cache_root or None
         self.validate_hash = validate_hash
         self.policy = policy or ReadPolicy()
 
@@ -68,6 +73,13 @@ class ShardFiles:
     def zero_copy(self) -> bool:
         """Whether views return ``bytes`` columns as memoryviews of the mapped file."""
         return self.policy.zero_copy
+
+    @property
+    def cache_root(self) -> str:
+        """Where decompressed shards go (the default one is looked up on first use)."""
+        if self._cache_root is None:
+            self._cache_root = in_place_cache(self.root)
+        return self._cache_root
 
     def open(self, entry: ShardEntry, schema: MDSSchema | None) -> ShardView:
         """Return a random-access view of a shard's samples.
@@ -89,7 +101,7 @@ class ShardFiles:
                 entry.samples,
                 source=source,
                 zero_copy=self.zero_copy,
-                path=self._raw_path(entry.raw_data, entry.zip_data),
+                path=self.uncompressed_path(entry.raw_data, entry.zip_data),
             )
         data = self._buffer(entry, entry.raw_data, entry.zip_data)
         assert entry.raw_meta is not None
@@ -127,7 +139,7 @@ class ShardFiles:
 
         Only an MDS data file gives its ``samples``; others are never read with ``pread``.
         """
-        path = self._raw_path(raw, zipped)
+        path = self.uncompressed_path(raw, zipped)
         if zipped is None:
             buffer = self._map(path, samples)
             self._check(entry, raw, buffer, path)
@@ -182,7 +194,7 @@ class ShardFiles:
                 f"index.json belongs to another dataset"
             ) from exc
 
-    def _raw_path(self, raw: FileInfo, zipped: FileInfo | None) -> str:
+    def uncompressed_path(self, raw: FileInfo, zipped: FileInfo | None) -> str:
         """Where the uncompressed file is: the dataset's, or the one decompressed from it."""
         return os.path.join(self.root if zipped is None else self.cache_root, raw.basename)
 

@@ -25,14 +25,18 @@ class LocalDataset:
     """A map-style dataset over a local MDS dataset (``index.json`` plus shards).
 
     Shards are opened on first use and memory-mapped, so reading a sample costs no system call;
-    compressed shards are decompressed once into ``cache_dir``. ``len(ds)`` is the total sample
-    count, ``ds[i]`` a sample dict, and ``ds[a:b]`` or ``ds[[i, j]]`` a list of them. Works as a
+    compressed shards are decompressed once into ``cache_dir``. The dataset folder is only
+    read, never written to (it may be read-only). ``len(ds)`` is the total sample count,
+    ``ds[i]`` a sample dict, and ``ds[a:b]`` or ``ds[[i, j]]`` a list of them. Works as a
     map-style dataset for ``torch.utils.data.DataLoader``. Nothing is read until first use.
 
     Args:
         local: The dataset folder.
         split: A sub-folder of ``local`` holding the split's ``index.json``.
-        cache_dir: Where compressed shards are decompressed (default: next to them).
+        cache_dir: Where compressed shards are decompressed, in a sub-folder ``split`` if
+            given (default: a folder of this dataset's own under ``SHARDSTREAM_CACHE_DIR``,
+            default ``$TMPDIR/shardstream-<uid>``, named after the folder's real path and its
+            ``index.json``; made when a compressed shard is first read).
         validate_hash: Check each shard file against this digest from the index when first opened.
         allow_unsafe_types: Allow reading ``pkl`` columns, which can execute code.
         zero_copy: Return ``bytes`` columns as read-only memoryviews into the memory-mapped

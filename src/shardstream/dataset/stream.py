@@ -27,7 +27,9 @@ class Stream:
     Args:
         remote: Where the dataset lives: a URL (``s3://``, ``gs://``, ``azure://``,
             ``oci://``, ``dbfs:/Volumes/...``, ``https://``) or a local path. ``None``: the
-            data is in ``local`` already.
+            data is in ``local`` already, and is read in place: never written to, it may be
+            read-only (decompressed shards and their locks go to a folder of their own under
+            ``SHARDSTREAM_CACHE_DIR``). A local path given as both is read in place too.
         local: The node-local cache folder. ``None``: a folder per remote under
             ``SHARDSTREAM_CACHE_DIR`` (default: ``$TMPDIR/shardstream-<uid>``).
         split: A sub-folder of both, holding the split's ``index.json``.
@@ -38,7 +40,8 @@ class Stream:
         download_timeout: Seconds allowed for each request to the remote (see
             :class:`~shardstream.StreamingDataset`).
         validate_hash: Check shard files against this digest from the index.
-        keep_zip: Keep compressed shard files after decompressing them.
+        keep_zip: Keep compressed shard files after decompressing them (data read in place
+            always keeps them).
         format: ``'mds'``, ``'parquet'`` (a folder of ``*.parquet`` files, read row group by
             row group: see ``docs/parquet.md``), or ``None``: MDS where an ``index.json`` is,
             else Parquet where ``*.parquet`` files are.

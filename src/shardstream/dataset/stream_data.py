@@ -63,6 +63,9 @@ def open_stream_data(
         )
     return LocalDataset(
         stream.local,
+        # A remote's cache folder holds its decompressed shards; data read in place is left
+        # alone (LocalDataset's default: a cache folder of its own).
+        cache_dir=stream.local if store is not None else None,
         validate_hash=stream.validate_hash,
         allow_unsafe_types=allow_unsafe_types,
         policy=policy,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from shardstream import config
 from shardstream._torch import require_torch, worker_info
-from shardstream.cache import STATE_FOLDER, EpochStart, NodeOrders, RunState
+from shardstream.cache import STATE_FOLDER, EpochStart, NodeOrders, RunState, ensure_private_folder
 from shardstream.dataset.arguments import check_arguments
 from shardstream.dataset.column_batch import BatchRefs, ColumnBatch, for_transfer
 from shardstream.dataset.iteration import Batch, SampleReader
@@ -68,7 +68,10 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
     Args:
         streams: Several :class:`Stream` s to mix; excludes ``remote``/``local``.
         remote: The dataset's URL or path, for a single stream.
-        local: Its node-local cache folder (default: one per remote, per user).
+        local: Its node-local cache folder (default: one per remote, per user). Without
+            ``remote`` (or with a ``remote`` on local disk), the dataset itself, read in place
+            and never written to: its decompressed shards and their locks go to a folder of
+            its own under ``SHARDSTREAM_CACHE_DIR``.
         split: A sub-folder holding the split's ``index.json``.
         download_retry: Retries after a failed download (``2``: up to three attempts).
         download_timeout: Seconds allowed for each request to the remote (the index check at
@@ -76,7 +79,8 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             within ``download_timeout * (download_retry + 1)`` seconds plus the backoff between
             attempts (at most ``0.5 * (2**download_retry - 1)`` seconds).
         validate_hash: Check shard files against this digest from the index.
-        keep_zip: Keep compressed shards after decompressing them.
+        keep_zip: Keep compressed shards after decompressing them (a dataset read in place
+            always keeps them).
         epoch_size: Samples per epoch (int or ``'100k'``); default: the streams' weights.
         predownload: Samples to fetch ahead of the reader, per worker (default
             ``8 * batch_size``, or 64).
@@ -550,9 +554,14 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
     def _run_folder(self) -> str:
         """``runs/`` in the first remote stream's cache folder, else in the user's cache root.
 
-        A local-only dataset's folder is the user's data, never written to.
+        A local-only dataset's folder is the user's data, never written to; the cache root is
+        made (or checked to be) this user's alone before run files go there.
         """
-        return os.path.join(self._state_folder() or config.cache_root(), "runs")
+        state = self._state_folder()
+        if state is None:
+            state = config.cache_root()
+            ensure_private_folder(state)
+        return os.path.join(state, "runs")
 
     def _state_folder(self) -> str | None:
         """The first remote stream's cache state folder (``None``: local-only streams)."""

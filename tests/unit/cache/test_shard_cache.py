@@ -16,6 +16,7 @@ import pytest
 from tests.streaming_data import write_dataset
 
 from shardstream.cache import STATE_FOLDER, CacheStream, EpochStart, FileLock, RunState, ShardCache
+from shardstream.cache.layout import IN_PLACE_FOLDER, in_place_cache, shard_lock_path
 from shardstream.cache.locks import try_lock_file
 from shardstream.dataset.local import LocalDataset
 from shardstream.errors import CacheTimeoutError
@@ -111,7 +112,7 @@ def hold_lock_then_hang(path: str, temporary: str, ready: str) -> None:
 def test_a_fetch_killed_mid_way_leaves_nothing_that_blocks(remote: Path, tmp_path: Path):
     local = tmp_path / "c"
     cache = make_cache(remote, local, tmp_path / "log", limit=10**6)
-    lock_path = cache._lock_path(cache.streams[0], cache.streams[0].entries[0])
+    lock_path = cache._lock_path(0, cache.streams[0].entries[0])
     temporary = local / ".shard.00000.mds.tmp-0123456789ab"
     local.mkdir()
     ready = tmp_path / "ready"
@@ -151,7 +152,7 @@ def test_eviction_spares_a_shard_being_fetched(remote: Path, tmp_path: Path):
     local = tmp_path / "c"
     cache = make_cache(remote, local, tmp_path / "log")
     cache.ensure(0)
-    lock = try_lock_file(cache._lock_path(cache.streams[0], cache.streams[0].entries[0]))
+    lock = try_lock_file(cache._lock_path(0, cache.streams[0].entries[0]))
     assert lock is not None
     try:
         assert cache.evict(0) == 0  # busy: left alone
@@ -240,3 +241,45 @@ def test_downloads_from_a_network_store_take_the_nodes_slots(remote: Path, tmp_p
         assert all(pool.map(cache.ensure, range(6)))
     assert store.most == 2  # two at once, never more
     assert (tmp_path / "c" / STATE_FOLDER / "slots").is_dir()
+
+
+# --- a local-only stream is the user's data, read in place ----------------------------------------
+
+
+def read_in_place(data: Path) -> ShardCache:
+    return ShardCache([CacheStream(str(data), None, LocalDataset(data).shards)], limit=1 << 30)
+
+
+def test_a_local_only_stream_is_neither_touched_nor_locked(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("SHARDSTREAM_CACHE_DIR", str(tmp_path / "user"))
+    data = write_dataset(tmp_path / "data", 200, size_limit=1024)
+    for path in data.iterdir():
+        os.utime(path, ns=(10**18, 10**18))  # long ago: a touch now would show
+    before = {path.name: path.stat().st_mtime_ns for path in data.iterdir()}
+    cache = read_in_place(data)
+    for shard in range(cache.num_shards):
+        assert cache.open_fetched(shard, lambda: "opened") == ("opened", False)
+        assert not cache.ensure(shard)
+        cache.touch(shard)
+    assert {path.name: path.stat().st_mtime_ns for path in data.iterdir()} == before
+    assert not (tmp_path / "user").exists()  # no lock, no folder: nothing needed writing
+
+
+def test_a_local_only_stream_decompresses_into_a_cache_of_its_own(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("SHARDSTREAM_CACHE_DIR", str(tmp_path / "user"))
+    data = write_dataset(tmp_path / "data", 200, size_limit=1024, compression="zstd")
+    before = sorted(os.listdir(data))
+    cache = read_in_place(data)
+    assert not cache.is_present(0)
+    assert cache.ensure(0)
+    assert cache.is_present(0)
+    assert not cache.ensure(0)
+    own = Path(in_place_cache(str(data)))
+    assert own.parent == tmp_path / "user" / IN_PLACE_FOLDER
+    entry = cache.streams[0].entries[0]
+    assert (own / entry.raw_data.basename).stat().st_size == entry.raw_data.bytes
+    assert [p.name for p in (own / STATE_FOLDER / "locks").iterdir()] == [
+        os.path.basename(shard_lock_path(str(own), entry))
+    ]
+    assert sorted(os.listdir(data)) == before  # the compressed files kept, nothing added
+    assert (tmp_path / "user").stat().st_mode & 0o777 == 0o700

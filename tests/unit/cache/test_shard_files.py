@@ -12,6 +12,7 @@ import zstandard
 from tests.memory import HAS_PROC_STATUS, rss_file_kib
 
 from shardstream import LocalDataset, MDSWriter
+from shardstream.cache.layout import IN_PLACE_FOLDER, in_place_cache
 from shardstream.cache.shard_files import ShardFiles
 from shardstream.errors import (
     ChecksumError,
@@ -39,6 +40,14 @@ def samples(view: Any) -> list[dict[str, Any]]:
 
 
 EXPECTED = [{"id": i, "text": f"t{i}"} for i in range(6)]
+
+
+@pytest.fixture(autouse=True)
+def user_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user's cache root, where a dataset read in place has its decompressed copies."""
+    root = tmp_path_factory.mktemp("user-cache")
+    monkeypatch.setenv("SHARDSTREAM_CACHE_DIR", str(root))
+    return root
 
 
 def test_unknown_validate_hash_is_refused_up_front(tmp_path: Path):
@@ -101,10 +110,37 @@ def test_decompressed_shard_is_reused(tmp_path: Path):
     assert (cache / "shard.00000.mds").stat().st_mtime_ns == stamp
 
 
-def test_cache_defaults_to_the_dataset_folder(tmp_path: Path):
-    entry, schema = make(tmp_path, compression="bz2")
-    ShardFiles(str(tmp_path)).open(entry, schema)
-    assert (tmp_path / "shard.00000.mds").stat().st_size == entry.raw_data.bytes
+def test_cache_defaults_to_a_folder_of_the_dataset_s_own_outside_it(
+    tmp_path: Path, user_cache: Path
+):
+    entry, schema = make(tmp_path / "ds", compression="bz2")
+    files = ShardFiles(str(tmp_path / "ds"))
+    assert samples(files.open(entry, schema)) == EXPECTED
+    assert sorted(os.listdir(tmp_path / "ds")) == ["index.json", "shard.00000.mds.bz2"]
+    assert files.cache_root == in_place_cache(str(tmp_path / "ds"))
+    assert os.path.dirname(files.cache_root) == str(user_cache / IN_PLACE_FOLDER)
+    assert os.listdir(files.cache_root) == ["shard.00000.mds"]
+
+
+def test_the_default_cache_is_looked_up_only_for_compressed_shards(
+    tmp_path: Path, user_cache: Path
+):
+    entry, schema = make(tmp_path, compression=None)
+    assert samples(ShardFiles(str(tmp_path)).open(entry, schema)) == EXPECTED
+    assert os.listdir(user_cache) == []
+
+
+def test_a_dataset_rewritten_in_place_gets_a_fresh_cache(tmp_path: Path):
+    root = tmp_path / "ds"
+    make(root, compression="zstd")
+    first = in_place_cache(str(root))
+    assert in_place_cache(str(root)) == first
+    os.symlink(root, tmp_path / "link")
+    assert in_place_cache(str(tmp_path / "link")) == first  # the real path counts
+    assert in_place_cache(str(tmp_path / "other")) != first
+    shutil.rmtree(root)
+    make(root, n=7, compression="zstd")
+    assert in_place_cache(str(root)) != first
 
 
 def test_a_cached_copy_of_the_wrong_size_is_replaced(tmp_path: Path):
@@ -207,7 +243,7 @@ def test_a_decompressed_basename_that_cannot_be_a_file(tmp_path: Path, basename:
     entry, schema = make(tmp_path, compression="zstd")
     (tmp_path / "folder").mkdir()
     with pytest.raises(ShardFormatError, match="cannot store the decompressed shard at"):
-        ShardFiles(str(tmp_path)).open(renamed(entry, basename), schema)
+        ShardFiles(str(tmp_path), str(tmp_path)).open(renamed(entry, basename), schema)
 
 
 def test_decompression_stops_at_the_size_the_index_records(tmp_path: Path):
@@ -237,7 +273,7 @@ def test_every_codec_stops_at_the_size_the_index_records(tmp_path: Path, code: s
     path.write_bytes(bomb)
     entry = replace(entry, zip_data=replace(entry.zip_data, bytes=len(bomb)))  # type: ignore[type-var]
     with pytest.raises(ShardFormatError, match="decompresses to more than the"):
-        ShardFiles(str(tmp_path)).open(entry, schema)
+        ShardFiles(str(tmp_path), str(tmp_path)).open(entry, schema)
     assert not (tmp_path / "shard.00000.mds").exists()
 
 
@@ -264,7 +300,7 @@ def test_a_shard_that_decompresses_short_is_not_kept(tmp_path: Path):
     packed = FileInfo("s.mds.zstd", (tmp_path / "s.mds.zstd").stat().st_size)
     entry = ShardEntry("mds", 0, raw, packed, "zstd", (), None, {})
     with pytest.raises(ShardFormatError, match=r"to 1000 bytes but index\.json says 1001"):
-        ShardFiles(str(tmp_path)).materialize(entry)
+        ShardFiles(str(tmp_path), str(tmp_path)).materialize(entry)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.mds.zstd"]
 
 

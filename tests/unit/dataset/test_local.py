@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from shardstream import LocalDataset, MDSWriter
+from shardstream.cache.layout import in_place_cache
 from shardstream.errors import (
     ChecksumError,
     ConfigurationError,
@@ -357,6 +358,16 @@ def test_compressed_split_uses_a_split_folder_in_the_cache(tmp_path: Path):
     ds = LocalDataset(tmp_path / "root", "train", cache_dir=tmp_path / "cache")
     assert same(ds[4], 4)
     assert os.listdir(tmp_path / "cache" / "train") == ["shard.00000.mds"]
+
+
+def test_compressed_shards_read_in_place_go_to_a_cache_of_their_own(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("SHARDSTREAM_CACHE_DIR", str(tmp_path / "user"))
+    folder = write(tmp_path / "root" / "train", 5, compression="gz")
+    before = sorted(os.listdir(folder))
+    ds = LocalDataset(tmp_path / "root", "train")
+    assert all(same(s, i) for i, s in enumerate(ds))
+    assert sorted(os.listdir(folder)) == before
+    assert os.listdir(in_place_cache(str(folder))) == ["shard.00000.mds"]
 
 
 def test_corrupt_compressed_shard(tmp_path: Path):

@@ -455,3 +455,12 @@ def test_under_a_cache_limit_no_node_order_is_kept(remote: Path, tmp_path: Path)
     unlimited = dataset(remote, tmp_path / "d")
     assert sorted(epoch_ids(unlimited)) == list(range(SAMPLES))
     assert (tmp_path / "d" / STATE_FOLDER / "plans").is_dir()  # the control
+
+
+def test_run_files_of_data_read_in_place_go_to_a_private_cache_root(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("SHARDSTREAM_CACHE_DIR", str(tmp_path / "user"))
+    data = write_dataset(tmp_path / "ds", 40)
+    ds = StreamingDataset(local=str(data), batch_size=4)
+    assert sorted(ids_of(StreamingDataLoader(ds, batch_size=4, num_workers=1))) == list(range(40))
+    assert os.listdir(tmp_path / "user") == ["runs"]
+    assert (tmp_path / "user").stat().st_mode & 0o777 == 0o700  # as a remote's default cache

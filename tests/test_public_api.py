@@ -15,6 +15,7 @@ PUBLIC = [
     "Encoding",
     "LocalDataset",
     "MDSWriter",
+    "ReadPolicy",
     "Stream",
     "StreamingDataLoader",
     "StreamingDataset",

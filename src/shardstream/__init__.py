@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from shardstream._version import __version__
 from shardstream.dataset import LocalDataset, Stream
 from shardstream.format.encodings import Encoding, get_encoding, register_encoding
+from shardstream.format.read_policy import ReadPolicy
 from shardstream.writer import MDSWriter, merge_index
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ __all__ = [
     "Encoding",
     "LocalDataset",
     "MDSWriter",
+    "ReadPolicy",
     "Stream",
     "StreamingDataLoader",
     "StreamingDataset",

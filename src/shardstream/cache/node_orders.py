@@ -1,9 +1,9 @@
 """Whole canonical-node orders of an epoch, kept in the cache folder for runs that resume.
 
 py1e, the default shuffle, orders a canonical node as a whole: a run resumed half-way
-through an epoch shuffles the node again before its first batch (12-17 ms for 102,400
-samples here, half of its time to the first batch). The first run to compute a node's order
-keeps it here; a run resumed in the same epoch, or restarted after a crash, reads it back.
+through an epoch shuffles the node again before its first batch, a large part of its wait.
+The first run to compute a node's order keeps it here; a run resumed in the same epoch, or
+restarted after a crash, reads it back.
 
 One file a node and epoch, ``<key>-<epoch>-<node>.order``, the key a digest of everything the
 order depends on: the shard sizes, the canonical nodes, the shuffle, and the version of the

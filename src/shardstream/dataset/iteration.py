@@ -231,55 +231,37 @@ class SampleReader:
         """Each batch's shards and in-shard indices, with the views of its shards open."""
         if batches.size == 0:
             return
-        width = batches.shape[1]
-        pending: dict[int, Future[Any]] = {}
         opened = self.open
         opened.new_epoch()
+        width = batches.shape[1]
         threads = self.policy.fetch_threads
         with ThreadPoolExecutor(threads, thread_name_prefix="shardstream-fetch") as pool:
+            ahead = _LookAhead(pool, opened, self.cache)
             try:
                 # The first batch is located alone: it need not wait for the search and sort
-                # over every sample of the plan (time to first batch).
-                for begin, end in ((0, 1), (1, batches.shape[0])):
-                    if begin >= end:
+                # over every sample of the plan (time to first batch); its look-ahead starts
+                # once it is out.
+                for first, part in ((True, batches[:1]), (False, batches[1:])):
+                    if not len(part):
                         break
-                    shards, local, needed, needed_at = self._locate(batches[begin:end])
+                    shards, local, needed, needed_at = self._locate(part)
                     done_after: dict[int, list[int]] = {}
-                    if begin:  # the rest of the plan: let go of each shard after its last use
+                    if not first:  # the rest of the plan: let go of each shard after its last use
                         done_after = _last_uses(shards, before=len(shards) * 7 // 8)
                         wanted = set(needed)
                         for shard in [shard for shard in opened.shards() if shard not in wanted]:
                             opened.release(shard)  # the first batch's, or an earlier epoch's
-                    ahead = 0
-                    for row in range(end - begin):
-                        # The first batch waits for its own shards only; its look-ahead
-                        # starts once it is out.
+                    ahead.plan(needed, needed_at)
+                    for row in range(len(part)):
                         current = (row + 1) * width
-                        horizon = current + (predownload if begin + row else 0)
-                        while ahead < len(needed) and needed_at[ahead] < horizon:
-                            shard = needed[ahead]
-                            if shard not in opened and shard not in pending:
-                                if needed_at[ahead] < current:  # wanted now: fetch, open it
-                                    pending[shard] = pool.submit(opened.open_in_pool, shard)
-                                elif not self.cache.is_present(shard):  # a stat, not a task
-                                    pending[shard] = pool.submit(opened.fetch_in_pool, shard)
-                            ahead += 1
+                        ahead.submit(current, current + (0 if first else predownload))
                         row_shards = shards[row].tolist()
-                        views = {}
-                        for shard in dict.fromkeys(row_shards):
-                            future = pending.pop(shard, None)
-                            view = None if future is None else future.result()
-                            views[shard] = (
-                                opened.view(shard) if view is None else opened.keep(shard, view)
-                            )
-                            if not opened.marked(shard):  # open since an earlier epoch
-                                opened.mark(shard)
+                        views = {shard: ahead.take(shard) for shard in dict.fromkeys(row_shards)}
                         yield LocatedBatch(row_shards, local[row].tolist(), views)
                         for shard in done_after.get(row, ()):
                             opened.release(shard)
             finally:
-                for future in pending.values():
-                    future.cancel()
+                ahead.cancel()
 
     def _locate(
         self, batches: NDArray[np.int64]
@@ -295,6 +277,54 @@ class SampleReader:
         unique, first = first_occurrences(shards.reshape(-1))
         order = np.argsort(first, kind="stable")
         return shards, local, unique[order].tolist(), first[order].tolist()
+
+
+class _LookAhead:
+    """The fetch threads' tasks: shards wanted now are fetched and opened, later ones fetched."""
+
+    def __init__(self, pool: ThreadPoolExecutor, opened: OpenShards, cache: ShardCache) -> None:
+        self._pool = pool
+        self._opened = opened
+        self._cache = cache
+        self._pending: dict[int, Future[Any]] = {}
+        self._needed: list[int] = []
+        self._needed_at: list[int] = []
+        self._next = 0
+
+    def plan(self, needed: list[int], needed_at: list[int]) -> None:
+        """The shards of a part of the plan, in order of first need, with where each is."""
+        self._needed, self._needed_at, self._next = needed, needed_at, 0
+
+    def submit(self, current: int, horizon: int) -> None:
+        """Start on every shard first needed before sample ``horizon`` of the part.
+
+        Shards needed before sample ``current`` (the batch at hand) are fetched and opened in
+        a thread, so that the reader does not open many tiny shards one after another.
+        """
+        opened, pending = self._opened, self._pending
+        while self._next < len(self._needed) and self._needed_at[self._next] < horizon:
+            shard = self._needed[self._next]
+            if shard not in opened and shard not in pending:
+                if self._needed_at[self._next] < current:
+                    pending[shard] = self._pool.submit(opened.open_in_pool, shard)
+                elif not self._cache.is_present(shard):  # a stat, not a task
+                    pending[shard] = self._pool.submit(opened.fetch_in_pool, shard)
+            self._next += 1
+
+    def take(self, shard: int) -> ShardView:
+        """The open view of ``shard``: opened by a thread, kept open, or opened now."""
+        opened = self._opened
+        future = self._pending.pop(shard, None)
+        view = None if future is None else future.result()
+        view = opened.view(shard) if view is None else opened.keep(shard, view)
+        if not opened.marked(shard):  # open since an earlier epoch
+            opened.mark(shard)
+        return view
+
+    def cancel(self) -> None:
+        """Cancel the tasks not started."""
+        for future in self._pending.values():
+            future.cancel()
 
 
 def _sample_files(views: dict[int, ShardView]) -> dict[int, SampleFile] | None:

@@ -289,7 +289,7 @@ def _check_decompressed_names(entries: Sequence[ShardEntry], *, source: str) -> 
         IndexFormatError: An uncompressed basename of a compressed file is not its own.
     """
     if not any(entry.zip_data or entry.zip_meta for entry in entries):
-        return  # nothing is decompressed (the common case: a pass over 10,000 entries, 0.3 ms)
+        return  # nothing is decompressed (the common case, and cheap to tell)
     names = Counter(
         info.basename
         for entry in entries

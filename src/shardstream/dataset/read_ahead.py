@@ -32,8 +32,7 @@ __all__ = ["GroupReads", "ReadAhead"]
 logger = logging.getLogger(__name__)
 
 # Pages of a new buffer are mapped when it is made (MAP_POPULATE), in the reading thread: a
-# read into pages not yet mapped takes io_uring's slow path, which cost 4 us a 1 KiB sample
-# against 2.3 here (a diagnostic, with shardstream alone).
+# read into pages not yet mapped takes io_uring's slow path.
 _FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
 
 

@@ -73,8 +73,8 @@ class Compression:
 
         Where the codec streams (``zstd``), the parts are never joined into one buffer: a
         64 MiB join faults in fresh pages each time, and compressing into a cache-sized
-        output is faster too (together about 2.5x less time for a shard of 1 KiB samples,
-        measured); the output is one frame that records its content size, like ``compress``'s.
+        output is faster too; the output is one frame that records its content size, like
+        ``compress``'s.
         """
         if self.family.compress_parts is None:
             return [self.compress(b"".join(parts))]

@@ -1,10 +1,10 @@
 """Per-schema generated functions that encode and decode one MDS sample.
 
 Encoding and decoding are the per-sample hot paths of writers and readers. A function written
-for one schema, with no loop and no per-column bookkeeping, runs about twice as fast as a
-generic one. The generated text holds only indices and sizes: column names, encodings and
-decoders are bound as values in the function's namespace, so nothing read from an (untrusted)
-index ever becomes code.
+for one schema, with no loop and no per-column bookkeeping, runs faster than a generic one.
+The generated text holds only indices and sizes: column names, encodings and decoders are
+bound as values in the function's namespace, so nothing read from an (untrusted) index ever
+becomes code.
 """
 
 from __future__ import annotations
@@ -153,9 +153,8 @@ def compile_file_getter_factory(plan: Plan, *, zero_copy: bool = False) -> FileG
 
 
 #: The least size of a raw-bytes value that :func:`compile_file_getter_factory`'s getters read
-#: on its own, straight into the ``bytes`` they return. Measured here (a value and an ``int``,
-#: shuffled, page cache warm): 4 KiB values read 1.5x slower on their own, 16 KiB and 32 KiB
-#: about as fast, 64 KiB 1.1x and 100 KiB 1.2x faster.
+#: on its own, straight into the ``bytes`` they return: from about this size, slicing it out
+#: of its whole sample (a second copy) costs more than the extra reads.
 SPLIT_READ_BYTES = 32 * 1024
 
 

@@ -5,10 +5,8 @@ pipe, which holds 64 KiB on Linux. A batch of 256 samples of 1 KiB pickles to ~2
 each one crosses in four or five pieces: the worker's writing thread fills the pipe and
 sleeps, the loader empties it and sleeps, and on a machine with as many busy processes as
 cores every piece costs each side a trip through the scheduler. With room for a whole batch,
-a worker writes it in one call and goes on to the next, and the loader reads it in one.
-Measured on this project's 2-core machine (1M samples of 1 KiB, shuffled, 2 workers,
-alternating runs of 3 timed epochs): 90-106k samples/s with the default pipe, 99-132k with
-1 MiB, the two cores busy 1.67-1.71 of 2 instead of 1.56-1.59 (``benchmarks/README.md``).
+a worker writes it in one call and goes on to the next, and the loader reads it in one
+(figures in ``docs/design/read-path.md``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Distinct values of integer arrays, sorted, without ``np.unique``.
 
 ``np.unique`` asks ``numpy.ma`` whether its input is masked, which imports ``numpy.ma`` on its
-first call in a process (7 ms with byte code, several times that without): an epoch plan's first
-call paid it inside every start-up and resume. These do what ``np.unique`` does for plain arrays
-(a stable sort, then the first of each run of equal values) and nothing else.
+first call in a process: an epoch plan's first call paid it inside every start-up and resume.
+These do what ``np.unique`` does for plain arrays (a stable sort, then the first of each run of
+equal values) and nothing else.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 # Imported with the package, not inside the first epoch plan of a process (numpy 2 loads
-# numpy.random on first access: about 5 ms, which a resumed run would wait for).
+# numpy.random on first access, which a resumed run would wait for).
 from numpy.random import PCG64, Generator, SeedSequence, default_rng
 from numpy.typing import NDArray
 

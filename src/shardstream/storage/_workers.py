@@ -1,9 +1,9 @@
 """Daemon threads that run storage requests, reused from one request to the next.
 
-Starting a thread per request costs about a millisecond on a busy small machine, as much as a
-loopback GET of a small object; a handoff to a waiting thread costs some 20 µs. Unlike a
-``ThreadPoolExecutor``, the pool never makes a caller wait for a free thread: a request that
-hangs keeps its thread, and the next request gets a new one. Threads that stay idle for
+Starting a thread per request can cost as much as a loopback GET of a small object; handing
+the request to a waiting thread costs far less. Unlike a ``ThreadPoolExecutor``, the pool
+never makes a caller wait for a free thread: a request that hangs keeps its thread, and the
+next request gets a new one. Threads that stay idle for
 ``idle_seconds`` end. They are daemons, so a hung request never holds up the interpreter's exit.
 """
 

@@ -58,8 +58,7 @@ T = TypeVar("T")
 
 _WORKERS = WorkerPool("shardstream-download")
 #: Bytes of response bodies one process holds at once over all its downloads: eight 16 MiB
-#: parts. Without it, eight 64 MiB shards fetched at once held 512 MiB (measured: peak heap 689
-#: MiB against 321 MiB for a cold epoch of 100 KiB samples).
+#: parts. Without it, eight 64 MiB shards fetched at once would hold 512 MiB.
 IN_FLIGHT_BYTES = 128 << 20
 _BUDGET = ByteBudget(IN_FLIGHT_BYTES)
 #: How often a download that waits for room in the budget looks again.
@@ -411,8 +410,8 @@ def _gather(
     waiting: list[tuple[float, int]] = []  # (when, index): retries sleeping off their backoff
     in_flight: dict[_Attempt[T], float] = {}  # attempt -> deadline
     failures = [0] * len(requests)
-    # Each request's backoff is drawn on its first failure: fresh entropy costs some 80 us,
-    # which a download of a 500-byte shard that never fails should not pay.
+    # Each request's backoff is drawn on its first failure: fresh entropy costs more than a
+    # download of a tiny shard that never fails should pay.
     delays: dict[int, list[float]] = {}
 
     def failed(index: int, error: BaseException) -> None:

@@ -51,7 +51,7 @@ def is_local_disk(store: ObjectStore) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _on_local_disk(root: str, mounts: tuple[tuple[str, str], ...]) -> bool:
-    """Whether ``root`` lies on a local file system type (asked once: ~30 µs).
+    """Whether ``root`` lies on a local file system type (asked once, by reading the mount table).
 
     ``mounts``, the mount table, is part of the cache's key only.
     """

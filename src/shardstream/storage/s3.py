@@ -309,9 +309,9 @@ class S3Store:
     def _reader(self) -> Any:
         """A botocore client for reads, created on first use.
 
-        Reads go through botocore's thread-safe, blocking client rather than s3fs: on a small
-        machine its urllib3 connections move bytes about 1.5x faster than s3fs's single event
-        loop thread, and parallel byte ranges run truly in parallel from download threads.
+        Reads go through botocore's thread-safe, blocking client rather than s3fs: its urllib3
+        connections move bytes faster than s3fs's single event loop thread, and parallel byte
+        ranges run truly in parallel from download threads.
         """
         self._this_process()
         with self._lock:

@@ -365,3 +365,48 @@ def test_workers_prefetch_four_batches_unless_told(remote: Path, tmp_path: Path)
     assert loader().prefetch_factor is None  # no workers: nothing to prefetch
     custom = loader(num_workers=2, collate_fn=lambda samples: samples)
     assert custom.prefetch_factor == 2  # samples collated by the caller: torch's default
+
+
+# --- resume under every start method (workers once found their rank through os.getppid(), which
+# under forkserver is the fork server) --------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
+@pytest.mark.parametrize(
+    ("method", "persistent"),
+    [("fork", False), ("spawn", False), ("forkserver", False), ("forkserver", True)],
+)
+def test_a_state_taken_in_the_second_epoch_resumes_it_under_every_start_method(
+    remote: Path, tmp_path: Path, method: str, persistent: bool
+):
+    def loader(local: Path) -> StreamingDataLoader:
+        return StreamingDataLoader(
+            make(remote, local), batch_size=8, num_workers=2, multiprocessing_context=method,
+            persistent_workers=persistent,
+        )  # fmt: skip
+
+    first = loader(tmp_path / "a")
+    list(first)  # epoch 0
+    second_epoch = iter(first)
+    seen = [next(second_epoch)["id"].tolist() for _ in range(5)]
+    state = first.state_dict()
+    assert state["epoch"] == 1
+    assert state["sample_in_epoch"] == 5 * 8
+    rest = [batch["id"].tolist() for batch in second_epoch]
+    resumed = loader(tmp_path / "b")
+    resumed.load_state_dict(state)
+    assert [batch["id"].tolist() for batch in resumed] == rest
+    assert set(itertools.chain(*seen, *rest)) == set(range(SAMPLES))
+
+
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
+def test_a_plain_dataloader_s_forkserver_workers_share_the_rank_s_run_state(
+    remote: Path, tmp_path: Path
+):
+    dataset = make(remote, tmp_path / "c")
+    plain = DataLoader(dataset, batch_size=8, num_workers=2, multiprocessing_context="forkserver")
+    list(plain)  # epoch 0
+    assert dataset.state_dict(0, from_beginning=False)["epoch"] == 0
+    epoch = iter(plain)
+    next(epoch)
+    assert dataset.state_dict(8, from_beginning=False)["epoch"] == 1

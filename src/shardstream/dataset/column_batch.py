@@ -174,6 +174,9 @@ class ColumnBatch:
     ) -> dict[str, Any]:
         """The batch as ``collate`` (torch's ``default_collate``) would make it of the samples.
 
+        A column of memoryviews (``zero_copy``, read in this process) stays a list of them, as
+        a column of ``bytes`` does: torch would take each view for a sequence of ints.
+
         Args:
             collate: Collates one column's values.
             as_tensor: ``torch.as_tensor``: turns a column already stacked into one numeric
@@ -187,6 +190,9 @@ class ColumnBatch:
                 continue
             if isinstance(column, PackedArray):
                 column = column.unpack()
+            if isinstance(column, list) and any(type(value) is memoryview for value in column):
+                out[name] = column
+                continue
             values = column if isinstance(column, np.ndarray) else _stacked(column)
             if as_tensor is not None and isinstance(values, np.ndarray) and _numeric(values):
                 out[name] = as_tensor(values)

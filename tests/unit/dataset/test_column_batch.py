@@ -257,3 +257,14 @@ def test_a_packed_array_cut_short_is_an_error():
     os.ftruncate(packed.fd, 100)
     with pytest.raises(ShardstreamError, match="packed batch array is 100 bytes, expected 8000"):
         packed.unpack()
+
+
+def test_a_column_of_views_collates_to_the_views_not_to_tensors_of_their_bytes():
+    from torch.utils.data import default_collate
+
+    data = bytes(range(10))
+    views = [memoryview(data)[:3], memoryview(data)[3:4], memoryview(data)[4:4]]
+    out = ColumnBatch(["blob", "n"], [views, [1, 2, 3]]).collate(default_collate)
+    assert out["blob"] == views
+    assert [bytes(view) for view in out["blob"]] == [data[:3], data[3:4], b""]
+    assert out["n"].tolist() == [1, 2, 3]

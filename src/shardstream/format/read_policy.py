@@ -61,6 +61,13 @@ class ReadPolicy:
         fetch_threads: Threads that fetch and open shards ahead of the reader.
         prefetch_factor: Batches each DataLoader worker may have ahead (when the caller sets
             none).
+
+    Example:
+        from shardstream import ReadPolicy, StreamingDataset
+
+        # Shuffled batches from the shard files as soon as 64 MiB of shards are open.
+        policy = ReadPolicy(mapped_read_bytes=64 << 20)
+        ds = StreamingDataset(remote="s3://bucket/my-ds", batch_size=32, read_policy=policy)
     """
 
     zero_copy: bool = False

@@ -4,18 +4,22 @@ Datasets streamed without an explicit ``local`` are cached under one folder in t
 temporary directory, which every user can write to. Someone else could create that folder (or a
 symbolic link of that name) first and then read or replace what is cached there; so the folder
 is created readable by its owner only, and an existing one is used only if it is a real folder
-that this user owns and nobody else may write to or read.
+that this user owns and nobody else may write to. One that others may only read (an older
+version made it so) is closed to them first: nobody else could have put anything in it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import stat
 
 from shardstream.errors import CacheFolderError
 
 __all__ = ["ensure_private_folder"]
+
+logger = logging.getLogger(__name__)
 
 
 def ensure_private_folder(path: str) -> None:
@@ -35,8 +39,15 @@ def ensure_private_folder(path: str) -> None:
         problem = "is not a folder (a symbolic link, or a file)"
     elif status.st_uid != os.getuid():
         problem = f"belongs to user id {status.st_uid}, not to you ({os.getuid()})"
-    elif status.st_mode & 0o077:
+    elif status.st_mode & 0o022:
         problem = f"is open to other users (mode {stat.S_IMODE(status.st_mode):o})"
+    elif status.st_mode & 0o077:  # readable by others, writable by nobody else: close it
+        os.chmod(path, 0o700, follow_symlinks=False)
+        logger.info(
+            "closed the cache folder %s to other users (it was mode %o)",
+            path,
+            stat.S_IMODE(status.st_mode),
+        )
     if problem is not None:
         raise CacheFolderError(
             f"the default cache folder {path} {problem}: shardstream caches there only if it "

@@ -174,8 +174,8 @@ class ColumnBatch:
     ) -> dict[str, Any]:
         """The batch as ``collate`` (torch's ``default_collate``) would make it of the samples.
 
-        A column of memoryviews (``zero_copy``, read in this process) stays a list of them, as
-        a column of ``bytes`` does: torch would take each view for a sequence of ints.
+        A column of ``bytes`` stays a list, as ``default_collate`` leaves it, and so does one of
+        memoryviews (``zero_copy``, read in this process), which torch would take for ints.
 
         Args:
             collate: Collates one column's values.
@@ -190,8 +190,8 @@ class ColumnBatch:
                 continue
             if isinstance(column, PackedArray):
                 column = column.unpack()
-            if isinstance(column, list) and any(type(value) is memoryview for value in column):
-                out[name] = column
+            if isinstance(column, list) and column and type(column[0]) in _BUFFERS:
+                out[name] = column  # as default_collate leaves bytes (it takes views for ints)
                 continue
             values = column if isinstance(column, np.ndarray) else _stacked(column)
             if as_tensor is not None and isinstance(values, np.ndarray) and _numeric(values):

@@ -222,8 +222,8 @@ class SampleReader:
 
     def _rows_per_decode(self, views: dict[int, ShardView], width: int) -> int:
         """How many batches to decode together, judged from one batch's shards."""
-        if not all(view.grouped_decode for view in views.values()):
-            return 1
+        if len(views) < 2 or not all(view.grouped_decode for view in views.values()):
+            return 1  # one shard's samples are decoded in one call already
         mean = self.open.mean_sample_bytes(list(views))
         return self.policy.rows_per_decode(mean, len(views), width)
 

@@ -386,8 +386,8 @@ class MDSShardView(ShardSamples):
 
     @property
     def names(self) -> list[str]:
-        """The columns, in :meth:`read_columns` order."""
-        return list(self.schema.names)
+        """The columns, in :meth:`read_columns` order (the schema's list: not to be changed)."""
+        return self.schema.names
 
     @property
     def held_bytes(self) -> int:

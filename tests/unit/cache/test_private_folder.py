@@ -71,6 +71,14 @@ def test_a_stream_without_local_caches_in_a_private_default(
     local = resolve()
     assert os.path.dirname(local) == str(root)
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
-    root.chmod(0o755)
+    root.chmod(0o775)  # others of the group may write: refused
     with pytest.raises(CacheFolderError, match=str(root)):
         resolve()
+
+
+def test_a_folder_others_may_only_read_is_closed_to_them(tmp_path: Path):
+    folder = tmp_path / "readable"
+    folder.mkdir()
+    folder.chmod(0o755)  # as an older version made the cache root
+    ensure_private_folder(str(folder))
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700

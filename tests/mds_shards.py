@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from shardstream.format.mds import MDSSchema, MDSShardView, shard_header
+from shardstream.format.shard_file import SampleFile, ShardFile
 
 COLUMNS = {
     "blob": "bytes",
@@ -42,6 +43,11 @@ def mapped_view(path: Path, samples: int, schema: MDSSchema = SCHEMA) -> MDSShar
     with path.open("rb") as handle:
         mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     return MDSShardView(mapping, schema, samples, source=str(path), path=str(path))
+
+
+def file_of(view: MDSShardView, file: ShardFile) -> SampleFile:
+    """``view``'s samples, read from ``file`` (its own, or another to test a replaced file)."""
+    return SampleFile(file, view.offset_table, view.schema, view.source)
 
 
 def corrupt_shard(path: Path) -> Path:

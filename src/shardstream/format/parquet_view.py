@@ -38,8 +38,7 @@ class RowGroupView:
         self.schema = table.schema  # ``.names``: the columns, in get_many's order
         self.names: list[str] = list(table.schema.names)
         #: Bytes the decoded row group holds in memory.
-        self.nbytes = int(table.nbytes)
-        self.held_bytes = self.nbytes
+        self.held_bytes = int(table.nbytes)
         self._rows = int(table.num_rows)
         self._table: Any = table
         self._columns: list[Any] = [None] * len(self.names)

@@ -66,6 +66,7 @@ class SplitShardView:
         self._newline = entry.newline or "\n"
         self._json = entry.format == "json"
         self._separator = entry.separator or ","
+        self._names: list[str] | None = None  # a JSON shard's: its first sample's keys
         self._columns: list[tuple[str, Callable[[str], Any]]] = []
         for name, encoding in entry.columns.items():
             decoder = _TEXT_DECODERS.get(encoding)
@@ -84,9 +85,10 @@ class SplitShardView:
     @property
     def names(self) -> list[str]:
         """The columns: a JSON shard's first sample's keys, else the index's columns."""
-        if self._json and len(self):
-            return list(self.get(0))
-        return [name for name, _ in self._columns]
+        if self._names is None:  # asked for every batch: sample 0 is decoded once
+            json_keys = self._json and len(self)
+            self._names = list(self.get(0)) if json_keys else [name for name, _ in self._columns]
+        return self._names
 
     @property
     def held_bytes(self) -> int:

@@ -10,13 +10,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.mds_shards import SCHEMA, corrupt_shard, mapped_view, sample, shard_bytes
+from tests.mds_shards import SCHEMA, corrupt_shard, file_of, mapped_view, sample, shard_bytes
 from tests.memory import HAS_PROC_STATUS, mapped_kib
 
 from shardstream import StreamingDataLoader, StreamingDataset
 from shardstream.dataset.read_ahead import GroupReads
 from shardstream.errors import ShardFormatError
-from shardstream.format.mds import MDSShardView
 from shardstream.format.mds_file import SampleFile, SampleRuns, ShardFile, read_samples
 from shardstream.format.read_policy import ReadPolicy
 from shardstream.writer import MDSWriter
@@ -24,17 +23,12 @@ from shardstream.writer import MDSWriter
 Picks = list[tuple[int, int]]
 
 
-def _file(view: MDSShardView, path: Path) -> SampleFile:
-    """``view``'s samples, read from the file at ``path``."""
-    return SampleFile(ShardFile.open(str(path)), view.offset_table, view.schema, view.source)
-
-
 def _sources(tmp_path: Path, sizes: list[int]) -> list[SampleFile]:
     sources = []
     for number, count in enumerate(sizes):
         path = tmp_path / f"shard{number}.mds"
         path.write_bytes(shard_bytes([sample(k + 100 * number) for k in range(count)]))
-        sources.append(_file(mapped_view(path, count), path))
+        sources.append(file_of(mapped_view(path, count), ShardFile.open(str(path))))
     return sources
 
 
@@ -112,7 +106,7 @@ def test_a_corrupt_sample_is_named_after_its_shard_was_let_go(tmp_path: Path):
     view = mapped_view(path, 6)
     reads = GroupReads()
     try:
-        runs = _runs([_file(view, path)], [(0, 4), (0, 1)])
+        runs = _runs([file_of(view, ShardFile.open(str(path)))], [(0, 4), (0, 1)])
         assert list(reads.start(runs, [2])) == []
         view.release()  # as a reader lets go of a shard once the plan is past it
         with pytest.raises(ShardFormatError, match=rf"{path}, sample 4: cannot decode"):

@@ -13,12 +13,20 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.mds_shards import COLUMNS, SCHEMA, corrupt_shard, mapped_view, sample, shard_bytes
+from tests.mds_shards import (
+    COLUMNS,
+    SCHEMA,
+    corrupt_shard,
+    file_of,
+    mapped_view,
+    sample,
+    shard_bytes,
+)
 from tests.memory import HAS_PROC_STATUS, rss_file_kib
 
 from shardstream.errors import ShardFormatError
 from shardstream.format.mds import MDSSchema, MDSShardView
-from shardstream.format.mds_file import MDSFileView, SampleFile, ShardFile, read_samples
+from shardstream.format.mds_file import MDSFileView, ShardFile, read_samples
 from shardstream.format.sample_codec import SPLIT_READ_BYTES
 
 
@@ -320,15 +328,10 @@ def test_chunks_cover_the_file(tmp_path: Path):
 # --- read_samples: mapped shards' samples read from their files --------------------------------
 
 
-def as_file(view: MDSShardView, file: ShardFile) -> SampleFile:
-    """``view``'s samples, read from ``file``."""
-    return SampleFile(file, view.offset_table, view.schema, view.source)
-
-
 def read(sources: list[tuple[MDSShardView, ShardFile]], picks: list[tuple[int, int]]) -> Any:
     which = np.asarray([shard for shard, _ in picks], np.int64)
     indices = np.asarray([index for _, index in picks], np.int64)
-    return read_samples([as_file(*source) for source in sources], which, indices)
+    return read_samples([file_of(*source) for source in sources], which, indices)
 
 
 @settings(
@@ -418,7 +421,7 @@ def test_read_samples_leaves_the_mapping_unread(tmp_path: Path):
         before = rss_file_kib()
         for batch in order:
             if how == "read_samples":
-                ids, tokens = read_samples([as_file(view, file)], np.zeros_like(batch), batch)
+                ids, tokens = read_samples([file_of(view, file)], np.zeros_like(batch), batch)
             else:
                 ids, tokens = view.get_many(batch.tolist())
             assert list(ids) == batch.tolist()

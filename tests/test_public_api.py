@@ -25,6 +25,7 @@ PUBLIC = [
     "make_spark_converter",
     "merge_index",
     "register_encoding",
+    "streams_registry",
 ]
 HEAVY = ["torch", "pyarrow", "PIL", "zstandard", "brotli", "snappy"]
 

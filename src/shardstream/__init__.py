@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from shardstream._version import __version__
-from shardstream.dataset import LocalDataset, Stream
+from shardstream.dataset import LocalDataset, Stream, streams_registry
 from shardstream.format.encodings import Encoding, get_encoding, register_encoding
 from shardstream.format.read_policy import ReadPolicy
 from shardstream.writer import MDSWriter, merge_index
@@ -36,6 +36,7 @@ __all__ = [
     "make_spark_converter",
     "merge_index",
     "register_encoding",
+    "streams_registry",
 ]
 
 # Names whose modules import torch: loaded on first access.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from shardstream.dataset.stream import Stream
 from shardstream.errors import ConfigurationError
@@ -59,7 +59,13 @@ class StreamRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._factories
 
-    def register(self, name: str, *, func: F | None = None) -> Any:
+    @overload
+    def register(self, name: str, *, func: F) -> F: ...
+
+    @overload
+    def register(self, name: str, *, func: None = None) -> Callable[[F], F]: ...
+
+    def register(self, name: str, *, func: F | None = None) -> F | Callable[[F], F]:
         """Register ``func`` under ``name``; without ``func``, a decorator that does.
 
         Registering a name again replaces its entry, as in the reference.

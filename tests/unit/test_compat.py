@@ -57,11 +57,8 @@ def test_an_llm_foundry_style_job_runs_and_resumes_on_shardstream(tmp_path: Path
 def test_the_real_package_imported_first_is_refused(real_package: Path):
     script = (
         "import streaming, shardstream\n"
-        "try:\n"
-        "    shardstream.install_streaming_alias()\n"
-        "except ImportError as error:\n"
-        "    print(type(error).__name__, error)\n"
-        "print(streaming.REAL)\n"
+        "try: shardstream.install_streaming_alias()\n"
+        "except ImportError as error: print(type(error).__name__, error, streaming.REAL)\n"
     )
     result = python(["-c", script], real_package)
     assert result.returncode == 0, result.stderr

@@ -31,6 +31,7 @@ RUNNABLE = (
     "shardstream.converters.BatchConverter",
     "shardstream.converters.infer_columns",
     "shardstream.converters.infer_encoding",
+    "shardstream.converters.is_json_compatible",
     "shardstream.converters.jsonl_to_mds",
     "shardstream.converters.pandas_to_mds",
 )

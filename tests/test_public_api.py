@@ -17,14 +17,17 @@ PUBLIC = [
     "MDSWriter",
     "ReadPolicy",
     "Stream",
+    "StreamRegistry",
     "StreamingDataLoader",
     "StreamingDataset",
     "__version__",
     "dataframe_to_mds",
     "get_encoding",
+    "install_streaming_alias",
     "make_spark_converter",
     "merge_index",
     "register_encoding",
+    "streams_registry",
 ]
 HEAVY = ["torch", "pyarrow", "PIL", "zstandard", "brotli", "snappy"]
 

@@ -12,7 +12,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from shardstream._version import __version__
-from shardstream.dataset import LocalDataset, Stream
+from shardstream.compat import install_streaming_alias
+from shardstream.dataset import LocalDataset, Stream, StreamRegistry, streams_registry
 from shardstream.format.encodings import Encoding, get_encoding, register_encoding
 from shardstream.format.read_policy import ReadPolicy
 from shardstream.writer import MDSWriter, merge_index
@@ -28,14 +29,17 @@ __all__ = [
     "MDSWriter",
     "ReadPolicy",
     "Stream",
+    "StreamRegistry",
     "StreamingDataLoader",
     "StreamingDataset",
     "__version__",
     "dataframe_to_mds",
     "get_encoding",
+    "install_streaming_alias",
     "make_spark_converter",
     "merge_index",
     "register_encoding",
+    "streams_registry",
 ]
 
 # Names whose modules import torch: loaded on first access.
@@ -58,6 +62,6 @@ def __getattr__(name: str) -> Any:
 
 
 # Show public classes as shardstream.X in reprs and docs, not by the module that defines them.
-for _name in ("Encoding", "LocalDataset", "MDSWriter", "Stream"):
+for _name in ("Encoding", "LocalDataset", "MDSWriter", "Stream", "StreamRegistry"):
     globals()[_name].__module__ = __name__
 del _name

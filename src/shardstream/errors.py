@@ -5,6 +5,7 @@ Each error also derives from the builtin exception a caller would naturally catc
 
     ShardstreamError(Exception)
     ├── MissingDependencyError(ImportError)      an optional extra is not installed
+    ├── StreamingAliasError(ImportError)         the streaming alias cannot stand in (compat)
     ├── ConfigurationError(ValueError)           a bad argument (size limit, compression name, ...)
     ├── UnknownEncodingError(ValueError)         a column encoding name nobody registered
     ├── SampleEncodingError(TypeError)           a value does not fit its column's encoding
@@ -60,6 +61,7 @@ __all__ = [
     "ShardTooLargeError",
     "ShardstreamError",
     "StorageError",
+    "StreamingAliasError",
     "TopologyError",
     "UnencodableTextError",
     "UnknownColumnError",
@@ -77,6 +79,14 @@ class ShardstreamError(Exception):
 
 class MissingDependencyError(ShardstreamError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
+
+
+class StreamingAliasError(ShardstreamError, ImportError):
+    """shardstream cannot stand in for mosaicml-streaming under its ``streaming`` names.
+
+    The real package is imported already, or a name asked of the alias is one it lacks; the
+    message says what to do.
+    """
 
 
 class ConfigurationError(ShardstreamError, ValueError):

@@ -26,7 +26,7 @@ from tests.interop.cases import normalize
 from tests.interop.conftest import WORKER, reference_python
 
 from shardstream import LocalDataset
-from shardstream.converters import dataframe_to_mds
+from shardstream.converters import dataframe_to_mds, infer_dataframe_schema
 from shardstream.errors import ConfigurationError, DatasetExistsError
 from shardstream.format.index import parse_index
 from shardstream.storage import open_store
@@ -186,6 +186,15 @@ def test_every_spark_type_round_trips(spark, tmp_path: Path, capsys: pytest.Capt
     assert names[0] == "index.json"
     assert len(names) == 4
     assert all(name.startswith("part-") for name in names[1:])
+
+
+def test_infer_dataframe_schema_names_what_dataframe_to_mds_writes(spark):
+    # ENCODINGS is what the round trip above finds in the written index.
+    frame = spark.createDataFrame([row(i) for i in range(3)], SCHEMA)
+    assert infer_dataframe_schema(frame) == ENCODINGS
+    assert infer_dataframe_schema(frame, {"words": "json", "vector": "ndarray:float64"}) is None
+    with pytest.raises(ConfigurationError, match="column 'string'"):
+        infer_dataframe_schema(frame, {"string": "int32"})
 
 
 def test_explicit_columns_override_the_inferred_ones(spark, tmp_path: Path):

@@ -28,6 +28,7 @@ from shardstream.errors import (
     ShardstreamError,
     ShardTooLargeError,
     StorageError,
+    StreamingAliasError,
     TopologyError,
     UnencodableTextError,
     UnknownColumnError,
@@ -41,6 +42,7 @@ from shardstream.errors import (
 # The builtin each error must also be, so that callers can catch the natural exception.
 HIERARCHY = [
     (MissingDependencyError, ImportError),
+    (StreamingAliasError, ImportError),
     (ConfigurationError, ValueError),
     (UnknownEncodingError, ValueError),
     (SampleEncodingError, TypeError),

@@ -8,7 +8,7 @@ from typing import Any
 from shardstream.format.index import INDEX_BASENAME
 from shardstream.storage import is_remote, open_store
 from shardstream.writer import merge_index
-from shardstream.writer.merge import merge_partitions, natural_key
+from shardstream.writer.merge import merge_partitions, partition_folders
 
 __all__ = ["partition_prefixes", "register"]
 
@@ -39,20 +39,7 @@ def partition_prefixes(root: str) -> list[str]:
 
     A partition's own sub-folders belong to it: only the shallowest indexes count.
     """
-    store = open_store(root)
-    folders = sorted(
-        (
-            key[: -len(INDEX_BASENAME) - 1]
-            for key in store.list()
-            if key.endswith("/" + INDEX_BASENAME)
-        ),
-        key=lambda folder: (folder.count("/"), natural_key(folder)),
-    )
-    chosen: list[str] = []
-    for folder in folders:
-        if not any(folder.startswith(parent + "/") for parent in chosen):
-            chosen.append(folder)
-    return sorted(chosen, key=natural_key)
+    return partition_folders(open_store(root).list())
 
 
 def _run(args: argparse.Namespace) -> int:

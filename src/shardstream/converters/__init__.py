@@ -10,6 +10,8 @@ Importing this package imports none of pyspark, pyarrow, pandas or datasets: eac
 imports what it needs when called.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from shardstream.converters.arrow_samples import BatchConverter
 from shardstream.converters.arrow_types import infer_columns, infer_encoding
 from shardstream.converters.files import csv_to_mds, jsonl_to_mds
@@ -21,11 +23,16 @@ from shardstream.converters.spark_cache import (
     CachedDataFrame,
     cache_dataframe,
 )
+from shardstream.converters.spark_types import infer_dataframe_schema, is_json_compatible
 from shardstream.converters.tables import arrow_to_mds, hf_to_mds, pandas_to_mds
+
+if TYPE_CHECKING:
+    from shardstream.converters.spark_types import SPARK_TO_MDS
 
 __all__ = [
     "PARENT_CACHE_DIR_URL_CONF",
     "SHARDSTREAM_CACHE_DIR_URL_CONF",
+    "SPARK_TO_MDS",
     "BatchConverter",
     "CachedDataFrame",
     "arrow_to_mds",
@@ -35,7 +42,17 @@ __all__ = [
     "hf_to_mds",
     "image_folder_to_mds",
     "infer_columns",
+    "infer_dataframe_schema",
     "infer_encoding",
+    "is_json_compatible",
     "jsonl_to_mds",
     "pandas_to_mds",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SPARK_TO_MDS":  # needs pyspark: built on first use
+        from shardstream.converters import spark_types
+
+        return spark_types.SPARK_TO_MDS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,6 +38,7 @@ from shardstream._optional import require
 from shardstream.converters.arrow_samples import NULL_POLICIES, BatchConverter, OnNull
 from shardstream.converters.arrow_types import arrow_module
 from shardstream.converters.batches import BatchUDF, prepare_mds_kwargs, write_batches
+from shardstream.converters.spark_types import arrow_schema, vectors_as_arrays
 from shardstream.errors import ConfigurationError, DatasetExistsError
 from shardstream.storage import is_remote, local_path, open_store
 from shardstream.writer.merge import merge_partitions
@@ -98,8 +99,8 @@ def dataframe_to_mds(
     if on_null not in NULL_POLICIES:
         raise ConfigurationError(f"on_null must be one of {NULL_POLICIES}, got {on_null!r}")
     require("pyspark.sql", extra="spark", purpose="dataframe_to_mds")
-    dataframe = _vectors_as_arrays(dataframe)
-    schema = _arrow_schema(dataframe)
+    dataframe = vectors_as_arrays(dataframe)
+    schema = arrow_schema(dataframe.schema)
     kwargs = prepare_mds_kwargs(mds_kwargs, schema, has_udf=udf_iterable is not None)
     if udf_iterable is None:  # a column or type/encoding mismatch fails here, before any task
         BatchConverter(schema, kwargs["columns"], on_null=on_null)
@@ -186,33 +187,6 @@ class _PartitionTask:
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield first
     yield from rest
-
-
-def _vectors_as_arrays(dataframe: Any) -> Any:
-    """ML ``Vector`` columns (dense or sparse) as ``array<double>``, dense."""
-    vectors = [
-        field.name
-        for field in dataframe.schema.fields
-        if type(field.dataType).__name__ == "VectorUDT"
-    ]
-    if not vectors:
-        return dataframe
-    functions = require("pyspark.ml.functions", extra="spark", purpose="ML vector columns")
-    column = require("pyspark.sql.functions", extra="spark", purpose="ML vector columns").col
-    for name in vectors:
-        dataframe = dataframe.withColumn(name, functions.vector_to_array(column(name), "float64"))
-    return dataframe
-
-
-def _arrow_schema(dataframe: Any) -> Any:
-    types = require("pyspark.sql.pandas.types", extra="spark", purpose="dataframe_to_mds")
-    try:
-        return types.to_arrow_schema(dataframe.schema, timezone="UTC")
-    except TypeError as exc:
-        raise ConfigurationError(
-            f"the DataFrame's schema has a type Arrow cannot carry ({exc}); cast or drop "
-            f"that column first"
-        ) from exc
 
 
 def _destination(out: Any) -> tuple[str | None, str | None]:

@@ -15,7 +15,6 @@ meaning, the same state dict. Under the hood:
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import os
@@ -37,6 +36,7 @@ from shardstream.dataset.resume_state import (
     warn_overrides,
 )
 from shardstream.dataset.stream import Stream
+from shardstream.dataset.stream_registry import dataset_streams
 from shardstream.dataset.world import detect_topology
 from shardstream.errors import ConfigurationError
 from shardstream.format.read_policy import ReadPolicy
@@ -116,6 +116,9 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             (:class:`~shardstream.format.read_policy.ReadPolicy`; default: built from these
             settings). Every policy yields the same samples in the same order; its
             ``zero_copy`` is this dataset's.
+        stream_name: Without ``streams``, the registered ``Stream`` class that builds the one
+            stream (see :class:`~shardstream.dataset.stream_registry.StreamRegistry`).
+        stream_config: Further arguments of that class's constructor.
 
     Attributes:
         batch_mode: Iterating yields whole device batches (:meth:`iter_batches`) instead of
@@ -169,20 +172,16 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         zero_copy: bool = False,
         columns: Sequence[str] | None = None,
         read_policy: ReadPolicy | None = None,
+        stream_name: str = "stream",
+        stream_config: Mapping[str, Any] | None = None,
     ) -> None:
-        if streams is not None and (remote is not None or local is not None):
-            raise ConfigurationError(
-                "pass either streams=[Stream(...), ...] or remote/local for one stream, not both"
-            )
-        if streams is None:
-            if remote is None and local is None:
-                raise ConfigurationError("StreamingDataset needs streams, a remote or a local")
-            streams = [Stream(remote=remote, local=local, split=split, columns=columns)]
-            columns = None
-        elif not streams:
-            raise ConfigurationError("streams is empty: give at least one Stream")
-        elif split is not None:
-            streams = [_with_split(stream, split) for stream in streams]
+        built = streams is None  # the one stream built here holds the Parquet columns
+        streams = dataset_streams(
+            streams, stream_name=stream_name, stream_config=stream_config, columns=columns,
+            remote=remote, local=local, split=split, download_retry=download_retry,
+            download_timeout=download_timeout, validate_hash=validate_hash, keep_zip=keep_zip,
+        )  # fmt: skip
+        columns = None if built else columns
         check_arguments(
             validate_hash=validate_hash, sampling_method=sampling_method,
             partition_algo=partition_algo, batching_method=batching_method,
@@ -581,12 +580,3 @@ def reads_through_getitem(dataset: StreamingDataset) -> Callable[[int], Any] | N
     if kind.get_item is not StreamingDataset.get_item:
         return dataset.get_item
     return None
-
-
-def _with_split(stream: Stream, split: str) -> Stream:
-    """``stream`` with the dataset's split when it has none of its own."""
-    if stream.split is not None:
-        return stream
-    copied = copy.copy(stream)
-    copied.split = split
-    return copied

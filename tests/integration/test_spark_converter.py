@@ -276,13 +276,13 @@ def test_racing_creators_share_one_copy(
 def test_tf_dataset_yields_the_same_rows(converter: SparkDatasetConverter):
     with converter.make_tf_dataset(batch_size=10, num_epochs=1) as dataset:
         batches = list(dataset.as_numpy_iterator())
-    ids = np.concatenate([batch["id"] for batch in batches])
+    ids = np.concatenate([batch.id for batch in batches])
     assert sorted(ids.tolist()) == list(range(ROWS))
-    assert sorted(len(batch["id"]) for batch in batches) == [3] + [10] * 10
+    assert sorted(len(batch.id) for batch in batches) == [3] + [10] * 10
     for batch in batches:
-        assert batch["x"].dtype == np.float32
-        assert batch["v"].shape[1:] == (2,)
-        assert [name.decode() for name in batch["name"]] == [f"row-{i}" for i in batch["id"]]
+        assert batch.x.dtype == np.float32
+        assert batch.v.shape[1:] == (2,)
+        assert [name.decode() for name in batch.name] == [f"row-{i}" for i in batch.id]
     assert sorted(torch_ids(converter, batch_size=10, num_epochs=1, workers_count=0)) == sorted(
         ids.tolist()
     )
@@ -294,7 +294,7 @@ def test_tf_dataset_shards_and_epochs(converter: SparkDatasetConverter):
         with converter.make_tf_dataset(
             batch_size=7, num_epochs=2, cur_shard=shard, shard_count=2, shuffling_queue_capacity=1
         ) as dataset:
-            ids += [int(i) for batch in dataset.as_numpy_iterator() for i in batch["id"]]
+            ids += [int(i) for batch in dataset.as_numpy_iterator() for i in batch.id]
     assert Counter(ids) == dict.fromkeys(range(ROWS), 2)
 
 

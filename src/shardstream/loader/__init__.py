@@ -6,10 +6,12 @@ from shardstream.loader.spark_converter import (
     SparkDatasetConverter,
     make_spark_converter,
 )
+from shardstream.loader.transform_spec import TransformSpec
 
 __all__ = [
     "ConverterDataLoader",
     "SparkDatasetConverter",
     "StreamingDataLoader",
+    "TransformSpec",
     "make_spark_converter",
 ]

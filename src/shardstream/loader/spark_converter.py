@@ -38,6 +38,8 @@ from shardstream.dataset.world import detect_topology
 from shardstream.errors import ConfigurationError
 from shardstream.loader.dataloader import StreamingDataLoader
 from shardstream.loader.epoch_tail import EpochTail
+from shardstream.loader.fields import SparkHint, fields_of, index_columns, spark_hints
+from shardstream.loader.transform_spec import TransformCollate, TransformSpec
 from shardstream.storage import is_remote
 
 __all__ = ["ConverterDataLoader", "SparkDatasetConverter", "make_spark_converter"]
@@ -92,7 +94,9 @@ def make_spark_converter(
                 ...
     """
     cached = cache_dataframe(df, parent_cache_dir_url, compression_codec, dtype, progress=progress)
-    return SparkDatasetConverter(cached.url, cached.rows, key_url=cached.key_url)
+    return SparkDatasetConverter(
+        cached.url, cached.rows, key_url=cached.key_url, hints=spark_hints(df.schema)
+    )
 
 
 class SparkDatasetConverter:
@@ -104,6 +108,8 @@ class SparkDatasetConverter:
         cache_dir_url: The MDS dataset (local path or URL).
         dataset_size: Rows in it.
         key_url: Its cache key's folder (what :meth:`delete` removes; default the dataset).
+        hints: What the DataFrame's schema says that MDS does not keep (booleans, array
+            ranks), for TensorFlow's element signature.
 
     Example:
         converter = make_spark_converter(df, "file:///tmp/cache")
@@ -115,10 +121,18 @@ class SparkDatasetConverter:
 
     PARENT_CACHE_DIR_URL_CONF = PARENT_CACHE_DIR_URL_CONF
 
-    def __init__(self, cache_dir_url: str, dataset_size: int, *, key_url: str | None = None):
+    def __init__(
+        self,
+        cache_dir_url: str,
+        dataset_size: int,
+        *,
+        key_url: str | None = None,
+        hints: Mapping[str, SparkHint] | None = None,
+    ):
         self.cache_dir_url = cache_dir_url
         self.dataset_size = dataset_size
         self._key_url = key_url or cache_dir_url
+        self._hints = dict(hints or {})
 
     def __len__(self) -> int:
         return self.dataset_size
@@ -144,8 +158,10 @@ class SparkDatasetConverter:
             workers_count: The DataLoader's worker processes (default 4).
             shuffling_queue_capacity: Above 0, shuffle every epoch (globally).
             data_loader_fn: Not supported (must be ``None``).
-            **petastorm_reader_kwargs: ``cur_shard``, ``shard_count``, ``seed``, ``shuffle``,
-                ``even_batches``, ``ranks_per_node``, and any :class:`StreamingDataset`
+            **petastorm_reader_kwargs: ``transform_spec`` (a :class:`TransformSpec`, run in the
+                workers on each batch as a pandas DataFrame), ``cur_shard``, ``shard_count``,
+                ``seed``, ``shuffle``, ``even_batches``, ``ranks_per_node``, and any
+                :class:`StreamingDataset`
                 argument (``cache_limit``, ``shuffle_algo``, ``local``...); Petastorm's
                 ``reader_pool_type``, ``results_queue_size``, ``shuffle_row_groups`` and
                 ``shuffle_row_drop_partitions`` are ignored.
@@ -162,9 +178,14 @@ class SparkDatasetConverter:
                 "(torch's DataLoader); build your own over StreamingDataset if you need to"
             )
         workers = DEFAULT_WORKERS if workers_count is None else workers_count
-        dataset, tail = self._dataset(batch_size, num_epochs, shuffling_queue_capacity,
-                                      petastorm_reader_kwargs)  # fmt: skip
-        loader = StreamingDataLoader(dataset, batch_size=batch_size, num_workers=workers)
+        options = dict(petastorm_reader_kwargs)
+        spec = _transform_spec(options.pop("transform_spec", None))
+        dataset, tail = self._dataset(batch_size, num_epochs, shuffling_queue_capacity, options)
+        collate: dict[str, Any] = {}
+        if spec is not None:
+            columns = index_columns(self.cache_dir_url)
+            collate["collate_fn"] = TransformCollate(spec, fields_of(columns, self._hints), columns)
+        loader = StreamingDataLoader(dataset, batch_size=batch_size, num_workers=workers, **collate)
         result = ConverterDataLoader(loader, num_epochs, tail)
         try:
             yield result
@@ -181,12 +202,14 @@ class SparkDatasetConverter:
         shuffling_queue_capacity: int | None = None,
         **petastorm_reader_kwargs: Any,
     ) -> Iterator[Any]:
-        """A ``tf.data.Dataset`` of dicts of batched tensors, as a context manager.
+        """A ``tf.data.Dataset`` of namedtuples of batched tensors, as a context manager.
 
+        Each element has one attribute per column (``x.features``, ``x.label``), as Petastorm's.
         Built with ``tf.data.Dataset.from_generator`` over the same samples the torch loader
         reads; arguments as :meth:`make_torch_dataloader` (``batch_size`` defaults to 32,
-        ``prefetch`` to ``tf.data.AUTOTUNE``). Samples are decoded in the generator's thread
-        (the dataset's download threads fetch ahead), so ``workers_count`` is unused.
+        ``prefetch`` to ``tf.data.AUTOTUNE``; ``transform_spec`` runs on each batch in the
+        generator). Samples are decoded in the generator's thread (the dataset's download
+        threads fetch ahead), so ``workers_count`` is unused.
 
         Yields:
             The ``tf.data.Dataset``.
@@ -199,9 +222,11 @@ class SparkDatasetConverter:
 
         del workers_count  # one generator thread: see the docstring
         batch = 32 if batch_size is None else batch_size
-        dataset, tail = self._dataset(batch, num_epochs, shuffling_queue_capacity or 0,
-                                      petastorm_reader_kwargs)  # fmt: skip
-        yield tf_dataset(dataset, self.cache_dir_url, batch, num_epochs, tail, prefetch)
+        options = dict(petastorm_reader_kwargs)
+        spec = _transform_spec(options.pop("transform_spec", None))
+        dataset, tail = self._dataset(batch, num_epochs, shuffling_queue_capacity or 0, options)
+        yield tf_dataset(dataset, self.cache_dir_url, batch, num_epochs, tail, prefetch,
+                         hints=self._hints, transform_spec=spec)  # fmt: skip
 
     def delete(self) -> None:
         """Delete the materialized copy (local cache folders only).
@@ -314,6 +339,18 @@ class ConverterDataLoader:
         for batches in list(self._running):
             _close(batches)
         self._running.clear()
+
+
+def _transform_spec(spec: Any) -> TransformSpec | None:
+    """``spec`` checked: ``None`` or a :class:`TransformSpec` (or Petastorm's, duck-typed)."""
+    if spec is None or isinstance(spec, TransformSpec):
+        return spec
+    if hasattr(spec, "func") and hasattr(spec, "edit_fields"):  # petastorm.TransformSpec
+        return TransformSpec(spec.func, spec.edit_fields, getattr(spec, "removed_fields", None),
+                             getattr(spec, "selected_fields", None))  # fmt: skip
+    raise ConfigurationError(
+        f"transform_spec must be a shardstream.loader.TransformSpec, got {type(spec).__name__}"
+    )
 
 
 def _cut(batch: Any, tail: EpochTail) -> Any:

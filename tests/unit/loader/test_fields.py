@@ -36,8 +36,11 @@ def test_fields_of_refines_encodings_with_hints():
     assert list(fields) == list(columns)  # the dataset's order
     assert fields["flag"] == Field("flag", np.dtype(bool), (), True)
     assert fields["features"].shape == (None,)
-    assert fields["fixed"].shape == (2, 3) and fields["fixed"].dtype == np.int16
-    assert fields["name"].is_text and fields["raw"].is_text and fields["meta"].is_text
+    assert fields["fixed"].shape == (2, 3)
+    assert fields["fixed"].dtype == np.int16
+    assert fields["name"].is_text
+    assert fields["raw"].is_text
+    assert fields["meta"].is_text
     assert fields["label"] == Field("label", np.dtype("int64"), ())
     assert fields_of({"features": "ndarray:float32"})[0].shape is None  # no schema: rank unknown
 
@@ -50,12 +53,15 @@ def test_fields_of_refuses_untyped_columns(encoding: str):
 
 def test_batch_arrays_types_and_stacks():
     columns = {"flag": "uint8", "v": "ndarray:float32", "name": "str", "meta": "json"}
-    fields = fields_of(columns, {"flag": SparkHint(True, 0, False), "v": SparkHint(False, 1, False)})
+    hints = {"flag": SparkHint(True, 0, False), "v": SparkHint(False, 1, False)}
+    fields = fields_of(columns, hints)
     rows = [{"flag": 1, "v": np.array([1, 2], "f4"), "name": "a", "meta": {"k": 1}},
             {"flag": 0, "v": np.array([3, 4], "f4"), "name": "b", "meta": [2]}]  # fmt: skip
     out = batch_arrays(rows, fields, columns)
-    assert out["flag"].dtype == np.bool_ and out["flag"].tolist() == [True, False]
-    assert out["v"].shape == (2, 2) and out["v"].dtype == np.float32
+    assert out["flag"].dtype == np.bool_
+    assert out["flag"].tolist() == [True, False]
+    assert out["v"].shape == (2, 2)
+    assert out["v"].dtype == np.float32
     assert out["name"].tolist() == ["a", "b"]
     assert out["meta"].tolist() == ['{"k": 1}', "[2]"]
 

@@ -46,7 +46,8 @@ def test_elements_are_namedtuples_with_static_shapes(data: str):
     assert spec._fields == ("features", "flag", "label", "name")
     assert spec.features.shape.as_list() == [None, None]  # rank known: Keras can build on it
     assert spec.flag.dtype == tf.bool
-    assert spec.label.shape.as_list() == [None] and spec.name.dtype == tf.string
+    assert spec.label.shape.as_list() == [None]
+    assert spec.name.dtype == tf.string
     batches = list(dataset.as_numpy_iterator())
     assert [len(batch.label) for batch in batches] == [5, 5, 5, 5, 3]
     ids = np.concatenate([batch.features[:, 0] for batch in batches]).astype(int)
@@ -65,7 +66,8 @@ def test_keras_fits_on_the_mapped_tuples(data: str):
     model = tf.keras.Sequential([tf.keras.Input(shape=(4,)), tf.keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
     history = model.fit(dataset, steps_per_epoch=ROWS // 5, epochs=2, verbose=0, shuffle=False)
-    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
+    assert len(history.history["loss"]) == 2
+    assert np.isfinite(history.history["loss"]).all()
 
 
 def test_tf1_one_shot_iterators(data: str):
@@ -84,7 +86,11 @@ def test_transform_spec_runs_on_each_batch(data: str):
     dataset = make(data, hints=HINTS, transform_spec=spec)
     assert dataset.element_spec._fields == ("total", "label")
     assert dataset.element_spec.total.dtype == tf.float64
-    rows = [(t, lab) for b in dataset.as_numpy_iterator() for t, lab in zip(b.total, b.label)]
+    rows = [
+        (t, lab)
+        for b in dataset.as_numpy_iterator()
+        for t, lab in zip(b.total, b.label, strict=True)
+    ]
     assert sorted(rows) == sorted((4.0 * i, 10.0 * (i % 3)) for i in range(ROWS))
 
 

@@ -31,7 +31,8 @@ def test_removed_then_edited_appended_then_selected():
                          removed_fields=["name"])  # fmt: skip
     out = transformed_fields(FIELDS, spec)
     assert names(out) == ["v", "y", "x", "z"]  # kept in order, edited ones appended
-    assert out[2].dtype == np.float32 and out[3] == Field("z", np.dtype("i4"), (2,), True)
+    assert out[2].dtype == np.float32
+    assert out[3] == Field("z", np.dtype("i4"), (2,), True)
     spec.selected_fields = ["z", "v"]
     assert names(transformed_fields(FIELDS, spec)) == ["z", "v"]
 
@@ -77,7 +78,8 @@ def test_apply_runs_the_function_on_a_dataframe_of_the_batch():
     assert seen == [(["x", "v", "name", "y"], 4, np.ndarray)]
     assert list(out) == ["x", "v", "y", "s"]
     assert out["y"].tolist() == [0, 2, 4, 6]
-    assert out["s"].dtype == np.float32 and out["s"].tolist() == [0, 3, 6, 9]
+    assert out["s"].dtype == np.float32
+    assert out["s"].tolist() == [0, 3, 6, 9]
     assert out["v"].shape == (4, 3)
 
 
@@ -91,10 +93,11 @@ def test_a_function_that_drops_a_declared_column_is_named():
 
 
 def test_collate_pickles_and_makes_tensors():
-    spec = TransformSpec(double, edit_fields=[("s", np.float32, (), False)], removed_fields=["name"])
+    spec = TransformSpec(double, [("s", np.float32, (), False)], removed_fields=["name"])
     collate = pickle.loads(pickle.dumps(TransformCollate(spec, FIELDS, COLUMNS)))
     batch = collate(ROWS)
     assert set(batch) == {"x", "v", "y", "s"}
-    assert batch["y"].tolist() == [0, 2, 4, 6] and batch["s"].dtype == torch.float32
+    assert batch["y"].tolist() == [0, 2, 4, 6]
+    assert batch["s"].dtype == torch.float32
     kept = TransformCollate(TransformSpec(), FIELDS, COLUMNS)(ROWS)
     assert kept["name"] == ["r0", "r1", "r2", "r3"]  # text stays a list

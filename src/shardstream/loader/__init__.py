@@ -5,6 +5,7 @@ from shardstream.loader.spark_converter import (
     ConverterDataLoader,
     SparkDatasetConverter,
     make_spark_converter,
+    register_delete_dir_handler,
 )
 from shardstream.loader.transform_spec import TransformSpec
 
@@ -14,4 +15,5 @@ __all__ = [
     "StreamingDataLoader",
     "TransformSpec",
     "make_spark_converter",
+    "register_delete_dir_handler",
 ]

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from shardstream import config
@@ -42,7 +43,12 @@ from shardstream.loader.fields import SparkHint, fields_of, index_columns, spark
 from shardstream.loader.transform_spec import TransformCollate, TransformSpec
 from shardstream.storage import is_remote
 
-__all__ = ["ConverterDataLoader", "SparkDatasetConverter", "make_spark_converter"]
+__all__ = [
+    "ConverterDataLoader",
+    "SparkDatasetConverter",
+    "make_spark_converter",
+    "register_delete_dir_handler",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -55,29 +61,35 @@ _IGNORED_READER_KWARGS = frozenset(
 
 def make_spark_converter(
     df: Any,
-    parent_cache_dir_url: str | None = None,
+    parquet_row_group_size_bytes: int | None = None,
     compression_codec: str | None = None,
     dtype: str | None = "float32",
     *,
+    parent_cache_dir_url: str | None = None,
+    on_null: str = "fill",
     progress: bool = False,
 ) -> SparkDatasetConverter:
     """Materialize a Spark DataFrame as MDS in the cache folder (or reuse it) for training.
 
-    The copy is reused by any process or job while the DataFrame's analyzed plan and its
-    source files are unchanged, and rebuilt when they change; it stays until
-    :meth:`SparkDatasetConverter.delete`.
+    The positional arguments are Petastorm's, in its order. The copy is reused by any process
+    or job while the DataFrame's analyzed plan and its source files are unchanged, and rebuilt
+    when they change; it stays until :meth:`SparkDatasetConverter.delete`.
 
     Args:
         df: A ``pyspark.sql.DataFrame``.
-        parent_cache_dir_url: The parent cache folder: a local path, ``file://`` URL or any URL
-            the writer publishes to. Default: the Spark conf
-            ``petastorm.spark.converter.parentCacheDirUrl``, then
-            ``shardstream.spark.converter.parentCacheDirUrl``.
+        parquet_row_group_size_bytes: Petastorm's Parquet row-group size; here the size limit
+            of each MDS shard (the unit a reader fetches). Default: the writer's.
         compression_codec: Petastorm's Parquet codec names (``None`` gives zstd,
             ``'uncompressed'`` none, ``gzip``/``deflate`` gz, ``bzip2`` bz2, ``snappy``,
             ``lz4`` zstd) or an MDS compression.
         dtype: ``'float32'`` (default) or ``'float64'`` casts every float and double column,
             arrays and ML vectors included; ``None`` keeps them.
+        parent_cache_dir_url: The parent cache folder: a local path, ``file://`` URL or any URL
+            the writer publishes to. Default: the Spark conf
+            ``petastorm.spark.converter.parentCacheDirUrl``, then
+            ``shardstream.spark.converter.parentCacheDirUrl``.
+        on_null: ``'fill'`` (default: each type's null as :mod:`shardstream.converters.
+            spark_nulls` says, NaN for numbers), ``'error'`` or ``'skip'`` (drop such rows).
         progress: Show the conversion's progress bar.
 
     Returns:
@@ -93,10 +105,43 @@ def make_spark_converter(
             for batch in loader:
                 ...
     """
-    cached = cache_dataframe(df, parent_cache_dir_url, compression_codec, dtype, progress=progress)
+    size = parquet_row_group_size_bytes
+    if isinstance(size, str):  # shardstream's earlier order put the cache folder second
+        if parent_cache_dir_url is not None:
+            raise ConfigurationError(
+                f"make_spark_converter's second argument is Petastorm's "
+                f"parquet_row_group_size_bytes (an int), got {size!r}"
+            )
+        warnings.warn(
+            "make_spark_converter(df, url) is deprecated: its second argument is Petastorm's "
+            "parquet_row_group_size_bytes; pass parent_cache_dir_url=url",
+            FutureWarning,
+            stacklevel=2,
+        )
+        parent_cache_dir_url, size = size, None
+    cached = cache_dataframe(df, parent_cache_dir_url, compression_codec, dtype,
+                             on_null=on_null, size_limit=size, progress=progress)  # fmt: skip
     return SparkDatasetConverter(
         cached.url, cached.rows, key_url=cached.key_url, hints=spark_hints(df.schema)
     )
+
+
+def register_delete_dir_handler(handler: Callable[[str], None] | None) -> None:
+    """Delete converters' copies with ``handler(url)`` instead of the built-in deletion.
+
+    As Petastorm's: for stores where the built-in one refuses (object stores), or to keep a
+    record. ``None`` restores the built-in deletion.
+
+    Example:
+        register_delete_dir_handler(lambda url: dbutils.fs.rm(url, recurse=True))
+    """
+    global _delete_dir_handler
+    if handler is not None and not callable(handler):
+        raise ConfigurationError(f"the delete handler must be callable, got {handler!r}")
+    _delete_dir_handler = handler
+
+
+_delete_dir_handler: Callable[[str], None] | None = None
 
 
 class SparkDatasetConverter:
@@ -112,7 +157,7 @@ class SparkDatasetConverter:
             ranks), for TensorFlow's element signature.
 
     Example:
-        converter = make_spark_converter(df, "file:///tmp/cache")
+        converter = make_spark_converter(df, parent_cache_dir_url="file:///tmp/cache")
         print(len(converter), converter.cache_dir_url)
         with converter.make_torch_dataloader(batch_size=64, num_epochs=1) as loader:
             ...
@@ -229,13 +274,18 @@ class SparkDatasetConverter:
                          hints=self._hints, transform_spec=spec)  # fmt: skip
 
     def delete(self) -> None:
-        """Delete the materialized copy (local cache folders only).
+        """Delete the materialized copy (local cache folders, or any with a handler).
+
+        With a handler set by :func:`register_delete_dir_handler`, it deletes the copy's folder.
 
         Raises:
             ConfigurationError: The copy is on an object store; remove it with the store's
                 tools.
         """
-        delete_cached(self._key_url)
+        if _delete_dir_handler is not None:
+            _delete_dir_handler(self._key_url)
+        else:
+            delete_cached(self._key_url)
         logger.info("deleted the DataFrame's MDS copy at %s", self._key_url)
 
     def _dataset(
@@ -300,7 +350,7 @@ class ConverterDataLoader:
         num_epochs: Epochs per iteration, or ``None``.
 
     Example:
-        converter = make_spark_converter(df, "file:///tmp/cache")
+        converter = make_spark_converter(df, parent_cache_dir_url="file:///tmp/cache")
         with converter.make_torch_dataloader(batch_size=64, num_epochs=2) as loader:
             for batch in loader:  # loader is a ConverterDataLoader
                 ...

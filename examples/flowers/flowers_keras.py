@@ -34,8 +34,8 @@ def flowers(remote: str, cache: str, split: str, batch_size: int, **kwargs: Any)
     epochs = None if kwargs.get("shuffle") else 1
     batches = tf_dataset(streaming, url, batch_size, epochs, tail=None, prefetch=None)
     return batches.map(
-        lambda b: (tf.transpose(tf.cast(b["image"], tf.float32) / 127.5 - 1, [0, 2, 3, 1]),
-                   b["label"])
+        lambda b: (tf.transpose(tf.cast(b.image, tf.float32) / 127.5 - 1, [0, 2, 3, 1]),
+                   b.label)
     )  # fmt: skip
 
 

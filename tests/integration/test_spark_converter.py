@@ -57,7 +57,9 @@ def parquet(spark: Any, tmp_path: Path) -> Path:
 
 @pytest.fixture
 def converter(spark: Any, parquet: Path, tmp_path: Path) -> SparkDatasetConverter:
-    return make_spark_converter(spark.read.parquet(str(parquet)), str(tmp_path / "cache"))
+    return make_spark_converter(
+        spark.read.parquet(str(parquet)), parent_cache_dir_url=str(tmp_path / "cache")
+    )
 
 
 def torch_ids(converter: SparkDatasetConverter, **kwargs: Any) -> list[int]:
@@ -92,7 +94,9 @@ def test_len_rows_once_and_float32(converter: SparkDatasetConverter):
 
 
 def test_dtype_none_keeps_doubles(spark: Any, parquet: Path, tmp_path: Path):
-    converter = make_spark_converter(spark.read.parquet(str(parquet)), str(tmp_path), dtype=None)
+    converter = make_spark_converter(
+        spark.read.parquet(str(parquet)), parent_cache_dir_url=str(tmp_path), dtype=None
+    )
     with converter.make_torch_dataloader(batch_size=50, num_epochs=1, workers_count=0) as loader:
         batch = next(iter(loader))
     assert batch["x"].dtype == batch["v"].dtype == torch.float64
@@ -177,8 +181,8 @@ spark.stop()
 
 def test_rebuilt_when_a_source_file_changes(spark: Any, parquet: Path, tmp_path: Path):
     cache = tmp_path / "cache"
-    first = make_spark_converter(spark.read.parquet(str(parquet)), str(cache))
-    again = make_spark_converter(spark.read.parquet(str(parquet)), str(cache))
+    first = make_spark_converter(spark.read.parquet(str(parquet)), parent_cache_dir_url=str(cache))
+    again = make_spark_converter(spark.read.parquet(str(parquet)), parent_cache_dir_url=str(cache))
     assert again.cache_dir_url == first.cache_dir_url
     import pyarrow.parquet as pq
 
@@ -186,7 +190,9 @@ def test_rebuilt_when_a_source_file_changes(spark: Any, parquet: Path, tmp_path:
     table = pq.read_table(victim)
     pq.write_table(table.slice(0, table.num_rows - 1), victim)  # one row fewer, same schema
     (victim.parent / f".{victim.name}.crc").unlink()  # Hadoop's checksum of the old bytes
-    changed = make_spark_converter(spark.read.parquet(str(parquet)), str(cache))
+    changed = make_spark_converter(
+        spark.read.parquet(str(parquet)), parent_cache_dir_url=str(cache)
+    )
     assert changed.cache_dir_url != first.cache_dir_url
     assert len(changed) == ROWS - 1
     assert len(run_folders(cache)) == 2
@@ -195,10 +201,14 @@ def test_rebuilt_when_a_source_file_changes(spark: Any, parquet: Path, tmp_path:
 def test_plan_and_options_change_the_key(spark: Any, parquet: Path, tmp_path: Path):
     df = spark.read.parquet(str(parquet))
     urls = {
-        make_spark_converter(df, str(tmp_path)).cache_dir_url,
-        make_spark_converter(df.filter("id < 50"), str(tmp_path)).cache_dir_url,
-        make_spark_converter(df, str(tmp_path), compression_codec="gzip").cache_dir_url,
-        make_spark_converter(df, str(tmp_path), dtype="float64").cache_dir_url,
+        make_spark_converter(df, parent_cache_dir_url=str(tmp_path)).cache_dir_url,
+        make_spark_converter(
+            df.filter("id < 50"), parent_cache_dir_url=str(tmp_path)
+        ).cache_dir_url,
+        make_spark_converter(
+            df, parent_cache_dir_url=str(tmp_path), compression_codec="gzip"
+        ).cache_dir_url,
+        make_spark_converter(df, parent_cache_dir_url=str(tmp_path), dtype="float64").cache_dir_url,
     }
     assert len(urls) == 4
 
@@ -206,8 +216,11 @@ def test_plan_and_options_change_the_key(spark: Any, parquet: Path, tmp_path: Pa
 def test_in_memory_rows_are_keyed_by_content(spark: Any, tmp_path: Path):
     one = spark.createDataFrame([(1, 2.0)], "a long, b double")
     two = spark.createDataFrame([(1, 3.0)], "a long, b double")
-    first = make_spark_converter(one, str(tmp_path))
-    assert make_spark_converter(two, str(tmp_path)).cache_dir_url != first.cache_dir_url
+    first = make_spark_converter(one, parent_cache_dir_url=str(tmp_path))
+    assert (
+        make_spark_converter(two, parent_cache_dir_url=str(tmp_path)).cache_dir_url
+        != first.cache_dir_url
+    )
 
 
 def test_conf_keys_and_the_error_without_one(spark: Any, parquet: Path, tmp_path: Path):
@@ -225,7 +238,9 @@ def test_conf_keys_and_the_error_without_one(spark: Any, parquet: Path, tmp_path
         assert make_spark_converter(df).cache_dir_url.startswith(str(tmp_path / "ps"))
         spark.conf.unset(PARENT_CACHE_DIR_URL_CONF)
         assert make_spark_converter(df).cache_dir_url.startswith(str(tmp_path / "ours"))
-        explicit = make_spark_converter(df, str(tmp_path / "arg")).cache_dir_url
+        explicit = make_spark_converter(
+            df, parent_cache_dir_url=str(tmp_path / "arg")
+        ).cache_dir_url
         assert explicit.startswith(str(tmp_path / "arg"))
     finally:
         spark.conf.unset(PARENT_CACHE_DIR_URL_CONF)
@@ -234,11 +249,11 @@ def test_conf_keys_and_the_error_without_one(spark: Any, parquet: Path, tmp_path
 
 def test_delete(spark: Any, parquet: Path, tmp_path: Path):
     df = spark.read.parquet(str(parquet))
-    converter = make_spark_converter(df, str(tmp_path / "cache"))
+    converter = make_spark_converter(df, parent_cache_dir_url=str(tmp_path / "cache"))
     key = Path(converter.cache_dir_url).parent
     converter.delete()
     assert not key.exists()
-    rebuilt = make_spark_converter(df, str(tmp_path / "cache"))
+    rebuilt = make_spark_converter(df, parent_cache_dir_url=str(tmp_path / "cache"))
     assert Path(rebuilt.cache_dir_url).parent == key
     assert len(rebuilt) == ROWS
 
@@ -276,13 +291,13 @@ def test_racing_creators_share_one_copy(
 def test_tf_dataset_yields_the_same_rows(converter: SparkDatasetConverter):
     with converter.make_tf_dataset(batch_size=10, num_epochs=1) as dataset:
         batches = list(dataset.as_numpy_iterator())
-    ids = np.concatenate([batch["id"] for batch in batches])
+    ids = np.concatenate([batch.id for batch in batches])
     assert sorted(ids.tolist()) == list(range(ROWS))
-    assert sorted(len(batch["id"]) for batch in batches) == [3] + [10] * 10
+    assert sorted(len(batch.id) for batch in batches) == [3] + [10] * 10
     for batch in batches:
-        assert batch["x"].dtype == np.float32
-        assert batch["v"].shape[1:] == (2,)
-        assert [name.decode() for name in batch["name"]] == [f"row-{i}" for i in batch["id"]]
+        assert batch.x.dtype == np.float32
+        assert batch.v.shape[1:] == (2,)
+        assert [name.decode() for name in batch.name] == [f"row-{i}" for i in batch.id]
     assert sorted(torch_ids(converter, batch_size=10, num_epochs=1, workers_count=0)) == sorted(
         ids.tolist()
     )
@@ -294,7 +309,7 @@ def test_tf_dataset_shards_and_epochs(converter: SparkDatasetConverter):
         with converter.make_tf_dataset(
             batch_size=7, num_epochs=2, cur_shard=shard, shard_count=2, shuffling_queue_capacity=1
         ) as dataset:
-            ids += [int(i) for batch in dataset.as_numpy_iterator() for i in batch["id"]]
+            ids += [int(i) for batch in dataset.as_numpy_iterator() for i in batch.id]
     assert Counter(ids) == dict.fromkeys(range(ROWS), 2)
 
 
@@ -310,8 +325,8 @@ def test_cache_on_an_object_store(spark: Any, s3_env: S3Server, parquet: Path, t
     parent = s3_env.url("converter-cache")
     try:
         df = spark.read.parquet(str(parquet))
-        converter = make_spark_converter(df, parent)
-        again = make_spark_converter(df, parent)
+        converter = make_spark_converter(df, parent_cache_dir_url=parent)
+        again = make_spark_converter(df, parent_cache_dir_url=parent)
     finally:
         environment.clear()
         environment.update(saved)
@@ -365,19 +380,22 @@ def test_ranks_from_the_launchers_variables(
 
 def test_a_path_is_not_a_dataframe(spark: Any, parquet: Path, tmp_path: Path):
     with pytest.raises(ConfigurationError, match=r"spark\.read\.parquet"):
-        make_spark_converter(str(parquet), str(tmp_path))
+        make_spark_converter(str(parquet), parent_cache_dir_url=str(tmp_path))
 
 
 def test_a_copy_deleted_by_hand_is_written_again(spark: Any, parquet: Path, tmp_path: Path):
     df = spark.read.parquet(str(parquet))
-    first = make_spark_converter(df, str(tmp_path))
+    first = make_spark_converter(df, parent_cache_dir_url=str(tmp_path))
     shutil.rmtree(first.cache_dir_url)  # the marker stays behind
-    again = make_spark_converter(df, str(tmp_path))
+    again = make_spark_converter(df, parent_cache_dir_url=str(tmp_path))
     assert again.cache_dir_url != first.cache_dir_url
     assert sorted(torch_ids(again, batch_size=50, num_epochs=1, workers_count=0)) == list(
         range(ROWS)
     )
-    assert make_spark_converter(df, str(tmp_path)).cache_dir_url == again.cache_dir_url
+    assert (
+        make_spark_converter(df, parent_cache_dir_url=str(tmp_path)).cache_dir_url
+        == again.cache_dir_url
+    )
 
 
 def test_replica_groups_read_the_same_rows(converter: SparkDatasetConverter):

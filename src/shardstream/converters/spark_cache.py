@@ -30,6 +30,7 @@ from typing import Any
 from shardstream._optional import require
 from shardstream.converters.spark import dataframe_to_mds
 from shardstream.converters.spark_cache_key import cast_floats, dataframe_key, mds_compression
+from shardstream.converters.spark_nulls import fill_nulls
 from shardstream.errors import ConfigurationError, ObjectNotFoundError
 from shardstream.format.index import parse_index
 from shardstream.storage import is_remote, local_path, open_store
@@ -101,6 +102,8 @@ def cache_dataframe(
     compression_codec: str | None = None,
     dtype: str | None = "float32",
     *,
+    on_null: str = "fill",
+    size_limit: int | None = None,
     progress: bool = False,
 ) -> CachedDataFrame:
     """Materialize ``dataframe`` as MDS under the cache folder, or reuse the copy already there.
@@ -112,6 +115,9 @@ def cache_dataframe(
         compression_codec: Petastorm's codec name or an MDS compression (see
             :func:`~shardstream.converters.spark_cache_key.mds_compression`).
         dtype: ``'float32'``, ``'float64'`` or ``None``: what float columns become.
+        on_null: ``"fill"`` (nulls by type, see :mod:`~shardstream.converters.spark_nulls`),
+            ``"error"`` or ``"skip"`` (as :func:`~shardstream.converters.dataframe_to_mds`).
+        size_limit: The shards' size limit in bytes (default: the writer's).
         progress: Show dataframe_to_mds's progress bar while writing.
 
     Returns:
@@ -132,10 +138,19 @@ def cache_dataframe(
             f"a folder of Parquet files use spark.read.parquet(path), or stream it as it is "
             f"with StreamingDataset(remote=path)"
         )
+    if on_null not in ("fill", "error", "skip"):
+        raise ConfigurationError(f"on_null must be 'fill', 'error' or 'skip', got {on_null!r}")
+    if size_limit is not None and (not isinstance(size_limit, int) or size_limit < 1):
+        raise ConfigurationError(f"the shard size limit must be a positive int, got {size_limit!r}")
     parent = parent_cache_dir(dataframe.sparkSession, parent_cache_dir_url)
     compression = mds_compression(compression_codec)
     prepared = cast_floats(dataframe, dtype)
-    key, material = dataframe_key(prepared, {"dtype": dtype, "compression": compression})
+    options: dict[str, Any] = {"dtype": dtype, "compression": compression}
+    if on_null != "fill":  # the default leaves the keys of copies made before it unchanged
+        options["on_null"] = on_null
+    if size_limit is not None:
+        options["size_limit"] = size_limit
+    key, material = dataframe_key(prepared, options)
     remote = is_remote(parent)
     key_url = f"{parent}/{key}" if remote else os.path.join(local_path(parent), key)
     found = _read_marker(key_url)
@@ -147,9 +162,16 @@ def cache_dataframe(
     run = f"run-{uuid.uuid4().hex[:12]}"
     url = f"{key_url}/{run}" if remote else os.path.join(key_url, run)
     logger.info("materializing the DataFrame as MDS at %s", url)
-    dataframe_to_mds(
-        prepared, mds_kwargs={"out": url, "compression": compression}, progress=progress
-    )
+    writer: dict[str, Any] = {"out": url, "compression": compression}
+    if size_limit is not None:
+        writer["size_limit"] = size_limit
+    try:
+        to_write = fill_nulls(prepared, dtype) if on_null == "fill" else prepared
+        dataframe_to_mds(to_write, mds_kwargs=writer, progress=progress,
+                         on_null="skip" if on_null == "skip" else "error")  # fmt: skip
+    except BaseException:
+        _remove_failed(key_url, url, remote)
+        raise
     rows = _count_rows(url)
     marker = {"dataset": run, "rows": rows, "key": material}
     if _publish_marker(key_url, marker, replace=found is not None):
@@ -182,6 +204,18 @@ def delete_cached(key_url: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.remove(os.path.join(key_url, MARKER))
     shutil.rmtree(key_url, ignore_errors=True)
+
+
+def _remove_failed(key_url: str, url: str, remote: bool) -> None:
+    """After a failed conversion: no partial copy left where a good one is expected."""
+    if remote:  # stores here are never deleted from; no marker names it, so none reads it
+        logger.warning(
+            "the conversion failed; %s may hold a partial copy (no marker names it)", url
+        )
+        return
+    shutil.rmtree(url, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.rmdir(key_url)  # only when empty: another run's copy or marker stays
 
 
 def _read_marker(key_url: str) -> CachedDataFrame | None:

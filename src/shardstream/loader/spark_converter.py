@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from shardstream import config
@@ -38,9 +39,16 @@ from shardstream.dataset.world import detect_topology
 from shardstream.errors import ConfigurationError
 from shardstream.loader.dataloader import StreamingDataLoader
 from shardstream.loader.epoch_tail import EpochTail
+from shardstream.loader.fields import SparkHint, fields_of, index_columns, spark_hints
+from shardstream.loader.transform_spec import TransformCollate, TransformSpec
 from shardstream.storage import is_remote
 
-__all__ = ["ConverterDataLoader", "SparkDatasetConverter", "make_spark_converter"]
+__all__ = [
+    "ConverterDataLoader",
+    "SparkDatasetConverter",
+    "make_spark_converter",
+    "register_delete_dir_handler",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -53,29 +61,35 @@ _IGNORED_READER_KWARGS = frozenset(
 
 def make_spark_converter(
     df: Any,
-    parent_cache_dir_url: str | None = None,
+    parquet_row_group_size_bytes: int | None = None,
     compression_codec: str | None = None,
     dtype: str | None = "float32",
     *,
+    parent_cache_dir_url: str | None = None,
+    on_null: str = "fill",
     progress: bool = False,
 ) -> SparkDatasetConverter:
     """Materialize a Spark DataFrame as MDS in the cache folder (or reuse it) for training.
 
-    The copy is reused by any process or job while the DataFrame's analyzed plan and its
-    source files are unchanged, and rebuilt when they change; it stays until
-    :meth:`SparkDatasetConverter.delete`.
+    The positional arguments are Petastorm's, in its order. The copy is reused by any process
+    or job while the DataFrame's analyzed plan and its source files are unchanged, and rebuilt
+    when they change; it stays until :meth:`SparkDatasetConverter.delete`.
 
     Args:
         df: A ``pyspark.sql.DataFrame``.
-        parent_cache_dir_url: The parent cache folder: a local path, ``file://`` URL or any URL
-            the writer publishes to. Default: the Spark conf
-            ``petastorm.spark.converter.parentCacheDirUrl``, then
-            ``shardstream.spark.converter.parentCacheDirUrl``.
+        parquet_row_group_size_bytes: Petastorm's Parquet row-group size; here the size limit
+            of each MDS shard (the unit a reader fetches). Default: the writer's.
         compression_codec: Petastorm's Parquet codec names (``None`` gives zstd,
             ``'uncompressed'`` none, ``gzip``/``deflate`` gz, ``bzip2`` bz2, ``snappy``,
             ``lz4`` zstd) or an MDS compression.
         dtype: ``'float32'`` (default) or ``'float64'`` casts every float and double column,
             arrays and ML vectors included; ``None`` keeps them.
+        parent_cache_dir_url: The parent cache folder: a local path, ``file://`` URL or any URL
+            the writer publishes to. Default: the Spark conf
+            ``petastorm.spark.converter.parentCacheDirUrl``, then
+            ``shardstream.spark.converter.parentCacheDirUrl``.
+        on_null: ``'fill'`` (default: each type's null as :mod:`shardstream.converters.
+            spark_nulls` says, NaN for numbers), ``'error'`` or ``'skip'`` (drop such rows).
         progress: Show the conversion's progress bar.
 
     Returns:
@@ -91,8 +105,43 @@ def make_spark_converter(
             for batch in loader:
                 ...
     """
-    cached = cache_dataframe(df, parent_cache_dir_url, compression_codec, dtype, progress=progress)
-    return SparkDatasetConverter(cached.url, cached.rows, key_url=cached.key_url)
+    size = parquet_row_group_size_bytes
+    if isinstance(size, str):  # shardstream's earlier order put the cache folder second
+        if parent_cache_dir_url is not None:
+            raise ConfigurationError(
+                f"make_spark_converter's second argument is Petastorm's "
+                f"parquet_row_group_size_bytes (an int), got {size!r}"
+            )
+        warnings.warn(
+            "make_spark_converter(df, url) is deprecated: its second argument is Petastorm's "
+            "parquet_row_group_size_bytes; pass parent_cache_dir_url=url",
+            FutureWarning,
+            stacklevel=2,
+        )
+        parent_cache_dir_url, size = size, None
+    cached = cache_dataframe(df, parent_cache_dir_url, compression_codec, dtype,
+                             on_null=on_null, size_limit=size, progress=progress)  # fmt: skip
+    return SparkDatasetConverter(
+        cached.url, cached.rows, key_url=cached.key_url, hints=spark_hints(df.schema)
+    )
+
+
+def register_delete_dir_handler(handler: Callable[[str], None] | None) -> None:
+    """Delete converters' copies with ``handler(url)`` instead of the built-in deletion.
+
+    As Petastorm's: for stores where the built-in one refuses (object stores), or to keep a
+    record. ``None`` restores the built-in deletion.
+
+    Example:
+        register_delete_dir_handler(lambda url: dbutils.fs.rm(url, recurse=True))
+    """
+    global _delete_dir_handler
+    if handler is not None and not callable(handler):
+        raise ConfigurationError(f"the delete handler must be callable, got {handler!r}")
+    _delete_dir_handler = handler
+
+
+_delete_dir_handler: Callable[[str], None] | None = None
 
 
 class SparkDatasetConverter:
@@ -104,9 +153,11 @@ class SparkDatasetConverter:
         cache_dir_url: The MDS dataset (local path or URL).
         dataset_size: Rows in it.
         key_url: Its cache key's folder (what :meth:`delete` removes; default the dataset).
+        hints: What the DataFrame's schema says that MDS does not keep (booleans, array
+            ranks), for TensorFlow's element signature.
 
     Example:
-        converter = make_spark_converter(df, "file:///tmp/cache")
+        converter = make_spark_converter(df, parent_cache_dir_url="file:///tmp/cache")
         print(len(converter), converter.cache_dir_url)
         with converter.make_torch_dataloader(batch_size=64, num_epochs=1) as loader:
             ...
@@ -115,10 +166,18 @@ class SparkDatasetConverter:
 
     PARENT_CACHE_DIR_URL_CONF = PARENT_CACHE_DIR_URL_CONF
 
-    def __init__(self, cache_dir_url: str, dataset_size: int, *, key_url: str | None = None):
+    def __init__(
+        self,
+        cache_dir_url: str,
+        dataset_size: int,
+        *,
+        key_url: str | None = None,
+        hints: Mapping[str, SparkHint] | None = None,
+    ):
         self.cache_dir_url = cache_dir_url
         self.dataset_size = dataset_size
         self._key_url = key_url or cache_dir_url
+        self._hints = dict(hints or {})
 
     def __len__(self) -> int:
         return self.dataset_size
@@ -144,8 +203,10 @@ class SparkDatasetConverter:
             workers_count: The DataLoader's worker processes (default 4).
             shuffling_queue_capacity: Above 0, shuffle every epoch (globally).
             data_loader_fn: Not supported (must be ``None``).
-            **petastorm_reader_kwargs: ``cur_shard``, ``shard_count``, ``seed``, ``shuffle``,
-                ``even_batches``, ``ranks_per_node``, and any :class:`StreamingDataset`
+            **petastorm_reader_kwargs: ``transform_spec`` (a :class:`TransformSpec`, run in the
+                workers on each batch as a pandas DataFrame), ``cur_shard``, ``shard_count``,
+                ``seed``, ``shuffle``, ``even_batches``, ``ranks_per_node``, and any
+                :class:`StreamingDataset`
                 argument (``cache_limit``, ``shuffle_algo``, ``local``...); Petastorm's
                 ``reader_pool_type``, ``results_queue_size``, ``shuffle_row_groups`` and
                 ``shuffle_row_drop_partitions`` are ignored.
@@ -162,9 +223,14 @@ class SparkDatasetConverter:
                 "(torch's DataLoader); build your own over StreamingDataset if you need to"
             )
         workers = DEFAULT_WORKERS if workers_count is None else workers_count
-        dataset, tail = self._dataset(batch_size, num_epochs, shuffling_queue_capacity,
-                                      petastorm_reader_kwargs)  # fmt: skip
-        loader = StreamingDataLoader(dataset, batch_size=batch_size, num_workers=workers)
+        options = dict(petastorm_reader_kwargs)
+        spec = _transform_spec(options.pop("transform_spec", None))
+        dataset, tail = self._dataset(batch_size, num_epochs, shuffling_queue_capacity, options)
+        collate: dict[str, Any] = {}
+        if spec is not None:
+            columns = index_columns(self.cache_dir_url)
+            collate["collate_fn"] = TransformCollate(spec, fields_of(columns, self._hints), columns)
+        loader = StreamingDataLoader(dataset, batch_size=batch_size, num_workers=workers, **collate)
         result = ConverterDataLoader(loader, num_epochs, tail)
         try:
             yield result
@@ -181,12 +247,14 @@ class SparkDatasetConverter:
         shuffling_queue_capacity: int | None = None,
         **petastorm_reader_kwargs: Any,
     ) -> Iterator[Any]:
-        """A ``tf.data.Dataset`` of dicts of batched tensors, as a context manager.
+        """A ``tf.data.Dataset`` of namedtuples of batched tensors, as a context manager.
 
+        Each element has one attribute per column (``x.features``, ``x.label``), as Petastorm's.
         Built with ``tf.data.Dataset.from_generator`` over the same samples the torch loader
         reads; arguments as :meth:`make_torch_dataloader` (``batch_size`` defaults to 32,
-        ``prefetch`` to ``tf.data.AUTOTUNE``). Samples are decoded in the generator's thread
-        (the dataset's download threads fetch ahead), so ``workers_count`` is unused.
+        ``prefetch`` to ``tf.data.AUTOTUNE``; ``transform_spec`` runs on each batch in the
+        generator). Samples are decoded in the generator's thread (the dataset's download
+        threads fetch ahead), so ``workers_count`` is unused.
 
         Yields:
             The ``tf.data.Dataset``.
@@ -199,18 +267,25 @@ class SparkDatasetConverter:
 
         del workers_count  # one generator thread: see the docstring
         batch = 32 if batch_size is None else batch_size
-        dataset, tail = self._dataset(batch, num_epochs, shuffling_queue_capacity or 0,
-                                      petastorm_reader_kwargs)  # fmt: skip
-        yield tf_dataset(dataset, self.cache_dir_url, batch, num_epochs, tail, prefetch)
+        options = dict(petastorm_reader_kwargs)
+        spec = _transform_spec(options.pop("transform_spec", None))
+        dataset, tail = self._dataset(batch, num_epochs, shuffling_queue_capacity or 0, options)
+        yield tf_dataset(dataset, self.cache_dir_url, batch, num_epochs, tail, prefetch,
+                         hints=self._hints, transform_spec=spec)  # fmt: skip
 
     def delete(self) -> None:
-        """Delete the materialized copy (local cache folders only).
+        """Delete the materialized copy (local cache folders, or any with a handler).
+
+        With a handler set by :func:`register_delete_dir_handler`, it deletes the copy's folder.
 
         Raises:
             ConfigurationError: The copy is on an object store; remove it with the store's
                 tools.
         """
-        delete_cached(self._key_url)
+        if _delete_dir_handler is not None:
+            _delete_dir_handler(self._key_url)
+        else:
+            delete_cached(self._key_url)
         logger.info("deleted the DataFrame's MDS copy at %s", self._key_url)
 
     def _dataset(
@@ -275,7 +350,7 @@ class ConverterDataLoader:
         num_epochs: Epochs per iteration, or ``None``.
 
     Example:
-        converter = make_spark_converter(df, "file:///tmp/cache")
+        converter = make_spark_converter(df, parent_cache_dir_url="file:///tmp/cache")
         with converter.make_torch_dataloader(batch_size=64, num_epochs=2) as loader:
             for batch in loader:  # loader is a ConverterDataLoader
                 ...
@@ -314,6 +389,18 @@ class ConverterDataLoader:
         for batches in list(self._running):
             _close(batches)
         self._running.clear()
+
+
+def _transform_spec(spec: Any) -> TransformSpec | None:
+    """``spec`` checked: ``None`` or a :class:`TransformSpec` (or Petastorm's, duck-typed)."""
+    if spec is None or isinstance(spec, TransformSpec):
+        return spec
+    if hasattr(spec, "func") and hasattr(spec, "edit_fields"):  # petastorm.TransformSpec
+        return TransformSpec(spec.func, spec.edit_fields, getattr(spec, "removed_fields", None),
+                             getattr(spec, "selected_fields", None))  # fmt: skip
+    raise ConfigurationError(
+        f"transform_spec must be a shardstream.loader.TransformSpec, got {type(spec).__name__}"
+    )
 
 
 def _cut(batch: Any, tail: EpochTail) -> Any:

@@ -1,33 +1,28 @@
-"""A ``tf.data.Dataset`` over a :class:`~shardstream.StreamingDataset`, from its MDS columns.
+"""A ``tf.data.Dataset`` over a :class:`~shardstream.StreamingDataset`, with Petastorm's elements.
 
-The element signature comes from the dataset's ``index.json``: numeric scalars keep their
-dtype, ``ndarray`` columns their dtype (and shape when the encoding fixes one), and text,
-bytes, decimals and ``json`` columns (Spark structs and maps) become ``tf.string`` (JSON text
-for ``json``). Other encodings (images, pickles, Python ints) have no TensorFlow form and are
-refused, naming the column. TensorFlow is imported when a dataset is made, never before.
+Each element is a namedtuple with one field per column, each a batched tensor, as Petastorm's
+``make_tf_dataset`` yields (``dataset.map(lambda x: (x.features, x.label))``). The signature is
+known before the first batch, from the dataset's ``index.json`` and the source's Spark schema
+(:mod:`shardstream.loader.fields`): numbers keep their dtype, ``BooleanType`` is ``tf.bool``,
+arrays their dtype and rank (and sizes where the encoding fixes them), text, bytes, decimals and
+``json`` columns ``tf.string``. A ``transform_spec`` runs on each batch as a pandas DataFrame.
+TensorFlow is imported when a dataset is made, never before.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Mapping
+import collections
+import types
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-
-import numpy as np
 
 from shardstream._optional import require
 from shardstream.dataset.streaming import StreamingDataset
-from shardstream.errors import ConfigurationError
-from shardstream.format.encodings import get_encoding
-from shardstream.format.index import parse_index
 from shardstream.loader.epoch_tail import EpochTail
-from shardstream.storage import open_store
+from shardstream.loader.fields import Field, SparkHint, batch_arrays, fields_of, index_columns
+from shardstream.loader.transform_spec import TransformSpec, apply_transform, transformed_fields
 
-__all__ = ["element_spec", "tf_dataset"]
-
-_NUMERIC = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-            "float16", "float32", "float64")  # fmt: skip
-_TEXT = ("str", "bytes", "str_decimal", "str_int", "str_float", "json")
+__all__ = ["row_type", "tf_dataset"]
 
 
 def tf_dataset(
@@ -37,84 +32,86 @@ def tf_dataset(
     num_epochs: int | None,
     tail: EpochTail | None,
     prefetch: int | None,
+    *,
+    hints: Mapping[str, SparkHint] | None = None,
+    transform_spec: TransformSpec | None = None,
 ) -> Any:
-    """``dataset``'s samples as a batched ``tf.data.Dataset``.
+    """``dataset``'s rows as a ``tf.data.Dataset`` of namedtuples of batched tensors.
+
+    Batches run on across epochs, as Petastorm's do: only the last one may be short.
 
     Args:
-        dataset: The streaming dataset (its ``batch_size`` is ``batch_size``).
+        dataset: The streaming dataset.
         url: The MDS dataset it reads, whose index gives the columns.
         batch_size: Rows per batch.
         num_epochs: Epochs per pass over the ``tf.data.Dataset``; ``None`` loops for ever.
         tail: The padding to cut from each epoch's end, or ``None`` to keep it.
         prefetch: Batches to prefetch (default ``tf.data.AUTOTUNE``).
+        hints: What the source's Spark schema says of each column (booleans, array ranks).
+        transform_spec: A function over each batch, and the fields it leaves.
 
     Returns:
-        The ``tf.data.Dataset`` of dicts of tensors.
+        The ``tf.data.Dataset``. It also has TF1's ``make_one_shot_iterator()``.
 
     Raises:
         MissingDependencyError: TensorFlow is not installed.
-        ConfigurationError: A column TensorFlow cannot hold.
+        ConfigurationError: A column TensorFlow cannot hold, or a bad ``transform_spec``.
     """
     tf = require("tensorflow", extra="tf", purpose="make_tf_dataset")
-    store = open_store(url)
-    entries = parse_index(store.get_bytes("index.json"), source=store.url("index.json"))
-    columns = dict(entries[0].columns) if entries else {}
-    specs, converters = element_spec(columns, tf)
+    columns = index_columns(url)
+    fields = fields_of(columns, hints)
+    out_fields = fields if transform_spec is None else transformed_fields(fields, transform_spec)
+    element = row_type(out_fields)
+    signature = element(*(_tensor_spec(field, tf) for field in out_fields))
 
-    def samples() -> Iterator[dict[str, Any]]:
+    def convert(rows: Sequence[Mapping[str, Any]]) -> Any:
+        if transform_spec is None:
+            arrays = batch_arrays(rows, out_fields, columns)
+        else:
+            arrays = apply_transform(transform_spec, rows, fields, columns, out_fields)
+        return element(*(arrays[field.name] for field in out_fields))
+
+    def batches() -> Iterator[Any]:
+        rows: list[Mapping[str, Any]] = []
         epoch = 0
         while num_epochs is None or epoch < num_epochs:
             for position, sample in enumerate(dataset):
                 last = tail is not None and position // batch_size == tail.steps - 1
                 if last and tail is not None and not tail.keep[position % batch_size]:
                     continue  # padding: a repeat of a row another batch holds
-                yield {name: converters[name](sample[name]) for name in specs}
+                rows.append(sample)
+                if len(rows) == batch_size:
+                    yield convert(rows)
+                    rows = []
             epoch += 1
+        if rows:
+            yield convert(rows)
 
-    result = tf.data.Dataset.from_generator(samples, output_signature=specs).batch(batch_size)
-    return result.prefetch(tf.data.AUTOTUNE if prefetch is None else prefetch)
+    result = tf.data.Dataset.from_generator(batches, output_signature=signature)
+    result = result.prefetch(tf.data.AUTOTUNE if prefetch is None else prefetch)
+    # TF1's method, which Petastorm's examples call; TF2 keeps only the function form.
+    result.make_one_shot_iterator = types.MethodType(
+        lambda self: tf.compat.v1.data.make_one_shot_iterator(self), result
+    )
+    return result
 
 
-def element_spec(
-    columns: Mapping[str, str], tf: Any
-) -> tuple[dict[str, Any], dict[str, Callable[[Any], Any]]]:
-    """The ``tf.TensorSpec`` of each column, and how a decoded value becomes its tensor value.
+def row_type(fields: Sequence[Field]) -> Any:
+    """The namedtuple of a batch: one attribute per field, in order.
 
-    Raises:
-        ConfigurationError: A column's encoding has no TensorFlow form.
+    A column name that is no Python identifier (``_c0``, ``my-col``) becomes ``_<position>``.
+
+    Example:
+        >>> import numpy as np
+        >>> fields = [Field("features", np.dtype("f4"), (None,)), Field("_c0", np.dtype("i8"), ())]
+        >>> row_type(fields)._fields
+        ('features', '_1')
     """
-    specs: dict[str, Any] = {}
-    converters: dict[str, Callable[[Any], Any]] = {}
-    for name, encoding in columns.items():
-        base = encoding.split(":", 1)[0]
-        if base in _NUMERIC:
-            specs[name] = tf.TensorSpec(shape=(), dtype=tf.as_dtype(base))
-            converters[name] = np.asarray
-        elif base == "ndarray":
-            codec = get_encoding(encoding)
-            dtype = getattr(codec, "dtype", None)
-            if dtype is None:
-                raise ConfigurationError(
-                    f"column {name!r} ({encoding}) stores its dtype per sample; TensorFlow "
-                    f"needs one dtype per column: write it as ndarray:<dtype>"
-                )
-            shape = getattr(codec, "shape", None)
-            specs[name] = tf.TensorSpec(shape=shape, dtype=tf.as_dtype(dtype))
-            converters[name] = np.asarray
-        elif base in _TEXT:
-            specs[name] = tf.TensorSpec(shape=(), dtype=tf.string)
-            converters[name] = _as_json if base == "json" else _as_text
-        else:
-            raise ConfigurationError(
-                f"column {name!r} has the encoding {encoding!r}, which has no TensorFlow form "
-                f"here (numbers, ndarray, text, bytes and json columns do)"
-            )
-    return specs, converters
+    return collections.namedtuple("Row", [field.name for field in fields], rename=True)
 
 
-def _as_text(value: Any) -> Any:
-    return value if isinstance(value, (bytes, str)) else str(value)
-
-
-def _as_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
+def _tensor_spec(field: Field, tf: Any) -> Any:
+    """The batched ``tf.TensorSpec`` of ``field``."""
+    dtype = tf.string if field.is_text else tf.as_dtype(field.dtype)
+    shape = None if field.shape is None else (None, *field.shape)
+    return tf.TensorSpec(shape=shape, dtype=dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from collections import namedtuple
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,7 +62,7 @@ def test_bad_edit_field_and_func():
         TransformSpec(func=3)  # type: ignore[arg-type]
 
 
-def double(frame):  # module level: the collate pickles into workers
+def double(frame: Any) -> Any:  # module level: the collate pickles into workers
     return frame.assign(y=frame.y * 2, s=[v.sum() for v in frame.v]).drop(columns=["name"])
 
 

@@ -106,9 +106,10 @@ class ShardInfo:
 
 @dataclass(frozen=True)
 class ShardTables:
-    """The dataset's shards by stream, in the reference's arrays (int64, read-only).
+    """The dataset's shards, and the reference's arrays of them by stream (int64, read-only).
 
     Attributes:
+        shards: Every shard, streams end to end.
         samples_per_shard: Samples of each shard, streams end to end.
         sample_offset_per_shard: The dataset-wide id of each shard's first sample.
         stream_per_shard: The stream of each shard.
@@ -118,6 +119,7 @@ class ShardTables:
         sample_offset_per_stream: The dataset-wide id of each stream's first sample.
     """
 
+    shards: list[ShardInfo]
     samples_per_shard: NDArray[np.int64]
     sample_offset_per_shard: NDArray[np.int64]
     stream_per_shard: NDArray[np.int64]
@@ -147,7 +149,12 @@ class ShardTables:
             copy = np.array(array, np.int64)  # never a view of the arrays the reader uses
             copy.flags.writeable = False
             frozen.append(copy)
-        return cls(*frozen)
+        shards = [
+            ShardInfo(entry, _dirname(stream.local, stream.split), stream.split)
+            for stream, data in zip(prepared.resolved, prepared.datasets, strict=True)
+            for entry in data.shards
+        ]
+        return cls(shards, *frozen)
 
 
 class Introspection:
@@ -199,12 +206,7 @@ class Introspection:
     @property
     def shards(self) -> list[ShardInfo]:
         """Every shard, streams end to end (the reference lists its shard readers)."""
-        prepared = self._prepare()
-        return [
-            ShardInfo(entry, _dirname(stream.local, stream.split), stream.split)
-            for stream, data in zip(prepared.resolved, prepared.datasets, strict=True)
-            for entry in data.shards
-        ]
+        return self._tables().shards
 
     @property
     def samples_per_shard(self) -> NDArray[np.int64]:

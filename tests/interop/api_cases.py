@@ -86,6 +86,52 @@ def bad_values() -> dict[str, tuple[str, Any]]:
     }
 
 
+def make_dataset(
+    library: Any, job: dict[str, Any], name: str, weights: list[dict[str, Any]], **kwargs: Any
+) -> Any:
+    """A StreamingDataset of ``library`` (either one) over the job's two remotes."""
+    scratch = os.path.join(job["scratch"], name)
+    streams = [
+        library.Stream(remote=remote, local=os.path.join(scratch, str(number)), **weight)
+        for number, (remote, weight) in enumerate(zip(job["remotes"], weights, strict=True))
+    ]
+    return library.StreamingDataset(streams=streams, batch_size=4, **kwargs)
+
+
+def ids(samples: Any) -> Any:
+    """The ``id`` column of what ``ds[key]`` returned, nested as it is."""
+    if isinstance(samples, dict):
+        return int(samples["id"])
+    return [ids(sample) for sample in samples]
+
+
+def settled_weights(streams: Any) -> list[list[tuple[float, str]]]:
+    """Each stream's ``(value, type name)`` of proportion, repeat and choose."""
+    return [
+        [(float(getattr(s, key)), type(getattr(s, key)).__name__)
+         for key in ("proportion", "repeat", "choose")]
+        for s in streams
+    ]  # fmt: skip
+
+
+def shard_facts(shard: Any) -> dict[str, Any]:
+    """What either library's ``ds.shards[i]`` says of its shard (read by the same attributes)."""
+    raw, zipped = shard.raw_data, shard.zip_data
+    return {
+        "samples": shard.samples, "len": len(shard), "size": shard.size,
+        "column_names": shard.column_names, "column_encodings": shard.column_encodings,
+        "column_sizes": shard.column_sizes, "compression": shard.compression,
+        "hashes": shard.hashes, "size_limit": shard.size_limit,
+        "raw_data": (raw.basename, raw.bytes, dict(raw.hashes)),
+        "zip_data": None if zipped is None else (zipped.basename, zipped.bytes,
+                                                  dict(zipped.hashes)),
+        "raw_size": shard.get_raw_size(), "zip_size": shard.get_zip_size(),
+        "max_size": shard.get_max_size(),
+        "persistent": [shard.get_persistent_size(keep) for keep in (False, True)],
+        "path": os.path.realpath(os.path.join(shard.dirname, shard.split, raw.basename)),
+    }  # fmt: skip
+
+
 def builtin_name(error: BaseException) -> str:
     """``module.name`` of the most derived builtin class (or pickle's) ``error`` is."""
     for cls in type(error).__mro__:

@@ -23,6 +23,7 @@ from api_cases import (
     builtin_name,
     files_of,
     keys,
+    shard_facts,
 )
 
 
@@ -54,35 +55,7 @@ def introspection(job: dict[str, Any]) -> dict[str, Any]:
         "sizes": {
             name: (getattr(ds, name), type(getattr(ds, name)).__name__) for name in SIZES_READ
         },
-        "shards": [
-            {
-                "samples": shard.samples,
-                "len": len(shard),
-                "size": shard.size,
-                "column_names": shard.column_names,
-                "column_encodings": shard.column_encodings,
-                "column_sizes": shard.column_sizes,
-                "compression": shard.compression,
-                "hashes": shard.hashes,
-                "size_limit": shard.size_limit,
-                "raw_data": (
-                    shard.raw_data.basename,
-                    shard.raw_data.bytes,
-                    dict(shard.raw_data.hashes),
-                ),
-                "zip_data": None
-                if shard.zip_data is None
-                else (shard.zip_data.basename, shard.zip_data.bytes, dict(shard.zip_data.hashes)),
-                "raw_size": shard.get_raw_size(),
-                "zip_size": shard.get_zip_size(),
-                "max_size": shard.get_max_size(),
-                "persistent": [shard.get_persistent_size(keep) for keep in (False, True)],
-                "path": os.path.realpath(
-                    os.path.join(shard.dirname, shard.split, shard.raw_data.basename)
-                ),
-            }
-            for shard in ds.shards
-        ],
+        "shards": [shard_facts(shard) for shard in ds.shards],
         "keys": {name: _ids(ds[key]) for name, key in keys().items()},
         "bad_key": _error(lambda: ds[1.5]),
         "out_of_range": _error(lambda: ds[10**6]),

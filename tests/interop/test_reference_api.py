@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from shardstream import MDSWriter, Stream, StreamingDataset
+import shardstream
+from shardstream import MDSWriter, StreamingDataset
 from tests.interop.api_cases import (
     COLUMNS,
     SIZES,
@@ -28,7 +29,11 @@ from tests.interop.api_cases import (
     WRITER,
     bad_values,
     files_of,
+    ids,
     keys,
+    make_dataset,
+    settled_weights,
+    shard_facts,
 )
 from tests.interop.conftest import reference_python
 
@@ -68,19 +73,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dic
     return job, ref
 
 
-def dataset(job: dict[str, Any], name: str, weights: list[dict[str, Any]], **kwargs: Any):
-    scratch = os.path.join(job["scratch"], name)
-    streams = [
-        Stream(remote=remote, local=os.path.join(scratch, str(number)), **weight)
-        for number, (remote, weight) in enumerate(zip(job["remotes"], weights, strict=True))
-    ]
-    return StreamingDataset(streams=streams, batch_size=4, **kwargs)
-
-
-def ids(samples: Any) -> Any:
-    if isinstance(samples, dict):
-        return int(samples["id"])
-    return [ids(sample) for sample in samples]
+def dataset(job: dict[str, Any], name: str, weights: list[dict[str, Any]], **kwargs: Any) -> Any:
+    return make_dataset(shardstream, job, name, weights, **kwargs)
 
 
 def builtin(name: str) -> type[BaseException]:
@@ -108,21 +102,7 @@ def test_introspection_values_and_types_match(setup: tuple[dict[str, Any], dict[
         assert (value, type(value).__name__) == tuple(want["sizes"][name]), name
     assert len(ds.shards) == len(want["shards"])
     for shard, expected in zip(ds.shards, want["shards"], strict=True):
-        raw, zipped = shard.raw_data, shard.zip_data
-        got = {
-            "samples": shard.samples, "len": len(shard), "size": shard.size,
-            "column_names": shard.column_names, "column_encodings": shard.column_encodings,
-            "column_sizes": shard.column_sizes, "compression": shard.compression,
-            "hashes": shard.hashes, "size_limit": shard.size_limit,
-            "raw_data": (raw.basename, raw.bytes, dict(raw.hashes)),
-            "zip_data": None if zipped is None else (
-                zipped.basename, zipped.bytes, dict(zipped.hashes)),
-            "raw_size": shard.get_raw_size(), "zip_size": shard.get_zip_size(),
-            "max_size": shard.get_max_size(),
-            "persistent": [shard.get_persistent_size(keep) for keep in (False, True)],
-            "path": os.path.realpath(
-                os.path.join(shard.dirname, shard.split, shard.raw_data.basename)),
-        }  # fmt: skip
+        got = shard_facts(shard)
         # The same file, under each library's own cache folder.
         expected = {**expected, "path": expected["path"].replace("/ref/", "/ours/")}
         assert got == expected
@@ -162,11 +142,7 @@ def test_streams_are_settled_with_the_references_weights(
     given, epoch_size = WEIGHTS[name]
     ds = dataset(job, f"weights-{name}", given, epoch_size=epoch_size)
     ds.prepare()  # the reference settles them in its constructor; we at first use
-    got = [
-        [(float(getattr(s, key)), type(getattr(s, key)).__name__)
-         for key in ("proportion", "repeat", "choose")]
-        for s in ds.streams
-    ]  # fmt: skip
+    got = settled_weights(ds.streams)
     want = ref["weights"][name]
     if not name.endswith("_rounded"):
         assert got == want

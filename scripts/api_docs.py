@@ -101,10 +101,18 @@ def _parameter(parameter: inspect.Parameter) -> str:
 
 
 def members(cls: type) -> list[tuple[str, Any]]:
-    """The public methods and properties ``cls`` itself defines, with a docstring."""
+    """The public methods and properties ``cls`` defines or mixes in, with a docstring.
+
+    Mixed in: from shardstream's own base classes (not torch's), after the class's own.
+    """
     found = []
-    for name, value in vars(cls).items():
-        if name.startswith("_") or not (callable(value) or isinstance(value, property)):
+    seen: set[str] = set()
+    own = [base for base in cls.__mro__ if base.__module__.startswith("shardstream")]
+    for name, value in [item for base in own for item in vars(base).items()]:
+        if name in seen or name.startswith("_"):
+            continue
+        seen.add(name)
+        if not (callable(value) or isinstance(value, property)):
             continue
         if isinstance(value, (staticmethod, classmethod)):
             value = value.__func__

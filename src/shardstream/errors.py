@@ -1,7 +1,8 @@
 """Every exception shardstream raises, rooted at one base class.
 
 Each error also derives from the builtin exception a caller would naturally catch, so
-``except FileNotFoundError`` still works for a missing shard::
+``except FileNotFoundError`` still works for a missing shard, and from the one
+mosaicml-streaming raises in its place, so that code written against it still catches it::
 
     ShardstreamError(Exception)
     ├── MissingDependencyError(ImportError)      an optional extra is not installed
@@ -9,12 +10,18 @@ Each error also derives from the builtin exception a caller would naturally catc
     ├── ConfigurationError(ValueError)           a bad argument (size limit, compression name, ...)
     ├── UnknownEncodingError(ValueError)         a column encoding name nobody registered
     ├── SampleEncodingError(TypeError)           a value does not fit its column's encoding
+    │   ├── SampleTypeError(AttributeError)      a value of a type the encoding does not take
+    │   ├── SampleValueError(ValueError)         the right type, but the wrong dtype, shape, ...
+    │   ├── SampleRangeError(OverflowError)      a number outside its column's range
+    │   ├── UnpicklableValueError(PicklingError) a pkl value that pickle refuses
+    │   ├── ImageSaveError(OSError)              an image Pillow cannot save in the column's format
     │   ├── UnencodableTextError(UnicodeError)   a str holds a lone surrogate, which UTF-8 lacks
     │   └── SampleTooDeepError(RecursionError)   a value nests past Python's recursion limit
     ├── MissingColumnError(KeyError)             a sample lacks one of the writer's columns
     ├── UnknownColumnError(ValueError)           a sample holds keys that are not the columns
     ├── UnsafeEncodingError(ValueError)          a pickle column read without allow_unsafe_types
     ├── IndexFormatError(ValueError)             index.json is malformed
+    ├── EmptyStreamError(RuntimeError)           a stream's index holds no samples
     │   └── UnsafePathError                      a shard basename escapes the dataset root
     ├── ShardFormatError(ValueError)             a shard file is truncated or corrupt
     ├── ChecksumError(ValueError)                a shard's bytes do not match the index's hash
@@ -22,6 +29,7 @@ Each error also derives from the builtin exception a caller would naturally catc
     ├── ShardNotFoundError(FileNotFoundError)    a shard named by the index is missing
     ├── DatasetExistsError(FileExistsError)      the writer's output folder is not empty
     ├── UnsupportedURLError(ValueError)          no storage backend for a URL scheme
+    ├── SampleKeyError(TypeError, ValueError)    a dataset indexed by neither ints nor a slice
     ├── TopologyError(ValueError)                ranks, nodes and workers that do not add up
     ├── CacheLimitError(ValueError)              cache_limit too small for what must be cached
     ├── CacheTimeoutError(TimeoutError)          waited too long for another process's lock
@@ -38,6 +46,7 @@ Each error also derives from the builtin exception a caller would naturally catc
 from __future__ import annotations
 
 import errno
+import pickle
 
 __all__ = [
     "CacheConflictError",
@@ -50,12 +59,18 @@ __all__ = [
     "DatasetExistsError",
     "DiskFullError",
     "DownloadTimeoutError",
+    "EmptyStreamError",
+    "ImageSaveError",
     "IndexFormatError",
     "MissingColumnError",
     "MissingDependencyError",
     "ObjectNotFoundError",
     "SampleEncodingError",
+    "SampleKeyError",
+    "SampleRangeError",
     "SampleTooDeepError",
+    "SampleTypeError",
+    "SampleValueError",
     "ShardFormatError",
     "ShardNotFoundError",
     "ShardTooLargeError",
@@ -66,6 +81,7 @@ __all__ = [
     "UnencodableTextError",
     "UnknownColumnError",
     "UnknownEncodingError",
+    "UnpicklableValueError",
     "UnsafeEncodingError",
     "UnsafePathError",
     "UnsupportedURLError",
@@ -101,6 +117,39 @@ class SampleEncodingError(ShardstreamError, TypeError):
     """A sample value does not match its column's encoding."""
 
 
+class SampleTypeError(SampleEncodingError, AttributeError):
+    """A value's type is not one its column's encoding takes (a ``str`` for an ``int`` column).
+
+    Also an ``AttributeError``: what mosaicml-streaming's writer raises for it.
+    """
+
+
+class SampleValueError(SampleEncodingError, ValueError):
+    """A value of a type the encoding takes, that still does not fit it.
+
+    An array of another dtype or shape than the column's, an empty array, bytes that are not
+    a file of the column's image format. Also a ``ValueError``, as in mosaicml-streaming.
+    """
+
+
+class SampleRangeError(SampleEncodingError, OverflowError):
+    """A number outside the range its column's encoding stores (``300`` for ``uint8``).
+
+    Also an ``OverflowError``, as in mosaicml-streaming.
+    """
+
+
+class UnpicklableValueError(SampleEncodingError, pickle.PicklingError):
+    """A ``pkl`` column's value that ``pickle`` refuses (a lambda); a ``PicklingError`` too."""
+
+
+class ImageSaveError(SampleEncodingError, OSError):
+    """Pillow cannot save the image in its column's format (an ``RGBA`` image as ``jpeg``).
+
+    Also the ``OSError`` Pillow raises, as mosaicml-streaming lets it.
+    """
+
+
 class UnencodableTextError(SampleEncodingError, UnicodeError):
     """A ``str`` value holds a lone surrogate (half of a UTF-16 pair), which UTF-8 cannot store."""
 
@@ -132,6 +181,13 @@ class UnsafePathError(IndexFormatError):
     """A shard basename is absolute or climbs out of the dataset root."""
 
 
+class EmptyStreamError(ShardstreamError, RuntimeError):
+    """A stream's index lists no shards, or shards without samples; the message names it.
+
+    A ``RuntimeError``, as in mosaicml-streaming.
+    """
+
+
 class ShardFormatError(ShardstreamError, ValueError):
     """A shard file is truncated, corrupt or disagrees with its index entry."""
 
@@ -154,6 +210,13 @@ class DatasetExistsError(ShardstreamError, FileExistsError):
 
 class UnsupportedURLError(ShardstreamError, ValueError):
     """No storage backend handles this URL's scheme."""
+
+
+class SampleKeyError(ShardstreamError, TypeError, ValueError):
+    """A dataset was indexed by something else than an int, a slice or a sequence of ints.
+
+    A ``TypeError``, and a ``ValueError`` as in mosaicml-streaming.
+    """
 
 
 class TopologyError(ShardstreamError, ValueError):

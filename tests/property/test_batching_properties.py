@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import Counter
 from typing import Any
@@ -67,6 +68,11 @@ def test_stratified_batches_hold_each_stream_in_proportion(epoch, shuffle, gbs):
               "batching_method": "stratified"}  # fmt: skip
     stream_sizes = np.bincount(units.stream_of_unit, weights=units.sizes).astype(np.int64)
     portions = stream_portions(stream_sizes, gbs).tolist()
+    if any(p == 0 or size < p for p, size in zip(portions, stream_sizes.tolist(), strict=True)):
+        # A stream no global batch would hold is refused, never silently left unread.
+        with pytest.raises(ConfigurationError, match=r"stratified batching: stream \d"):
+            steps_of(units, (1, 1, 1), **kwargs)
+        return
     expected, plan = steps_of(units, (1, 1, 1), **kwargs)
     delivered = Counter(i for batch in expected.values() for i in batch)
     drawn = Counter(units.sample_ids(np.arange(units.epoch_size, dtype=np.int64)).tolist())
@@ -107,6 +113,45 @@ def test_per_stream_batches_come_from_one_stream(epoch, shuffle, gbs, data):
     step = data.draw(st.integers(0, len(expected)))
     resumed, _ = steps_of(units, (1, 1, 1), drop_first=min(step * gbs, units.epoch_size), **kwargs)
     assert resumed == {k - step: v for k, v in expected.items() if k >= step}
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 40), min_size=1, max_size=4), gbs=st.integers(1, 16))
+def test_stratified_refuses_exactly_the_streams_no_batch_holds(sizes, gbs):
+    # One shard per stream, taken whole: stream i gives sizes[i] samples to the epoch.
+    units = resample([np.array([n], np.int64) for n in sizes], np.array(sizes, np.int64),
+                     seed=1, epoch=0)  # fmt: skip
+    names = [f"s3://bucket/stream-{i}" for i in range(len(sizes))]
+    portions = stream_portions(np.array(sizes, np.int64), gbs).tolist()
+    starved = [i for i, (n, p) in enumerate(zip(sizes, portions, strict=True)) if p == 0 or n < p]
+    run = functools.partial(
+        EpochPlan.for_worker, units, topology=Topology(), num_canonical_nodes=1,
+        global_batch_size=gbs, epoch=0, shuffle=ShuffleConfig(), batching_method="stratified",
+        stream_names=names,
+    )  # fmt: skip
+    if not starved:
+        plan = run()
+        assert plan.num_steps >= 1  # every stream is read
+        assert plan.num_steps * gbs + plan.dropped == sum(sizes)
+        return
+    with pytest.raises(ConfigurationError) as info:
+        run()
+    first = starved[0]
+    message = str(info.value)
+    assert f"stream {first} ({names[first]})" in message  # names the stream ...
+    assert f"gives {sizes[first]} " in message  # ... its samples in the epoch ...
+    assert f"global batch of {gbs}" in message  # ... and the batch it does not fit
+    assert isinstance(info.value, ValueError)
+
+
+def test_stratified_refuses_a_stream_with_no_samples_this_epoch():
+    # The last stream draws nothing (choose=0), so no unit names it.
+    units = resample([np.array([8], np.int64), np.array([5], np.int64)], np.array([8, 0]),
+                     seed=1, epoch=0)  # fmt: skip
+    with pytest.raises(ConfigurationError, match=r"stream 1 \(b\) gives 0 of the epoch's 8"):
+        EpochPlan.for_worker(units, topology=Topology(), num_canonical_nodes=1,
+                             global_batch_size=4, epoch=0, shuffle=ShuffleConfig(),
+                             batching_method="stratified", stream_names=["a", "b"])  # fmt: skip
 
 
 def test_unknown_batching_method():

@@ -76,7 +76,8 @@ class OneByOne(StreamingDataset):
     """The reference: each sample made by ``__getitem__``, one at a time (the simplest route)."""
 
     def __getitem__(self, sample_id: int) -> dict[str, Any]:
-        return super().__getitem__(sample_id)
+        sample: dict[str, Any] = super().__getitem__(sample_id)
+        return sample
 
 
 def open_dataset(

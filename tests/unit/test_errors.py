@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import pickle
 
 import pytest
 
@@ -17,12 +18,18 @@ from shardstream.errors import (
     DatasetExistsError,
     DiskFullError,
     DownloadTimeoutError,
+    EmptyStreamError,
+    ImageSaveError,
     IndexFormatError,
     MissingColumnError,
     MissingDependencyError,
     ObjectNotFoundError,
     SampleEncodingError,
+    SampleKeyError,
+    SampleRangeError,
     SampleTooDeepError,
+    SampleTypeError,
+    SampleValueError,
     ShardFormatError,
     ShardNotFoundError,
     ShardstreamError,
@@ -33,19 +40,31 @@ from shardstream.errors import (
     UnencodableTextError,
     UnknownColumnError,
     UnknownEncodingError,
+    UnpicklableValueError,
     UnsafeEncodingError,
     UnsafePathError,
     UnsupportedURLError,
     UploadError,
 )
 
-# The builtin each error must also be, so that callers can catch the natural exception.
+# The builtin each error must also be, so that callers can catch the natural exception (and
+# the one mosaicml-streaming raises in its place: tests/interop checks those against it).
 HIERARCHY = [
     (MissingDependencyError, ImportError),
     (StreamingAliasError, ImportError),
     (ConfigurationError, ValueError),
     (UnknownEncodingError, ValueError),
     (SampleEncodingError, TypeError),
+    (SampleTypeError, SampleEncodingError),
+    (SampleTypeError, AttributeError),
+    (SampleValueError, SampleEncodingError),
+    (SampleValueError, ValueError),
+    (SampleRangeError, SampleEncodingError),
+    (SampleRangeError, OverflowError),
+    (UnpicklableValueError, SampleEncodingError),
+    (UnpicklableValueError, pickle.PicklingError),
+    (ImageSaveError, SampleEncodingError),
+    (ImageSaveError, OSError),
     (UnencodableTextError, SampleEncodingError),
     (UnencodableTextError, UnicodeError),
     (SampleTooDeepError, SampleEncodingError),
@@ -55,12 +74,15 @@ HIERARCHY = [
     (UnsafeEncodingError, ValueError),
     (IndexFormatError, ValueError),
     (UnsafePathError, IndexFormatError),
+    (EmptyStreamError, RuntimeError),
     (ShardFormatError, ValueError),
     (ChecksumError, ValueError),
     (ShardTooLargeError, ValueError),
     (ShardNotFoundError, FileNotFoundError),
     (DatasetExistsError, FileExistsError),
     (UnsupportedURLError, ValueError),
+    (SampleKeyError, TypeError),
+    (SampleKeyError, ValueError),
     (UploadError, OSError),
     (TopologyError, ValueError),
     (StorageError, OSError),

@@ -12,6 +12,7 @@ from typing import Any, overload
 import numpy as np
 
 from shardstream.cache.shard_files import ShardFiles
+from shardstream.dataset.indexing import select
 from shardstream.errors import IndexFormatError, ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index, safe_basename
 from shardstream.format.mds import MDSSchema
@@ -116,7 +117,15 @@ class LocalDataset:
     ) -> list[dict[str, Any]]: ...
 
     def __getitem__(self, key: Any) -> Any:
-        """Return one sample by id, or a list of samples for a slice or a sequence of ids."""
+        """Return one sample by id, or a list of samples for a slice or a sequence of ids.
+
+        Sequences may nest (``ds[[[0, 1], [2]]]``, a 2-d array): the lists nest alike.
+
+        Raises:
+            SampleKeyError: ``key`` is not an id, a slice or a sequence of ids (a
+                ``TypeError``, and a ``ValueError`` as in mosaicml-streaming).
+            IndexError: An id is out of range.
+        """
         if type(key) is int:
             # The hot path, inlined from get_item for a sample id in range of an open shard.
             starts = self._start_list
@@ -126,14 +135,7 @@ class LocalDataset:
                 if get is not None:
                     return get(key - starts[shard])
             return self.get_item(key)
-        if isinstance(key, (int, np.integer)):
-            return self.get_item(int(key))
-        if isinstance(key, slice):
-            return [self.get_item(i) for i in range(*key.indices(len(self)))]
-        ids = np.asarray(key)
-        if ids.ndim != 1 or not (ids.size == 0 or np.issubdtype(ids.dtype, np.integer)):
-            raise TypeError(f"index with an int, a slice or a 1-d sequence of ints, not {key!r}")
-        return [self.get_item(int(i)) for i in ids]
+        return select(key, len(self), self.get_item)
 
     def get_item(self, sample_id: int) -> dict[str, Any]:
         """Return the sample with id ``sample_id`` (negative ids count from the end).

@@ -8,6 +8,7 @@ open.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,16 +18,19 @@ from numpy.typing import NDArray
 from shardstream.cache import CacheStream, ShardCache
 from shardstream.config import io_uring_enabled
 from shardstream.dataset.iteration import SampleReader
+from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.stream import ResolvedStream
 from shardstream.dataset.stream_data import StreamData, open_remote, open_stream_data
 from shardstream.dataset.stream_data import cache_stream as _cache_stream
-from shardstream.errors import ConfigurationError
+from shardstream.errors import ConfigurationError, EmptyStreamError
+from shardstream.format.index import INDEX_BASENAME
 from shardstream.format.read_policy import ReadPolicy
-from shardstream.sampling import stream_choices
+from shardstream.sampling import derived_weights, stream_choices
 from shardstream.storage import ObjectStore
 from shardstream.storage.filesystems import is_local_disk
 
 if TYPE_CHECKING:
+    from shardstream.dataset.introspection import ShardTables
     from shardstream.dataset.streaming import StreamingDataset
 
 __all__ = ["PreparedDataset", "fetch_threads"]
@@ -57,6 +61,7 @@ class PreparedDataset:
         self.shard_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.reader: SampleReader | None = None  # made on first read, kept for the process
         self.fingerprint: str | None = None  # of the data, for state dicts: made when first asked
+        self.tables: ShardTables | None = None  # the reference's shard arrays, when first asked
 
     def __getstate__(self) -> dict[str, Any]:
         # Stores hold clients and locks that do not pickle (a spawned DataLoader worker): send
@@ -80,8 +85,11 @@ class PreparedDataset:
     def load(cls, dataset: StreamingDataset) -> PreparedDataset:
         """Resolve ``dataset``'s streams, open their indexes and stores, and draw the epoch.
 
+        Each of ``dataset.streams`` is then settled with the weights derived for it.
+
         Raises:
             ConfigurationError: Two streams share a local folder, or a stream is invalid.
+            EmptyStreamError: A stream's index holds no samples.
         """
         resolved = [
             stream.resolve(
@@ -91,6 +99,7 @@ class PreparedDataset:
                 keep_zip=dataset.keep_zip,
                 download_concurrency=dataset.download_concurrency,
                 columns=dataset.columns,
+                split=dataset.split,
             )
             for stream in dataset.streams
         ]
@@ -123,11 +132,31 @@ class PreparedDataset:
             cache_streams, limit=dataset.cache_limit, download_slots=dataset.download_concurrency
         )
         sizes = [int(local.shard_sizes.sum()) for local in datasets]
-        choices = stream_choices(
-            sizes, [stream.weight for stream in resolved],
-            epoch_size=dataset.requested_epoch_size, seed=dataset.shuffle_seed,
-        )  # fmt: skip
+        for number, (stream, local, size) in enumerate(zip(resolved, datasets, sizes, strict=True)):
+            if size == 0:
+                raise _empty(number, stream, local)
+        weights = [stream.weight for stream in resolved]
+        epoch_size = dataset.requested_epoch_size
+        choices = stream_choices(sizes, weights, epoch_size=epoch_size, seed=dataset.shuffle_seed)
+        proportions, repeats = derived_weights(sizes, weights, choices, epoch_size=epoch_size)
+        for given, proportion, repeat, choose in zip(
+            dataset.streams, proportions, repeats, choices, strict=True
+        ):
+            given.settle(proportion, repeat, choose)
         return cls(resolved, datasets, cache, choices, policy)
+
+
+def _empty(number: int, stream: ResolvedStream, data: StreamData) -> EmptyStreamError:
+    """The error for a stream without samples: which, and where its index is."""
+    if isinstance(data, ParquetDataset):
+        where = f"its folder {stream.local} has no Parquet rows"
+    else:
+        index = os.path.join(stream.local, INDEX_BASENAME)
+        where = f"its index {index} lists {len(data.shards)} shards and no samples"
+    return EmptyStreamError(
+        f"stream {number} ({stream.remote or stream.local}) holds no samples: {where}. "
+        "Write samples to it (is the split right?), or leave the stream out"
+    )
 
 
 def fetch_threads(stores: Sequence[ObjectStore | None], download_concurrency: int) -> int:

@@ -6,6 +6,9 @@ import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from shardstream import config
 from shardstream.cache import ensure_private_folder
@@ -22,7 +25,9 @@ class Stream:
     """One MDS dataset read by a :class:`~shardstream.StreamingDataset`, and how much of it.
 
     The same arguments as mosaicml-streaming's ``Stream``. Knobs left at ``None`` take the
-    dataset's values.
+    dataset's values. Once a dataset has loaded its streams, ``proportion``, ``repeat`` and
+    ``choose`` read the values it derived for each (numpy scalars, as the reference writes them
+    back); the weight given still decides every later load.
 
     Args:
         remote: Where the dataset lives: a URL (``s3://``, ``gs://``, ``azure://``,
@@ -80,6 +85,7 @@ class Stream:
         self.local = None if local is None else os.fspath(local)
         self.split = None if split is None else safe_basename(split, where="split")
         self.weight = StreamWeight(proportion=proportion, repeat=repeat, choose=choose)
+        self._derived: tuple[Any, Any, Any] | None = None  # set by settle()
         if download_retry is not None and (
             not isinstance(download_retry, int) or isinstance(download_retry, bool)
             or download_retry < 0
@@ -109,18 +115,22 @@ class Stream:
 
     @property
     def proportion(self) -> float | None:
-        """The relative weight given, if any."""
-        return self.weight.proportion
+        """The stream's share of an epoch's weight, once derived; before, the one given."""
+        return self.weight.proportion if self._derived is None else self._derived[0]
 
     @property
     def repeat(self) -> float | None:
-        """The repeat given, if any."""
-        return self.weight.repeat
+        """Times over the stream an epoch takes, once derived; before, the one given."""
+        return self.weight.repeat if self._derived is None else self._derived[1]
 
     @property
-    def choose(self) -> int | None:
-        """The sample count given, if any."""
-        return self.weight.choose
+    def choose(self) -> int | np.integer[Any] | None:
+        """Samples of the stream an epoch takes, once derived; before, the count given."""
+        return self.weight.choose if self._derived is None else self._derived[2]
+
+    def settle(self, proportion: np.float64, repeat: np.float64, choose: np.int64) -> None:
+        """Record the weights a dataset derived for this stream (its ``weight`` is kept)."""
+        self._derived = (proportion, repeat, choose)
 
     def __repr__(self) -> str:
         return f"Stream(remote={self.remote!r}, local={self.local!r}, split={self.split!r})"
@@ -134,8 +144,10 @@ class Stream:
         keep_zip: bool,
         download_concurrency: int,
         columns: Sequence[str] | None = None,
+        split: str | None = None,
     ) -> ResolvedStream:
         """This stream with the dataset's defaults filled in and its folders decided."""
+        split = self.split or split
         remote = self.remote
         local = self.local
         if remote is not None and not is_remote(remote):
@@ -150,10 +162,10 @@ class Stream:
             local = os.path.join(default_root, digest)
         root = os.path.abspath(local_path(local))
         remote_root = remote
-        if self.split:
-            root = os.path.join(root, self.split)
+        if split:
+            root = os.path.join(root, split)
             if remote_root is not None:
-                remote_root = remote_root.rstrip("/") + "/" + self.split
+                remote_root = remote_root.rstrip("/") + "/" + split
         retry = self.download_retry if self.download_retry is not None else download_retry
         timeout = self.download_timeout if self.download_timeout is not None else download_timeout
         options = DownloadOptions(
@@ -168,6 +180,7 @@ class Stream:
             weight=self.weight,
             format=self.format,
             columns=self.columns if self.columns is not None else _list(columns),
+            split=split or "",
         )
 
 
@@ -192,6 +205,7 @@ class ResolvedStream:
         weight: The stream's weight in the mix.
         format: ``'mds'``, ``'parquet'`` or ``None`` (detected when loaded).
         columns: The Parquet columns to read, or ``None`` for all.
+        split: The split's sub-folder (``""``: none), the last part of ``local``.
     """
 
     remote: str | None
@@ -202,3 +216,4 @@ class ResolvedStream:
     weight: StreamWeight
     format: str | None = None
     columns: list[str] | None = None
+    split: str = ""

@@ -8,7 +8,6 @@ registry, and the normalisation of a dataset's stream arguments into a list of s
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
@@ -158,7 +157,7 @@ def dataset_streams(
             ``stream_name``/``stream_config`` beside ``streams``, or ``stream_config`` naming
             an argument the dataset passes itself.
     """
-    remote, local, split = arguments["remote"], arguments["local"], arguments["split"]
+    remote, local = arguments["remote"], arguments["local"]
     if streams is not None:
         if remote is not None or local is not None:
             raise ConfigurationError(
@@ -171,7 +170,7 @@ def dataset_streams(
             )
         if not streams:
             raise ConfigurationError("streams is empty: give at least one Stream")
-        return [_with_split(stream, split) for stream in streams]
+        return list(streams)  # the caller's own: resolving applies the split and settles weights
     if remote is None and local is None:
         raise ConfigurationError("StreamingDataset needs streams, a remote or a local")
     config = dict(stream_config or {})
@@ -184,12 +183,3 @@ def dataset_streams(
     if columns is not None:
         config["columns"] = columns
     return [streams_registry.build(stream_name, {**config, **arguments})]
-
-
-def _with_split(stream: Stream, split: str | None) -> Stream:
-    """``stream`` with the dataset's split when it has none of its own."""
-    if split is None or stream.split is not None:
-        return stream
-    copied = copy.copy(stream)
-    copied.split = split
-    return copied

@@ -27,6 +27,8 @@ from shardstream._torch import require_torch, worker_info
 from shardstream.cache import STATE_FOLDER, EpochStart, NodeOrders, RunState, ensure_private_folder
 from shardstream.dataset.arguments import check_arguments
 from shardstream.dataset.column_batch import BatchRefs, ColumnBatch, for_transfer
+from shardstream.dataset.indexing import select
+from shardstream.dataset.introspection import Introspection
 from shardstream.dataset.iteration import Batch, SampleReader
 from shardstream.dataset.prepared import PreparedDataset
 from shardstream.dataset.resume_state import (
@@ -39,6 +41,7 @@ from shardstream.dataset.stream import Stream
 from shardstream.dataset.stream_registry import dataset_streams
 from shardstream.dataset.world import detect_topology
 from shardstream.errors import ConfigurationError
+from shardstream.format.index import safe_basename
 from shardstream.format.read_policy import ReadPolicy
 from shardstream.sampling import (
     EpochPlan,
@@ -59,7 +62,7 @@ else:
     IterableDataset = require_torch().utils.data.IterableDataset
 
 
-class StreamingDataset(IterableDataset[dict[str, Any]]):
+class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
     """An iterable dataset over one or more MDS streams, for torch's DataLoader.
 
     Arguments are those of mosaicml-streaming's ``StreamingDataset`` (see the docs for where
@@ -194,7 +197,8 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             shuffle=bool(shuffle), algo=shuffle_algo, seed=shuffle_seed,
             block_size=shuffle_block_size,
         )  # fmt: skip
-        self.streams = list(streams)
+        self.streams = list(streams)  # the caller's own: loading settles their weights
+        self.split = None if split is None else safe_basename(split, where="split")
         self.download_retry = download_retry
         self.download_timeout = download_timeout
         self.validate_hash = validate_hash
@@ -234,27 +238,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
         self._sent_by: int | None = None  # the process that pickled this copy
         self._received_by: int | None = None  # ... and the one that unpickled it
 
-    # --- sizes ----------------------------------------------------------------------------------
-
-    @property
-    def num_samples(self) -> int:
-        """Unique samples over every stream (before weighting)."""
-        return int(self._prepare().shard_starts[-1])
-
-    @property
-    def size(self) -> int:
-        """The same as :attr:`num_samples`."""
-        return self.num_samples
-
-    @property
-    def epoch_size(self) -> int:
-        """Samples per epoch, after the streams' weights."""
-        return int(self._prepare().choices.sum())
-
-    @property
-    def num_shards(self) -> int:
-        """Shards over every stream."""
-        return self._prepare().cache.num_shards
+    # --- sizes (more in Introspection) ----------------------------------------------------------
 
     def __len__(self) -> int:
         """Samples each rank yields in a whole epoch.
@@ -270,17 +254,25 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
 
     # --- random access --------------------------------------------------------------------------
 
-    def __getitem__(self, sample_id: int) -> dict[str, Any]:
-        """The sample with dataset-wide id ``sample_id`` (unshuffled), fetching its shard."""
+    def __getitem__(self, key: Any) -> Any:
+        """The sample with dataset-wide id ``key`` (unshuffled), fetching its shard.
+
+        NumPy-style keys give lists: ``ds[0:3]``, ``ds[[1, 2]]``, ``ds[np.arange(3)]``
+        (nested keys, nested lists). Each sample is read through :meth:`get_item`.
+
+        Raises:
+            IndexError: An id is out of range.
+            SampleKeyError: ``key`` is not an id, a slice or a sequence of ids.
+        """
+        return select(key, self.num_samples, self.get_item)
+
+    def get_item(self, sample_id: int) -> dict[str, Any]:
+        """The sample with dataset-wide id ``sample_id`` (negative counts from the end)."""
         total = self.num_samples
         index = int(sample_id) + total if int(sample_id) < 0 else int(sample_id)
         if not 0 <= index < total:
             raise IndexError(f"sample id {sample_id} is out of range for {total} samples")
         return self._reader().get(index)
-
-    def get_item(self, sample_id: int) -> dict[str, Any]:
-        """The same as ``ds[sample_id]`` (the reference's name)."""
-        return self[sample_id]
 
     # --- iteration ------------------------------------------------------------------------------
 
@@ -385,6 +377,7 @@ class StreamingDataset(IterableDataset[dict[str, Any]]):
             drop_first=start.drop_first,
             batching_method=self.batching_method,
             memo=memo,
+            stream_names=[stream.remote or stream.local for stream in prepared.resolved],
         )
 
     def set_epoch(self, epoch: int) -> None:

@@ -3,6 +3,7 @@
 from shardstream.sampling.mixing import (
     EpochUnits,
     StreamWeight,
+    derived_weights,
     parse_epoch_size,
     resample,
     stream_choices,
@@ -40,6 +41,7 @@ __all__ = [
     "canonical_node_order",
     "canonical_node_spans",
     "default_block_size",
+    "derived_weights",
     "get_shuffle",
     "interleave",
     "parse_epoch_size",

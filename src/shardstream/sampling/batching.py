@@ -10,17 +10,21 @@ device batch's size depends on the number of ranks, so unlike the others this me
 same global steps only for the same number of ranks.
 
 Both keep only whole, pure global batches: the samples left over are counted in ``dropped``
-(the plan reports them; they are never silently lost). Each stream is shuffled with its own
+(the plan reports them; they are never silently lost). A stream too small for its places in
+one stratified batch, or whose share rounds to no place at all, is an error: none of its
+samples would ever be read. Each stream is shuffled with its own
 seed, derived from the run's. Both resume at the global batch ``drop_first`` falls in.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
+from shardstream.errors import ConfigurationError
 from shardstream.sampling.distinct import distinct
 from shardstream.sampling.mixing import EpochUnits
 from shardstream.sampling.partition import device_offsets, worker_steps
@@ -61,9 +65,40 @@ def stream_portions(stream_sizes: NDArray[np.int64], global_batch_size: int) -> 
     return portions
 
 
-def _streams(units: EpochUnits) -> list[EpochUnits]:
-    count = int(units.stream_of_unit.max()) + 1 if len(units.sizes) else 0
+def _streams(units: EpochUnits, count: int = 0) -> list[EpochUnits]:
+    """Each stream's units: at least ``count`` streams (the last may have none this epoch)."""
+    if len(units.sizes):
+        count = max(count, int(units.stream_of_unit.max()) + 1)
     return [units.of_stream(stream) for stream in range(count)]
+
+
+def _check_strata(
+    sizes: NDArray[np.int64], portions: NDArray[np.int64], global_batch_size: int,
+    names: Sequence[str],
+) -> None:  # fmt: skip
+    """Refuse a stream that no stratified global batch would hold: its samples go unread.
+
+    Raises:
+        ConfigurationError: A stream's share of a global batch rounds to no place, or it has
+            fewer samples in the epoch than its places in one batch.
+    """
+    total = int(sizes.sum())
+    for stream, (size, places) in enumerate(zip(sizes.tolist(), portions.tolist(), strict=True)):
+        name = f"stream {stream}" + (f" ({names[stream]})" if stream < len(names) else "")
+        if places == 0:
+            raise ConfigurationError(
+                f"stratified batching: {name} gives {size} of the epoch's {total} samples, "
+                f"a share of a global batch of {global_batch_size} that rounds to no place, so "
+                "none of them would be read. Raise the global batch size (batch_size x ranks) "
+                "or the stream's weight"
+            )
+        if size < places:
+            raise ConfigurationError(
+                f"stratified batching: {name} gives {size} samples to the epoch, fewer than "
+                f"the {places} places it takes in each global batch of {global_batch_size}, "
+                "so not one global batch can be made. Give the stream more weight (repeat, "
+                "choose) or lower the batch size"
+            )
 
 
 def stratified_batches(
@@ -76,13 +111,19 @@ def stratified_batches(
     num_canonical_nodes: int,
     epoch: int,
     shuffle: ShuffleConfig,
+    stream_names: Sequence[str] = (),
 ) -> StepBatches:
-    """The worker's device batches when every global batch holds each stream in proportion."""
-    parts = _streams(units)
+    """The worker's device batches when every global batch holds each stream in proportion.
+
+    Raises:
+        ConfigurationError: A stream is too small for one global batch (see
+            :func:`_check_strata`); ``stream_names`` name the streams in the message.
+    """
+    parts = _streams(units, len(stream_names))
     sizes = np.array([part.epoch_size for part in parts], np.int64)
     portions = stream_portions(sizes, global_batch_size)
-    active = portions > 0
-    steps = int((sizes[active] // portions[active]).min()) if active.any() else 0
+    _check_strata(sizes, portions, global_batch_size, stream_names)
+    steps = int((sizes // portions).min()) if len(sizes) else 0
     first = min(drop_first // global_batch_size, steps)
     step_ids = worker_steps(first, steps, topology)
     offsets = device_offsets(topology, batch_size)

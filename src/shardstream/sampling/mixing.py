@@ -27,7 +27,14 @@ from shardstream.errors import ConfigurationError
 from shardstream.sampling.distinct import distinct
 from shardstream.sampling.spans import make_rng
 
-__all__ = ["EpochUnits", "StreamWeight", "parse_epoch_size", "resample", "stream_choices"]
+__all__ = [
+    "EpochUnits",
+    "StreamWeight",
+    "derived_weights",
+    "parse_epoch_size",
+    "resample",
+    "stream_choices",
+]
 
 TAG_SHORTFALL = 11  # [seed, TAG]: streams that get one more sample after rounding.
 TAG_GRANULES = 12  # [seed, epoch, stream, TAG] or [seed, stream, TAG] (fixed): shard order.
@@ -127,11 +134,8 @@ def stream_choices(
             f"epoch_size={epoch_size!r} cannot be combined with repeat or choose: drop "
             "epoch_size, or give the streams proportions instead"
         )
-    if all(relative) and weights:
-        shares = np.array([w.proportion for w in weights], np.float64)
-    elif epoch_size is not None:
-        shares = sizes.astype(np.float64)
-    else:
+    shares = _relative_shares(sizes, weights, epoch_size)
+    if shares is None:
         return np.array(
             [
                 w.choose if w.choose is not None
@@ -154,6 +158,50 @@ def stream_choices(
         lucky = make_rng(seed, TAG_SHORTFALL).choice(len(sizes), shortfall, replace=False)
         choices[lucky] += 1
     return choices
+
+
+def derived_weights(
+    stream_sizes: Sequence[int],
+    weights: Sequence[StreamWeight],
+    choices: NDArray[np.int64],
+    *,
+    epoch_size: int | None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Each stream's proportion and repeat, derived as the reference writes them back.
+
+    The proportion is the stream's share of the weights: the given proportions normalised,
+    the streams' sizes normalised when only ``epoch_size`` is given, else its share of the
+    epoch's samples. The repeat is ``choices / size``. Streams are not empty (checked first).
+
+    Example:
+        >>> weights = [StreamWeight(repeat=2), StreamWeight(choose=5)]
+        >>> proportion, repeat = derived_weights([20, 7], weights, np.array([40, 5]),
+        ...                                      epoch_size=None)
+        >>> proportion.round(3).tolist(), repeat.round(3).tolist()
+        ([0.889, 0.111], [2.0, 0.714])
+    """
+    sizes = np.asarray(stream_sizes, np.int64)
+    shares = _relative_shares(sizes, weights, epoch_size)
+    if shares is None:
+        shares = choices.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # no weight at all: NaN, as 0/0 is
+        proportions: NDArray[np.float64] = shares / shares.sum()
+        repeats: NDArray[np.float64] = choices / sizes
+    return proportions, repeats
+
+
+def _relative_shares(
+    sizes: NDArray[np.int64], weights: Sequence[StreamWeight], epoch_size: int | None
+) -> NDArray[np.float64] | None:
+    """What splits the epoch by weight (``None``: absolute weights, or none).
+
+    The proportions, or the streams' sizes when only ``epoch_size`` is given.
+    """
+    if weights and all(weight.relative for weight in weights):
+        return np.array([w.proportion for w in weights], np.float64)
+    if epoch_size is not None:
+        return sizes.astype(np.float64)
+    return None
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,6 +7,8 @@ with other processes.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +16,7 @@ from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
 from shardstream.sampling.batching import (
+    StepBatches,
     device_per_stream_batches,
     per_stream_batches,
     stratified_batches,
@@ -60,6 +63,7 @@ class EpochPlan:
         drop_first: int = 0,
         batching_method: str = "random",
         memo: NodeOrderMemo | None = None,
+        stream_names: Sequence[str] = (),
     ) -> EpochPlan:
         """Compute the plan of the worker ``topology`` points at.
 
@@ -79,10 +83,11 @@ class EpochPlan:
                 from one stream).
             memo: Where whole canonical-node orders are kept between runs (``random``
                 batching; see :func:`~shardstream.sampling.sequence.sequence_ids`).
+            stream_names: Each stream's URL or path, for errors (default: their numbers).
 
         Raises:
-            ConfigurationError: An unknown batching method, or a global batch that does not
-                split over the ranks.
+            ConfigurationError: An unknown batching method, a global batch that does not
+                split over the ranks, or (``stratified``) a stream too small for one batch.
 
         Example:
             >>> plan = EpochPlan.for_worker(np.array([5, 5]), topology=Topology(),
@@ -103,10 +108,10 @@ class EpochPlan:
             ids = sequence_ids(units, positions, num_canonical_nodes=num_canonical_nodes,
                                epoch=epoch, shuffle=shuffle, memo=memo)  # fmt: skip
             return cls(ids, partition.num_steps, partition.padding)
-        builders = {
+        builders: dict[str, Callable[..., StepBatches]] = {
             "device_per_stream": device_per_stream_batches,
             "per_stream": per_stream_batches,
-            "stratified": stratified_batches,
+            "stratified": functools.partial(stratified_batches, stream_names=stream_names),
         }
         build = builders.get(batching_method)
         if build is not None:

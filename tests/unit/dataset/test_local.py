@@ -19,6 +19,7 @@ from shardstream.errors import (
     ChecksumError,
     ConfigurationError,
     IndexFormatError,
+    SampleKeyError,
     ShardFormatError,
     ShardNotFoundError,
     UnsafeEncodingError,
@@ -126,11 +127,27 @@ def test_out_of_range_names_the_id(ds_path: Path, sample_id: int):
 
 
 @pytest.mark.parametrize(
-    "key", [1.5, "3", np.array([[1, 2]]), [0.5], np.array([True, False]), None]
+    "key", [1.5, "3", np.array([[1.0, 2.0]]), [0.5], [[1], ["2"]], np.array([True, False]), None]
 )
 def test_bad_keys(ds_path: Path, key: Any):
-    with pytest.raises(TypeError):
+    # A TypeError, and the ValueError the reference raises.
+    with pytest.raises(SampleKeyError, match="indexed by a sample id") as info:
         LocalDataset(ds_path)[key]
+    assert isinstance(info.value, TypeError)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("key", [[[0, 1], [2]], np.array([[3, 4], [5, -1]]), ([1], (2, 3))])
+def test_nested_keys_give_nested_lists(ds_path: Path, key: Any):
+    def ids(part: Any) -> Any:
+        if isinstance(part, (int, np.integer)):
+            return int(part) % N
+        return [ids(item) for item in part]
+
+    def got_ids(part: Any) -> Any:
+        return int(part["id"]) if isinstance(part, dict) else [got_ids(item) for item in part]
+
+    assert got_ids(LocalDataset(ds_path)[key]) == ids(key)
 
 
 def test_iteration_visits_every_sample_in_order(ds_path: Path):

@@ -12,10 +12,11 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from tests.parquet_data import write_parquet
 from tests.streaming_data import write_dataset
 
-from shardstream import StreamingDataset
-from shardstream.errors import IndexFormatError
+from shardstream import Stream, StreamingDataset
+from shardstream.errors import EmptyStreamError, IndexFormatError
 
 
 def tamper(root: Path, samples: int) -> Path:
@@ -68,3 +69,46 @@ def test_an_honest_index_still_loads(tmp_path: Path):
     dataset = StreamingDataset(local=str(root), batch_size=4)
     assert dataset.num_samples == 100
     assert sorted(int(sample["id"]) for sample in dataset) == list(range(100))
+
+
+# --- streams without samples --------------------------------------------------------------------
+
+
+def empty_index(root: Path, shards: int) -> Path:
+    """An MDS folder whose index lists ``shards`` shards that claim no samples (or none)."""
+    write_dataset(root, max(shards, 1), size_limit=1)  # a shard per sample
+    index = json.loads((root / "index.json").read_text())
+    index["shards"] = [{**shard, "samples": 0} for shard in index["shards"][:shards]]
+    (root / "index.json").write_text(json.dumps(index))
+    return root
+
+
+@pytest.mark.parametrize("shards", [0, 3])
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_a_stream_without_samples_is_an_error_naming_it(tmp_path: Path, where: str, shards: int):
+    empty = empty_index(tmp_path / "empty", shards)
+    full = write_dataset(tmp_path / "full", 10)
+    if where == "local":
+        streams = [Stream(local=str(full)), Stream(local=str(empty))]
+        index = empty / "index.json"
+    else:
+        streams = [Stream(remote=str(full), local=str(tmp_path / "c0")),
+                   Stream(remote=str(empty), local=str(tmp_path / "c1"))]  # fmt: skip
+        index = tmp_path / "c1" / "index.json"
+    dataset = StreamingDataset(streams=streams, batch_size=4)  # no I/O yet: the error comes ...
+    with pytest.raises(EmptyStreamError) as info:
+        dataset.prepare()  # ... at first use
+    message = str(info.value)
+    assert message.startswith(f"stream 1 ({empty}) holds no samples")
+    assert f"its index {index} lists {shards} shards and no samples" in message
+    assert isinstance(info.value, RuntimeError)  # what the reference raises
+    with pytest.raises(EmptyStreamError):
+        len(dataset)
+
+
+def test_a_parquet_stream_without_rows_is_an_error_naming_it(tmp_path: Path):
+    root = write_parquet(tmp_path / "pq", [(0, 10)])
+    with pytest.raises(
+        EmptyStreamError, match=rf"stream 0 \({root}\) holds no samples: its folder"
+    ):
+        StreamingDataset(local=str(root), batch_size=4).prepare()

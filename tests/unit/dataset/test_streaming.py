@@ -239,6 +239,28 @@ def test_mixing_streams_by_proportion(tmp_path: Path):
     assert (ds.epoch_size, ds.num_samples) == (200, 200)
 
 
+@pytest.mark.parametrize(
+    ("batch_size", "stream", "expected"),
+    [(8, 1, r"gives 3 of the epoch's 103 samples, a share of a global batch of 8 that rounds"),
+     (128, 0, r"gives 100 samples to the epoch, fewer than the 12\d places it takes in each "
+              r"global batch of 128")],
+)  # fmt: skip
+def test_stratified_batching_refuses_a_stream_too_small_for_a_batch(
+    tmp_path: Path, batch_size: int, stream: int, expected: str
+):
+    roots = [write_dataset(tmp_path / "big", 100), write_dataset(tmp_path / "tiny", 3, first=100)]
+    ds = StreamingDataset(
+        streams=[Stream(remote=str(roots[0]), local=str(tmp_path / "cb")),
+                 Stream(remote=str(roots[1]), local=str(tmp_path / "ct"))],
+        batch_size=batch_size, batching_method="stratified",
+    )  # fmt: skip
+    named = rf"stratified batching: stream {stream} \({roots[stream]}\) "
+    with pytest.raises(ConfigurationError, match=named + expected):
+        next(iter(ds))
+    with pytest.raises(ValueError, match=named):  # the class the reference raises
+        next(iter(ds))
+
+
 def test_cache_limit_bounds_the_cache_and_evicts_least_recent(remote: Path, tmp_path: Path):
     local = tmp_path / "cache"
     probe = dataset(remote, tmp_path / "probe")

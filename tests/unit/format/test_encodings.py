@@ -767,3 +767,48 @@ def test_image_file_decode_of_garbage_is_a_sample_encoding_error(spec: str):
 def test_pkl_decode_of_garbage_is_a_sample_encoding_error(data: bytes):
     with pytest.raises(SampleEncodingError, match="encoding 'pkl' cannot unpickle the value"):
         get_encoding("pkl").decode(data)
+
+
+# --- the builtin classes mosaicml-streaming raises ----------------------------------------------
+
+# (column encoding, value, what the reference's MDSWriter raised for it): learned by running it,
+# and checked against it again in tests/interop/test_reference_api.py.
+REFERENCE_RAISES: list[tuple[str, Any, type[BaseException]]] = [
+    ("bytes", "x", AttributeError),
+    ("bytes", None, AttributeError),
+    ("str", 1, AttributeError),
+    ("int", "1", AttributeError),
+    ("int", 1.5, AttributeError),
+    ("int", 2**70, OverflowError),
+    ("int8", None, TypeError),
+    ("uint8", 300, OverflowError),
+    ("int32", 2**40, OverflowError),
+    ("str_int", "1", AttributeError),
+    ("str_float", "1.0", AttributeError),
+    ("str_decimal", 1.5, AttributeError),
+    ("json", {1, 2}, TypeError),
+    ("pkl", lambda x: x, pickle.PicklingError),
+    ("ndarray", [1, 2], AttributeError),
+    ("ndarray", np.zeros(2, np.complex64), ValueError),
+    ("ndarray", np.zeros(0), ValueError),
+    ("ndarray", np.array(5), ValueError),
+    ("ndarray:uint8", np.zeros(2, np.int32), ValueError),
+    ("ndarray:uint8:2,2", np.zeros(3, np.uint8), ValueError),
+    ("pil", "x", AttributeError),
+    ("jpeg", None, AttributeError),
+    ("jpeg", Image.new("RGBA", (2, 2)), OSError),
+    ("png", np.zeros((2, 2)), AttributeError),
+    ("list[pil]", Image.new("RGB", (2, 2)), AttributeError),
+    ("list[jpeg]", [b"x"], AttributeError),
+    ("jpeg_array", None, TypeError),
+]
+
+
+@pytest.mark.parametrize(("spec", "value", "builtin"), REFERENCE_RAISES)
+def test_a_bad_value_is_also_what_the_reference_raises(
+    spec: str, value: Any, builtin: type[BaseException]
+):
+    with pytest.raises(SampleEncodingError) as info:
+        get_encoding(spec).encode(value)
+    assert isinstance(info.value, builtin)
+    assert isinstance(info.value, TypeError)  # still the class it always was

@@ -21,6 +21,7 @@ from shardstream.errors import (
     MissingColumnError,
     SampleEncodingError,
     SampleTooDeepError,
+    SampleTypeError,
     ShardstreamError,
     UnencodableTextError,
     UnknownColumnError,
@@ -116,7 +117,7 @@ def test_a_missing_column_names_the_sample_and_folder(tmp_path: Path):
 def test_a_wrong_type_keeps_its_class_and_names_the_sample(tmp_path: Path):
     out = tmp_path / "ds"
     info = write_then(out, {**sample(7), "id": "seven"})
-    assert type(info.value) is SampleEncodingError
+    assert type(info.value) is SampleTypeError  # an AttributeError too, as the reference raises
     message = str(info.value)
     assert_names_sample_and_folder(message, out)
     assert "column 'id': encoding 'int' expects int" in message

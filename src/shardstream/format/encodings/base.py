@@ -17,8 +17,8 @@ from typing import Any
 
 from shardstream.errors import (
     ConfigurationError,
-    SampleEncodingError,
     SampleTooDeepError,
+    SampleTypeError,
     UnknownEncodingError,
 )
 
@@ -91,9 +91,13 @@ class Encoding(ABC):
         """The fastest callable equivalent to :meth:`decode` (readers call it once per value)."""
         return self.decode
 
-    def reject(self, value: Any, expected: str) -> SampleEncodingError:
-        """Build the error for a value of the wrong type (the caller raises it)."""
-        return SampleEncodingError(
+    def reject(self, value: Any, expected: str) -> SampleTypeError:
+        """Build the error for a value of the wrong type (the caller raises it).
+
+        A :class:`~shardstream.errors.SampleTypeError`: also the ``AttributeError`` that
+        mosaicml-streaming's writer raises for a value of the wrong type.
+        """
+        return SampleTypeError(
             f"encoding {self.name!r} expects {expected}, got {type(value).__name__}: "
             f"{_preview(value)}"
         )

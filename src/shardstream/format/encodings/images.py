@@ -14,7 +14,12 @@ from types import ModuleType
 from typing import Any
 
 from shardstream._optional import require
-from shardstream.errors import SampleEncodingError
+from shardstream.errors import (
+    ImageSaveError,
+    SampleEncodingError,
+    SampleTypeError,
+    SampleValueError,
+)
 from shardstream.format.encodings.base import Buffer, Encoding, no_argument, register_encoding
 
 __all__ = [
@@ -73,7 +78,7 @@ class ImageFileEncoding(Encoding):
             data = bytes(value)
             if data.startswith(signature):
                 return data
-            raise SampleEncodingError(
+            raise SampleTypeError(
                 f"encoding {self.name!r} got bytes that are not a {self.format} file "
                 f"(they start {data[:8]!r}); pass a PIL image or the bytes of a {self.format} file"
             )
@@ -87,7 +92,8 @@ class ImageFileEncoding(Encoding):
         try:
             value.save(out, format=self.format)
         except (OSError, ValueError, KeyError) as exc:
-            raise SampleEncodingError(
+            error = ImageSaveError if isinstance(exc, OSError) else SampleValueError
+            raise error(
                 f"encoding {self.name!r} could not save a {value.mode} image as {self.format}: "
                 f"{exc}"
             ) from exc

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from shardstream.errors import SampleEncodingError
+from shardstream.errors import SampleEncodingError, SampleValueError
 from shardstream.format.encodings.base import Buffer, Encoding, register_encoding
 
 __all__ = ["DTYPE_CODES", "NDArrayEncoding"]
@@ -78,12 +78,12 @@ class NDArrayEncoding(Encoding):
             raise self.reject(value, "numpy.ndarray")
         code = DTYPE_CODES.get(value.dtype.name)
         if code is None:
-            raise SampleEncodingError(
+            raise SampleValueError(
                 f"encoding {self.name!r}: dtype {value.dtype} is not storable; use one of "
                 f"{', '.join(DTYPE_CODES)}"
             )
         if value.size == 0 or value.ndim == 0:
-            raise SampleEncodingError(
+            raise SampleValueError(
                 f"encoding {self.name!r} needs an array with at least one dimension and one "
                 f"element, got shape {value.shape}"
             )
@@ -91,12 +91,12 @@ class NDArrayEncoding(Encoding):
         if self.dtype is None:
             parts.append(bytes((code,)))
         elif value.dtype.name != self.dtype_name:
-            raise SampleEncodingError(
+            raise SampleValueError(
                 f"encoding {self.name!r} expects dtype {self.dtype_name}, got {value.dtype.name}"
             )
         if self.shape is None:
             if value.ndim > _MAX_NDIM:
-                raise SampleEncodingError(
+                raise SampleValueError(
                     f"encoding {self.name!r} stores at most {_MAX_NDIM} dimensions, "
                     f"got {value.ndim}"
                 )
@@ -107,7 +107,7 @@ class NDArrayEncoding(Encoding):
             parts.append(bytes(((value.ndim << 2) | width,)))
             parts.append(np.asarray(value.shape, _SHAPE_WIDTHS[width]).tobytes())
         elif value.shape != self.shape:
-            raise SampleEncodingError(
+            raise SampleValueError(
                 f"encoding {self.name!r} expects shape {self.shape}, got {value.shape}"
             )
         if value.dtype.byteorder == ">":

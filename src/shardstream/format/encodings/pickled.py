@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-from shardstream.errors import SampleEncodingError
+from shardstream.errors import SampleEncodingError, SampleTypeError, UnpicklableValueError
 from shardstream.format.encodings.base import (
     Buffer,
     Encoding,
@@ -28,7 +28,7 @@ class PickleEncoding(Encoding):
         except RecursionError as exc:
             raise too_deep("pkl", exc) from exc
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            raise SampleEncodingError(
+            raise _error_like(exc)(
                 f"encoding 'pkl' cannot pickle the value: {exc}; convert it to picklable "
                 "types first"
             ) from exc
@@ -38,6 +38,15 @@ class PickleEncoding(Encoding):
             return pickle.loads(data)
         except Exception as exc:  # corrupt pickles fail in many ways (EOFError, MemoryError, ...)
             raise SampleEncodingError(f"encoding 'pkl' cannot unpickle the value: {exc}") from exc
+
+
+def _error_like(exc: Exception) -> type[SampleEncodingError]:
+    """Our error of the builtin class pickle raised, which the reference lets through."""
+    if isinstance(exc, pickle.PicklingError):
+        return UnpicklableValueError
+    if isinstance(exc, AttributeError):  # a local class or function
+        return SampleTypeError
+    return SampleEncodingError
 
 
 register_encoding("pkl", no_argument(PickleEncoding))

@@ -11,7 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from shardstream.errors import SampleEncodingError, UnencodableTextError
+from shardstream.errors import (
+    SampleEncodingError,
+    SampleRangeError,
+    SampleValueError,
+    UnencodableTextError,
+)
 from shardstream.format.encodings.base import (
     Buffer,
     Encoding,
@@ -91,7 +96,7 @@ class IntEncoding(Encoding):
     def encode(self, value: Any) -> bytes:
         number = _as_int(self, value)
         if not _INT64_MIN <= number <= _INT64_MAX:
-            raise SampleEncodingError(
+            raise SampleRangeError(
                 f"encoding 'int' stores int64, and {number} is out of range; use 'str_int'"
             )
         return number.to_bytes(8, "little", signed=True)
@@ -127,7 +132,7 @@ class NumericScalarEncoding(Encoding):
             number = _as_int(self, value)
             low, high = self._bounds
             if not low <= number <= high:
-                raise SampleEncodingError(
+                raise SampleRangeError(
                     f"encoding {self.name!r} holds {low}..{high}; {number} is out of range"
                 )
             return np.array(number, self.dtype).tobytes()
@@ -139,7 +144,7 @@ class NumericScalarEncoding(Encoding):
             except OverflowError:  # a Python int too large for any float
                 overflow = True
             if overflow and not (isinstance(value, (float, np.floating)) and math.isinf(value)):
-                raise SampleEncodingError(
+                raise SampleRangeError(
                     f"encoding {self.name!r} holds at most {float(np.finfo(self.dtype).max)!r} in "
                     f"magnitude; {value!r} is out of range"
                 )
@@ -201,7 +206,9 @@ class JSONEncoding(Encoding):
         except RecursionError as exc:
             raise too_deep("json", exc) from exc
         except (TypeError, ValueError) as exc:
-            raise SampleEncodingError(
+            # The class json raised (TypeError: a type it lacks; ValueError: a cycle).
+            error = SampleValueError if isinstance(exc, ValueError) else SampleEncodingError
+            raise error(
                 f"encoding 'json' cannot serialise the value: {exc}; convert it to dicts, "
                 "lists, str, int, float, bool and None first"
             ) from exc

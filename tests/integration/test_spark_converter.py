@@ -378,6 +378,21 @@ def test_ranks_from_the_launchers_variables(
     assert sorted(itertools.chain(*shards)) == list(range(ROWS))
 
 
+def test_explicit_shards_ignore_the_launchers_variables(
+    converter: SparkDatasetConverter, monkeypatch: pytest.MonkeyPatch
+):
+    for name, value in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(name, value)  # a launcher's, which Petastorm never reads
+    whole = torch_ids(converter, batch_size=10, num_epochs=1, workers_count=0,
+                      cur_shard=0, shard_count=1)  # fmt: skip
+    assert sorted(whole) == list(range(ROWS))
+    thirds = [torch_ids(converter, batch_size=10, num_epochs=1, workers_count=0,
+                        cur_shard=shard, shard_count=3) for shard in range(3)]  # fmt: skip
+    assert sorted(itertools.chain(*thirds)) == list(range(ROWS))
+    with pytest.raises(ConfigurationError, match="do not name a shard"):
+        torch_ids(converter, batch_size=10, cur_shard=3, shard_count=3)
+
+
 def test_a_path_is_not_a_dataframe(spark: Any, parquet: Path, tmp_path: Path):
     with pytest.raises(ConfigurationError, match=r"spark\.read\.parquet"):
         make_spark_converter(str(parquet), parent_cache_dir_url=str(tmp_path))

@@ -39,7 +39,7 @@ from shardstream.dataset.resume_state import (
 )
 from shardstream.dataset.stream import Stream
 from shardstream.dataset.stream_registry import dataset_streams
-from shardstream.dataset.world import detect_topology
+from shardstream.dataset.world import detect_topology, explicit_topology
 from shardstream.errors import ConfigurationError
 from shardstream.format.index import safe_basename
 from shardstream.format.read_policy import ReadPolicy
@@ -111,6 +111,9 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         rank: This process's global rank (default: torch.distributed, then ``RANK``).
         world_size: Ranks in the job (default: torch.distributed, then ``WORLD_SIZE``).
         ranks_per_node: Ranks on each node (default: ``LOCAL_WORLD_SIZE``).
+        topology: The job's shape and this rank's place, used as given: torch.distributed
+            and the launcher's variables are not read (excludes ``rank``, ``world_size``
+            and ``ranks_per_node``).
         download_concurrency: Downloads at once on a node, over all its processes (copies
             from a local disk are not limited).
         zero_copy: Return ``bytes`` columns as read-only memoryviews of the mapped shard.
@@ -171,6 +174,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         rank: int | None = None,
         world_size: int | None = None,
         ranks_per_node: int | None = None,
+        topology: Topology | None = None,
         download_concurrency: int = 8,
         zero_copy: bool = False,
         columns: Sequence[str] | None = None,
@@ -227,6 +231,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         self._rank = rank
         self._world_size = world_size
         self._ranks_per_node = ranks_per_node
+        self._topology = explicit_topology(topology, rank, world_size, ranks_per_node)
         self._id = uuid.uuid4().hex[:12]  # tells this dataset's run file from others'
         self._next_epoch = 0
         self._resume: EpochStart | None = None
@@ -485,7 +490,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
     @property
     def topology(self) -> Topology:
         """The data-parallel topology of this rank (replica groups count as one rank)."""
-        topology = detect_topology(
+        topology = self._topology or detect_topology(
             rank=self._rank, world_size=self._world_size, ranks_per_node=self._ranks_per_node
         )
         return topology.replicated(self.replication) if self.replication else topology

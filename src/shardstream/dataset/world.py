@@ -6,9 +6,10 @@ from collections.abc import Mapping
 
 from shardstream._torch import distributed_rank_and_size
 from shardstream.config import distributed_environment
+from shardstream.errors import ConfigurationError
 from shardstream.sampling.topology import Sourced, Topology, resolve_topology
 
-__all__ = ["detect_topology"]
+__all__ = ["detect_topology", "explicit_topology"]
 
 
 def detect_topology(
@@ -49,3 +50,30 @@ def detect_topology(
         ranks_per_node=candidates(ranks_per_node, None, "LOCAL_WORLD_SIZE"),
         local_rank=candidates(None, None, "LOCAL_RANK"),
     )
+
+
+def explicit_topology(
+    topology: Topology | None, rank: int | None, world_size: int | None, ranks_per_node: int | None
+) -> Topology | None:
+    """``topology`` checked as a dataset's explicit one: a rank's place, given alone.
+
+    Raises:
+        ConfigurationError: ``rank``, ``world_size`` or ``ranks_per_node`` beside it, or a
+            worker's topology.
+
+    Example:
+        >>> explicit_topology(Topology(ranks_per_node=2, rank=1), None, None, None).world_size
+        2
+    """
+    if topology is None:
+        return None
+    if rank is not None or world_size is not None or ranks_per_node is not None:
+        raise ConfigurationError(
+            "give topology= or rank/world_size/ranks_per_node, not both: topology= says it all"
+        )
+    if topology.workers_per_rank != 1 or topology.worker != 0:
+        raise ConfigurationError(
+            f"topology= is a rank's place (workers_per_rank=1, worker=0); the DataLoader's "
+            f"workers are counted at iteration. Got {topology}"
+        )
+    return topology

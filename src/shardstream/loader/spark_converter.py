@@ -12,8 +12,9 @@ table):
 * ``shuffling_queue_capacity > 0`` (or ``shuffle=True``) shuffles the whole dataset each epoch
   (a seeded global shuffle, not a queue); ``seed`` is the shuffle seed.
 * ``workers_count`` is the DataLoader's ``num_workers`` (default 4, as Petastorm's).
-* ``cur_shard``/``shard_count`` are the rank and world size (else the topology is detected from
-  torch.distributed or the launcher's variables).
+* ``cur_shard``/``shard_count`` are the rank and world size, and then alone, as in Petastorm:
+  torch.distributed and the launcher's variables are not read. Without them the topology is
+  detected from those.
 * Every row comes once per epoch over all ranks, the last batch short; ``even_batches=True``
   keeps shardstream's behaviour instead (every rank the same number of whole batches, the
   last one topped up with repeats), which a DDP job needs to avoid a hang.
@@ -27,7 +28,6 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from shardstream import config
 from shardstream._torch import require_torch
 from shardstream.converters.spark_cache import (
     PARENT_CACHE_DIR_URL_CONF,
@@ -35,12 +35,12 @@ from shardstream.converters.spark_cache import (
     delete_cached,
 )
 from shardstream.dataset.streaming import StreamingDataset
-from shardstream.dataset.world import detect_topology
 from shardstream.errors import ConfigurationError
 from shardstream.loader.dataloader import StreamingDataLoader
 from shardstream.loader.epoch_tail import EpochTail
 from shardstream.loader.fields import SparkHint, fields_of, index_columns, spark_hints
 from shardstream.loader.transform_spec import TransformCollate, TransformSpec
+from shardstream.sampling import Topology
 from shardstream.storage import is_remote
 
 __all__ = [
@@ -310,12 +310,9 @@ class SparkDatasetConverter:
         if (cur_shard is None) != (shard_count is None):
             raise ConfigurationError("give cur_shard and shard_count together, or neither")
         ranks_per_node = options.pop("ranks_per_node", None)
-        if (
-            shard_count is not None
-            and ranks_per_node is None
-            and "LOCAL_WORLD_SIZE" not in config.distributed_environment()
-        ):
-            ranks_per_node = shard_count  # Petastorm knows no nodes: one node of shard_count
+        placement: dict[str, Any] = {"ranks_per_node": ranks_per_node}
+        if shard_count is not None:  # as Petastorm: only these, never the launcher's variables
+            placement = {"topology": _shard_topology(cur_shard, shard_count, ranks_per_node)}
         seed = options.pop("seed", None)
         shuffle = bool(options.pop("shuffle", False) or shuffling_queue_capacity > 0)
         even_batches = bool(options.pop("even_batches", False))
@@ -324,16 +321,11 @@ class SparkDatasetConverter:
         source = "remote" if is_remote(self.cache_dir_url) else "local"
         options[source] = self.cache_dir_url  # a local copy is read in place
         dataset = StreamingDataset(
-            **options, batch_size=batch_size, shuffle=shuffle,
-            rank=cur_shard, world_size=shard_count, ranks_per_node=ranks_per_node,
+            **options, **placement, batch_size=batch_size, shuffle=shuffle
         )  # fmt: skip
         if even_batches:
             return dataset, None
-        topology = detect_topology(
-            rank=cur_shard, world_size=shard_count, ranks_per_node=ranks_per_node
-        )
-        if dataset.replication:  # as the dataset sees it: each replica group one rank
-            topology = topology.replicated(dataset.replication)
+        topology = dataset.topology  # replica groups count as one rank, as the dataset sees it
         return dataset, EpochTail.of(
             epoch_size=dataset.epoch_size, batch_size=batch_size, topology=topology
         )
@@ -389,6 +381,20 @@ class ConverterDataLoader:
         for batches in list(self._running):
             _close(batches)
         self._running.clear()
+
+
+def _shard_topology(cur_shard: Any, shard_count: Any, ranks_per_node: int | None) -> Topology:
+    """Petastorm's shard as a topology: one node of ``shard_count`` ranks unless told."""
+    for name, value in (("cur_shard", cur_shard), ("shard_count", shard_count)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
+    per_node = shard_count if ranks_per_node is None else ranks_per_node
+    if shard_count < 1 or cur_shard >= shard_count or per_node < 1 or shard_count % per_node:
+        raise ConfigurationError(
+            f"cur_shard={cur_shard} and shard_count={shard_count} (ranks_per_node={per_node}) "
+            f"do not name a shard: 0 <= cur_shard < shard_count, in whole nodes"
+        )
+    return Topology(nodes=shard_count // per_node, ranks_per_node=per_node, rank=cur_shard)
 
 
 def _transform_spec(spec: Any) -> TransformSpec | None:

@@ -64,3 +64,22 @@ def test_two_real_ranks_read_their_place_from_the_process_group():
     spawn(_rank_process, args=(_free_port(), results), nprocs=2)  # type: ignore[no-untyped-call]
     found = sorted(results.get() for _ in range(2))
     assert found == [(0, 0, 2, 0), (1, 1, 2, 1)]
+
+
+def test_an_explicit_topology_is_used_as_given(monkeypatch: pytest.MonkeyPatch):
+    from shardstream import StreamingDataset
+    from shardstream.errors import ConfigurationError
+    from shardstream.sampling import Topology
+
+    for name, value in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(name, value)
+    given = Topology(nodes=3, ranks_per_node=1, rank=2)
+    dataset = StreamingDataset(local="/nowhere", batch_size=4, topology=given)
+    assert dataset.topology == given  # the launcher's variables are not read
+    with pytest.raises(TopologyError):  # without it they are, and disagree with rank=0
+        _ = StreamingDataset(local="/nowhere", batch_size=4, rank=0, world_size=1).topology
+    with pytest.raises(ConfigurationError, match="not both"):
+        StreamingDataset(local="/nowhere", batch_size=4, topology=given, rank=0)
+    with pytest.raises(ConfigurationError, match="a rank's place"):
+        StreamingDataset(local="/nowhere", batch_size=4,
+                         topology=Topology(workers_per_rank=2, worker=1))  # fmt: skip

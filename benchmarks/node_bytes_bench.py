@@ -14,7 +14,7 @@ download, counted by wrapping the library's download function (index files exclu
 Reported per node: bytes and shard downloads, and their multiple of the minimum, the bytes of
 the distinct shards the node's samples come from (each downloaded once). Every run checks each
 sample's bytes against its label and that the nodes together delivered every sample exactly
-once, apart from the padding that evens out the ranks.
+once, apart from the few repeats that even out the ranks.
 
 ``--limit-shards``: cache limits as a number of shards (0: no limit). Both libraries share the
 sampling parameters given here (``num_canonical_nodes``, seed, block size: their default when

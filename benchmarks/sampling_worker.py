@@ -26,7 +26,7 @@ def shardstream_plan(args: argparse.Namespace, shard_sizes: np.ndarray[Any, Any]
         global_batch_size=args.batch * args.nodes * args.ranks, epoch=1,
         shuffle=ShuffleConfig(shuffle=True, algo=args.algo, seed=9176, block_size=args.block),
     )  # fmt: skip
-    return int(plan.batches.size)
+    return int(plan.ids.size)
 
 
 def reference_epoch(args: argparse.Namespace, shard_sizes: np.ndarray[Any, Any]) -> int:

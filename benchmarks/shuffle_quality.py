@@ -132,7 +132,7 @@ def table(results: list[Result], capacities: tuple[int, ...]) -> str:
 
 
 TINY = Setup(
-    shard_sizes=(8, 7, 9, 8, 6, 8, 7, 7),
+    shard_sizes=(8, 7, 9, 8, 6, 8, 7, 5),
     num_canonical_nodes=4,
     nodes=2,
     ranks_per_node=2,
@@ -140,7 +140,11 @@ TINY = Setup(
     device_batch=2,
     seed=3,
 )
-"""The layout panel's example: 60 samples, 8 shards, NCN 4, 2 nodes x 2 ranks, batch 2."""
+"""The layout panel's example: 58 samples, 8 shards, NCN 4, 2 nodes x 2 ranks, batch 2.
+
+58 does not split over the 4 ranks: the short last step holds the last 2 samples and 2
+repeats of the first, one place per rank.
+"""
 
 
 def plot(
@@ -156,7 +160,8 @@ def plot(
     fig, (left, middle, right) = plt.subplots(
         1, 3, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1.15, 0.7, 0.9]}
     )
-    # Left: which shard (colour) and sample (number) each position of each global step holds.
+    # Left: which shard (colour) and sample (number) each position of each global step holds;
+    # a short last step leaves places empty (-1).
     tiny = TINY
     batches = step_batches(tiny, ShuffleConfig(True, "py1s", tiny.seed))
     order = epoch_order(tiny, batches).reshape(len(batches), tiny.global_batch)
@@ -166,6 +171,8 @@ def plot(
     for k in range(steps):
         for o in range(width):
             position = k * width + o
+            if order[k, o] < 0:
+                continue
             padded = position >= tiny.epoch_size
             left.add_patch(
                 Rectangle(
@@ -188,9 +195,10 @@ def plot(
     left.set_ylim(steps, 0)
     left.xaxis.tick_top()
     left.set_title(
-        "60 samples in 8 shards (colour; number = sample id), py1s, NCN 4, 2 nodes x 2 ranks\n"
+        "58 samples in 8 shards (colour; number = sample id), py1s, NCN 4, 2 nodes x 2 ranks\n"
         "x 2 workers, device batch 2. Row = global step (G = 8), w = the DataLoader worker;\n"
-        "column = offset in the step: canonical node c, node n, rank r. Hatched = padding",
+        "column = offset in the step: canonical node c, node n, rank r. The last step is\n"
+        "short: one sample a rank; hatched = repeated so that each rank gets as many",
         fontsize=7.5,
     )
     left.set_aspect("equal")

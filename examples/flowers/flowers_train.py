@@ -194,7 +194,7 @@ def evaluate(model: nn.Module, config: TrainConfig) -> float:
                                batch_size=config.batch_size)  # fmt: skip
     was_training = model.training
     model.eval()
-    right: dict[int, bool] = {}  # by sample id: the last global batch repeats some samples
+    right: dict[int, bool] = {}  # by sample id: on several ranks a sample or two repeats
     for batch in StreamingDataLoader(dataset, batch_size=config.batch_size):
         predicted = model(batch["image"]).argmax(dim=1)
         hits = (predicted == batch["label"]).tolist()

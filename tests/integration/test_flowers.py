@@ -29,7 +29,8 @@ pytestmark = [pytest.mark.s3, pytest.mark.slow]
 
 EPOCHS = 5
 GLOBAL_BATCH = 16  # 4 ranks x 4 (DDP), or 1 rank x 16 (one node)
-PER_EPOCH = -(-len(TRAIN_IDS) // GLOBAL_BATCH) * GLOBAL_BATCH  # the last batch topped up
+PER_EPOCH = len(TRAIN_IDS)  # each sample once (several ranks: a repeat or two to be equal)
+STEPS = -(-PER_EPOCH // GLOBAL_BATCH)  # global steps per epoch, the last one short
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def test_one_node_learns_and_reads_every_sample_once_per_epoch(flowers: dict[str
     for epoch in epochs:
         counts = Counter(epoch["ids"])
         assert set(counts) == TRAIN_IDS  # every training sample, no validation sample
-        assert sum(counts.values()) == PER_EPOCH  # 90 and 6 repeated to fill the last batch
+        assert sum(counts.values()) == PER_EPOCH  # one rank: nothing repeated
     assert epochs[-1]["loss"] < epochs[0]["loss"] / 2
     assert max(e["accuracy"] for e in epochs[-2:]) >= 0.5  # five classes: chance is 0.2
     stdout = flowers["stdout"]
@@ -92,12 +93,12 @@ def test_torchrun_two_nodes_resumed_mid_epoch_read_what_an_uninterrupted_run_rea
     whole = planned_ids(flowers, tmp_path / "c1", epochs=2)
     for epoch in (0, 1):
         per_rank = [ids[epoch] for ids in whole]
-        assert {len(ids) for ids in per_rank} == {PER_EPOCH // 4}  # equal counts: no DDP hang
+        assert {len(ids) for ids in per_rank} == {-(-PER_EPOCH // 4)}  # equal: no DDP hang
         assert set().union(*per_rank) == TRAIN_IDS
     assert whole[0][0] != whole[0][1]  # a new order each epoch
 
     checkpoint = str(tmp_path / "checkpoint.pt")
-    stop = PER_EPOCH // GLOBAL_BATCH + 2  # two steps into the second epoch
+    stop = STEPS + 2  # two steps into the second epoch
     torchrun(*common, "--cache", str(tmp_path / "c2"), "--report", str(tmp_path / "first"),
              "--stop-after", str(stop), "--checkpoint", checkpoint, env=env)  # fmt: skip
     torchrun(*common, "--cache", str(tmp_path / "c2"), "--report", str(tmp_path / "second"),
@@ -118,7 +119,7 @@ def test_torch_distributor_two_processes_train_from_the_store(
                  "--cache", str(tmp_path / "cache"), "--report", str(tmp_path / "ids"),
                  env=flowers["env"])  # fmt: skip
     per_rank = [ids[0] for ids in rank_ids(tmp_path / "ids", 2)]
-    assert len(per_rank[0]) == len(per_rank[1]) == PER_EPOCH // 2
+    assert len(per_rank[0]) == len(per_rank[1]) == -(-PER_EPOCH // 2)
     assert set(per_rank[0]) | set(per_rank[1]) == TRAIN_IDS
     assert f"{PER_EPOCH} samples over 2 ranks" in result.stdout
 
@@ -128,7 +129,7 @@ def test_lightning_resumed_mid_epoch_from_its_checkpoint_trains_on_what_one_run_
 ):
     common = ("--remote", flowers["url"], "--cache", str(tmp_path / "cache"), "--epochs", "2",
               "--batch-size", "16")  # fmt: skip
-    steps = PER_EPOCH // GLOBAL_BATCH + 2  # two steps into the second epoch
+    steps = STEPS + 2  # two steps into the second epoch
     checkpoint = str(tmp_path / "flowers.ckpt")
     run("flowers_lightning.py", *common, "--stop-after", str(steps), "--checkpoint", checkpoint,
         "--report", str(tmp_path / "first.json"), env=flowers["env"])  # fmt: skip

@@ -36,8 +36,8 @@ def steps_of(
         topology = Topology(nodes=nodes, ranks_per_node=per_node, workers_per_rank=workers,
                             rank=rank, worker=worker)  # fmt: skip
         plan = EpochPlan.for_worker(units, topology=topology, **kwargs)
-        for row, batch in enumerate(plan.batches.tolist()):
-            steps.setdefault(worker + row * workers, []).extend(batch)
+        for row, batch in enumerate(plan.batches):
+            steps.setdefault(worker + row * workers, []).extend(batch.tolist())
     assert plan is not None
     return steps, plan
 
@@ -187,7 +187,7 @@ def test_device_per_stream_batches_come_from_one_stream(epoch, shuffle, data):
             topology = Topology(nodes=nodes, ranks_per_node=per_node, workers_per_rank=workers,
                                 rank=rank, worker=worker)  # fmt: skip
             plan = EpochPlan.for_worker(units, topology=topology, **kwargs)
-            for batch in plan.batches.tolist():
+            for batch in (batch.tolist() for batch in plan.batches):
                 assert len({stream_of(i, firsts) for i in batch}) == 1  # one stream per device
                 delivered.update(batch)
             rank_batches += len(plan.batches)

@@ -18,24 +18,42 @@ SHUFFLES = [ShuffleConfig()] + [
 ]
 
 
+def topologies(shape: tuple[int, int, int]) -> list[Topology]:
+    nodes, per_node, workers = shape
+    pairs = itertools.product(range(nodes * per_node), range(workers))
+    return [Topology(nodes, per_node, workers, rank, worker) for rank, worker in pairs]
+
+
 def steps_of(sizes: Any, shape: tuple[int, int, int], **kwargs: Any) -> dict[int, list[int]]:
     """Every global step's samples, gathered from every worker of a (nodes, ranks, workers) job."""
-    nodes, per_node, workers = shape
     steps: dict[int, list[int]] = {}
-    for rank, worker in itertools.product(range(nodes * per_node), range(workers)):
-        topology = Topology(nodes=nodes, ranks_per_node=per_node, workers_per_rank=workers,
-                            rank=rank, worker=worker)  # fmt: skip
+    for topology in topologies(shape):
         plan = EpochPlan.for_worker(sizes, topology=topology, **kwargs)
-        for row, batch in enumerate(plan.batches.tolist()):
-            steps.setdefault(worker + row * workers, []).extend(batch)
+        for row, batch in enumerate(plan.batches):
+            steps.setdefault(topology.worker + row * shape[2], []).extend(batch.tolist())
     return steps
 
 
 def sequence(sizes: Any, **kwargs: Any) -> list[int]:
-    """The epoch's samples in order, from a one-worker job with device batch 1."""
+    """The epoch's samples in order, from a one-worker job (one rank: nothing repeated)."""
     plan = EpochPlan.for_worker(sizes, topology=Topology(), **kwargs)
-    result: list[int] = plan.batches.ravel().tolist()
+    result: list[int] = plan.ids.tolist()
     return result
+
+
+def repeats(order: list[int], count: int) -> Counter[int]:
+    """The samples ``count`` repeats add: the epoch's first ones (again, if fewer)."""
+    return Counter(order[i % len(order)] for i in range(count)) if count else Counter()
+
+
+def real_steps(steps: dict[int, list[int]], extra: Counter[int]) -> dict[int, Counter[int]]:
+    """Each step's samples, the repeats (all in the last step) taken out."""
+    out = {k: Counter(v) for k, v in steps.items()}
+    if out:
+        last = max(out)
+        assert not extra - out[last]  # the repeats are in the last step
+        out[last] -= extra
+    return out
 
 
 @st.composite
@@ -58,67 +76,74 @@ def shapes_for(gbs: int) -> list[tuple[int, int, int]]:
     ]
 
 
+def plan_kwargs(case: dict[str, Any]) -> dict[str, Any]:
+    return {"num_canonical_nodes": case["ncn"], "global_batch_size": case["gbs"],
+            "epoch": case["epoch"], "shuffle": case["shuffle"]}  # fmt: skip
+
+
 @settings(max_examples=60, deadline=None)
 @given(case=cases())
-def test_every_sample_once_then_reported_padding(case: dict[str, Any]) -> None:
+def test_every_sample_once_then_the_fewest_repeats(case: dict[str, Any]) -> None:
     sizes, total = case["sizes"], int(case["sizes"].sum())
-    kwargs = {"num_canonical_nodes": case["ncn"], "global_batch_size": case["gbs"],
-              "epoch": case["epoch"], "shuffle": case["shuffle"]}  # fmt: skip
+    kwargs = plan_kwargs(case)
+    order = sequence(sizes, **kwargs)
+    assert sorted(order) == list(range(total))  # one rank: each sample once, nothing repeated
     for shape in shapes_for(case["gbs"]):
-        steps = steps_of(sizes, shape, **kwargs)
-        delivered = [sample for k in sorted(steps) for sample in steps[k]]
-        padding = -total % case["gbs"]
-        # Each sample once, plus the reported padding: repeats of the epoch's first samples.
-        assert len(delivered) == total + padding
-        assert Counter(delivered) == Counter(range(total)) + Counter(
-            sequence(sizes, **kwargs)[:padding]
-        )
+        ranks = shape[0] * shape[1]
+        plans = [EpochPlan.for_worker(sizes, topology=t, **kwargs) for t in topologies(shape)]
+        delivered = Counter(i for plan in plans for i in plan.ids.tolist())
+        # The fewest repeats that give every rank as many samples: fewer than the ranks, and
+        # no more than the reference's, which also gives every rank as many.
+        padding = -total % ranks
+        assert {plan.padding for plan in plans} == {padding}
+        assert delivered == Counter(range(total)) + repeats(order, padding)
 
 
 @settings(max_examples=60, deadline=None)
 @given(case=cases())
 def test_global_steps_do_not_depend_on_the_topology(case: dict[str, Any]) -> None:
-    kwargs = {"num_canonical_nodes": case["ncn"], "global_batch_size": case["gbs"],
-              "epoch": case["epoch"], "shuffle": case["shuffle"]}  # fmt: skip
-    expected = steps_of(case["sizes"], (1, 1, 1), **kwargs)
+    sizes, total = case["sizes"], int(case["sizes"].sum())
+    kwargs = plan_kwargs(case)
+    order = sequence(sizes, **kwargs)
+    expected = real_steps(steps_of(sizes, (1, 1, 1), **kwargs), Counter())
     for shape in shapes_for(case["gbs"]):
-        got = steps_of(case["sizes"], shape, **kwargs)
-        assert {k: sorted(v) for k, v in got.items()} == {
-            k: sorted(v) for k, v in expected.items()
-        }, shape
+        extra = repeats(order, -total % (shape[0] * shape[1]))
+        assert real_steps(steps_of(sizes, shape, **kwargs), extra) == expected, shape
 
 
 @settings(max_examples=60, deadline=None)
 @given(case=cases())
-def test_every_rank_gets_the_same_count(case: dict[str, Any]) -> None:
-    for nodes, per_node, workers in shapes_for(case["gbs"]):
-        counts: Counter[int] = Counter()
-        for rank, worker in itertools.product(range(nodes * per_node), range(workers)):
-            topology = Topology(nodes=nodes, ranks_per_node=per_node, workers_per_rank=workers,
-                                rank=rank, worker=worker)  # fmt: skip
-            plan = EpochPlan.for_worker(
-                case["sizes"], topology=topology, num_canonical_nodes=case["ncn"],
-                global_batch_size=case["gbs"], epoch=case["epoch"], shuffle=case["shuffle"],
-            )  # fmt: skip
-            counts[rank] += plan.batches.size
-        assert len(set(counts.values())) == 1
+def test_every_rank_gets_the_same_batches_only_the_last_one_short(case: dict[str, Any]) -> None:
+    kwargs, gbs = plan_kwargs(case), case["gbs"]
+    for shape in shapes_for(gbs):
+        ranks = shape[0] * shape[1]
+        sizes: dict[int, list[int]] = {}  # rank -> its device batches' sizes, in step order
+        for topology in topologies(shape):
+            plan = EpochPlan.for_worker(case["sizes"], topology=topology, **kwargs)
+            rank = sizes.setdefault(topology.rank, [])
+            for row, batch in enumerate(plan.batches):
+                step = topology.worker + row * shape[2]
+                rank.extend([0] * (step + 1 - len(rank)))
+                rank[step] = len(batch)
+        assert len({tuple(batch_sizes) for batch_sizes in sizes.values()}) == 1, shape
+        batch_sizes = sizes[0]
+        assert all(size == gbs // ranks for size in batch_sizes[:-1])
+        assert all(0 < size <= gbs // ranks for size in batch_sizes[-1:])
 
 
 @settings(max_examples=60, deadline=None)
 @given(case=cases(), data=st.data())
 def test_resuming_anywhere_continues_exactly(case: dict[str, Any], data: st.DataObject) -> None:
     sizes, total, gbs = case["sizes"], int(case["sizes"].sum()), case["gbs"]
-    kwargs = {"num_canonical_nodes": case["ncn"], "global_batch_size": gbs,
-              "epoch": case["epoch"], "shuffle": case["shuffle"]}  # fmt: skip
+    kwargs = plan_kwargs(case)
     full = sequence(sizes, **kwargs)
     drop = data.draw(st.integers(0, total))
-    # Any sample: the rest of the epoch, in the same order (then the resumed run's padding).
-    assert sequence(sizes, drop_first=drop, **kwargs)[: total - drop] == full[drop:total]
+    # Any sample, on one rank: the rest of the epoch, in the same order, nothing more.
+    assert sequence(sizes, drop_first=drop, **kwargs) == full[drop:]
     # A step boundary, on any topology (a changed node count included): the remaining steps.
-    step = data.draw(st.integers(0, len(full) // gbs))
+    step = data.draw(st.integers(0, -(-total // gbs)))
     shape = data.draw(st.sampled_from(shapes_for(gbs)))
     resumed = steps_of(sizes, shape, drop_first=min(step * gbs, total), **kwargs)
-    expected = steps_of(sizes, (1, 1, 1), **kwargs)
-    assert {k: sorted(v) for k, v in resumed.items()} == {
-        k - step: sorted(v) for k, v in expected.items() if k >= step
-    }
+    extra = repeats(full, -(total - min(step * gbs, total)) % (shape[0] * shape[1]))
+    expected = real_steps(steps_of(sizes, (1, 1, 1), **kwargs), Counter())
+    assert real_steps(resumed, extra) == {k - step: v for k, v in expected.items() if k >= step}

@@ -117,7 +117,7 @@ def by_samples(ds: StreamingDataset) -> list[dict[str, Any]]:
     width = ds.batch_size
     assert width is not None
     samples = list(ds)
-    assert len(samples) % width == 0, f"{len(samples)} samples, not whole batches of {width}"
+    assert len(samples) == len(ds), f"{len(samples)} samples, where len() says {len(ds)}"
     out = []
     for begin in range(0, len(samples), width):
         chunk = [as_collated(sample, ds.zero_copy) for sample in samples[begin : begin + width]]

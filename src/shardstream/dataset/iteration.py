@@ -1,6 +1,7 @@
 """Reading a worker's planned device batches in order, fetching shards ahead of the reader.
 
-The plan is a ``[device batches, batch size]`` array of dataset-wide sample ids. Before a
+The plan is a flat array of dataset-wide sample ids in device batches of a given size (the
+last one maybe short). Before a
 batch is read, every shard of the batches within ``predownload`` samples is handed to a small
 thread pool that makes it present in the node's cache (the cache itself bounds the node's
 concurrent downloads); the reader waits only for the shards of the batch at hand. Then the
@@ -69,27 +70,30 @@ class SampleReader:
         shard = int(np.searchsorted(self.shard_starts, sample_id, side="right")) - 1
         return self.open.view(shard).get(sample_id - self._starts[shard])
 
-    def samples(self, batches: NDArray[np.int64], *, predownload: int) -> Iterator[dict[str, Any]]:
-        """Yield the samples of ``batches`` (device batches, in order) one by one."""
-        for shards, local, views in self._walk(batches, predownload):
+    def samples(
+        self, ids: NDArray[np.int64], batch_size: int, *, predownload: int
+    ) -> Iterator[dict[str, Any]]:
+        """Yield the samples of ``ids`` (device batches of ``batch_size``, in order) one by one."""
+        for shards, local, views in self._walk(ids, batch_size, predownload):
             getters = {shard: view.get for shard, view in views.items()}
             for shard, index in zip(shards, local, strict=True):
                 yield getters[shard](index)
 
-    def ids(self, batches: NDArray[np.int64], *, predownload: int) -> Iterator[int]:
-        """Yield the ids of ``batches`` one by one, each one's shard fetched (and read ahead)."""
-        for shards, local, _ in self._walk(batches, predownload):
+    def ids(self, ids: NDArray[np.int64], batch_size: int, *, predownload: int) -> Iterator[int]:
+        """Yield ``ids`` one by one, each one's shard fetched (and read ahead) first."""
+        for shards, local, _ in self._walk(ids, batch_size, predownload):
             for shard, index in zip(shards, local, strict=True):
                 yield self._starts[shard] + index
 
     def columns(
         self,
-        batches: NDArray[np.int64],
+        ids: NDArray[np.int64],
+        batch_size: int,
         *,
         predownload: int,
         for_worker: bool = False,
     ) -> Iterator[Batch]:
-        """Yield each device batch of ``batches`` as columns.
+        """Yield each device batch of ``ids`` (of ``batch_size``, the last maybe short) as columns.
 
         A batch whose shards disagree on the columns (streams of other schemas) comes as a
         list of sample dicts instead, for the caller to collate as it would any samples.
@@ -108,7 +112,7 @@ class SampleReader:
         reads = GroupReads(ahead=policy.read_ahead)
         first = True
         try:
-            for batch in self._walk(batches, predownload):
+            for batch in self._walk(ids, batch_size, predownload):
                 views = batch.views
                 if for_worker and self._by_id(views, len(batch.shards)):
                     yield from self._group(pending, reads, for_worker)
@@ -150,8 +154,8 @@ class SampleReader:
         batch is read from the shard files (mapping nothing), and the pages of samples read in
         order are let go at once (no later batch of the epoch reads them).
         """
-        shards, local, _, _ = self._locate(ids.reshape(1, -1))
-        row_shards, row_local = shards[0].tolist(), local[0].tolist()
+        shards, local, _, _ = self._locate(ids.reshape(-1))
+        row_shards, row_local = shards.tolist(), local.tolist()
         views = {shard: self.open.view(shard) for shard in dict.fromkeys(row_shards)}
         if len({tuple(view.names) for view in views.values()}) != 1:
             pairs = zip(row_shards, row_local, strict=True)
@@ -161,7 +165,7 @@ class SampleReader:
             return ColumnBatch(runs.names, list(runs.decode(runs.read())))
         batch = decode_columns(row_shards, row_local, views, raw_views=False)
         for shard in dict.fromkeys(row_shards):
-            picked = local[0][shards[0] == shard]
+            picked = local[shards == shard]
             views[shard].let_go(int(picked.min()), int(picked.max()) + 1)
         return batch
 
@@ -227,13 +231,12 @@ class SampleReader:
         mean = self.open.mean_sample_bytes(list(views))
         return self.policy.rows_per_decode(mean, len(views), width)
 
-    def _walk(self, batches: NDArray[np.int64], predownload: int) -> Iterator[LocatedBatch]:
+    def _walk(self, ids: NDArray[np.int64], width: int, predownload: int) -> Iterator[LocatedBatch]:
         """Each batch's shards and in-shard indices, with the views of its shards open."""
-        if batches.size == 0:
+        if ids.size == 0:
             return
         opened = self.open
         opened.new_epoch()
-        width = batches.shape[1]
         threads = self.policy.fetch_threads
         with ThreadPoolExecutor(threads, thread_name_prefix="shardstream-fetch") as pool:
             ahead = _LookAhead(pool, opened, self.cache)
@@ -241,23 +244,24 @@ class SampleReader:
                 # The first batch is located alone: it need not wait for the search and sort
                 # over every sample of the plan (time to first batch); its look-ahead starts
                 # once it is out.
-                for first, part in ((True, batches[:1]), (False, batches[1:])):
+                for first, part in ((True, ids[:width]), (False, ids[width:])):
                     if not len(part):
                         break
                     shards, local, needed, needed_at = self._locate(part)
+                    rows = -(-len(part) // width)
                     done_after: dict[int, list[int]] = {}
                     if not first:  # the rest of the plan: let go of each shard after its last use
-                        done_after = _last_uses(shards, before=len(shards) * 7 // 8)
+                        done_after = _last_uses(shards, width, before=rows * 7 // 8)
                         wanted = set(needed)
                         for shard in [shard for shard in opened.shards() if shard not in wanted]:
                             opened.release(shard)  # the first batch's, or an earlier epoch's
                     ahead.plan(needed, needed_at)
-                    for row in range(len(part)):
-                        current = (row + 1) * width
-                        ahead.submit(current, current + (0 if first else predownload))
-                        row_shards = shards[row].tolist()
+                    for row in range(rows):
+                        start, stop = row * width, min((row + 1) * width, len(part))
+                        ahead.submit(stop, stop + (0 if first else predownload))
+                        row_shards = shards[start:stop].tolist()
                         views = {shard: ahead.take(shard) for shard in dict.fromkeys(row_shards)}
-                        yield LocatedBatch(row_shards, local[row].tolist(), views)
+                        yield LocatedBatch(row_shards, local[start:stop].tolist(), views)
                         for shard in done_after.get(row, ()):
                             opened.release(shard)
             finally:
@@ -339,8 +343,10 @@ def _sample_files(views: dict[int, ShardView]) -> dict[int, SampleFile] | None:
     return files if len(schemas) == 1 else None
 
 
-def _last_uses(shards: NDArray[np.int64], before: int | None = None) -> dict[int, list[int]]:
-    """Row -> the shards used for the last time in that row of ``shards`` (one row a batch).
+def _last_uses(
+    shards: NDArray[np.int64], width: int, before: int | None = None
+) -> dict[int, list[int]]:
+    """Row -> the shards used for the last time in that row of ``shards`` (rows of ``width``).
 
     A reader lets go of a shard (unmaps it) once the plan needs it no more: mapped pages count
     in the process's resident memory until then, and a shuffle reads its shards a window at a
@@ -350,7 +356,7 @@ def _last_uses(shards: NDArray[np.int64], before: int | None = None) -> dict[int
     """
     flat = shards.reshape(-1)
     unique, first_from_end = first_occurrences(flat[::-1])  # last uses, counted from the end
-    rows = (flat.size - 1 - first_from_end) // max(shards.shape[-1], 1)
+    rows = (flat.size - 1 - first_from_end) // max(width, 1)
     done: dict[int, list[int]] = {}
     for row, shard in zip(rows.tolist(), unique.tolist(), strict=True):
         if before is None or row < before:

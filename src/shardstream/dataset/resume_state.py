@@ -84,8 +84,8 @@ def check_state(
         fingerprint: :func:`data_fingerprint` of the dataset.
         num_samples: The dataset's unique samples.
         epoch_size: Samples in one of its epochs.
-        global_batch: Samples in one global batch now (0: unknown), the most an epoch's last
-            batch may be topped up by.
+        global_batch: Samples in one global batch now (0: unknown): the most repeats an epoch's
+            last step may have held when the state was saved (older versions topped it up).
         strict: Refuse a state saved on other data (``False``: warn and load it).
 
     Raises:
@@ -165,7 +165,7 @@ def check_state(
 
 def _check_position(sample_in_epoch: int, epoch_size: int, global_batch: int, strict: bool) -> None:
     """Refuse an unverified state whose place lies past the end of this dataset's epoch."""
-    most = epoch_size + global_batch  # an epoch's last batch may be topped up by repetition
+    most = epoch_size + global_batch  # repeats in the last step: fewer than that, ever
     if strict and sample_in_epoch > most:
         raise ConfigurationError(
             f"the state dict's sample_in_epoch is {sample_in_epoch}, but an epoch of this "

@@ -246,16 +246,12 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
     # --- sizes (more in Introspection) ----------------------------------------------------------
 
     def __len__(self) -> int:
-        """Samples each rank yields in a whole epoch.
+        """Samples each rank yields in a whole epoch: the epoch split over the ranks, rounded up.
 
-        With ``random`` batching that is every global step's device batch, the last step
-        topped up by repetition; otherwise the epoch split over the data-parallel ranks.
+        The reference's meaning. With ``random`` batching it is exact: a rank whose share is
+        short by one sample gets a repeat (see :class:`~shardstream.sampling.EpochPartition`).
         """
-        ranks = self.topology.world_size
-        if self.batch_size is not None and self.batching_method == "random":
-            steps = math.ceil(self.epoch_size / (self.batch_size * ranks))
-            return steps * self.batch_size
-        return math.ceil(self.epoch_size / ranks)
+        return math.ceil(self.epoch_size / self.topology.world_size)
 
     # --- random access --------------------------------------------------------------------------
 
@@ -292,10 +288,10 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         reader, plan, predownload = self._begin_epoch()
         custom = reads_through_getitem(self)
         if custom is not None:  # a subclass's __getitem__/get_item makes each sample
-            for sample_id in reader.ids(plan.batches, predownload=predownload):
+            for sample_id in reader.ids(plan.ids, plan.batch_size, predownload=predownload):
                 yield custom(sample_id)
         else:
-            yield from reader.samples(plan.batches, predownload=predownload)
+            yield from reader.samples(plan.ids, plan.batch_size, predownload=predownload)
 
     def iter_batches(self) -> Iterator[Batch]:
         """Yield this worker's device batches of the next epoch, for a loader to collate.
@@ -314,7 +310,9 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             )
         reader, plan, predownload = self._begin_epoch()
         in_worker = worker_info() is not None
-        batches = reader.columns(plan.batches, predownload=predownload, for_worker=in_worker)
+        batches = reader.columns(
+            plan.ids, plan.batch_size, predownload=predownload, for_worker=in_worker
+        )
         if not in_worker:
             yield from batches
             return
@@ -350,8 +348,8 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
                 )  # fmt: skip
             if plan.padding:
                 logger.info(
-                    "epoch %d: %d samples are repeated to fill the last global batch",
-                    start.epoch, plan.padding,
+                    "epoch %d: %d samples are repeated so that each of the %d ranks gets as many",
+                    start.epoch, plan.padding, topology.world_size,
                 )  # fmt: skip
         predownload = self.predownload
         if predownload is None:

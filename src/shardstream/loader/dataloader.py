@@ -25,11 +25,12 @@ else:
 class StreamingDataLoader(DataLoader[Any]):
     """A ``torch.utils.data.DataLoader`` with ``state_dict()`` and ``load_state_dict()``.
 
-    Takes the DataLoader's arguments. With workers and torch's default collation, each worker
-    may have ``prefetch_factor`` batches ahead (the read policy's, 4, unless given; torch's
-    default is 2), which costs little here: large values wait as in-memory files or sample
-    ids. The dataset is used through its public batch protocol only
-    (:attr:`StreamingDataset.batch_mode`, :meth:`StreamingDataset.iter_batches`,
+    Takes the DataLoader's arguments. Only an epoch's last batch may be short, on every rank
+    alike; ``drop_last=True`` drops it, as torch's DataLoader would. With workers and torch's
+    default collation, each worker may have ``prefetch_factor`` batches ahead (the read
+    policy's, 4, unless given; torch's default is 2), which costs little here: large values
+    wait as in-memory files or sample ids. The dataset is used through its public batch
+    protocol only (:attr:`StreamingDataset.batch_mode`, :meth:`StreamingDataset.iter_batches`,
     :meth:`StreamingDataset.read_batch`), and its workers are told the rank process they
     read for (:attr:`StreamingDataset.rank_process`). It counts the
     samples it has yielded this epoch; its state dict turns that into samples over every rank
@@ -60,14 +61,18 @@ class StreamingDataLoader(DataLoader[Any]):
                     f"the DataLoader's batch_size ({batch_size}) differs from the dataset's "
                     f"({dataset.batch_size}): pass the same per-device batch size to both"
                 )
-            kwargs.pop("drop_last", None)  # every device batch is whole: nothing to drop
+            drop_last = bool(kwargs.pop("drop_last", False))  # only an epoch's last batch is short
             if kwargs.get("num_workers") and kwargs.get("prefetch_factor") is None:
                 policy = dataset.read_policy or ReadPolicy()
                 kwargs["prefetch_factor"] = policy.prefetch_factor
             super().__init__(dataset, batch_size=None, collate_fn=_pass_through, **kwargs)
-            object.__setattr__(self, "batch_size", batch_size)  # as the user set it, for len()
+            # As the user set them, for len(); this loader drops the short batch itself.
+            object.__setattr__(self, "batch_size", batch_size)
+            object.__setattr__(self, "drop_last", drop_last)
+            self._drop_short, self._device_batch_size = drop_last, int(batch_size)
         else:
             super().__init__(dataset, *args, **kwargs)
+            self._drop_short, self._device_batch_size = False, 0  # torch drops short batches
         self.num_samples_yielded = 0
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
@@ -92,7 +97,10 @@ class StreamingDataLoader(DataLoader[Any]):
                         if isinstance(batch, ColumnBatch)
                         else collate(batch)
                     )
-                self.num_samples_yielded += _batch_length(batch)
+                length = _batch_length(batch)
+                if self._drop_short and length < self._device_batch_size:
+                    continue  # torch's drop_last: the epoch's short last batch
+                self.num_samples_yielded += length
                 yield batch
         finally:
             if isinstance(dataset, StreamingDataset):

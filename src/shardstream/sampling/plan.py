@@ -34,21 +34,32 @@ BATCHING_METHODS = ("device_per_stream", "per_stream", "random", "stratified")
 
 @dataclass(frozen=True)
 class EpochPlan:
-    """The samples one worker delivers in one epoch.
+    """The samples one worker delivers in one epoch, in device batches.
 
     Attributes:
-        batches: ``[device batches, batch size]`` dataset sample ids; row ``i`` is the rank's
-            device batch ``worker + i * workers_per_rank`` of this (possibly resumed) run.
+        ids: Dataset sample ids, in the order the worker delivers them: device batch ``i``
+            (the rank's device batch ``worker + i * workers_per_rank`` of this, possibly
+            resumed, run) is ``ids[i * batch_size : (i + 1) * batch_size]``. Only the
+            epoch's last batch may be short.
+        batch_size: Samples per device batch.
         num_steps: Global steps this run delivers.
-        padding: Repeated samples topping the last global batch up (``random`` batching).
+        padding: Samples repeated so that every rank gets as many as the others (``random``
+            batching; fewer than the ranks, none on one rank).
         dropped: Samples of the epoch no global batch holds (the stream-aware batching methods
             keep whole, pure batches only); reported, never silent.
     """
 
-    batches: NDArray[np.int64]
+    ids: NDArray[np.int64]
+    batch_size: int
     num_steps: int
     padding: int = 0
     dropped: int = 0
+
+    @property
+    def batches(self) -> list[NDArray[np.int64]]:
+        """The device batches, in order: views of :attr:`ids`, the last one maybe short."""
+        size = self.batch_size
+        return [self.ids[at : at + size] for at in range(0, len(self.ids), size)]
 
     @classmethod
     def for_worker(
@@ -92,8 +103,13 @@ class EpochPlan:
         Example:
             >>> plan = EpochPlan.for_worker(np.array([5, 5]), topology=Topology(),
             ...     num_canonical_nodes=1, global_batch_size=4, epoch=0, shuffle=ShuffleConfig())
-            >>> plan.batches.tolist(), plan.padding
-            ([[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]], 2)
+            >>> [batch.tolist() for batch in plan.batches], plan.padding
+            ([[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]], 0)
+            >>> ranks = Topology(ranks_per_node=4, rank=3)  # 10 samples over 4 ranks: 2 repeats
+            >>> plan = EpochPlan.for_worker(np.array([5, 5]), topology=ranks,
+            ...     num_canonical_nodes=1, global_batch_size=4, epoch=0, shuffle=ShuffleConfig())
+            >>> [batch.tolist() for batch in plan.batches], plan.padding
+            ([[3], [7], [1]], 2)
         """
         units = source if isinstance(source, EpochUnits) else EpochUnits.whole(source)
         partition = EpochPartition(
@@ -101,13 +117,14 @@ class EpochPlan:
             num_canonical_nodes=num_canonical_nodes,
             global_batch_size=global_batch_size,
             drop_first=drop_first,
+            ranks=topology.world_size,
         )
-        batch_size = partition.device_batch_size(topology)
+        batch_size = partition.device_batch_size
         if batching_method == "random":
             positions = partition.worker_positions(topology)
             ids = sequence_ids(units, positions, num_canonical_nodes=num_canonical_nodes,
                                epoch=epoch, shuffle=shuffle, memo=memo)  # fmt: skip
-            return cls(ids, partition.num_steps, partition.padding)
+            return cls(ids, batch_size, partition.num_steps, partition.padding)
         builders: dict[str, Callable[..., StepBatches]] = {
             "device_per_stream": device_per_stream_batches,
             "per_stream": per_stream_batches,
@@ -123,4 +140,4 @@ class EpochPlan:
                 f"unknown batching_method {batching_method!r}; use one of "
                 f"{', '.join(BATCHING_METHODS)}"
             )
-        return cls(batches.ids, batches.num_steps, 0, batches.dropped)
+        return cls(batches.ids.reshape(-1), batch_size, batches.num_steps, 0, batches.dropped)

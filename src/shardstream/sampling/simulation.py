@@ -90,11 +90,14 @@ def step_batches(shape: JobShape, config: ShuffleConfig) -> NDArray[np.int64]:
     """``[steps, ranks, device batch]`` sample ids: every rank's device batch at every step.
 
     Worker ``w`` of a rank delivers that rank's device batches ``w, w + W, ...`` (the
-    DataLoader's round-robin).
+    DataLoader's round-robin). Where the last step is short, the places past each rank's last
+    batch hold ``-1``.
     """
     sizes = np.asarray(shape.shard_sizes, dtype=np.int64)
-    steps = EpochPartition(shape.epoch_size, shape.num_canonical_nodes, shape.global_batch)
-    out = np.empty((steps.num_steps, shape.world_size, shape.device_batch), dtype=np.int64)
+    steps = EpochPartition(shape.epoch_size, shape.num_canonical_nodes, shape.global_batch,
+                           ranks=shape.world_size)  # fmt: skip
+    batch = shape.device_batch
+    out = np.full((steps.num_steps, shape.world_size, batch), -1, dtype=np.int64)
     workers = shape.workers_per_rank
     for rank in range(shape.world_size):
         for worker in range(workers):
@@ -107,12 +110,18 @@ def step_batches(shape: JobShape, config: ShuffleConfig) -> NDArray[np.int64]:
                 epoch=shape.epoch,
                 shuffle=config,
             )
-            out[worker::workers, rank] = plan.batches
+            whole = len(plan.ids) // batch
+            mine = out[worker::workers, rank]
+            mine[:whole] = plan.ids[: whole * batch].reshape(whole, batch)
+            if whole < len(mine):  # the short last step
+                mine[whole, : len(plan.ids) - whole * batch] = plan.ids[whole * batch :]
     return out
 
 
 def epoch_order(shape: JobShape, batches: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The sample id at each epoch position (padding included), from the step batches.
+    """The sample id at each epoch position (repeats included), from the step batches.
+
+    Past the end of a short last step, ``-1``.
 
     Inside a step, rank ``r`` (node ``p``, rank-of-node ``q``) holds offsets
     ``p + P * (q + R * j)`` for ``j`` in its device batch.
@@ -129,24 +138,26 @@ def epoch_order(shape: JobShape, batches: NDArray[np.int64]) -> NDArray[np.int64
 def node_sequence(shape: JobShape, batches: NDArray[np.int64], node: int) -> NDArray[np.int64]:
     """What physical node ``node`` reads (ids or shards): step by step, its ranks in turn."""
     low = node * shape.ranks_per_node
-    return batches[:, low : low + shape.ranks_per_node].reshape(-1)
+    sequence = batches[:, low : low + shape.ranks_per_node].reshape(-1)
+    return sequence[sequence >= 0]  # not the places a short last step leaves empty
 
 
 def shard_of(shard_sizes: tuple[int, ...], samples: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The shard of each global sample id."""
+    """The shard of each global sample id (``-1`` for ``-1``, a place left empty)."""
     ends = np.cumsum(np.asarray(shard_sizes, dtype=np.int64))
-    return np.searchsorted(ends, samples, side="right").astype(np.int64)
+    shards = np.searchsorted(ends, samples, side="right").astype(np.int64)
+    return np.where(samples < 0, -1, shards)
 
 
 def shards_per_batch(shards: NDArray[np.int64]) -> float:
-    """Mean distinct shards per row of ``[steps, global batch]`` shard ids."""
+    """Mean distinct shards per row of ``[steps, global batch]`` shard ids (``-1``: none)."""
     ordered = np.sort(shards, axis=1)
-    distinct = 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1)
+    distinct = 1 + np.count_nonzero(np.diff(ordered, axis=1), axis=1) - (ordered[:, 0] < 0)
     return float(distinct.mean())
 
 
 def positions_of(order: NDArray[np.int64]) -> NDArray[np.int64]:
-    """The inverse of an epoch order without padding: the position of each sample id."""
+    """The inverse of an epoch order without repeats: the position of each sample id."""
     positions = np.empty_like(order)
     positions[order] = np.arange(len(order), dtype=np.int64)
     return positions

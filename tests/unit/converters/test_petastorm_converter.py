@@ -115,8 +115,11 @@ def test_tail_keeps_each_position_once(epoch_size: int, batch: int, nodes: int, 
         topology = Topology(nodes=nodes, ranks_per_node=per_node, rank=rank)
         tail = EpochTail.of(epoch_size=epoch_size, batch_size=batch, topology=topology)
         global_batch = batch * nodes * per_node
-        offsets = topology.node + nodes * (topology.rank_of_node + per_node * np.arange(batch))
         for step in range(tail.steps):
+            # The last step holds as many places for each rank as its last batch has rows.
+            width = len(tail.keep) if step == tail.steps - 1 else batch
+            within = np.arange(width)
+            offsets = topology.node + nodes * (topology.rank_of_node + per_node * within)
             positions = step * global_batch + offsets
             if step == tail.steps - 1:
                 positions = positions[tail.keep]

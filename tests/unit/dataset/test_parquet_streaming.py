@@ -50,10 +50,10 @@ def epoch_ids(ds: StreamingDataset) -> list[int]:
     return [int(sample["id"]) for sample in ds]
 
 
-def assert_once_up_to_padding(ids: list[int], rows: int, global_batch: int) -> None:
+def assert_once_up_to_repeats(ids: list[int], rows: int, ranks: int = 1) -> None:
     counts = collections.Counter(ids)
     assert set(counts) == set(range(rows))
-    assert len(ids) - rows == -rows % global_batch  # only the reported padding repeats
+    assert len(ids) - rows == -rows % ranks  # only the repeats that make the ranks equal
 
 
 @pytest.mark.parametrize("seed", [0, 1, 9176, 2024])
@@ -61,7 +61,7 @@ def assert_once_up_to_padding(ids: list[int], rows: int, global_batch: int) -> N
 def test_one_epoch_reads_every_row_once(remote: Path, tmp_path: Path, seed: int, algo: str):
     ds = dataset(remote, tmp_path / "cache", shuffle_seed=seed, shuffle_algo=algo)
     ids = epoch_ids(ds)
-    assert_once_up_to_padding(ids, ROWS, 4)
+    assert_once_up_to_repeats(ids, ROWS)
     assert ids != sorted(ids)
     assert (ds.num_samples, ds.num_shards) == (ROWS, GROUPS)
 
@@ -87,7 +87,7 @@ def test_two_ranks_with_two_workers_yield_as_many_rows_and_the_same_global_batch
         per_rank.append(ids_of(StreamingDataLoader(ds, batch_size=4, num_workers=2)))
     assert len(per_rank[0]) == len(per_rank[1])
     assert global_batches(per_rank, 4) == reference
-    assert_once_up_to_padding([i for ids in per_rank for i in ids], ROWS, 8)
+    assert_once_up_to_repeats([i for ids in per_rank for i in ids], ROWS, 2)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -117,7 +117,7 @@ def test_epochs_differ_and_set_epoch_replays(remote: Path, tmp_path: Path):
     ds = dataset(remote, tmp_path / "cache")
     first, second = epoch_ids(ds), epoch_ids(ds)
     assert first != second
-    assert_once_up_to_padding(second, ROWS, 4)
+    assert_once_up_to_repeats(second, ROWS)
     ds.set_epoch(0)
     assert epoch_ids(ds) == first
 
@@ -159,7 +159,7 @@ def test_remote_row_groups_are_fetched_alone_and_read_back(remote: Path, tmp_pat
     expected = pq.ParquetFile(remote / "part-002.parquet").read_row_group(0).to_pylist()
     view = ds._prepare().datasets[0].shard_view(4)  # 3 + 1 row groups before it
     assert [view.get(i)["name"] for i in range(len(view))] == [r["name"] for r in expected]
-    assert_once_up_to_padding(epoch_ids(ds), ROWS, 4)
+    assert_once_up_to_repeats(epoch_ids(ds), ROWS)
     assert len(list(local.glob("*.rowgroup-*"))) == GROUPS
 
 
@@ -181,7 +181,7 @@ def test_a_cache_limit_evicts_row_groups_and_the_epoch_stays_whole(remote: Path,
             with contextlib.suppress(FileNotFoundError):
                 total += path.stat().st_size
         peak = max(peak, total)
-    assert_once_up_to_padding(ids, ROWS, 4)
+    assert_once_up_to_repeats(ids, ROWS)
     assert 0 < peak <= limit
     assert len(list(local.glob("*.rowgroup-*"))) < GROUPS  # some were evicted
 
@@ -201,7 +201,7 @@ def test_the_derived_index_is_read_once_and_again_for_changed_files(
         return original(store, key, info, options)
 
     monkeypatch.setattr(parquet_index, "_remote_layout", counting)
-    assert_once_up_to_padding(epoch_ids(dataset(remote, local)), ROWS, 4)
+    assert_once_up_to_repeats(epoch_ids(dataset(remote, local)), ROWS)
     assert len(footers) == len(FILES)
     dataset(remote, local).prepare()
     assert len(footers) == len(FILES)  # sizes and etags unchanged: no footer read
@@ -288,5 +288,5 @@ def test_random_row_groups_are_read_exactly_once(
         root = write_parquet(Path(folder) / "ds", files, compression="none")
         ds = StreamingDataset(local=str(root), batch_size=batch, shuffle=True,
                               shuffle_seed=seed, num_canonical_nodes=3)  # fmt: skip
-        assert_once_up_to_padding(epoch_ids(ds), rows, batch)
+        assert_once_up_to_repeats(epoch_ids(ds), rows)
         shutil.rmtree(root)

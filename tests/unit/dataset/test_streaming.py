@@ -13,10 +13,12 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from tests.streaming_data import global_batches, ids_of, write_dataset
+from torch.utils.data import DataLoader
 
 from shardstream import Stream, StreamingDataLoader, StreamingDataset
 from shardstream.errors import CacheLimitError, ConfigurationError, TopologyError
@@ -101,7 +103,7 @@ def test_global_batches_do_not_depend_on_the_ranks(
     assert global_batches(per_rank, batch) == reference
     flat = collections.Counter(i for ids in per_rank for i in ids)
     assert set(flat) == set(range(SAMPLES))
-    assert sum(flat.values()) - SAMPLES == -SAMPLES % 12  # only the reported padding repeats
+    assert sum(flat.values()) - SAMPLES == -SAMPLES % world  # only the reported repeats
 
 
 def test_dataloader_workers_do_not_change_the_batches(remote: Path, tmp_path: Path):
@@ -172,6 +174,110 @@ def test_resume_on_another_rank_count(remote: Path, tmp_path: Path):
         ds.load_state_dict(state)
         per_rank.append(epoch_ids(ds))
     assert global_batches(per_rank, 4) == reference[3:]
+
+
+ODD = 117  # samples of a dataset that splits evenly over neither the batch nor most ranks
+
+
+@pytest.fixture(scope="module")
+def odd_remote(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_dataset(tmp_path_factory.mktemp("odd") / "ds", ODD, size_limit=512)
+
+
+def batch_ids(loader: Any) -> list[list[int]]:
+    return [[int(i) for i in batch["id"]] for batch in loader]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_one_device_yields_each_sample_once_then_a_short_batch(
+    odd_remote: Path, tmp_path: Path, workers: int, drop_last: bool
+):
+    ds = dataset(odd_remote, tmp_path / "c")  # batch 4
+    loader = DataLoader(ds, batch_size=4, num_workers=workers, drop_last=drop_last)
+    batches = batch_ids(loader)
+    assert len(ds) == ODD
+    assert len(loader) == len(batches)
+    whole, rest = divmod(ODD, 4)
+    assert [len(b) for b in batches] == [4] * whole + ([] if drop_last else [rest])
+    ids = [i for b in batches for i in b]
+    assert len(set(ids)) == len(ids)  # nothing repeated
+    assert len(ids) == (whole * 4 if drop_last else ODD)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "per_node", "batch"), [(1, 2, 4), (2, 2, 4), (1, 3, 4), (2, 4, 2), (1, 8, 4)]
+)
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_ranks_get_equal_batches_and_repeat_only_to_be_equal(
+    odd_remote: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    nodes: int,
+    per_node: int,
+    batch: int,
+    drop_last: bool,
+):
+    world = nodes * per_node
+    datasets = [
+        dataset(odd_remote, tmp_path / f"node{rank // per_node}", batch_size=batch, rank=rank,
+                world_size=world, ranks_per_node=per_node)
+        for rank in range(world)
+    ]  # fmt: skip
+    share = -(-ODD // world)  # the reference's len(): the epoch over the ranks, rounded up
+    assert {len(ds) for ds in datasets} == {share}
+    with caplog.at_level("INFO", logger="shardstream.dataset.streaming"):
+        per_rank = [batch_ids(DataLoader(ds, batch_size=batch, drop_last=drop_last))
+                    for ds in datasets]  # fmt: skip
+    whole, rest = divmod(share, batch)
+    expected = [batch] * whole + ([rest] if rest and not drop_last else [])
+    assert all([len(b) for b in batches] == expected for batches in per_rank)
+    if drop_last:
+        return
+    delivered = collections.Counter(i for batches in per_rank for b in batches for i in b)
+    padding = share * world - ODD  # fewer than the ranks: the fewest that make them equal
+    assert set(delivered) == set(range(ODD))
+    assert sum(delivered.values()) == ODD + padding
+    assert padding < world
+    said = [r.getMessage() for r in caplog.records if "repeated" in r.getMessage()]
+    assert said == ([f"epoch 0: {padding} samples are repeated so that each of the {world} "
+                     "ranks gets as many"] if padding else [])  # fmt: skip
+
+
+def test_a_mid_epoch_resume_onto_other_ranks_keeps_the_short_last_step(
+    odd_remote: Path, tmp_path: Path
+):
+    def loaders(world: int, batch: int, local: Path) -> list[StreamingDataLoader]:
+        datasets = [
+            dataset(odd_remote, local, batch_size=batch, rank=rank, world_size=world,
+                    ranks_per_node=world)
+            for rank in range(world)
+        ]  # fmt: skip
+        return [StreamingDataLoader(ds, batch_size=batch) for ds in datasets]
+
+    def steps(per_rank: list[list[list[int]]]) -> list[collections.Counter[int]]:
+        return [collections.Counter(i for batches in per_rank for i in batches[k])
+                for k in range(len(per_rank[0]))]  # fmt: skip
+
+    order = ids_of(StreamingDataLoader(dataset(odd_remote, tmp_path / "a"), batch_size=4))
+    # Global batch 8 over 2 ranks: 15 steps, the last of 6 (5 samples left and 1 repeat).
+    whole = steps([batch_ids(loader) for loader in loaders(2, 4, tmp_path / "a")])
+    assert [sum(step.values()) for step in whole] == [8] * 14 + [6]
+    two = loaders(2, 4, tmp_path / "a")
+    iterators = [iter(loader) for loader in two]
+    for iterator in iterators:
+        for _ in range(5):
+            next(iterator)
+    state = two[0].state_dict()
+    assert state["sample_in_epoch"] == 40
+    four = loaders(4, 2, tmp_path / "b")  # the same global batch over 4 ranks: 3 repeats
+    for loader in four:
+        loader.load_state_dict(state)
+    resumed = steps([batch_ids(loader) for loader in four])
+    assert resumed[:-1] == whole[5:-1]
+    first = collections.Counter(order[:3])
+    assert resumed[-1] == whole[-1] - collections.Counter(order[:1]) + first
+    assert sum(resumed[-1].values()) == 8  # 5 samples left, and 3 repeats: 2 for each rank
 
 
 def test_a_resume_state_at_the_end_starts_the_next_epoch(remote: Path, tmp_path: Path):

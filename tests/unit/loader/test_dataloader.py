@@ -122,6 +122,38 @@ def test_len_counts_batches(remote: Path, tmp_path: Path):
     assert len(loader) == -(-SAMPLES // 8)
 
 
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_drop_last_drops_the_short_last_batch_as_torch_does(
+    remote: Path, tmp_path: Path, workers: int
+):
+    def loader(cls: Any, drop_last: bool) -> Any:
+        return cls(make(remote, tmp_path / "c"), batch_size=8, num_workers=workers,
+                   drop_last=drop_last)  # fmt: skip
+
+    whole, rest = divmod(SAMPLES, 8)  # 25 batches of 8, then one of 3
+    kept = loader(StreamingDataLoader, True)
+    batches = list(kept)
+    assert len(kept) == len(batches) == whole
+    assert [len(batch["id"]) for batch in batches] == [8] * whole
+    assert all(map(same_batch, batches, loader(DataLoader, True)))
+    assert kept.state_dict()["sample_in_epoch"] == whole * 8
+    every = loader(StreamingDataLoader, False)
+    assert [len(batch["id"]) for batch in every] == [8] * whole + [rest]
+    assert len(every) == whole + 1
+
+
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
+def test_a_state_saved_after_a_dropped_batch_ends_the_epoch_there(remote: Path, tmp_path: Path):
+    first = StreamingDataLoader(make(remote, tmp_path / "a"), batch_size=8, drop_last=True)
+    list(first)
+    state = first.state_dict()
+    again = StreamingDataLoader(make(remote, tmp_path / "b"), batch_size=8, drop_last=True)
+    again.load_state_dict(state)
+    assert list(again) == []  # what was left is the short batch: dropped again
+    assert [b["id"].tolist() for b in again] == [b["id"].tolist() for b in first]  # epoch 1
+
+
 def test_batch_sizes_that_differ_are_refused(remote: Path, tmp_path: Path):
     with pytest.raises(ConfigurationError, match="batch_size"):
         StreamingDataLoader(make(remote, tmp_path / "c"), batch_size=16)
@@ -165,7 +197,7 @@ def test_batches_decoded_together_equal_torch_collating_each_sample(
 ):
     # 610 small samples in ~60 shards, batches of 16: each batch draws a sample or two from
     # each of many shards, so the reader decodes several batches in one call per shard
-    # (38 batches + 1 padded: groups of up to 8, the last one partial).
+    # (38 batches + 1 of 2: groups of up to 8, the last one partial).
     from shardstream.dataset import batch_assembly
 
     root = tmp_path / "many"
@@ -192,7 +224,7 @@ def test_batches_decoded_together_equal_torch_collating_each_sample(
     assert all(same_batch(a, b) for a, b in zip(fast, plain, strict=True))
     assert calls[0] == 16  # the first batch alone
     assert max(calls) > 16  # then several batches a call
-    assert sum(calls) == 16 * len(fast)
+    assert sum(calls) == 610  # each sample once: the last batch is short
     for batch in fast:
         assert batch["data"] == [
             int(i).to_bytes(4, "little") * (int(i) % 5) for i in batch["id"].tolist()
@@ -241,7 +273,8 @@ def test_batches_of_large_samples_leave_workers_as_ids_and_come_out_the_same(
     assert read_here == []
     ids = [i for batch_ids, _ in expected for i in batch_ids]
     assert set(ids) == set(range(600))
-    assert len(ids) == 608  # 8 repeated to fill the last batch
+    assert len(ids) == 600  # each once: the last batch is short
+    assert [len(batch_ids) for batch_ids, _ in expected[-2:]] == [32, 600 % 32]
     payloads = [p for _, batch in expected for p in batch]
     assert all(type(p) is bytes for p in payloads)
     assert all(p == bytes([i % 251]) * (40_000 + i) for i, p in zip(ids, payloads, strict=True))

@@ -41,9 +41,10 @@ def test_planning_an_epoch_does_not_import_numpy_ma() -> None:
     script = (
         "import sys, numpy as np\n"
         "from shardstream.sampling import EpochPlan, ShuffleConfig, Topology\n"
-        "plan = EpochPlan.for_worker(np.array([7, 5, 9] * 40 + [3]), topology=Topology(), "
-        "num_canonical_nodes=2, global_batch_size=8, epoch=1, shuffle=ShuffleConfig(True))\n"
-        "assert plan.padding == 5\n"
+        "plan = EpochPlan.for_worker(np.array([7, 5, 9] * 40 + [3]), "
+        "topology=Topology(ranks_per_node=4), num_canonical_nodes=2, global_batch_size=8, "
+        "epoch=1, shuffle=ShuffleConfig(True))\n"
+        "assert plan.padding == 1\n"
         "print('numpy.ma' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)

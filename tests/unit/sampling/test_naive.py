@@ -63,7 +63,7 @@ def test_a_worker_evaluates_only_its_own_positions():
                                 global_batch_size=2048, epoch=1, shuffle=config)  # fmt: skip
     perm = get_shuffle("naive", sizes, 8, 4, 1)
     partition = EpochPartition(epoch_size=10_000_000, num_canonical_nodes=8,
-                               global_batch_size=2048)  # fmt: skip
+                               global_batch_size=2048, ranks=64)  # fmt: skip
     nodes, local = interleave(partition.worker_positions(topology), 10_000_000, 8)
-    assert plan.batches.shape == (610, 32)  # steps 3, 11, ... of 4,883
-    assert np.array_equal(plan.batches, perm[canonical_node_bounds(10_000_000, 8)[nodes] + local])
+    assert plan.ids.shape == (610 * 32,)  # steps 3, 11, ... of 4,883
+    assert np.array_equal(plan.ids, perm[canonical_node_bounds(10_000_000, 8)[nodes] + local])

@@ -44,7 +44,7 @@ def plan_ids(sizes: NDArray[np.int64], memo: DictMemo | None = None, **kwargs: A
         **kwargs,
     }
     plan = EpochPlan.for_worker(sizes, memo=memo, **settings_)
-    ids: list[int] = plan.batches.reshape(-1).tolist()
+    ids: list[int] = plan.ids.tolist()
     return ids
 
 

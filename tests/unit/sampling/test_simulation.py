@@ -44,8 +44,26 @@ def test_epoch_order_rebuilt_from_worker_plans_is_the_interleaved_shuffle(algo):
     nodes, local = interleave(np.arange(size), size, SHAPE.num_canonical_nodes)
     bounds = canonical_node_bounds(size, SHAPE.num_canonical_nodes)
     assert order[:size].tolist() == perm[bounds[nodes] + local].tolist()
-    # The last step is topped up with the epoch's first positions.
-    assert order[size:].tolist() == order[: len(order) - size].tolist()
+    # 20,000 samples split evenly over the 8 ranks: the last step is short, nothing repeated.
+    assert (order[size:] == -1).all()
+    assert len(order) - size == SHAPE.global_batch // 2
+
+
+def test_a_short_last_step_with_repeats():
+    # 10 samples, 2 nodes x 2 ranks x 2 workers, device batch 2: step 1 holds the last 2
+    # samples and 2 repeats of the first, one place per rank; the other places stay empty.
+    shape = JobShape(shard_sizes=(5, 5), num_canonical_nodes=2, nodes=2, ranks_per_node=2,
+                     workers_per_rank=2, device_batch=2)  # fmt: skip
+    batches = step_batches(shape, ShuffleConfig())
+    assert batches.shape == (2, 4, 2)
+    # Node 0's ranks take positions 8 and 10 (the first repeated), node 1's 9 and 11.
+    assert batches[1].tolist() == [[4, -1], [0, -1], [9, -1], [5, -1]]
+    order = epoch_order(shape, batches)
+    assert order.tolist() == [0, 5, 1, 6, 2, 7, 3, 8, 4, 9, 0, 5, -1, -1, -1, -1]
+    shards = shard_of(shape.shard_sizes, batches)
+    assert shards[1].tolist() == [[0, -1], [0, -1], [1, -1], [1, -1]]
+    assert node_sequence(shape, shards, 1).tolist() == [1, 1, 1, 1, 1, 1]
+    assert shards_per_batch(shards.reshape(2, -1)) == 2.0
 
 
 def test_node_sequence_walks_steps_then_ranks():

@@ -406,16 +406,21 @@ def test_workers_prefetch_four_batches_unless_told(remote: Path, tmp_path: Path)
 
 @pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
 @pytest.mark.parametrize(
-    ("method", "persistent"),
-    [("fork", False), ("spawn", False), ("forkserver", False), ("forkserver", True)],
+    ("method", "persistent", "workers"),
+    [
+        (method, persistent, 2)
+        for method in ("fork", "spawn", "forkserver")
+        for persistent in (False, True)
+    ]
+    + [(None, False, 0)],
 )
 def test_a_state_taken_in_the_second_epoch_resumes_it_under_every_start_method(
-    remote: Path, tmp_path: Path, method: str, persistent: bool
+    remote: Path, tmp_path: Path, method: str | None, persistent: bool, workers: int
 ):
     def loader(local: Path) -> StreamingDataLoader:
         return StreamingDataLoader(
-            make(remote, local), batch_size=8, num_workers=2, multiprocessing_context=method,
-            persistent_workers=persistent,
+            make(remote, local), batch_size=8, num_workers=workers,
+            multiprocessing_context=method, persistent_workers=persistent,
         )  # fmt: skip
 
     first = loader(tmp_path / "a")

@@ -6,12 +6,14 @@ import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from shardstream import config
 from shardstream.cache import ensure_private_folder
 from shardstream.errors import ConfigurationError
 from shardstream.format.hashing import HASH_ALGORITHMS
 from shardstream.format.index import safe_basename
+from shardstream.format.parquet_filters import Filters
 from shardstream.sampling.mixing import StreamWeight
 from shardstream.storage import DownloadOptions, is_remote, local_path
 
@@ -46,6 +48,9 @@ class Stream:
             row group: see ``docs/parquet.md``), or ``None``: MDS where an ``index.json`` is,
             else Parquet where ``*.parquet`` files are.
         columns: The columns to read from a Parquet stream (``None``: the dataset's).
+        filters: pyarrow's DNF filters (``[("year", ">=", 2021)]``) for a Parquet stream:
+            files in ``key=value`` folders whose values cannot pass are left out. Terms on
+            other columns are not applied to rows here.
 
     Raises:
         ConfigurationError: Neither ``remote`` nor ``local``, several weights, or bad values.
@@ -71,6 +76,7 @@ class Stream:
         keep_zip: bool | None = None,
         format: str | None = None,
         columns: Sequence[str] | None = None,
+        filters: Sequence[Any] | None = None,
     ) -> None:
         if remote is None and local is None:
             raise ConfigurationError(
@@ -106,6 +112,7 @@ class Stream:
             raise ConfigurationError(f"format={format!r}; use 'mds', 'parquet' or None (detect)")
         self.format = format
         self.columns = _list(columns)
+        self.filters = None if filters is None else Filters.parse(filters)
 
     @property
     def proportion(self) -> float | None:
@@ -168,6 +175,7 @@ class Stream:
             weight=self.weight,
             format=self.format,
             columns=self.columns if self.columns is not None else _list(columns),
+            filters=self.filters,
         )
 
 
@@ -192,6 +200,7 @@ class ResolvedStream:
         weight: The stream's weight in the mix.
         format: ``'mds'``, ``'parquet'`` or ``None`` (detected when loaded).
         columns: The Parquet columns to read, or ``None`` for all.
+        filters: Which Parquet files to read, by their partition values (``None``: all).
     """
 
     remote: str | None
@@ -202,3 +211,4 @@ class ResolvedStream:
     weight: StreamWeight
     format: str | None = None
     columns: list[str] | None = None
+    filters: Filters | None = None

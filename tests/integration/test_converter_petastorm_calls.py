@@ -159,7 +159,7 @@ def test_petastorm_argument_order(spark: Any, tmp_path: Path):
     assert {shard["compression"] for shard in index["shards"]} == {None}
     assert {shard["column_encodings"][1] for shard in index["shards"]} == {"float64"}
     with pytest.warns(FutureWarning, match="parent_cache_dir_url=url"):
-        again = make_spark_converter(df, str(tmp_path / "other"))
+        again = make_spark_converter(df, str(tmp_path / "other"))  # type: ignore[arg-type]
     assert again.cache_dir_url.startswith(str(tmp_path / "other"))
 
 

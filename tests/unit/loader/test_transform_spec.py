@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from collections import namedtuple
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,14 +62,14 @@ def test_bad_edit_field_and_func():
         TransformSpec(func=3)  # type: ignore[arg-type]
 
 
-def double(frame):  # module level: the collate pickles into workers
+def double(frame: Any) -> Any:  # module level: the collate pickles into workers
     return frame.assign(y=frame.y * 2, s=[v.sum() for v in frame.v]).drop(columns=["name"])
 
 
 def test_apply_runs_the_function_on_a_dataframe_of_the_batch():
     seen = []
 
-    def func(frame):
+    def func(frame: Any) -> Any:
         seen.append((list(frame.columns), len(frame), type(frame.v.iloc[0])))
         return double(frame)
 

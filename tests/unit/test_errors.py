@@ -34,6 +34,7 @@ from shardstream.errors import (
     UnknownEncodingError,
     UnsafeEncodingError,
     UnsafePathError,
+    UnsafePickleError,
     UnsupportedURLError,
     UploadError,
 )
@@ -51,6 +52,7 @@ HIERARCHY = [
     (MissingColumnError, KeyError),
     (UnknownColumnError, ValueError),
     (UnsafeEncodingError, ValueError),
+    (UnsafePickleError, UnsafeEncodingError),
     (IndexFormatError, ValueError),
     (UnsafePathError, IndexFormatError),
     (ShardFormatError, ValueError),

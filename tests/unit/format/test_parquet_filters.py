@@ -67,10 +67,10 @@ def test_row_mask_is_the_or_of_ands_and_may_match_never_skips_a_passing_row(
     groups: list[list[tuple[str, str, int]]], rows: list[tuple[int, int | None]]
 ):
     keep = Filters.parse(groups)
-    columns = {"a": [a for a, _ in rows], "b": [b for _, b in rows]}
+    columns: dict[str, list[Any]] = {"a": [a for a, _ in rows], "b": [b for _, b in rows]}
 
     def passes(a: int, b: int | None) -> bool:
-        values = {"a": a, "b": b}
+        values: dict[str, Any] = {"a": a, "b": b}
         return any(
             all(values[c] is not None and OPS[op](values[c], v) for c, op, v in group)
             for group in groups

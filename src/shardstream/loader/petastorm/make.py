@@ -118,7 +118,7 @@ def make_reader(
         cache_type: ``'null'``, ``None`` or ``'local-disk'``: a remote dataset's row groups are
             always cached on local disk (docs/petastorm.md).
         cache_location: The cache folder of a remote dataset (default: one under
-            ``SHARDSTREAM_CACHE_DIR``).
+            ``SHARDSTREAM_CACHE_DIR``); a local dataset is read in place unless one is named.
         cache_size_limit: The most bytes the cache holds (``cache_limit``).
         cache_row_size_estimate: Ignored.
         cache_extra_settings: Ignored.
@@ -294,12 +294,12 @@ def _open(
             f"predicate must be a Petastorm predicate (get_fields(), do_include()), got "
             f"{predicate!r}"
         )
-    remote = url if is_remote(url) else None
-    path = None if remote is not None else os.path.abspath(local_path(url))
-    local = cache_location if remote is not None else path
+    # A local folder is read in place unless a cache folder is named: then, as a remote's,
+    # its row groups are copied there (and evicted under cache_size_limit).
+    source = url if is_remote(url) else os.path.abspath(local_path(url))
 
     def stream(columns: list[str] | None) -> Stream:
-        return Stream(remote=remote, local=local, format="parquet", columns=columns,
+        return Stream(remote=source, local=cache_location, format="parquet", columns=columns,
                       filters=filters)  # fmt: skip
 
     probe = stream(None).resolve(

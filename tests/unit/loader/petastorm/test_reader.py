@@ -282,3 +282,16 @@ def test_unsupported_or_bad_arguments_are_refused(hello: str, kwargs: Any, match
 def test_a_list_of_files_is_refused(hello: str):
     with pytest.raises(ConfigurationError, match="list of Parquet file URLs"):
         make_batch_reader([hello + "/part=0/part-00000.parquet"])  # type: ignore[arg-type]
+
+
+def test_a_cache_location_holds_the_row_groups_under_the_size_limit(hello: str, tmp_path: Path):
+    cache = tmp_path / "cache"
+    limit = 48 << 10  # the saved footers, and a few of the 60 KiB of row groups
+    options: dict[str, Any] = {"cache_type": "local-disk", "cache_location": str(cache),
+                               "cache_size_limit": limit}  # fmt: skip
+    with make_batch_reader(hello, schema_fields=["id", "image"], **options) as reader:
+        batches = list(reader)
+    assert sorted(batch_ids(batches)) == list(range(ROWS))
+    fetched = [p for p in cache.rglob("*.rowgroup-*") if p.is_file()]
+    assert fetched  # copied from the dataset, as from an object store
+    assert sum(p.stat().st_size for p in fetched) <= limit

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 #: The modules whose ``__all__`` is the public API, in the order the page shows them.
-MODULES = ("shardstream", "shardstream.converters", "shardstream.loader", "shardstream.errors")
+MODULES = (
+    "shardstream",
+    "shardstream.converters",
+    "shardstream.loader",
+    "shardstream.loader.petastorm",
+    "shardstream.errors",
+)
 OUT = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 _SECTIONS = ("Args", "Arguments", "Attributes", "Raises", "Returns", "Yields", "Example",
              "Examples", "Note", "Notes")  # fmt: skip

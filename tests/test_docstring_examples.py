@@ -17,7 +17,12 @@ from typing import Any
 
 import pytest
 
-MODULES = ("shardstream", "shardstream.converters", "shardstream.loader")
+MODULES = (
+    "shardstream",
+    "shardstream.converters",
+    "shardstream.loader",
+    "shardstream.loader.petastorm",
+)
 SECTIONS = ("Example:", "Examples:")
 
 # Examples run as written but for "/tmp/", and in this order: LocalDataset reads what
@@ -34,6 +39,16 @@ RUNNABLE = (
     "shardstream.converters.is_json_compatible",
     "shardstream.converters.jsonl_to_mds",
     "shardstream.converters.pandas_to_mds",
+    "shardstream.loader.petastorm.Unischema",
+    "shardstream.loader.petastorm.UnischemaField",
+    "shardstream.loader.petastorm.in_intersection",
+    "shardstream.loader.petastorm.in_lambda",
+    "shardstream.loader.petastorm.in_negate",
+    "shardstream.loader.petastorm.in_pseudorandom_split",
+    "shardstream.loader.petastorm.in_reduce",
+    "shardstream.loader.petastorm.in_set",
+    "shardstream.loader.petastorm.PredicateBase",
+    "shardstream.loader.petastorm.decimal_friendly_collate",
 )
 
 
@@ -82,6 +97,7 @@ def test_the_public_api_is_found() -> None:
     assert "shardstream.StreamingDataset" in names
     assert "shardstream.converters.dataframe_to_mds" in names
     assert "shardstream.loader.SparkDatasetConverter" in names
+    assert "shardstream.loader.petastorm.make_batch_reader" in names
     assert set(RUNNABLE) <= set(names)
 
 

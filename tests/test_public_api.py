@@ -104,3 +104,35 @@ def test_import_is_light():
 
 def test_the_check_for_heavy_modules_can_fail():
     assert heavy_modules_after("zstandard, shardstream") == ["zstandard"]
+
+
+PETASTORM = [
+    "ConverterDataLoader",
+    "DataLoader",
+    "PredicateBase",
+    "Reader",
+    "SparkDatasetConverter",
+    "TransformSpec",
+    "Unischema",
+    "UnischemaField",
+    "decimal_friendly_collate",
+    "in_intersection",
+    "in_lambda",
+    "in_negate",
+    "in_pseudorandom_split",
+    "in_reduce",
+    "in_set",
+    "make_batch_reader",
+    "make_petastorm_dataset",
+    "make_reader",
+    "make_spark_converter",
+    "register_delete_dir_handler",
+]
+
+
+def test_petastorms_names_are_pinned_in_one_module():
+    from shardstream.loader import petastorm
+
+    assert petastorm.__all__ == PETASTORM
+    for name in PETASTORM:
+        assert hasattr(petastorm, name)

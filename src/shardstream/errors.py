@@ -20,6 +20,7 @@ mosaicml-streaming raises in its place, so that code written against it still ca
     ├── MissingColumnError(KeyError)             a sample lacks one of the writer's columns
     ├── UnknownColumnError(ValueError)           a sample holds keys that are not the columns
     ├── UnsafeEncodingError(ValueError)          a pickle column read without allow_unsafe_types
+    │   └── UnsafePickleError                    a pickle names a class that is not loaded
     ├── IndexFormatError(ValueError)             index.json is malformed
     ├── EmptyStreamError(RuntimeError)           a stream's index holds no samples
     │   └── UnsafePathError                      a shard basename escapes the dataset root
@@ -84,6 +85,7 @@ __all__ = [
     "UnpicklableValueError",
     "UnsafeEncodingError",
     "UnsafePathError",
+    "UnsafePickleError",
     "UnsupportedURLError",
     "UploadError",
 ]
@@ -171,6 +173,13 @@ class UnknownColumnError(ShardstreamError, ValueError):
 
 class UnsafeEncodingError(ShardstreamError, ValueError):
     """A column uses an encoding that can run code on read (pickle) and the user did not opt in."""
+
+
+class UnsafePickleError(UnsafeEncodingError):
+    """A pickle (Petastorm's Unischema metadata) names a class that loading it would run.
+
+    Only the classes a Petastorm schema is made of are loaded; the message names the refused one.
+    """
 
 
 class IndexFormatError(ShardstreamError, ValueError):

@@ -43,6 +43,7 @@ from shardstream.errors import (
     UnpicklableValueError,
     UnsafeEncodingError,
     UnsafePathError,
+    UnsafePickleError,
     UnsupportedURLError,
     UploadError,
 )
@@ -72,6 +73,7 @@ HIERARCHY = [
     (MissingColumnError, KeyError),
     (UnknownColumnError, ValueError),
     (UnsafeEncodingError, ValueError),
+    (UnsafePickleError, UnsafeEncodingError),
     (IndexFormatError, ValueError),
     (UnsafePathError, IndexFormatError),
     (EmptyStreamError, RuntimeError),

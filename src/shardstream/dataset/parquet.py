@@ -4,7 +4,9 @@ Every row group that holds rows is one shard: its rows are the shard's samples, 
 and files come in sorted key order. The epoch plan, the shuffle, the partition over ranks and
 workers and the resume points are those of MDS shards, so they hold the same guarantees. A
 sample is ``{column: value}`` over the projected columns (see
-:mod:`shardstream.format.parquet_view` for the value types).
+:mod:`shardstream.format.parquet_view` for the value types). Files in ``key=value`` folders
+have those partition columns too, after the files' own
+(:mod:`shardstream.format.parquet_partitions`); ``filters`` on them leave whole files out.
 
 A local folder is read in place (each shard's "file" is the Parquet file itself, checked by
 size). For a remote, each shard's file is the row group's compact cache file
@@ -21,10 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from shardstream._optional import require
 from shardstream.cache.parquet_files import RowGroupFetcher, read_row_group, row_group_basename
 from shardstream.errors import ConfigurationError, ShardFormatError
 from shardstream.format.index import FileInfo, ShardEntry
+from shardstream.format.parquet_filters import Filters
 from shardstream.format.parquet_layout import ParquetFileLayout, RowGroupSpan, parse_metadata
+from shardstream.format.parquet_partitions import Partitioning
 from shardstream.format.parquet_view import RowGroupView
 
 __all__ = ["ParquetDataset"]
@@ -39,13 +44,17 @@ class ParquetDataset:
     Args:
         root: The folder holding the files (read in place) or the row groups' cache files.
         layouts: The files, in dataset order.
-        columns: The columns to read (``None``: every column of the files).
+        columns: The columns to read (``None``: every column of the files, then the
+            partition columns).
         cached: ``root`` holds row-group cache files (the data is remote), not the files.
         source: The dataset's URL or path, named in errors.
+        filters: pyarrow's DNF filters; files whose partition values cannot pass are left
+            out (terms on other columns are not applied here).
 
     Raises:
-        ConfigurationError: A projected column is missing from a file.
-        ShardFormatError: The files do not share their columns.
+        ConfigurationError: A projected column is missing from a file, or a partition folder
+            names a column the files hold.
+        ShardFormatError: The files do not share their columns or their partition folders.
     """
 
     def __init__(
@@ -56,13 +65,29 @@ class ParquetDataset:
         columns: Sequence[str] | None = None,
         cached: bool = False,
         source: str | None = None,
+        filters: Filters | None = None,
     ) -> None:
         self.root = root
         self.source = source or root
-        self.layouts = list(layouts)
+        partitioning = Partitioning.of([layout.key for layout in layouts], source=self.source)
+        kept = [
+            number
+            for number in range(len(layouts))
+            if filters is None or filters.may_match(partitioning.row(number))
+        ]
+        self.layouts = [layouts[number] for number in kept]
+        self.partitioning = Partitioning(
+            partitioning.names, partitioning.types, tuple(partitioning.values[n] for n in kept)
+        )
         self.cached = cached
         self.columns = None if columns is None else list(columns)
-        _check_columns(self.layouts, self.columns, self.source)
+        _check_columns(self.layouts, self.columns, self.source, self.partitioning.names)
+        # The columns read from the files; partition columns are appended after reading.
+        self._file_columns = (
+            None
+            if self.columns is None
+            else [name for name in self.columns if name not in self.partitioning.names]
+        )
         self._groups: list[tuple[int, RowGroupSpan]] = [
             (number, group)
             for number, layout in enumerate(self.layouts)
@@ -132,7 +157,7 @@ class ParquetDataset:
             group,
             size=layout.size,
             compact=self.cached,
-            columns=self.columns,
+            columns=self._file_columns,
             source=where,
         )
         if table.num_rows != group.rows:
@@ -140,9 +165,23 @@ class ParquetDataset:
                 f"{where}: read {table.num_rows} rows, expected {group.rows}; the file changed "
                 "since its footer was read: start again"
             )
-        view = RowGroupView(table, source=where)
+        view = RowGroupView(self._with_partitions(table, number), source=where)
         self._views[shard] = view
         return view
+
+    def _with_partitions(self, table: Any, number: int) -> Any:
+        """``table`` with file ``number``'s partition columns, in projection order."""
+        parts = self.partitioning
+        if not parts.names:
+            return table
+        pa = require("pyarrow", extra="arrow", purpose="Reading Parquet")
+        for name, kind, value in zip(parts.names, parts.types, parts.values[number], strict=True):
+            if self.columns is None or name in self.columns:
+                values = pa.array(
+                    [value] * table.num_rows, pa.int64() if kind == "int64" else pa.string()
+                )
+                table = table.append_column(name, values)
+        return table if self.columns is None else table.select(self.columns)
 
     def release(self, shard: int) -> None:
         """Forget row group ``shard``'s view; it is read again on next use.
@@ -169,8 +208,10 @@ class ParquetDataset:
             raw = FileInfo(row_group_basename(layout, group.index), group.nbytes)
         else:
             raw = FileInfo(layout.key, layout.size)
-        names = self.columns if self.columns is not None else list(layout.columns)
+        parts = self.partitioning
+        names = self.columns if self.columns is not None else [*layout.columns, *parts.names]
         types = dict(zip(layout.columns, layout.types, strict=True))
+        types.update(zip(parts.names, parts.types, strict=True))
         return ShardEntry(
             format="parquet",
             samples=group.rows,
@@ -184,18 +225,30 @@ class ParquetDataset:
 
 
 def _check_columns(
-    layouts: list[ParquetFileLayout], columns: list[str] | None, source: str
+    layouts: list[ParquetFileLayout],
+    columns: list[str] | None,
+    source: str,
+    partitions: tuple[str, ...],
 ) -> None:
     """Every file has the projected columns; without a projection, the same columns."""
+    for layout in layouts:
+        clash = [name for name in partitions if name in layout.columns]
+        if clash:
+            raise ConfigurationError(
+                f"{source}/{layout.key} lies in the partition folder of {clash[0]!r} but also "
+                f"holds a column of that name; rename the folder or the column"
+            )
     if columns is not None:
         if not columns or len(set(columns)) != len(columns):
             raise ConfigurationError(f"columns must be distinct column names, got {columns!r}")
         for layout in layouts:
-            missing = [name for name in columns if name not in layout.columns]
+            missing = [
+                name for name in columns if name not in layout.columns and name not in partitions
+            ]
             if missing:
                 raise ConfigurationError(
                     f"columns={columns!r}: {missing} not in {source}/{layout.key}, whose "
-                    f"columns are {list(layout.columns)}"
+                    f"columns are {[*layout.columns, *partitions]}"
                 )
         return
     if layouts:

@@ -15,6 +15,7 @@ from shardstream.cache import ensure_private_folder
 from shardstream.errors import ConfigurationError
 from shardstream.format.hashing import HASH_ALGORITHMS
 from shardstream.format.index import safe_basename
+from shardstream.format.parquet_filters import Filters
 from shardstream.sampling.mixing import StreamWeight
 from shardstream.storage import DownloadOptions, is_remote, local_path
 
@@ -51,6 +52,9 @@ class Stream:
             row group: see ``docs/parquet.md``), or ``None``: MDS where an ``index.json`` is,
             else Parquet where ``*.parquet`` files are.
         columns: The columns to read from a Parquet stream (``None``: the dataset's).
+        filters: pyarrow's DNF filters (``[("year", ">=", 2021)]``) for a Parquet stream:
+            files in ``key=value`` folders whose values cannot pass are left out. Terms on
+            other columns are not applied to rows here.
 
     Raises:
         ConfigurationError: Neither ``remote`` nor ``local``, several weights, or bad values.
@@ -76,6 +80,7 @@ class Stream:
         keep_zip: bool | None = None,
         format: str | None = None,
         columns: Sequence[str] | None = None,
+        filters: Sequence[Any] | None = None,
     ) -> None:
         if remote is None and local is None:
             raise ConfigurationError(
@@ -112,6 +117,7 @@ class Stream:
             raise ConfigurationError(f"format={format!r}; use 'mds', 'parquet' or None (detect)")
         self.format = format
         self.columns = _list(columns)
+        self.filters = None if filters is None else Filters.parse(filters)
 
     @property
     def proportion(self) -> float | None:
@@ -181,6 +187,7 @@ class Stream:
             format=self.format,
             columns=self.columns if self.columns is not None else _list(columns),
             split=split or "",
+            filters=self.filters,
         )
 
 
@@ -206,6 +213,7 @@ class ResolvedStream:
         format: ``'mds'``, ``'parquet'`` or ``None`` (detected when loaded).
         columns: The Parquet columns to read, or ``None`` for all.
         split: The split's sub-folder (``""``: none), the last part of ``local``.
+        filters: Which Parquet files to read, by their partition values (``None``: all).
     """
 
     remote: str | None
@@ -217,3 +225,4 @@ class ResolvedStream:
     format: str | None = None
     columns: list[str] | None = None
     split: str = ""
+    filters: Filters | None = None

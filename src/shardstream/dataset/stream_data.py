@@ -42,7 +42,7 @@ def open_stream_data(
     """The stream's dataset, its index fetched (MDS) or its footers read (Parquet).
 
     Raises:
-        ConfigurationError: ``columns`` is given for an MDS stream.
+        ConfigurationError: ``columns`` or ``filters`` is given for an MDS stream.
         ShardNotFoundError: Neither an index nor Parquet files are there.
     """
     if stream.format == "parquet" or (stream.format is None and _no_index(stream)):
@@ -56,9 +56,9 @@ def open_stream_data(
             if not listed:
                 raise
             return _parquet(stream, store, listed)
-    if stream.columns is not None:
+    if stream.columns is not None or stream.filters is not None:
         raise ConfigurationError(
-            f"columns={stream.columns!r} projects Parquet streams only; "
+            f"columns= and filters= apply to Parquet streams only; "
             f"{stream.remote or stream.local} is an MDS dataset"
         )
     return LocalDataset(
@@ -122,4 +122,5 @@ def _parquet(
         columns=stream.columns,
         cached=store is not None,
         source=stream.remote or stream.local,
+        filters=stream.filters,
     )

@@ -28,7 +28,6 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from shardstream._torch import require_torch
 from shardstream.converters.spark_cache import (
     PARENT_CACHE_DIR_URL_CONF,
     cache_dataframe,
@@ -37,9 +36,10 @@ from shardstream.converters.spark_cache import (
 from shardstream.dataset.streaming import StreamingDataset
 from shardstream.errors import ConfigurationError
 from shardstream.loader.dataloader import StreamingDataLoader
+from shardstream.loader.epoch_loader import ConverterDataLoader
 from shardstream.loader.epoch_tail import EpochTail
 from shardstream.loader.fields import SparkHint, fields_of, index_columns, spark_hints
-from shardstream.loader.transform_spec import TransformCollate, TransformSpec
+from shardstream.loader.transform_spec import TransformCollate, as_transform_spec
 from shardstream.sampling import Topology
 from shardstream.storage import is_remote
 
@@ -224,7 +224,7 @@ class SparkDatasetConverter:
             )
         workers = DEFAULT_WORKERS if workers_count is None else workers_count
         options = dict(petastorm_reader_kwargs)
-        spec = _transform_spec(options.pop("transform_spec", None))
+        spec = as_transform_spec(options.pop("transform_spec", None))
         dataset, tail = self._dataset(batch_size, num_epochs, shuffling_queue_capacity, options)
         collate: dict[str, Any] = {}
         if spec is not None:
@@ -268,7 +268,7 @@ class SparkDatasetConverter:
         del workers_count  # one generator thread: see the docstring
         batch = 32 if batch_size is None else batch_size
         options = dict(petastorm_reader_kwargs)
-        spec = _transform_spec(options.pop("transform_spec", None))
+        spec = as_transform_spec(options.pop("transform_spec", None))
         dataset, tail = self._dataset(batch, num_epochs, shuffling_queue_capacity or 0, options)
         yield tf_dataset(dataset, self.cache_dir_url, batch, num_epochs, tail, prefetch,
                          hints=self._hints, transform_spec=spec)  # fmt: skip
@@ -331,58 +331,6 @@ class SparkDatasetConverter:
         )
 
 
-class ConverterDataLoader:
-    """Batches from a :class:`StreamingDataLoader` over ``num_epochs`` epochs, padding cut.
-
-    Iterating runs the epochs (``None``: for ever); each epoch's last batch loses the rows that
-    only repeat others (unless the converter was asked for ``even_batches``).
-
-    Attributes:
-        loader: The underlying ``StreamingDataLoader`` (its ``state_dict`` resumes mid-epoch).
-        num_epochs: Epochs per iteration, or ``None``.
-
-    Example:
-        converter = make_spark_converter(df, parent_cache_dir_url="file:///tmp/cache")
-        with converter.make_torch_dataloader(batch_size=64, num_epochs=2) as loader:
-            for batch in loader:  # loader is a ConverterDataLoader
-                ...
-    """
-
-    def __init__(
-        self, loader: StreamingDataLoader, num_epochs: int | None, tail: EpochTail | None
-    ) -> None:
-        self.loader = loader
-        self.num_epochs = num_epochs
-        self._tail = tail
-        self._running: list[Iterator[Any]] = []
-        self._closed = False
-
-    def __iter__(self) -> Iterator[Any]:
-        epoch = 0
-        while not self._closed and (self.num_epochs is None or epoch < self.num_epochs):
-            batches = iter(self.loader)
-            self._running.append(batches)
-            try:
-                for step, batch in enumerate(batches):
-                    if self._tail is not None and step == self._tail.steps - 1:
-                        batch = _cut(batch, self._tail)
-                        if batch is None:
-                            continue
-                    yield batch
-            finally:
-                if batches in self._running:  # close() may have stopped it already
-                    self._running.remove(batches)
-                _close(batches)
-            epoch += 1
-
-    def close(self) -> None:
-        """Stop any epoch still running (its DataLoader workers exit); iterating ends."""
-        self._closed = True
-        for batches in list(self._running):
-            _close(batches)
-        self._running.clear()
-
-
 def _shard_topology(cur_shard: Any, shard_count: Any, ranks_per_node: int | None) -> Topology:
     """Petastorm's shard as a topology: one node of ``shard_count`` ranks unless told."""
     for name, value in (("cur_shard", cur_shard), ("shard_count", shard_count)):
@@ -395,43 +343,3 @@ def _shard_topology(cur_shard: Any, shard_count: Any, ranks_per_node: int | None
             f"do not name a shard: 0 <= cur_shard < shard_count, in whole nodes"
         )
     return Topology(nodes=shard_count // per_node, ranks_per_node=per_node, rank=cur_shard)
-
-
-def _transform_spec(spec: Any) -> TransformSpec | None:
-    """``spec`` checked: ``None`` or a :class:`TransformSpec` (or Petastorm's, duck-typed)."""
-    if spec is None or isinstance(spec, TransformSpec):
-        return spec
-    if hasattr(spec, "func") and hasattr(spec, "edit_fields"):  # petastorm.TransformSpec
-        return TransformSpec(spec.func, spec.edit_fields, getattr(spec, "removed_fields", None),
-                             getattr(spec, "selected_fields", None))  # fmt: skip
-    raise ConfigurationError(
-        f"transform_spec must be a shardstream.loader.TransformSpec, got {type(spec).__name__}"
-    )
-
-
-def _cut(batch: Any, tail: EpochTail) -> Any:
-    """``batch`` without its padding rows; ``None`` when none is left."""
-    if not tail.padded:
-        return batch
-    if not tail.keep.any():
-        return None
-    torch = require_torch()
-    rows = tail.keep.nonzero()[0].tolist()
-    index = torch.as_tensor(rows, dtype=torch.long)
-
-    def cut(value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return value.index_select(0, index)
-        if isinstance(value, Mapping):
-            return {key: cut(item) for key, item in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [value[row] for row in rows]
-        return value
-
-    return cut(batch)
-
-
-def _close(batches: Iterator[Any]) -> None:
-    close = getattr(batches, "close", None)
-    if close is not None:
-        close()

@@ -19,7 +19,13 @@ from shardstream._optional import require
 from shardstream.errors import ConfigurationError
 from shardstream.loader.fields import Field, as_array, batch_arrays
 
-__all__ = ["TransformCollate", "TransformSpec", "apply_transform", "transformed_fields"]
+__all__ = [
+    "TransformCollate",
+    "TransformSpec",
+    "apply_transform",
+    "as_transform_spec",
+    "transformed_fields",
+]
 
 
 class TransformSpec:
@@ -64,6 +70,22 @@ class TransformSpec:
             f"TransformSpec(func={self.func!r}, edit_fields={self.edit_fields!r}, "
             f"removed_fields={self.removed_fields!r}, selected_fields={self.selected_fields!r})"
         )
+
+
+def as_transform_spec(spec: Any) -> TransformSpec | None:
+    """``spec`` checked: ``None`` or a :class:`TransformSpec` (or Petastorm's, duck-typed).
+
+    Raises:
+        ConfigurationError: Anything else.
+    """
+    if spec is None or isinstance(spec, TransformSpec):
+        return spec
+    if hasattr(spec, "func") and hasattr(spec, "edit_fields"):  # petastorm.TransformSpec
+        return TransformSpec(spec.func, spec.edit_fields, getattr(spec, "removed_fields", None),
+                             getattr(spec, "selected_fields", None))  # fmt: skip
+    raise ConfigurationError(
+        f"transform_spec must be a shardstream.loader.TransformSpec, got {type(spec).__name__}"
+    )
 
 
 def _edited(field: Any) -> Field:

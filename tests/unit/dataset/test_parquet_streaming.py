@@ -262,7 +262,7 @@ def test_a_folder_without_data_and_columns_on_mds_are_refused(tmp_path: Path):
     with pytest.raises(ShardNotFoundError, match=r"no index\.json and no"):
         StreamingDataset(local=str(tmp_path / "empty"), batch_size=4).prepare()
     mds = write_dataset(tmp_path / "mds", 10)
-    with pytest.raises(ConfigurationError, match="projects Parquet streams only"):
+    with pytest.raises(ConfigurationError, match="apply to Parquet streams only"):
         StreamingDataset(local=str(mds), batch_size=4, columns=["id"]).prepare()
     with pytest.raises(ConfigurationError, match="format="):
         Stream(local=str(mds), format="orc")
@@ -290,3 +290,70 @@ def test_random_row_groups_are_read_exactly_once(
                               shuffle_seed=seed, num_canonical_nodes=3)  # fmt: skip
         assert_once_up_to_repeats(epoch_ids(ds), rows)
         shutil.rmtree(root)
+
+
+@pytest.fixture(scope="module")
+def partitioned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The rows of FILES spread over ``year=<2020 + id % 3>/kind=<a|b>`` folders."""
+    root = tmp_path_factory.mktemp("partitioned") / "ds"
+    table = pq.read_table(write_parquet(tmp_path_factory.mktemp("flat") / "ds"))
+    for year in range(2020, 2023):
+        for kind in "ab":
+            ids = table.column("id").to_numpy()
+            mask = (ids % 3 == year - 2020) & ((ids % 2 == 0) == (kind == "a"))
+            folder = root / f"year={year}" / f"kind={kind}"
+            folder.mkdir(parents=True)
+            pq.write_table(table.filter(mask), folder / "part-0.parquet", row_group_size=9)
+    return root
+
+
+def rows_of(ds: StreamingDataset) -> dict[int, dict[str, object]]:
+    return {int(sample["id"]): sample for sample in ds}
+
+
+@pytest.mark.parametrize("fetched", [False, True])
+def test_partition_folders_are_columns_after_the_files_own(
+    partitioned: Path, tmp_path: Path, fetched: bool
+):
+    where = {"remote": str(partitioned), "local": str(tmp_path / "c")} if fetched else {}
+    ds = StreamingDataset(**where or {"local": str(partitioned)}, batch_size=ROWS)  # type: ignore[arg-type]
+    rows = rows_of(ds)
+    assert sorted(rows) == list(range(ROWS))
+    for i, row in rows.items():
+        assert list(row)[-2:] == ["year", "kind"]
+        assert row["year"] == 2020 + i % 3
+        assert isinstance(row["year"], np.integer)
+        assert row["kind"] == ("a" if i % 2 == 0 else "b")
+
+
+def test_a_projection_may_name_partition_columns_in_any_order(partitioned: Path):
+    ds = StreamingDataset(local=str(partitioned), batch_size=ROWS, columns=["kind", "id"])
+    rows = rows_of(ds)
+    assert all(list(row) == ["kind", "id"] for row in rows.values())
+    assert all(row["kind"] == "ab"[i % 2] for i, row in rows.items())
+    batch = next(iter(StreamingDataLoader(ds, batch_size=ROWS)))
+    assert batch["kind"] == ["ab"[int(i) % 2] for i in batch["id"]]
+
+
+def test_filters_leave_out_whole_files_by_their_partition_values(partitioned: Path):
+    keep = [[("year", ">=", 2021), ("kind", "=", "a")], [("year", "=", "2020"), ("id", "<", 0)]]
+    ds = StreamingDataset(streams=[Stream(local=str(partitioned), filters=keep)], batch_size=4)
+    # year=2020 stays: its id term is not applied to files; year 2021-2022 of kind a stay.
+    expected = [i for i in range(ROWS) if i % 3 == 0 or i % 2 == 0]
+    assert sorted(rows_of(ds)) == expected
+    assert ds.num_samples == len(expected)
+
+
+def test_a_partition_folder_may_not_shadow_a_column(tmp_path: Path):
+    root = write_parquet(tmp_path / "flat", [(10, 10)])
+    (root / "id=3").mkdir()
+    (root / "part-000.parquet").rename(root / "id=3" / "part-000.parquet")
+    with pytest.raises(ConfigurationError, match="partition folder of 'id'"):
+        StreamingDataset(local=str(root), batch_size=4).prepare()
+
+
+def test_filters_on_an_mds_stream_are_refused(tmp_path: Path):
+    mds = write_dataset(tmp_path / "mds", 10)
+    with pytest.raises(ConfigurationError, match="apply to Parquet streams only"):
+        StreamingDataset(streams=[Stream(local=str(mds), filters=[("a", "=", 1)])],
+                         batch_size=4).prepare()  # fmt: skip

@@ -69,7 +69,7 @@ def double(frame: Any) -> Any:  # module level: the collate pickles into workers
 def test_apply_runs_the_function_on_a_dataframe_of_the_batch():
     seen = []
 
-    def func(frame):
+    def func(frame: Any) -> Any:
         seen.append((list(frame.columns), len(frame), type(frame.v.iloc[0])))
         return double(frame)
 

@@ -1,0 +1,54 @@
+"""Petastorm's reader API over shardstream: change the import line, keep the code.
+
+``from petastorm import make_reader, make_batch_reader, TransformSpec``,
+``from petastorm.tf_utils import make_petastorm_dataset``,
+``from petastorm.pytorch import DataLoader``, ``from petastorm.predicates import in_lambda``
+and ``from petastorm.spark import make_spark_converter`` all become
+``from shardstream.loader.petastorm import ...``. The readers stream the Parquet folder with
+:class:`~shardstream.StreamingDataset` (docs/petastorm.md, docs/parquet.md).
+"""
+
+from shardstream.loader.epoch_loader import ConverterDataLoader
+from shardstream.loader.petastorm.make import make_batch_reader, make_reader
+from shardstream.loader.petastorm.predicates import (
+    PredicateBase,
+    in_intersection,
+    in_lambda,
+    in_negate,
+    in_pseudorandom_split,
+    in_reduce,
+    in_set,
+)
+from shardstream.loader.petastorm.pytorch import DataLoader, decimal_friendly_collate
+from shardstream.loader.petastorm.reader import Reader
+from shardstream.loader.petastorm.tf_utils import make_petastorm_dataset
+from shardstream.loader.petastorm.unischema import Unischema, UnischemaField
+from shardstream.loader.spark_converter import (
+    SparkDatasetConverter,
+    make_spark_converter,
+    register_delete_dir_handler,
+)
+from shardstream.loader.transform_spec import TransformSpec
+
+__all__ = [
+    "ConverterDataLoader",
+    "DataLoader",
+    "PredicateBase",
+    "Reader",
+    "SparkDatasetConverter",
+    "TransformSpec",
+    "Unischema",
+    "UnischemaField",
+    "decimal_friendly_collate",
+    "in_intersection",
+    "in_lambda",
+    "in_negate",
+    "in_pseudorandom_split",
+    "in_reduce",
+    "in_set",
+    "make_batch_reader",
+    "make_petastorm_dataset",
+    "make_reader",
+    "make_spark_converter",
+    "register_delete_dir_handler",
+]

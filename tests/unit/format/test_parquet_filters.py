@@ -1,0 +1,83 @@
+"""pyarrow's DNF filters: whole files skipped by partition values, rows decided one by one."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shardstream.errors import ConfigurationError
+from shardstream.format.parquet_filters import Filters
+
+
+def test_a_flat_list_is_one_conjunction_and_nested_lists_an_or_of_ands():
+    flat = Filters.parse([("y", ">=", 2021), ("k", "in", ["a", "b"])])
+    assert len(flat.conjunctions) == 1
+    nested = Filters.parse([[("y", "=", 2020)], [("k", "==", "c")]])
+    assert len(nested.conjunctions) == 2
+    assert nested.columns == {"y", "k"}
+
+
+def test_may_match_treats_unknown_columns_as_true():
+    keep = Filters.parse([[("y", "=", 2020), ("score", ">", 3)], [("k", "not in", {"x"})]])
+    assert keep.may_match({"y": 2020, "k": "x"})  # score unknown: the file may hold a match
+    assert not keep.may_match({"y": 2021, "k": "x"})
+    assert keep.may_match({"y": 2021, "k": "a"})
+
+
+def test_a_text_value_compares_with_an_integer_column_as_pyarrow_casts_it():
+    assert Filters.parse([("y", "=", "2020")]).may_match({"y": 2020})
+    assert not Filters.parse([("y", "<", "x")]).may_match({"y": 2020})
+
+
+def test_row_mask_decides_each_row_and_nulls_never_pass():
+    keep = Filters.parse([[("a", ">", 1), ("b", "!=", "z")], [("a", "=", 0)]])
+    columns = {"a": [0, 1, 2, 3, None, np.int32(5)], "b": ["z", "y", "z", "y", "y", "q"]}
+    assert keep.row_mask(columns, 6).tolist() == [True, False, False, True, False, True]
+
+
+def test_row_mask_names_a_missing_column():
+    with pytest.raises(ConfigurationError, match=r"'c'.*its columns are a"):
+        Filters.parse([("c", "=", 1)]).row_mask({"a": [1]}, 1)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["y = 1", [], [("y", "~", 1)], [("y", "=")], [("y", "in", 3)], [("y", "in", "abc")]],
+)
+def test_malformed_filters_are_refused(bad: Any):
+    with pytest.raises(ConfigurationError):
+        Filters.parse(bad)
+
+
+OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+       ">": operator.gt, ">=": operator.ge}  # fmt: skip
+terms = st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(sorted(OPS)), st.integers(0, 4))
+
+
+@given(
+    st.lists(st.lists(terms, min_size=1, max_size=3), min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4) | st.none()), max_size=20),
+)
+def test_row_mask_is_the_or_of_ands_and_may_match_never_skips_a_passing_row(
+    groups: list[list[tuple[str, str, int]]], rows: list[tuple[int, int | None]]
+):
+    keep = Filters.parse(groups)
+    columns: dict[str, list[Any]] = {"a": [a for a, _ in rows], "b": [b for _, b in rows]}
+
+    def passes(a: int, b: int | None) -> bool:
+        values: dict[str, Any] = {"a": a, "b": b}
+        return any(
+            all(values[c] is not None and OPS[op](values[c], v) for c, op, v in group)
+            for group in groups
+        )
+
+    mask = keep.row_mask(columns, len(rows))
+    assert mask.tolist() == [passes(a, b) for a, b in rows]
+    for (a, _), passed in zip(rows, mask, strict=True):
+        if passed:  # "a" as a partition column: its file is never skipped
+            assert keep.may_match({"a": a})

@@ -1,0 +1,156 @@
+"""The stored Unischema: loaded as Petastorm pickles it, and never allowed to run code."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import types
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from tests.petastorm_data import (
+    UNISCHEMA_KEY,
+    NdarrayCodec,
+    ScalarCodec,
+    Unischema,
+    UnischemaField,
+    hello_schema,
+    pickled,
+    write_hello,
+)
+
+from shardstream.errors import ShardFormatError, UnsafePickleError
+from shardstream.loader.petastorm import codecs
+from shardstream.loader.petastorm import unischema as stand_ins
+from shardstream.loader.petastorm.metadata import load_unischema, read_unischema
+from shardstream.storage import LocalStore
+
+pytest.importorskip("pyspark")
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 4, 5])
+def test_petastorms_pickle_loads_into_the_stand_ins(protocol: int):
+    schema = load_unischema(pickled(hello_schema(), protocol), source="t")
+    assert isinstance(schema, stand_ins.Unischema)
+    assert schema.name == "HelloSchema"
+    assert list(schema.fields) == list(hello_schema().fields)
+    image = schema.fields["image"]
+    assert isinstance(image, stand_ins.UnischemaField)
+    assert (image.numpy_dtype, image.shape, image.nullable) == (np.uint8, (8, 6, 3), False)
+    assert isinstance(image.codec, codecs.CompressedImageCodec)
+    assert image.codec._image_codec == ".png"
+    scalar = schema.fields["id"].codec
+    assert isinstance(scalar, codecs.ScalarCodec)
+    assert scalar.spark_dtype().type_name == "IntegerType"
+    assert schema.id is schema.fields["id"]  # Petastorm's attribute access
+    assert isinstance(schema.fields["sparse"].codec, codecs.CompressedNdarrayCodec)
+
+
+def test_numpy_dtypes_decimals_and_spark_type_attributes_load():
+    from pyspark.sql.types import DecimalType
+
+    schema = Unischema("S", [
+        UnischemaField("a", np.dtype("float32"), (None, 2), NdarrayCodec(), True),
+        UnischemaField("d", Decimal, (), ScalarCodec(DecimalType(10, 2))),
+    ])  # fmt: skip
+    loaded = load_unischema(pickled(schema), source="t")
+    assert loaded.fields["a"].numpy_dtype == np.dtype("float32")
+    assert loaded.fields["a"].nullable is True
+    assert loaded.fields["d"].codec.spark_dtype().state == {
+        "precision": 10, "scale": 2, "hasPrecisionInfo": True,
+    }  # fmt: skip
+
+
+class _RunsCode:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.path}",))
+
+
+class _Evaluates:
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (eval, ("__import__('os').getpid()",))
+
+
+@pytest.mark.parametrize("make", [_RunsCode, lambda _: _Evaluates()])
+def test_a_hostile_pickle_is_refused_before_anything_runs(tmp_path: Path, make: Any):
+    marker = tmp_path / "ran"
+    schema = Unischema("S", [UnischemaField("x", np.int32, (), make(marker))])
+    with pytest.raises(UnsafePickleError, match=r"(posix\.system|builtins\.eval).*not load"):
+        load_unischema(pickled(schema), source="ds/_common_metadata")
+    assert not marker.exists()
+
+
+def test_an_unknown_codec_class_is_named_in_the_refusal(monkeypatch: pytest.MonkeyPatch):
+    class MyCodec:
+        pass
+
+    MyCodec.__module__, MyCodec.__qualname__ = "mycodecs", "MyCodec"
+    module = types.ModuleType("mycodecs")
+    module.MyCodec = MyCodec  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "mycodecs", module)
+    data = pickled(Unischema("S", [UnischemaField("x", np.int32, (), MyCodec())]))
+    with pytest.raises(UnsafePickleError, match=r"ds/_common_metadata: .*mycodecs\.MyCodec"):
+        load_unischema(data, source="ds/_common_metadata")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "builtins.getattr",
+        "numpy.load",
+        "pyspark.sql.SparkSession",
+        "copyreg.__newobj__",
+        "petastorm.unischema.dict_to_spark_row",
+    ],
+)
+def test_names_outside_a_schema_are_refused(name: str):
+    module, attribute = name.rsplit(".", 1)
+    data = b"\x80\x04c" + module.encode() + b"\n" + attribute.encode() + b"\n."
+    with pytest.raises(UnsafePickleError):
+        load_unischema(data, source="t")
+
+
+def test_petastorms_old_package_names_load():
+    data = pickled(hello_schema(), 0).replace(
+        b"cpetastorm.unischema\n", b"cav.ml.dataset_toolkit.unischema\n"
+    )
+    assert b"av.ml.dataset_toolkit" in data
+    assert list(load_unischema(data, source="t").fields) == list(hello_schema().fields)
+
+
+@pytest.mark.parametrize("data", [pickle.dumps({"a": 1}), b"not a pickle", pickle.dumps(3)])
+def test_anything_but_a_unischema_is_a_format_error(data: bytes):
+    with pytest.raises(ShardFormatError):
+        load_unischema(data, source="t")
+
+
+def test_the_metadata_is_found_at_the_root_or_beside_the_first_file(tmp_path: Path):
+    root = write_hello(tmp_path / "ds", 12)
+    assert next(iter(read_unischema(LocalStore(str(root)), None).fields)) == "id"  # type: ignore[union-attr]
+    moved = root / "part=0" / "_common_metadata"
+    (root / "_common_metadata").rename(moved)
+    assert read_unischema(LocalStore(str(root)), None) is None
+    found = read_unischema(LocalStore(str(root)), "part=0/part-00000.parquet")
+    assert found is not None
+    assert found.name == "HelloSchema"
+
+
+def test_a_common_metadata_without_a_unischema_gives_none(tmp_path: Path):
+    pq.write_metadata(pa.schema([("a", pa.int32())]), tmp_path / "_common_metadata")
+    assert read_unischema(LocalStore(str(tmp_path)), None) is None
+    (tmp_path / "_common_metadata").write_bytes(b"junk")
+    with pytest.raises(ShardFormatError, match="not a Parquet metadata file"):
+        read_unischema(LocalStore(str(tmp_path)), None)
+
+
+def test_the_key_is_petastorms():
+    assert UNISCHEMA_KEY == b"dataset-toolkit.unischema.v1"

@@ -7,7 +7,9 @@ A Spark DataFrame of features (an ML Vector) and a label is converted once, then
 * ``hyperopt``: distributed hyperparameter tuning with Hyperopt's ``SparkTrials``, each trial
   reading the converter inside a Spark task;
 * ``distributor``: distributed data-parallel training with Spark's ``TorchDistributor``, each
-  rank reading its shard (``cur_shard``/``shard_count``).
+  rank reading its shard (``cur_shard``/``shard_count``);
+* ``batch-reader``: no conversion: the DataFrame written as Parquet by Spark, then read with
+  ``make_batch_reader`` into a torch ``DataLoader`` for training.
 
 Run one with ``python examples/petastorm/petastorm_workflows.py torch`` (a local Spark on
 127.0.0.1; ``--cache`` is the converter's parent cache folder). ``--report FILE`` writes what
@@ -197,6 +199,43 @@ def run_rank(converter: SparkDatasetConverter, epochs: int, report: str) -> None
         dist.destroy_process_group()
 
 
+def batch_reader(args: argparse.Namespace) -> dict[str, Any]:
+    """Parquet written by Spark, read with Petastorm's make_batch_reader, into training."""
+    import torch
+
+    # before: from petastorm import make_batch_reader; from petastorm.pytorch import DataLoader
+    from shardstream.loader.petastorm import DataLoader, make_batch_reader
+
+    folder = os.path.abspath(os.path.join(args.cache, "parquet"))
+    # Petastorm's readers take arrays, not ML vectors: store the features as an array.
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.sql import functions as F
+
+    df = make_dataframe(spark_session(), args.rows)
+    df.withColumn("features", vector_to_array(F.col("features"), "float32")).write.mode(
+        "overwrite"
+    ).parquet(folder)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(FEATURES, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    ids: list[int] = []
+    losses = []
+    with DataLoader(make_batch_reader("file://" + folder, num_epochs=args.epochs),
+                    batch_size=32) as loader:  # fmt: skip
+        for batch in loader:
+            optimizer.zero_grad()
+            logits = model(batch["features"]).squeeze(1)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                logits, batch["label"].float()
+            )
+            loss.backward()  # type: ignore[no-untyped-call]
+            optimizer.step()
+            ids += batch["id"].tolist()
+            losses.append(float(loss))
+    return {"ids": ids, "first_loss": float(np.mean(losses[:5])),
+            "last_loss": float(np.mean(losses[-5:]))}  # fmt: skip
+
+
 WORKFLOWS = {"keras": keras, "torch": torch_single, "hyperopt": hyperopt,
              "distributor": distributor}  # fmt: skip
 
@@ -205,7 +244,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("workflow", choices=sorted(WORKFLOWS))
+    parser.add_argument("workflow", choices=[*sorted(WORKFLOWS), "batch-reader"])
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--trials", type=int, default=4, help="hyperopt: evaluations")
@@ -216,6 +255,11 @@ def main() -> None:
     spark = spark_session()
     spark.conf.set(SparkDatasetConverter.PARENT_CACHE_DIR_URL_CONF,
                    "file://" + os.path.abspath(args.cache))  # fmt: skip
+    if args.workflow == "batch-reader":  # no conversion: Parquet read as Spark wrote it
+        started = time.perf_counter()
+        result = batch_reader(args)
+        report(args, {"rows": args.rows, "seconds": time.perf_counter() - started, **result})
+        return
     df = make_dataframe(spark, args.rows)
     started = time.perf_counter()
     converter = make_spark_converter(df)
@@ -226,10 +270,15 @@ def main() -> None:
     result = WORKFLOWS[args.workflow](converter, args)
     seconds = time.perf_counter() - started
     logger.info("%s: done in %.1f s", args.workflow, seconds)
+    report(args, {"rows": len(converter), "convert_seconds": convert_seconds,
+                  "seconds": seconds, **result})  # fmt: skip
+
+
+def report(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """Write ``result`` to ``--report``, if given."""
     if args.report:
         with open(args.report, "w") as file:
-            json.dump({"rows": len(converter), "convert_seconds": convert_seconds,
-                       "seconds": seconds, **result}, file)  # fmt: skip
+            json.dump(result, file)
 
 
 if __name__ == "__main__":

@@ -65,3 +65,9 @@ def test_torch_distributor_ranks_share_the_rows(tmp_path: Path):
     ids = ranks[0]["ids"] + ranks[1]["ids"]
     assert set(ids) == set(range(ROWS))
     assert len(ids) - ROWS == -ROWS % 2  # repeats only to make the ranks equal
+
+
+def test_parquet_through_make_batch_reader(tmp_path: Path):
+    result = run("batch-reader", tmp_path, "--epochs", "2")
+    assert Counter(result["ids"]) == dict.fromkeys(range(ROWS), 2)  # each row once an epoch
+    assert result["last_loss"] < result["first_loss"]

@@ -101,6 +101,24 @@ def _check_strata(
             )
 
 
+def _check_whole(
+    sizes: NDArray[np.int64], unit: int, names: Sequence[str], method: str, what: str
+) -> None:
+    """Refuse a stream too small for one whole batch of its own: its samples go unread.
+
+    Raises:
+        ConfigurationError: A stream has fewer samples in the epoch than ``unit``.
+    """
+    for stream, size in enumerate(sizes.tolist()):
+        if size < unit:
+            name = f"stream {stream}" + (f" ({names[stream]})" if stream < len(names) else "")
+            raise ConfigurationError(
+                f"{method} batching: {name} gives {size} samples to the epoch, fewer than one "
+                f"{what} of {unit}, so none of them would be read. Give the stream more weight "
+                "(repeat, choose) or lower the batch size"
+            )
+
+
 def stratified_batches(
     units: EpochUnits,
     topology: Topology,
@@ -162,10 +180,16 @@ def per_stream_batches(
     num_canonical_nodes: int,
     epoch: int,
     shuffle: ShuffleConfig,
+    stream_names: Sequence[str] = (),
 ) -> StepBatches:
-    """The worker's device batches when each global batch comes from one stream."""
-    parts = _streams(units)
+    """The worker's device batches when each global batch comes from one stream.
+
+    Raises:
+        ConfigurationError: A stream has fewer samples than one global batch.
+    """
+    parts = _streams(units, len(stream_names))
     sizes = np.array([part.epoch_size for part in parts], np.int64)
+    _check_whole(sizes, global_batch_size, stream_names, "per_stream", "global batch")
     stream_of_step, batch_of_step = _chunks_in_order(sizes // global_batch_size, shuffle, epoch)
     steps = len(stream_of_step)
     first = min(drop_first // global_batch_size, steps)
@@ -187,10 +211,16 @@ def device_per_stream_batches(
     num_canonical_nodes: int,
     epoch: int,
     shuffle: ShuffleConfig,
+    stream_names: Sequence[str] = (),
 ) -> StepBatches:
-    """The worker's device batches when each device batch comes from one stream."""
-    parts = _streams(units)
+    """The worker's device batches when each device batch comes from one stream.
+
+    Raises:
+        ConfigurationError: A stream has fewer samples than one device batch.
+    """
+    parts = _streams(units, len(stream_names))
     sizes = np.array([part.epoch_size for part in parts], np.int64)
+    _check_whole(sizes, batch_size, stream_names, "device_per_stream", "device batch")
     stream_of_chunk, index_of_chunk = _chunks_in_order(sizes // batch_size, shuffle, epoch)
     devices = topology.world_size
     steps = len(stream_of_chunk) // devices

@@ -7,7 +7,6 @@ with other processes.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -128,13 +127,13 @@ class EpochPlan:
         builders: dict[str, Callable[..., StepBatches]] = {
             "device_per_stream": device_per_stream_batches,
             "per_stream": per_stream_batches,
-            "stratified": functools.partial(stratified_batches, stream_names=stream_names),
+            "stratified": stratified_batches,
         }
         build = builders.get(batching_method)
         if build is not None:
             batches = build(units, topology, global_batch_size, batch_size, drop_first,
                             num_canonical_nodes=num_canonical_nodes, epoch=epoch,
-                            shuffle=shuffle)  # fmt: skip
+                            shuffle=shuffle, stream_names=stream_names)  # fmt: skip
         else:
             raise ConfigurationError(
                 f"unknown batching_method {batching_method!r}; use one of "

@@ -367,6 +367,24 @@ def test_stratified_batching_refuses_a_stream_too_small_for_a_batch(
         next(iter(ds))
 
 
+@pytest.mark.parametrize(
+    ("method", "unit"),
+    [("per_stream", "global batch of 8"), ("device_per_stream", "device batch of 8")],
+)
+def test_per_stream_batching_refuses_a_stream_too_small_for_a_batch(
+    tmp_path: Path, method: str, unit: str
+):
+    roots = [write_dataset(tmp_path / "big", 100), write_dataset(tmp_path / "tiny", 3, first=100)]
+    ds = StreamingDataset(
+        streams=[Stream(remote=str(roots[0]), local=str(tmp_path / "cb")),
+                 Stream(remote=str(roots[1]), local=str(tmp_path / "ct"))],
+        batch_size=8, batching_method=method,
+    )  # fmt: skip
+    expected = rf"{method} batching: stream 1 \({roots[1]}\) gives 3 samples .* one {unit}"
+    with pytest.raises(ValueError, match=expected):  # the class the reference raises
+        next(iter(ds))
+
+
 def test_cache_limit_bounds_the_cache_and_evicts_least_recent(remote: Path, tmp_path: Path):
     local = tmp_path / "cache"
     probe = dataset(remote, tmp_path / "probe")

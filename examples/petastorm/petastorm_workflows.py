@@ -88,18 +88,24 @@ def train_torch(
     model = torch.nn.Linear(FEATURES, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     ids: list[int] = []
-    loss = torch.tensor(float("nan"))
+    loss = float("nan")
     with converter.make_torch_dataloader(batch_size=32, num_epochs=epochs, **kwargs) as loader:
         for batch in loader:
-            optimizer.zero_grad()
-            logits = model(batch["features"]).squeeze(1)
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                logits, batch["label"].float()
-            )
-            loss.backward()  # type: ignore[no-untyped-call]
-            optimizer.step()
+            loss = train_step(model, optimizer, batch)
             ids += batch["id"].tolist()
-    return {"loss": float(loss), "ids": ids}
+    return {"loss": loss, "ids": ids}
+
+
+def train_step(model: Any, optimizer: Any, batch: dict[str, Any]) -> float:
+    """One step of logistic regression on a batch of ``features`` and ``label``; its loss."""
+    import torch
+
+    optimizer.zero_grad()
+    logits = model(batch["features"]).squeeze(1)
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, batch["label"].float())
+    loss.backward()  # type: ignore[no-untyped-call]
+    optimizer.step()
+    return float(loss)
 
 
 def keras(converter: SparkDatasetConverter, args: argparse.Namespace) -> dict[str, Any]:
@@ -177,24 +183,18 @@ def run_rank(converter: SparkDatasetConverter, epochs: int, report: str) -> None
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(FEATURES, 1))
         optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
         ids: list[int] = []
-        steps = 0
+        steps, loss = 0, float("nan")
         # even_batches: every rank runs the same number of steps, so no rank waits for ever.
         with converter.make_torch_dataloader(batch_size=16, num_epochs=epochs, workers_count=0,
                                              cur_shard=rank, shard_count=world,
                                              even_batches=True) as loader:  # fmt: skip
             for batch in loader:
-                optimizer.zero_grad()
-                logits = model(batch["features"]).squeeze(1)
-                loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                    logits, batch["label"].float()
-                )
-                loss.backward()  # type: ignore[no-untyped-call]
-                optimizer.step()
+                loss = train_step(model, optimizer, batch)
                 ids += batch["id"].tolist()
                 steps += 1
         if report:
             with open(f"{report}.{rank}", "w") as file:
-                json.dump({"rank": rank, "steps": steps, "ids": ids, "loss": float(loss)}, file)
+                json.dump({"rank": rank, "steps": steps, "ids": ids, "loss": loss}, file)
     finally:
         dist.destroy_process_group()
 
@@ -223,15 +223,9 @@ def batch_reader(args: argparse.Namespace) -> dict[str, Any]:
     with DataLoader(make_batch_reader("file://" + folder, num_epochs=args.epochs),
                     batch_size=32) as loader:  # fmt: skip
         for batch in loader:
-            optimizer.zero_grad()
-            logits = model(batch["features"]).squeeze(1)
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                logits, batch["label"].float()
-            )
-            loss.backward()  # type: ignore[no-untyped-call]
-            optimizer.step()
+            loss = train_step(model, optimizer, batch)
             ids += batch["id"].tolist()
-            losses.append(float(loss))
+            losses.append(loss)
     return {"ids": ids, "first_loss": float(np.mean(losses[:5])),
             "last_loss": float(np.mean(losses[-5:]))}  # fmt: skip
 

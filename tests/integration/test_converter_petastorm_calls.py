@@ -95,13 +95,17 @@ def test_nulls_are_filled_by_type(spark: Any, tmp_path: Path, caplog: pytest.Log
     from shardstream import LocalDataset
 
     schema = ("id long, d double, i int, kept int, flag boolean, s string, b binary, "
-              "arr array<double>, ints array<int>")  # fmt: skip
+              "arr array<double>, ints array<int>, day string")  # fmt: skip
     rows = [
-        (0, None, None, 1, None, None, None, [1.0, None], [1, None]),
-        (1, 2.5, 7, 2, True, "x", b"y", [0.5], [3, 4]),
-        (2, 3.5, 8, 3, False, "z", b"w", [5.0, 6.0], [5]),
+        (0, None, None, 1, None, None, None, [1.0, None], [1, None], None),
+        (1, 2.5, 7, 2, True, "x", b"y", [0.5], [3, 4], "1970-01-03"),
+        (2, 3.5, 8, 3, False, "z", b"w", [5.0, 6.0], [5], "1970-01-01"),
     ]
-    df = spark.createDataFrame(rows, schema)
+    df = (
+        spark.createDataFrame(rows, schema)
+        .selectExpr("*", "to_date(day) as date", "cast(to_date(day) as timestamp) as at")
+        .drop("day")
+    )
     with caplog.at_level("WARNING", logger="shardstream.converters.spark_nulls"):
         converter = make_spark_converter(df, parent_cache_dir_url=str(tmp_path))
     assert "column 'i' holds 1 null(s): filled as NaN, the column now float" in caplog.text
@@ -121,6 +125,11 @@ def test_nulls_are_filled_by_type(spark: Any, tmp_path: Path, caplog: pytest.Log
     assert got[0]["ints"].dtype == np.float32
     assert np.isnan(got[0]["ints"][1])
     assert got[2]["ints"].tolist() == [5.0]
+    assert np.isnan(got[0]["date"])
+    assert got[1]["date"] == 2.0
+    assert np.isnan(got[0]["at"])
+    assert got[1]["at"] == 2 * 86_400 * 10**6
+    assert np.asarray(got[1]["at"]).dtype == np.float64  # float32 would round microseconds
 
 
 def leftovers(parent: Path) -> list[Path]:
@@ -133,9 +142,9 @@ def test_a_failed_conversion_leaves_no_folder(spark: Any, tmp_path: Path):
     from shardstream.errors import ConfigurationError
 
     df = spark.createDataFrame([(0, None), (1, "2024-01-02")], "id long, day string")
-    dated = df.selectExpr("id", "to_date(day) as day")
-    with pytest.raises(ConfigurationError, match="column 'day' \\(date\\) holds 1 null"):
-        make_spark_converter(dated, parent_cache_dir_url=str(tmp_path / "a"))
+    wall = df.selectExpr("id", "cast(day as timestamp_ntz) as day")
+    with pytest.raises(ConfigurationError, match="column 'day' \\(timestamp_ntz\\) holds 1 null"):
+        make_spark_converter(wall, parent_cache_dir_url=str(tmp_path / "a"))
     assert leftovers(tmp_path / "a") == []
     arrays = spark.createDataFrame([(0, None), (1, [1.0])], "id long, v array<double>")
     with pytest.raises(ConfigurationError, match="column 'v' \\(array<float>\\) holds 1"):

@@ -14,9 +14,11 @@ arrays)
 integer, boolean, decimal               NaN, the column becoming float (``dtype``, or
                                         float64 when ``dtype=None``), as pandas does
 arrays of integers with null elements   NaN, the array becoming float in the same way
+date, timestamp (zoned)                 NaN, the column becoming float64: days, or
+                                        microseconds, since 1970-01-01 (what MDS stores)
 string / binary                         ``""`` / ``b""``
-an array that is itself null; date,     none: the conversion stops before writing, naming
-timestamp                               the column (fill it first, or ``on_null="skip"``)
+an array that is itself null;           none: the conversion stops before writing, naming
+timestamp without time zone             the column (fill it first, or ``on_null="skip"``)
 struct, map (written as JSON)           kept, as JSON ``null``
 ======================================  ===============================================
 
@@ -39,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 _FLOATS = ("FloatType", "DoubleType")
 _TO_FLOAT = ("ByteType", "ShortType", "IntegerType", "LongType", "BooleanType", "DecimalType")
+#: Date and zoned timestamp columns, and the SQL function giving the number MDS stores for each.
+_TIMES = {"DateType": "unix_date", "TimestampType": "unix_micros"}
 
 
 def fill_nulls(dataframe: Any, dtype: str | None) -> Any:
@@ -139,6 +143,9 @@ def _filled(field: Any, column: Any, target: str, functions: Any, nulls: int) ->
         return functions.coalesce(column, nan.cast(data_type))
     if name in _TO_FLOAT:
         return functions.coalesce(column.cast(target), nan.cast(target))
+    if name in _TIMES:  # the numbers MDS stores for them, as float64: float32 would round
+        number = functions.expr(f"{_TIMES[name]}({_quoted(field.name)})").cast("double")
+        return functions.coalesce(number, nan.cast("double"))
     if name == "StringType":
         return functions.coalesce(column, functions.lit(""))
     if name == "BinaryType":
@@ -173,6 +180,8 @@ def _what(data_type: Any, target: str) -> str:
         return "NaN"
     if name in _TO_FLOAT:
         return f"NaN, the column now {target}"
+    if name in _TIMES:
+        return "NaN, the column now float64 " + ("days" if name == "DateType" else "microseconds")
     if name == "StringType":
         return "''"
     if name == "BinaryType":

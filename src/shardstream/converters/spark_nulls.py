@@ -56,7 +56,8 @@ def fill_nulls(dataframe: Any, dtype: str | None) -> Any:
         The DataFrame to write (the same one when no column can hold a null).
 
     Raises:
-        ConfigurationError: A date, timestamp, struct or map column holds a null.
+        ConfigurationError: A null array, or a null of a type nothing fills (a timestamp
+            without time zone, an interval), naming the column and its count.
 
     Example:
         df = fill_nulls(spark.createDataFrame([(1, None)], "a int, b double"), "float32")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from shardstream._torch import distributed_rank_and_size
 from shardstream.config import distributed_environment
 from shardstream.errors import ConfigurationError
 from shardstream.sampling.topology import Sourced, Topology, resolve_topology
 
-__all__ = ["detect_topology", "explicit_topology"]
+__all__ = ["detect_topology", "explicit_topology", "shard_topology"]
 
 
 def detect_topology(
@@ -77,3 +78,39 @@ def explicit_topology(
             f"workers are counted at iteration. Got {topology}"
         )
     return topology
+
+
+def shard_topology(
+    cur_shard: Any, shard_count: Any, ranks_per_node: int | None = None
+) -> Topology | None:
+    """Petastorm's ``cur_shard`` of ``shard_count`` as a topology (one node unless told).
+
+    Petastorm places a reader by these two alone; ``None`` when neither is given.
+
+    Raises:
+        ConfigurationError: Only one is given, a value is not an integer, or they name no
+            shard of whole nodes.
+
+    Example:
+        >>> shard_topology(1, 4).rank, shard_topology(None, None)
+        (1, None)
+    """
+    if cur_shard is None and shard_count is None:
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (cur_shard, shard_count)):
+        raise ConfigurationError(
+            f"cur_shard and shard_count must be integers given together, got cur_shard="
+            f"{cur_shard!r}, shard_count={shard_count!r}"
+        )
+    if not 0 <= cur_shard < shard_count:
+        raise ConfigurationError(
+            f"cur_shard={cur_shard} is not in 0 .. {shard_count - 1}, so cur_shard and "
+            f"shard_count={shard_count} do not name a shard"
+        )
+    per_node = shard_count if ranks_per_node is None else ranks_per_node
+    if per_node < 1 or shard_count % per_node:
+        raise ConfigurationError(
+            f"cur_shard={cur_shard} and shard_count={shard_count} (ranks_per_node={per_node}) "
+            f"do not name a shard: 0 <= cur_shard < shard_count, in whole nodes"
+        )
+    return Topology(nodes=shard_count // per_node, ranks_per_node=per_node, rank=cur_shard)

@@ -34,13 +34,13 @@ from shardstream.converters.spark_cache import (
     delete_cached,
 )
 from shardstream.dataset.streaming import StreamingDataset
+from shardstream.dataset.world import shard_topology
 from shardstream.errors import ConfigurationError
 from shardstream.loader.dataloader import StreamingDataLoader
 from shardstream.loader.epoch_loader import ConverterDataLoader
 from shardstream.loader.epoch_tail import EpochTail
 from shardstream.loader.fields import SparkHint, fields_of, index_columns, spark_hints
 from shardstream.loader.transform_spec import TransformCollate, as_transform_spec
-from shardstream.sampling import Topology
 from shardstream.storage import is_remote
 
 __all__ = [
@@ -307,12 +307,12 @@ class SparkDatasetConverter:
             logger.info("ignoring Petastorm's %s=%r: it has no meaning here", name, options[name])
             del options[name]
         cur_shard, shard_count = options.pop("cur_shard", None), options.pop("shard_count", None)
-        if (cur_shard is None) != (shard_count is None):
-            raise ConfigurationError("give cur_shard and shard_count together, or neither")
         ranks_per_node = options.pop("ranks_per_node", None)
-        placement: dict[str, Any] = {"ranks_per_node": ranks_per_node}
-        if shard_count is not None:  # as Petastorm: only these, never the launcher's variables
-            placement = {"topology": _shard_topology(cur_shard, shard_count, ranks_per_node)}
+        shard = shard_topology(cur_shard, shard_count, ranks_per_node)
+        # As Petastorm: a shard given is placed by it alone, never by the launcher's variables.
+        placement: dict[str, Any] = (
+            {"ranks_per_node": ranks_per_node} if shard is None else {"topology": shard}
+        )
         seed = options.pop("seed", None)
         shuffle = bool(options.pop("shuffle", False) or shuffling_queue_capacity > 0)
         even_batches = bool(options.pop("even_batches", False))
@@ -329,17 +329,3 @@ class SparkDatasetConverter:
         return dataset, EpochTail.of(
             epoch_size=dataset.epoch_size, batch_size=batch_size, topology=topology
         )
-
-
-def _shard_topology(cur_shard: Any, shard_count: Any, ranks_per_node: int | None) -> Topology:
-    """Petastorm's shard as a topology: one node of ``shard_count`` ranks unless told."""
-    for name, value in (("cur_shard", cur_shard), ("shard_count", shard_count)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ConfigurationError(f"{name} must be an int >= 0, got {value!r}")
-    per_node = shard_count if ranks_per_node is None else ranks_per_node
-    if shard_count < 1 or cur_shard >= shard_count or per_node < 1 or shard_count % per_node:
-        raise ConfigurationError(
-            f"cur_shard={cur_shard} and shard_count={shard_count} (ranks_per_node={per_node}) "
-            f"do not name a shard: 0 <= cur_shard < shard_count, in whole nodes"
-        )
-    return Topology(nodes=shard_count // per_node, ranks_per_node=per_node, rank=cur_shard)

@@ -22,7 +22,7 @@ from shardstream.loader.epoch_tail import EpochTail
 from shardstream.loader.fields import Field, SparkHint, batch_arrays, fields_of, index_columns
 from shardstream.loader.transform_spec import TransformSpec, apply_transform, transformed_fields
 
-__all__ = ["row_type", "tf_dataset"]
+__all__ = ["row_type", "tf_dataset", "with_one_shot_iterator"]
 
 
 def tf_dataset(
@@ -88,12 +88,20 @@ def tf_dataset(
             yield convert(rows)
 
     result = tf.data.Dataset.from_generator(batches, output_signature=signature)
-    result = result.prefetch(tf.data.AUTOTUNE if prefetch is None else prefetch)
-    # TF1's method, which Petastorm's examples call; TF2 keeps only the function form.
-    result.make_one_shot_iterator = types.MethodType(
-        lambda self: tf.compat.v1.data.make_one_shot_iterator(self), result
+    return with_one_shot_iterator(
+        result.prefetch(tf.data.AUTOTUNE if prefetch is None else prefetch), tf
     )
-    return result
+
+
+def with_one_shot_iterator(dataset: Any, tf: Any) -> Any:
+    """``dataset`` with TF1's ``make_one_shot_iterator()`` method, which Petastorm's examples call.
+
+    TF2 keeps only the function form, ``tf.compat.v1.data.make_one_shot_iterator(dataset)``.
+    """
+    dataset.make_one_shot_iterator = types.MethodType(
+        lambda self: tf.compat.v1.data.make_one_shot_iterator(self), dataset
+    )
+    return dataset
 
 
 def row_type(fields: Sequence[Field]) -> Any:

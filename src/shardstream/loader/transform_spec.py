@@ -24,6 +24,7 @@ __all__ = [
     "TransformSpec",
     "apply_transform",
     "as_transform_spec",
+    "returned_columns",
     "transformed_fields",
 ]
 
@@ -152,18 +153,31 @@ def apply_transform(
     )
     if spec.func is not None:
         frame = spec.func(frame)
+    names = [field.name for field in out_fields]
+    returned = returned_columns(frame, names)
+    return {field.name: as_array(field, returned[field.name]) for field in out_fields}
+
+
+def returned_columns(frame: Any, names: Sequence[str]) -> dict[str, list[Any]]:
+    """The columns ``names`` of the DataFrame a batch transform returned, as lists.
+
+    Raises:
+        ConfigurationError: ``frame`` is no pandas DataFrame, or lacks a column the spec's
+            fields say it has.
+    """
+    pandas = require("pandas", extra="spark", purpose="transform_spec")
     if not isinstance(frame, pandas.DataFrame):
         raise ConfigurationError(
             f"transform_spec's func must return a pandas DataFrame, got {type(frame).__name__}"
         )
-    missing = [field.name for field in out_fields if field.name not in frame.columns]
+    missing = [name for name in names if name not in frame.columns]
     if missing:
         raise ConfigurationError(
             f"transform_spec's func returned no column {', '.join(map(repr, missing))}; it "
             f"returned {', '.join(map(str, frame.columns))}. Declare new or changed columns in "
             f"edit_fields and dropped ones in removed_fields"
         )
-    return {field.name: as_array(field, list(frame[field.name])) for field in out_fields}
+    return {name: list(frame[name]) for name in names}
 
 
 class TransformCollate:

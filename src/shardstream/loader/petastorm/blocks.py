@@ -25,7 +25,7 @@ from shardstream.loader.fields import Field
 from shardstream.loader.petastorm.codecs import cast_scalar
 from shardstream.loader.petastorm.predicates import predicate_mask
 from shardstream.loader.petastorm.unischema import Unischema, UnischemaField, as_field
-from shardstream.loader.transform_spec import TransformSpec
+from shardstream.loader.transform_spec import TransformSpec, returned_columns
 
 __all__ = ["DecodeRows", "Outputs", "column_array", "decode_value"]
 
@@ -135,7 +135,7 @@ class Outputs:
             frame = _frame(columns)
             if self.transform.func is not None:
                 frame = self.transform.func(frame)
-            columns = _returned(frame, self.schema, self.transform)
+            columns = returned_columns(frame, list(self.schema.fields))
         fields = [as_field(field) for field in self.schema.fields.values()]
         return self.schema.make_namedtuple_tf(
             *(column_array(field, columns[field.name]) for field in fields)
@@ -168,24 +168,6 @@ def _frame(columns: Mapping[str, list[Any]]) -> Any:
         else:
             frame[name] = values
     return frame
-
-
-def _returned(frame: Any, schema: Unischema, spec: TransformSpec) -> dict[str, list[Any]]:
-    """The columns a batch transform returned, as the transformed schema names them."""
-    pandas = require("pandas", extra="spark", purpose="Petastorm transforms")
-    if not isinstance(frame, pandas.DataFrame):
-        raise ConfigurationError(
-            f"make_batch_reader's transform_spec func takes a pandas DataFrame and returns one; "
-            f"it returned {type(frame).__name__}"
-        )
-    missing = [name for name in schema.fields if name not in frame.columns]
-    if missing:
-        raise ConfigurationError(
-            f"transform_spec's func returned no column {', '.join(map(repr, missing))}; it "
-            f"returned {', '.join(map(str, frame.columns))}. Declare new or changed columns in "
-            f"edit_fields and dropped ones in removed_fields ({spec!r})"
-        )
-    return {name: list(frame[name]) for name in schema.fields}
 
 
 def column_array(field: Field, values: Sequence[Any]) -> NDArray[Any]:

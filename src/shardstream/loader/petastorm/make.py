@@ -31,6 +31,7 @@ from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.stream import Stream
 from shardstream.dataset.stream_data import open_remote, open_stream_data
 from shardstream.dataset.streaming import StreamingDataset
+from shardstream.dataset.world import shard_topology
 from shardstream.errors import ConfigurationError
 from shardstream.format.parquet_filters import Filters
 from shardstream.format.parquet_layout import parse_metadata
@@ -239,17 +240,6 @@ def make_batch_reader(
     )  # fmt: skip
 
 
-class _ShardOfReaders(StreamingDataset):
-    """A streaming dataset whose ranks are Petastorm's shards alone (no launcher variables)."""
-
-    fixed_topology = Topology()
-
-    @property
-    def topology(self) -> Topology:
-        """``cur_shard`` of ``shard_count``, on one node."""
-        return self.fixed_topology
-
-
 def _open(
     url: Any,
     schema_fields: Any,
@@ -284,7 +274,7 @@ def _open(
         not isinstance(num_epochs, int) or isinstance(num_epochs, bool) or num_epochs < 1
     ):
         raise ConfigurationError(f"num_epochs must be None or an integer >= 1, got {num_epochs!r}")
-    topology = _topology(cur_shard, shard_count)
+    topology = shard_topology(cur_shard, shard_count) or Topology()  # never the launcher's
     spec = as_transform_spec(transform_spec)
     parsed = None if filters is None else Filters.parse(filters)
     if predicate is not None and not (
@@ -332,12 +322,10 @@ def _open(
     read = _read_fields(stored, selected, parsed, predicate, available)
     batch = int(sizes.max())
     seeded: dict[str, Any] = {} if seed is None else {"shuffle_seed": seed}
-    dataset = _ShardOfReaders(
+    dataset = StreamingDataset(
         streams=[stream([field.name for field in read])], batch_size=batch, shuffle=shuffle,
-        cache_limit=cache_size_limit, rank=topology.rank, world_size=topology.world_size,
-        ranks_per_node=topology.world_size, **seeded,
+        cache_limit=cache_size_limit, topology=topology, **seeded,
     )  # fmt: skip
-    dataset.fixed_topology = topology
     loader = StreamingDataLoader(
         dataset, batch_size=batch, num_workers=workers, collate_fn=DecodeRows(read)
     )
@@ -420,19 +408,6 @@ def _workers(pool: str, workers_count: int) -> int:
     if not isinstance(workers_count, int) or isinstance(workers_count, bool) or workers_count < 1:
         raise ConfigurationError(f"workers_count must be an integer >= 1, got {workers_count!r}")
     return workers_count if pool == "process" else 0
-
-
-def _topology(cur_shard: int | None, shard_count: int | None) -> Topology:
-    if cur_shard is None and shard_count is None:
-        return Topology()
-    if not isinstance(cur_shard, int) or not isinstance(shard_count, int) or shard_count < 1:
-        raise ConfigurationError(
-            f"cur_shard and shard_count must be integers given together, got cur_shard="
-            f"{cur_shard!r}, shard_count={shard_count!r}"
-        )
-    if not 0 <= cur_shard < shard_count:
-        raise ConfigurationError(f"cur_shard={cur_shard} is not in 0 .. {shard_count - 1}")
-    return Topology(nodes=1, ranks_per_node=shard_count, rank=cur_shard)
 
 
 def _check_unsupported(

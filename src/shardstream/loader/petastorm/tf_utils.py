@@ -10,7 +10,6 @@ read once: repeat with its ``num_epochs``, not ``Dataset.repeat``.
 from __future__ import annotations
 
 import datetime
-import types
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -21,6 +20,7 @@ from shardstream._optional import require
 from shardstream.errors import ConfigurationError
 from shardstream.loader.fields import Field
 from shardstream.loader.petastorm.unischema import as_field
+from shardstream.loader.tf_dataset import with_one_shot_iterator
 
 __all__ = ["make_petastorm_dataset"]
 
@@ -67,11 +67,7 @@ def make_petastorm_dataset(reader: Any) -> Any:
             yield element(*(_sanitize(f, value) for f, value in zip(fields, row, strict=True)))
 
     dataset = tf.data.Dataset.from_generator(rows, output_signature=signature)
-    # TF1's method, which Petastorm's examples call; TF2 keeps only the function form.
-    dataset.make_one_shot_iterator = types.MethodType(
-        lambda self: tf.compat.v1.data.make_one_shot_iterator(self), dataset
-    )
-    return dataset
+    return with_one_shot_iterator(dataset, tf)
 
 
 def _spec(field: Field, batched: bool, tf: Any) -> Any:

@@ -42,7 +42,8 @@ def converter(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> SparkData
 
 
 def test_tf_elements_fit_a_keras_model(converter: SparkDatasetConverter):
-    tf = pytest.importorskip("tensorflow")
+    import tensorflow as tf
+
     with converter.make_tf_dataset(batch_size=8) as dataset:  # endless, as Petastorm's default
         spec = dataset.element_spec
         assert spec._fields == ("features", "flag", "label")
@@ -83,7 +84,6 @@ def test_transform_spec_runs_in_the_torch_workers(converter: SparkDatasetConvert
 
 
 def test_transform_spec_on_tf(converter: SparkDatasetConverter, tmp_path: Path):
-    pytest.importorskip("tensorflow")
     spec = TransformSpec(lambda frame: frame.assign(label=frame.label + 1),
                          selected_fields=["label"])  # fmt: skip
     with converter.make_tf_dataset(batch_size=8, num_epochs=1, transform_spec=spec) as dataset:

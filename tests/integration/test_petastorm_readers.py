@@ -101,7 +101,6 @@ def test_batches_filters_predicates_and_shards(hello: str):
 
 def test_tensorflow_and_torch_read_the_same_rows(hello: str):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    pytest.importorskip("tensorflow")
     with make_batch_reader(hello, schema_fields=["id", "matrix"], num_epochs=2) as reader:
         seen = [int(i) for batch in make_petastorm_dataset(reader).as_numpy_iterator()
                 for i in batch.id]  # fmt: skip

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from PIL import Image
 
 from shardstream.errors import ShardFormatError
 from shardstream.loader.petastorm.codecs import (
@@ -22,7 +23,6 @@ from shardstream.loader.petastorm.codecs import (
 )
 from shardstream.loader.petastorm.unischema import UnischemaField
 
-Image = pytest.importorskip("PIL.Image")
 FIELD = UnischemaField("x", np.float32, (None,), None, False)
 arrays = hnp.arrays(
     hnp.scalar_dtypes().filter(lambda d: d.kind in "biufc"),

@@ -25,7 +25,6 @@ from shardstream.loader.petastorm import (
     make_reader,
 )
 
-pytest.importorskip("pyspark")
 ROWS = 60
 
 

@@ -31,8 +31,6 @@ from shardstream.loader.petastorm import unischema as stand_ins
 from shardstream.loader.petastorm.metadata import load_unischema, read_unischema
 from shardstream.storage import LocalStore
 
-pytest.importorskip("pyspark")
-
 
 @pytest.mark.parametrize("protocol", [0, 1, 2, 4, 5])
 def test_petastorms_pickle_loads_into_the_stand_ins(protocol: int):

@@ -19,7 +19,6 @@ from shardstream.loader.petastorm import (
     make_reader,
 )
 
-pytest.importorskip("pyspark")
 ROWS = 30
 
 

@@ -10,7 +10,6 @@ from tests.petastorm_data import write_hello
 from shardstream.errors import ConfigurationError
 from shardstream.loader.petastorm import in_lambda, make_batch_reader, make_reader
 
-pytest.importorskip("pyspark")
 ROWS = 60
 
 

@@ -1,16 +1,23 @@
-"""``shardstream bench``: this dataset's throughput on this machine, through StreamingDataLoader."""
+"""``shardstream bench``: this dataset's throughput on this machine, through StreamingDataLoader.
+
+A remote dataset (``s3://``, ``gs://``, ...) is read through a cache folder, so each pass also
+reports the bytes that crossed the network (what the pass added to the cache) and their MB/s:
+with an empty cache, the first pass measures the link to the store as training would use it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import os
 import tempfile
 import time
 from typing import Any
 
 from tqdm import tqdm
 
+from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cli.source import open_source
 from shardstream.storage import is_remote
 from shardstream.units import format_bytes
@@ -26,8 +33,9 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="time to first batch and samples/s of this dataset on this machine",
         description="Read the dataset through StreamingDataset and StreamingDataLoader (needs "
         "torch) and report the time to the first batch, samples/s and MB/s. A remote dataset "
-        "is cached in --cache (default: a temporary folder, so the first pass is cold). "
-        "Example: shardstream bench s3://bucket/my-ds --workers 4 --epochs 2",
+        "is cached in --cache (default: a temporary folder, so the first pass is cold), and "
+        "each pass also reports the bytes it downloaded and their MB/s: the speed of the link "
+        "to the store. Example: shardstream bench s3://bucket/my-ds --workers 4 --epochs 2",
     )
     parser.add_argument("url", help="the dataset root: a folder or a URL")
     parser.add_argument("--batch-size", type=int, default=256, help="per-device batch (256)")
@@ -36,6 +44,9 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.add_argument("--max-batches", type=int, help="stop each pass after this many batches")
     parser.add_argument("--no-shuffle", action="store_true")
     parser.add_argument("--cache", help="cache folder for a remote dataset")
+    parser.add_argument(
+        "--download-concurrency", type=int, help="downloads at once (StreamingDataset's default)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(run=_run)
 
@@ -52,18 +63,26 @@ def _run(args: argparse.Namespace) -> int:
         if is_remote(args.url) and cache is None:
             cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="shardstream-bench-"))
         remote, local = (args.url, cache) if is_remote(args.url) else (None, args.url)
+        options = {}
+        if args.download_concurrency is not None:
+            options["download_concurrency"] = args.download_concurrency
         dataset = StreamingDataset(
-            remote=remote, local=local, batch_size=args.batch_size, shuffle=not args.no_shuffle
-        )
+            remote=remote, local=local, batch_size=args.batch_size, shuffle=not args.no_shuffle,
+            **options,
+        )  # fmt: skip
         loader = StreamingDataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers)
-        passes = [
-            _one_pass(loader, args.max_batches, not args.quiet, epoch)
-            for epoch in range(args.epochs)
-        ]
+        passes = []
+        for epoch in range(args.epochs):
+            before = _folder_bytes(cache) if remote is not None else 0
+            run = _one_pass(loader, args.max_batches, not args.quiet, epoch)
+            moved = _folder_bytes(cache) - before if remote is not None else 0
+            run["bytes_downloaded"] = moved
+            run["download_mb_per_s"] = moved / run["seconds"] / 1e6 if run["seconds"] else 0.0
+            passes.append(run)
     for run in passes:
         run["mb_per_s"] = run["samples_per_s"] * mean_sample / 1e6
-    result = {"url": args.url, "batch_size": args.batch_size, "workers": args.workers,
-              "mean_sample_bytes": mean_sample, "passes": passes}  # fmt: skip
+    result = {"url": args.url, "remote": remote is not None, "batch_size": args.batch_size,
+              "workers": args.workers, "mean_sample_bytes": mean_sample, "passes": passes}  # fmt: skip
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -74,8 +93,28 @@ def _run(args: argparse.Namespace) -> int:
             f"  pass {number}: first batch {run['first_batch_s']:.3f} s, "
             f"{run['samples']:,} samples in {run['seconds']:.2f} s: "
             f"{run['samples_per_s']:,.0f} samples/s, {run['mb_per_s']:,.1f} MB/s"
+            + (
+                f"; downloaded {format_bytes(run['bytes_downloaded'])} at "
+                f"{run['download_mb_per_s']:,.1f} MB/s"
+                if result["remote"]
+                else ""
+            )
         )
     return 0
+
+
+def _folder_bytes(folder: str | None) -> int:
+    """The bytes of the cached files under ``folder`` (not the cache's own state folder)."""
+    total = 0
+    for parent, folders, names in os.walk(folder or os.devnull):
+        if parent == folder and STATE_FOLDER in folders:
+            folders.remove(STATE_FOLDER)  # locks and records: not the dataset's bytes
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_size
+            except FileNotFoundError:  # a temporary file renamed meanwhile
+                continue
+    return total
 
 
 def _one_pass(loader: Any, max_batches: int | None, progress: bool, epoch: int) -> dict[str, Any]:

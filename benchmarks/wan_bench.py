@@ -257,7 +257,7 @@ def first_batches(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
             setting: dict[str, Any] = {}
             for lib in [lib for lib in bench.libs if lib != "litdata"]:
                 times = []
-                for _ in range(bench.args.repeats + 1):
+                for _ in range(bench.args.repeats):
                     cache = bench.run.fresh(f"ttfb-{lib}")
                     result, moved = measured(bench.link, lambda: bench.call(
                         lib, "ttfb", params, data=remote, cache=cache, workers=workers,

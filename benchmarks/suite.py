@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO))  # for benchmarks.report and benchmarks.suite_rows
 from benchmarks.report import format_table, machine, package_versions  # noqa: E402
 from benchmarks.suite_limits import LIMITS_SECTION, limit_of  # noqa: E402
 from benchmarks.suite_rows import NOT_MEASURED, PEER_NAMES, Row, rows_from  # noqa: E402
+from benchmarks.wan_report import keep_section  # noqa: E402
 
 OURS_PACKAGES = ["shardstream", "numpy", "torch", "pyarrow", "matplotlib"]
 REF_PACKAGES = ["mosaicml-streaming", "litdata", "pyspark", "numpy", "torch", "pyarrow"]
@@ -407,7 +408,10 @@ def main() -> int:
         shutil.copyfile(png, shown)
     link = os.path.relpath(shown.resolve(), docs.resolve().parent) if has_plot else None
     docs.parent.mkdir(parents=True, exist_ok=True)
-    docs.write_text(docs_text(suite, table, link), encoding="utf-8")
+    text = docs_text(suite, table, link)
+    if docs.exists():  # the WAN rows come from wan_bench.py, run apart: keep them
+        text = keep_section(docs.read_text(encoding="utf-8"), text)
+    docs.write_text(text, encoding="utf-8")
 
     print()
     print(table)

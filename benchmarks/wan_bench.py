@@ -41,7 +41,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,7 @@ class LinkProcess:
         self.endpoint = "http://" + line.split()[-1]
 
     def counters(self) -> dict[str, Any]:
+        """The link's counters so far (SIGUSR1 makes it write them)."""
         with _suppress_missing():
             os.remove(self.stats)
         self.process.send_signal(signal.SIGUSR1)
@@ -107,6 +108,7 @@ class LinkProcess:
         return found
 
     def stop(self) -> None:
+        """Stop the link and wait for it."""
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(15)
@@ -117,17 +119,17 @@ class LinkProcess:
 
 @contextmanager
 def _suppress_missing() -> Iterator[None]:
-    try:
+    with suppress(FileNotFoundError):
         yield
-    except FileNotFoundError:
-        pass
 
 
-def measured(link: LinkProcess, call: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
-    """``call()`` and what crossed the link meanwhile: bytes, requests, the proxy's CPU."""
+def measured(
+    link: LinkProcess, call: Callable[..., Any], *args: Any, **kwargs: Any
+) -> tuple[Any, dict[str, float]]:
+    """``call(*args, **kwargs)`` and what crossed the link meanwhile: bytes, requests, CPU."""
     before = link.counters()
     started = time.perf_counter()
-    result = call()
+    result = call(*args, **kwargs)
     wall = time.perf_counter() - started
     after = link.counters()
     return result, {
@@ -160,7 +162,21 @@ def probe(endpoint: str, server: S3Server, remote: str, big: str) -> dict[str, f
     started = time.perf_counter()
     size = len(store.get_bytes(big))
     seconds = time.perf_counter() - started
-    return {"small_get_ms": float(np.median(times)) * 1e3, "one_connection_mb_per_s": size / seconds / MB}
+    return {
+        "small_get_ms": float(np.median(times)) * 1e3,
+        "one_connection_mb_per_s": size / seconds / MB,
+    }
+
+
+class PeerFailed(Exception):
+    """A peer's worker failed: a finding for its row, not a reason to lose the run."""
+
+
+def failure(exc: BaseException) -> dict[str, str]:
+    """A failed peer's row entry: the last line of its output that names an error."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    return {"failed": (errors or lines or ["(no output)"])[-1][:300]}
 
 
 class Bench:
@@ -183,6 +199,10 @@ class Bench:
         os.environ["PYTHONPATH"] = os.pathsep.join([source, str(REPO)])
         try:
             return self.run(lib, mode, params, **options)
+        except RuntimeError as exc:
+            if lib.startswith("shardstream"):  # our own failure ends the run
+                raise
+            raise PeerFailed(str(exc)) from exc
         finally:
             if saved is None:
                 os.environ.pop("PYTHONPATH", None)
@@ -190,9 +210,12 @@ class Bench:
                 os.environ["PYTHONPATH"] = saved
 
 
-def cold_epochs(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
+def cold_epochs(bench: Bench, server: S3Server, scale: int, measure: bool = True) -> dict[str, Any]:
+    """Each workload written and uploaded, then (``measure``) its cold epochs through the link."""
     results: dict[str, Any] = {}
     for name, spec in WORKLOADS.items():
+        if not measure and name != "small-1KiB":  # the resume rows need this one alone
+            continue
         params = {**spec, "samples": spec["samples"] // scale}
         folder = bench.run.fresh(f"wan-{name}")
         written = bench.call("shardstream", "write", params, out=folder, size_limit=SHARD_BYTES)
@@ -201,22 +224,24 @@ def cold_epochs(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
         limit = written["bytes"] / bench.link_rate
         print(f"[cold {name}] {params['samples']:,} samples, {written['bytes'] / MB:,.0f} MB "
               f"({limit:.2f} s at the link's rate)", flush=True)  # fmt: skip
-        workload: dict[str, Any] = {"params": params, "bytes": written["bytes"],
-                                    "remote": remote, "limit_seconds": limit, "runs": {}}  # fmt: skip
-        for workers in (0, 2):
+        workload: dict[str, Any] = {
+            "params": params, "bytes": written["bytes"], "remote": remote,
+            "limit_seconds": limit, "runs": {},
+        }  # fmt: skip
+        for workers in (0, 2) if measure else ():
             setting: dict[str, Any] = {}
             for lib in bench.libs:
                 best: dict[str, Any] | None = None
                 for _ in range(bench.args.repeats):
                     cache = bench.run.fresh(f"cache-{lib}")
                     try:
-                        result, moved = measured(bench.link, lambda: bench.call(
-                            lib, "epoch", params, data=remote, cache=cache, workers=workers,
-                            epochs=0, batch_size=BATCH_SIZE))  # fmt: skip
-                    except RuntimeError as exc:
-                        if lib.startswith("shardstream"):
-                            raise
-                        setting[lib] = {"failed": str(exc).splitlines()[-1][:300]}
+                        result, moved = measured(
+                            bench.link, bench.call, lib, "epoch", params, data=remote,
+                            cache=cache, workers=workers, epochs=0, batch_size=BATCH_SIZE,
+                        )  # fmt: skip
+                    except PeerFailed as exc:
+                        setting[lib] = failure(exc)
+                        print(f"  workers={workers} {lib}: FAILED {setting[lib]}", flush=True)
                         break
                     finally:
                         shutil.rmtree(cache, ignore_errors=True)
@@ -245,25 +270,35 @@ def first_batches(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
         written = bench.call("shardstream", "write", params, out=folder, size_limit=TTFB_SIZE_LIMIT)
         remote = upload_folder(server, folder, f"ttfb-{shards}")
         shard_bytes = max(
-            os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder) if n.endswith(".mds")
+            os.path.getsize(os.path.join(folder, n))
+            for n in os.listdir(folder)
+            if n.endswith(".mds")
         )
         index_bytes = os.path.getsize(os.path.join(folder, "index.json"))
         shutil.rmtree(folder, ignore_errors=True)
         limit = 4 * bench.rtt + shard_bytes / bench.link_rate
         print(f"[first batch, {shards:,} shards] index {index_bytes:,} bytes", flush=True)
-        entry: dict[str, Any] = {"params": params, "shards": written["files"] - 1,
-                                 "index_bytes": index_bytes, "limit_seconds": limit, "runs": {}}  # fmt: skip
+        entry: dict[str, Any] = {
+            "params": params, "shards": written["files"] - 1, "index_bytes": index_bytes,
+            "limit_seconds": limit, "runs": {},
+        }  # fmt: skip
         for workers in (0, 2):
             setting: dict[str, Any] = {}
             for lib in [lib for lib in bench.libs if lib != "litdata"]:
                 times = []
-                for _ in range(bench.args.repeats):
-                    cache = bench.run.fresh(f"ttfb-{lib}")
-                    result, moved = measured(bench.link, lambda: bench.call(
-                        lib, "ttfb", params, data=remote, cache=cache, workers=workers,
-                        batch_size=BATCH_SIZE))  # fmt: skip
-                    shutil.rmtree(cache, ignore_errors=True)
-                    times.append((result["ttfb_seconds"], result, moved))
+                try:
+                    for _ in range(bench.args.repeats):
+                        cache = bench.run.fresh(f"ttfb-{lib}")
+                        result, moved = measured(
+                            bench.link, bench.call, lib, "ttfb", params, data=remote,
+                            cache=cache, workers=workers, batch_size=BATCH_SIZE,
+                        )  # fmt: skip
+                        shutil.rmtree(cache, ignore_errors=True)
+                        times.append((result["ttfb_seconds"], result, moved))
+                except PeerFailed as exc:
+                    setting[lib] = failure(exc)
+                    print(f"  workers={workers} {lib}: FAILED {setting[lib]}", flush=True)
+                    continue
                 seconds, result, moved = min(times, key=lambda item: item[0])
                 setting[lib] = {"seconds": seconds, "all": [t[0] for t in times],
                                 "construct_seconds": result["construct_seconds"],
@@ -304,10 +339,16 @@ def one_shard(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
                    remote, "--manifest", manifest, "--dest", os.path.join(folder, lib),
                    "--repeats", str(bench.args.repeats + 2), "--result", result_path]  # fmt: skip
         environ = dict(os.environ, PYTHONPATH=os.pathsep.join([source_tree, str(REPO)]))
-        completed, moved = measured(bench.link, lambda: subprocess.run(
-            command, env=environ, capture_output=True, text=True, check=False, timeout=600))  # fmt: skip
+        completed, moved = measured(
+            bench.link, subprocess.run, command, env=environ, capture_output=True, text=True,
+            check=False, timeout=600,
+        )  # fmt: skip
         if completed.returncode != 0:
-            raise RuntimeError(f"{lib} download failed:\n{completed.stdout}\n{completed.stderr}")
+            message = f"{lib} download failed:\n{completed.stdout}\n{completed.stderr}"
+            if lib.startswith("shardstream"):
+                raise RuntimeError(message)
+            results["runs"][lib] = failure(RuntimeError(message))
+            continue
         with open(result_path, encoding="utf-8") as handle:
             result = json.load(handle)
         seconds = result["seconds"]["best"]
@@ -332,13 +373,21 @@ def resumes(bench: Bench, workload: dict[str, Any]) -> dict[str, Any]:
         for lib in [lib for lib in bench.libs if lib != "litdata"]:
             state = bench.run.fresh("state") + ".json"
             first_cache, cache = bench.run.fresh("resume-a"), bench.run.fresh("resume-b")
-            bench.call(lib, "resume", params, data=remote, cache=first_cache, workers=workers,
-                       batch_size=BATCH_SIZE, state=state)  # fmt: skip
-            shutil.rmtree(first_cache, ignore_errors=True)
-            result, moved = measured(bench.link, lambda: bench.call(
-                lib, "resume", params, data=remote, cache=cache, workers=workers,
-                batch_size=BATCH_SIZE, state=state, resume=True))  # fmt: skip
-            shutil.rmtree(cache, ignore_errors=True)
+            try:
+                bench.call(lib, "resume", params, data=remote, cache=first_cache,
+                           workers=workers, batch_size=BATCH_SIZE, state=state)  # fmt: skip
+                shutil.rmtree(first_cache, ignore_errors=True)
+                result, moved = measured(
+                    bench.link, bench.call, lib, "resume", params, data=remote, cache=cache,
+                    workers=workers, batch_size=BATCH_SIZE, state=state, resume=True,
+                )  # fmt: skip
+            except PeerFailed as exc:
+                setting[lib] = failure(exc)
+                print(f"  workers={workers} {lib}: FAILED {setting[lib]}", flush=True)
+                continue
+            finally:
+                shutil.rmtree(first_cache, ignore_errors=True)
+                shutil.rmtree(cache, ignore_errors=True)
             seconds = result["resume_seconds"]
             setting[lib] = {"seconds": seconds, "rest_seconds": result["rest_seconds"],
                             "checks_passed": result["checks_passed"], "link": moved,
@@ -368,7 +417,7 @@ def link_checks(server: S3Server, tmp: str, args: argparse.Namespace) -> dict[st
                           ("shaped", link_arguments(args))):  # fmt: skip
         link = LinkProcess(upstream, tmp, options, name)
         try:
-            found[name], moved = measured(link, lambda: probe(link.endpoint, server, remote, "big"))
+            found[name], moved = measured(link, probe, link.endpoint, server, remote, "big")
             found[name]["proxy_cpu_seconds"] = moved["proxy_cpu_seconds"]
         finally:
             link.stop()
@@ -377,8 +426,11 @@ def link_checks(server: S3Server, tmp: str, args: argparse.Namespace) -> dict[st
 
 
 def link_arguments(args: argparse.Namespace) -> list[str]:
-    return ["--latency-ms", str(args.latency_ms), "--jitter-ms", str(args.jitter_ms),
-            "--connection-mbps", str(args.connection_mbps), "--link-mbps", str(args.link_mbps)]  # fmt: skip
+    """``wan_link.py``'s shaping options from the driver's."""
+    return [
+        "--latency-ms", str(args.latency_ms), "--jitter-ms", str(args.jitter_ms),
+        "--connection-mbps", str(args.connection_mbps), "--link-mbps", str(args.link_mbps),
+    ]  # fmt: skip
 
 
 def main() -> int:
@@ -400,9 +452,12 @@ def main() -> int:
     pythons = {"shardstream": sys.executable, "shardstream@base": sys.executable,
                "reference": ref_python, "litdata": ref_python}  # fmt: skip
     WORKER_LIB["shardstream@base"] = "shardstream"
-    if "litdata" in args.libs and subprocess.run(
-        [ref_python, "-c", "import litdata"], capture_output=True, check=False
-    ).returncode:
+    if (
+        "litdata" in args.libs
+        and subprocess.run(
+            [ref_python, "-c", "import litdata"], capture_output=True, check=False
+        ).returncode
+    ):
         print("litdata is not installed in the reference venv: not measured", flush=True)
         args.libs = ",".join(lib for lib in args.libs.split(",") if lib != "litdata")
     parts = set(args.parts.split(","))
@@ -425,7 +480,11 @@ def main() -> int:
                 os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint)
                 bench = Bench(args, Runner(pythons, tmp, args.timeout), link)
                 report["libs"] = bench.libs
-                epochs = cold_epochs(bench, server, scale) if parts & {"epoch", "resume"} else {}
+                epochs = (
+                    cold_epochs(bench, server, scale, measure="epoch" in parts)
+                    if parts & {"epoch", "resume"}
+                    else {}
+                )
                 if "epoch" in parts:
                     report["cold_epoch"] = epochs
                 if "ttfb" in parts:
@@ -452,7 +511,9 @@ def main() -> int:
         page = Path(args.docs)
         page.write_text(replace_section(page.read_text(), docs_section(report)))
     checks = rows["checks_passed"]
-    print(f"\ncorrectness (every sample checked, each exactly once): {'PASS' if checks else 'FAIL'}")
+    print(
+        f"\ncorrectness (every sample checked, each exactly once): {'PASS' if checks else 'FAIL'}"
+    )
     return 0 if checks else 1
 
 

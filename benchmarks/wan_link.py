@@ -111,6 +111,7 @@ class LinkStats:
     errors: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
+        """The counters as a JSON object."""
         return asdict(self)
 
 
@@ -127,6 +128,7 @@ class Pacer:
         self._free_at = 0.0
 
     def delay(self, size: int, now: float) -> float:
+        """Book ``size`` bytes at time ``now``; the seconds to wait before sending them."""
         if self.rate <= 0:
             return 0.0
         self._free_at = max(self._free_at, now) + size / self.rate
@@ -245,6 +247,7 @@ class WanLink:
         return f"http://{HOST}:{self.port}"
 
     async def wait_latency(self) -> None:
+        """Sleep one first-byte latency, jittered."""
         settings = self.settings
         if settings.latency_s <= 0:
             return
@@ -274,10 +277,8 @@ class WanLink:
         self.port = server.sockets[0].getsockname()[1]
         if started is not None:
             started.set()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._stop.wait(), timeout=self.lifetime_s)
-        except asyncio.TimeoutError:
-            pass
         server.close()
         for task in list(tasks):
             task.cancel()

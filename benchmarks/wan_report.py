@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BEGIN", "END", "docs_section", "replace_section", "table_rows"]
+__all__ = ["BEGIN", "END", "docs_section", "keep_section", "replace_section", "table_rows"]
 
 BEGIN = "<!-- wan-link: begin (benchmarks/wan_bench.py --docs writes this part) -->"
 END = "<!-- wan-link: end -->"
@@ -39,7 +39,8 @@ def _row(
         "peer_seconds": peer[1] if peer else None,
         "base_seconds": setting.get("shardstream@base", {}).get("seconds"),
         "checks_passed": all(side.get("checks_passed", True) for side in setting.values()),
-        "proxy_cpu_share": ours["link"]["proxy_cpu_seconds"] / max(ours["link"]["wall_seconds"], 1e-9),
+        "proxy_cpu_share": ours["link"]["proxy_cpu_seconds"]
+        / max(ours["link"]["wall_seconds"], 1e-9),
         "bytes_down": ours["link"]["bytes_down"],
     }  # fmt: skip
     failed = [f"{lib}: {side['failed']}" for lib, side in setting.items() if "failed" in side]
@@ -84,8 +85,9 @@ def collect(report: dict[str, Any]) -> list[dict[str, Any]]:
     if "resume" in report:
         entry = report["resume"]
         for key, setting in entry["runs"].items():
-            rows.append(_row(f"small-1KiB at 50%, workers {key.split('=')[1]}",
-                             "resume, empty cache, s", setting, entry["limit_seconds"], "other"))  # fmt: skip
+            name = f"small-1KiB at 50%, workers {key.split('=')[1]}"
+            metric = "resume, empty cache, s"
+            rows.append(_row(name, metric, setting, entry["limit_seconds"], "other"))
     return rows
 
 
@@ -97,8 +99,10 @@ def table_rows(report: dict[str, Any]) -> dict[str, Any]:
     """``{"rows": [...], "table": text rows for format_table, "checks_passed": bool}``."""
     rows = collect(report)
     base = any(row["base_seconds"] is not None for row in rows)
-    header = ["workload", "metric", "shardstream", *(["before"] if base else []), "best peer",
-              "ratio", "link limit", "of link", "proxy CPU", "targets", "result", "checks"]  # fmt: skip
+    header = [
+        "workload", "metric", "shardstream", *(["before"] if base else []), "best peer",
+        "ratio", "link limit", "of link", "proxy CPU", "targets", "result", "checks",
+    ]  # fmt: skip
     table = [header]
     for row in rows:
         peer = "-" if row["peer"] is None else f"{row['peer_seconds']:.3f} ({row['peer']})"
@@ -148,10 +152,23 @@ def docs_section(report: dict[str, Any], notes: str = "") -> str:
     return "\n".join(lines)
 
 
+HEADING = "## Over an emulated WAN link"
+
+
+def keep_section(old_page: str, new_page: str) -> str:
+    """``new_page`` (the suite's) with ``old_page``'s WAN section carried over, if it had one.
+
+    The section is the page's last: its generated table and the notes written after it.
+    """
+    if HEADING not in old_page:
+        return new_page
+    return new_page.rstrip("\n") + "\n\n" + old_page[old_page.index(HEADING) :]
+
+
 def replace_section(page: str, section: str) -> str:
     """``page`` with its WAN section replaced by ``section`` (appended if it has none)."""
     if BEGIN in page and END in page:
         head, rest = page.split(BEGIN, 1)
         _, tail = rest.split(END, 1)
         return head + section + tail
-    return page.rstrip("\n") + "\n\n## Over an emulated WAN link\n\n" + section + "\n"
+    return page.rstrip("\n") + f"\n\n{HEADING}\n\n" + section + "\n"

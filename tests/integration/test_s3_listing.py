@@ -32,6 +32,8 @@ def test_list_info_reads_every_key_size_and_tag_across_pages(
     for number, key in enumerate(KEYS):
         info = store.info(key)
         assert listed[key].size == number + 1 == info.size
-        assert listed[key].etag == info.etag and info.etag and '"' not in info.etag
+        assert listed[key].etag == info.etag
+        assert info.etag
+        assert '"' not in info.etag
     assert sorted(store.list_info("n/")) == ["n/deep/x.bin"]
     assert store.list_info("nothing-here/") == {}

@@ -81,8 +81,10 @@ def _run(args: argparse.Namespace) -> int:
             passes.append(run)
     for run in passes:
         run["mb_per_s"] = run["samples_per_s"] * mean_sample / 1e6
-    result = {"url": args.url, "remote": remote is not None, "batch_size": args.batch_size,
-              "workers": args.workers, "mean_sample_bytes": mean_sample, "passes": passes}  # fmt: skip
+    result = {
+        "url": args.url, "remote": remote is not None, "batch_size": args.batch_size,
+        "workers": args.workers, "mean_sample_bytes": mean_sample, "passes": passes,
+    }  # fmt: skip
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -109,12 +111,15 @@ def _folder_bytes(folder: str | None) -> int:
     for parent, folders, names in os.walk(folder or os.devnull):
         if parent == folder and STATE_FOLDER in folders:
             folders.remove(STATE_FOLDER)  # locks and records: not the dataset's bytes
-        for name in names:
-            try:
-                total += os.lstat(os.path.join(parent, name)).st_size
-            except FileNotFoundError:  # a temporary file renamed meanwhile
-                continue
+        total += sum(_size(os.path.join(parent, name)) for name in names)
     return total
+
+
+def _size(path: str) -> int:
+    try:
+        return os.lstat(path).st_size
+    except FileNotFoundError:  # a temporary file, renamed meanwhile
+        return 0
 
 
 def _one_pass(loader: Any, max_batches: int | None, progress: bool, epoch: int) -> dict[str, Any]:

@@ -240,10 +240,7 @@ def download_file(
     # its GET's length checked against the size, and a larger one asks for its size beside
     # its byte ranges (a round trip to a distant store saved either way).
     known = expected_size is not None and expected_size <= options.part_size
-    if expected_size is not None:
-        size = expected_size
-    else:
-        size = fetch_info(store, key, options).size
+    size = expected_size if expected_size is not None else fetch_info(store, key, options).size
 
     def fill(fd: int) -> int:
         os.ftruncate(fd, size)

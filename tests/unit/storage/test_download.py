@@ -360,7 +360,8 @@ def test_a_known_size_skips_the_size_request(tmp_path: Path):
         download_file(
             store, "k", str(tmp_path / "j"), DownloadOptions(part_size=9), expected_size=99
         )
-    assert store.calls["info"] == 1 and store.calls["get_bytes"] == 2
+    assert store.calls["info"] == 1
+    assert store.calls["get_bytes"] == 2
     assert os.listdir(tmp_path) == ["k"]
 
 

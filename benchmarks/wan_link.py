@@ -91,7 +91,10 @@ class LinkSettings:
 
     def describe(self) -> str:
         """One line for reports, e.g. ``30+-5 ms, 80 MB/s a connection, 125 MB/s the link``."""
-        rate = lambda value: f"{value / MB:g} MB/s" if value else "no cap"  # noqa: E731
+
+        def rate(value: float) -> str:
+            return f"{value / MB:g} MB/s" if value else "no cap"
+
         return (
             f"{self.latency_s * 1e3:g}+-{self.jitter_s * 1e3:g} ms first byte, "
             f"{rate(self.connection_rate)} a connection, {rate(self.link_rate)} the link"

@@ -58,6 +58,9 @@ V = TypeVar("V")
 
 _POLL_S = 0.01
 _MAX_POLL_S = 0.25
+# A busy node's download slots free within a round trip to the store: a thread that waits for
+# one looks again at least this often, not a quarter of a second later.
+_SLOT_MAX_POLL_S = 0.02
 
 
 class ShardFetcher(Protocol):
@@ -396,7 +399,7 @@ class ShardCache:
                         slot.release()
                     return
             time.sleep(delay)
-            delay = min(2 * delay, _MAX_POLL_S)
+            delay = min(2 * delay, _SLOT_MAX_POLL_S)
 
     # --- the size limit -------------------------------------------------------------------------
 

@@ -447,7 +447,11 @@ def main() -> int:
     parser.add_argument("--baseline-src", help="also run shardstream from this src folder")
     parser.add_argument("--docs", help="write the rows into this page's WAN section")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per worker run")
+    parser.add_argument("--from-json", help="run nothing: the table (and --docs) of this report")
     args = parser.parse_args()
+    if args.from_json:
+        with open(args.from_json, encoding="utf-8") as handle:
+            return finish(json.load(handle), args)
     ref_python = reference_python()
     pythons = {"shardstream": sys.executable, "shardstream@base": sys.executable,
                "reference": ref_python, "litdata": ref_python}  # fmt: skip
@@ -500,13 +504,22 @@ def main() -> int:
         os.environ.clear()
         os.environ.update(saved)
         shutil.rmtree(tmp, ignore_errors=True)
+    return finish(report, args)
+
+
+def finish(report: dict[str, Any], args: argparse.Namespace) -> int:
+    """Print the table, write the JSON (not ``--from-json``'s) and the docs' section."""
     rows = table_rows(report)
-    report["rows"] = rows
+    report["rows"] = rows["rows"]
     print()
     print(format_table(rows["table"]))
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump(report, handle, indent=1)
+    for row in rows["rows"]:
+        for failure_text in row["peer_failures"]:
+            print(f"  {row['row']}, {row['metric']}: {failure_text}")
+    if not args.from_json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=1)
     if args.docs:
         page = Path(args.docs)
         page.write_text(replace_section(page.read_text(), docs_section(report)))

@@ -21,7 +21,12 @@ TTFB_TARGET = 0.25
 
 
 def _best_peer(setting: dict[str, Any]) -> tuple[str, float] | None:
-    found = [(lib, setting[lib]["seconds"]) for lib in PEERS if "seconds" in setting.get(lib, {})]
+    """The fastest peer that returned every sample right (a wrong answer's time counts not)."""
+    found = [
+        (lib, setting[lib]["seconds"])
+        for lib in PEERS
+        if "seconds" in setting.get(lib, {}) and setting[lib].get("checks_passed", True)
+    ]
     return min(found, key=lambda item: item[1]) if found else None
 
 
@@ -38,12 +43,21 @@ def _row(
         "fraction_of_link": fraction, "peer": peer[0] if peer else None,
         "peer_seconds": peer[1] if peer else None,
         "base_seconds": setting.get("shardstream@base", {}).get("seconds"),
-        "checks_passed": all(side.get("checks_passed", True) for side in setting.values()),
+        "checks_passed": all(
+            side.get("checks_passed", True)
+            for lib, side in setting.items()
+            if lib.startswith("shardstream")
+        ),
         "proxy_cpu_share": ours["link"]["proxy_cpu_seconds"]
         / max(ours["link"]["wall_seconds"], 1e-9),
         "bytes_down": ours["link"]["bytes_down"],
     }  # fmt: skip
     failed = [f"{lib}: {side['failed']}" for lib, side in setting.items() if "failed" in side]
+    failed += [
+        f"{lib}: returned wrong samples (its checks failed)"
+        for lib, side in setting.items()
+        if lib in PEERS and side.get("checks_passed") is False
+    ]
     row["peer_failures"] = failed
     if kind == "throughput":  # ratio: how many times faster than the best peer
         row["ratio"] = peer[1] / seconds if peer else None
@@ -74,8 +88,9 @@ def collect(report: dict[str, Any]) -> list[dict[str, Any]]:
             workers = key.split("=")[1]
             rows.append(_row(f"{name} x {samples:,}, workers {workers}", "cold epoch, s",
                              setting, workload["limit_seconds"], "throughput"))  # fmt: skip
-    for name, entry in report.get("first_batch", {}).items():
+    for entry in report.get("first_batch", {}).values():
         for key, setting in entry["runs"].items():
+            name = f"{entry['shards']:,} shards"
             rows.append(_row(f"{name}, workers {key.split('=')[1]}", "first batch (cold), s",
                              setting, entry["limit_seconds"], "latency"))  # fmt: skip
     if "download" in report:
@@ -145,7 +160,16 @@ def docs_section(report: dict[str, Any], notes: str = "") -> str:
                          f"{probe['one_connection_mb_per_s']:,.0f} | "
                          f"{_fmt(probe.get('proxy_cpu_seconds'), '.2f')} |")  # fmt: skip
         lines.append("")
-    lines += ["```", format_table(table_rows(report)["table"]), "```", ""]
+    rows = table_rows(report)
+    lines += ["```", format_table(rows["table"]), "```", ""]
+    failures = [
+        f"- {row['row']}, {row['metric']}: {text}"
+        for row in rows["rows"]
+        for text in row["peer_failures"]
+    ]
+    if failures:
+        lines += ["Peers that failed, or returned wrong samples (not counted as best peer):", ""]
+        lines += [*failures, ""]
     if notes:
         lines += [notes.strip(), ""]
     lines.append(END)

@@ -152,7 +152,7 @@ def test_the_report_rates_each_row_against_the_link_and_the_peer() -> None:
             "workers=0": {"shardstream": _side(1.1), "reference": _side(3.0)},
             "workers=2": {"shardstream": _side(2.0), "reference": _side(3.0)},
         }}},
-        "first_batch": {"100 shards": {"limit_seconds": 0.2, "runs": {
+        "first_batch": {"100 shards": {"shards": 100, "limit_seconds": 0.2, "runs": {
             "workers=0": {"shardstream": _side(0.15), "reference": _side(1.0)},
         }}},
     }  # fmt: skip

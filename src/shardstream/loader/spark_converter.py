@@ -88,8 +88,9 @@ def make_spark_converter(
             the writer publishes to. Default: the Spark conf
             ``petastorm.spark.converter.parentCacheDirUrl``, then
             ``shardstream.spark.converter.parentCacheDirUrl``.
-        on_null: ``'fill'`` (default: each type's null as :mod:`shardstream.converters.
-            spark_nulls` says, NaN for numbers), ``'error'`` or ``'skip'`` (drop such rows).
+        on_null: ``'fill'`` (default: each type's null as
+            :mod:`shardstream.converters.spark_nulls` says, NaN for numbers), ``'error'`` or
+            ``'skip'`` (drop such rows).
         progress: Show the conversion's progress bar.
 
     Returns:
@@ -206,7 +207,7 @@ class SparkDatasetConverter:
             **petastorm_reader_kwargs: ``transform_spec`` (a :class:`TransformSpec`, run in the
                 workers on each batch as a pandas DataFrame), ``cur_shard``, ``shard_count``,
                 ``seed``, ``shuffle``, ``even_batches``, ``ranks_per_node``, and any
-                :class:`StreamingDataset`
+                :class:`~shardstream.StreamingDataset`
                 argument (``cache_limit``, ``shuffle_algo``, ``local``...); Petastorm's
                 ``reader_pool_type``, ``results_queue_size``, ``shuffle_row_groups`` and
                 ``shuffle_row_drop_partitions`` are ignored.

@@ -72,6 +72,7 @@ def main() -> None:
 
     config = TrainConfig(remote=out, cache=str(work / "cache"), epochs=args.epochs,
                          batch_size=args.batch_size, workers=args.workers)  # fmt: skip
+
     def said(result: EpochResult) -> None:  # each epoch as it ends
         print(
             f"epoch {result.epoch + 1}/{args.epochs}: loss {result.loss:.3f}, validation "

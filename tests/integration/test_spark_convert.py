@@ -230,9 +230,11 @@ def test_float_dtype_casts_floating_columns_for_torch(spark, tmp_path: Path):
     assert LocalDataset(str(kept)).shards[0].columns["x"] == "float64"  # the default keeps it
     sample = read_back(cast)[3]
     assert LocalDataset(str(cast)).shards[0].columns["id"] == "int64"
-    assert np.asarray(sample["x"]).dtype == np.float32 and sample["x"] == 0.75
+    assert np.asarray(sample["x"]).dtype == np.float32
+    assert sample["x"] == 0.75
     assert sample["v"].dtype == sample["ml"].dtype == np.float32
-    assert sample["v"].tolist() == [1.5, 0.5] and sample["ml"].tolist() == [3.0, 1.0]
+    assert sample["v"].tolist() == [1.5, 0.5]
+    assert sample["ml"].tolist() == [3.0, 1.0]
     with pytest.raises(ConfigurationError, match="float_dtype must be"):
         dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path / "x")}, float_dtype="half")
 

@@ -47,9 +47,6 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from shardstream.dataset.streaming import StreamingDataset  # torch-facing: loaded lazily
-    from shardstream.loader import StreamingDataLoader
-
     options = download_options(args)
     with open_source(args.url, options=options, split=args.split) as source:
         # The size of a sample, from the index (Parquet: from the files' sizes).
@@ -60,6 +57,9 @@ def _run(args: argparse.Namespace) -> int:
         )
         mean_sample = stored / max(source.samples, 1)
         _check_one_schema(source)
+    from shardstream.dataset.streaming import StreamingDataset  # torch-facing: loaded lazily
+    from shardstream.loader import StreamingDataLoader
+
     with contextlib.ExitStack() as stack:
         cache = args.cache
         if is_remote(args.url) and cache is None:

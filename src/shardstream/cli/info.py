@@ -183,5 +183,7 @@ def readable(value: Any, width: int = 72) -> str:
         return f"<image {value.mode} {value.size[0]}x{value.size[1]}>"
     if isinstance(value, list) and value and all(hasattr(v, "getpixel") for v in value):
         return f"<{len(value)} images>"
+    if isinstance(value, np.generic):  # a Parquet scalar: shown as the number it holds
+        value = value.item()
     text = repr(value)
     return text if len(text) <= width else text[: width - 3] + "..."

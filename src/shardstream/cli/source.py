@@ -85,9 +85,7 @@ class DatasetSource:
                 if os.path.getsize(dest) == info.bytes:
                     continue
             os.makedirs(os.path.dirname(dest), exist_ok=True)
-            download_file(
-                self.store, info.basename, dest, self.options, expected_size=info.bytes
-            )
+            download_file(self.store, info.basename, dest, self.options, expected_size=info.bytes)
             if self.progress is not None:
                 self.progress.update(info.bytes)
         self._fetched.add(shard)
@@ -192,7 +190,7 @@ def open_source(
 
 def _local_parquet(local: str) -> ParquetDataset | None:
     """The Parquet files of the folder ``local`` as a dataset, or ``None`` when it holds none."""
-    for folder, subfolders, names in os.walk(local):
+    for _folder, subfolders, names in os.walk(local):
         subfolders[:] = [name for name in subfolders if not name.startswith(("_", "."))]
         if any(is_parquet_key(name) for name in names):
             return ParquetDataset(local, local_layouts(local), source=local)
@@ -204,6 +202,5 @@ def _no_index(where: str, advice: str) -> str:
     if advice:
         return f"{where} holds no {INDEX_BASENAME}; {advice}"
     return (
-        f"no {INDEX_BASENAME} in {where} (and no *.parquet files): is it the dataset's root "
-        "folder?"
+        f"no {INDEX_BASENAME} in {where} (and no *.parquet files): is it the dataset's root folder?"
     )

@@ -18,12 +18,22 @@ from typing import Any
 
 from tqdm import tqdm
 
-from shardstream.cache.parquet_index import is_parquet_key, local_layouts
+from shardstream.cache.parquet_index import (
+    is_parquet_key,
+    list_parquet,
+    local_layouts,
+    sync_layouts,
+)
 from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.dataset import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.splits import local_splits, remote_splits, split_advice
-from shardstream.errors import ConfigurationError, ObjectNotFoundError, ShardNotFoundError
+from shardstream.errors import (
+    ConfigurationError,
+    ObjectNotFoundError,
+    ShardNotFoundError,
+    UnsupportedURLError,
+)
 from shardstream.format.index import INDEX_BASENAME, FileInfo, ShardEntry, parse_index
 from shardstream.storage import (
     DownloadOptions,
@@ -72,12 +82,21 @@ class DatasetSource:
     store: ObjectStore | None = None
     progress: Any = None  # a tqdm bar of bytes downloaded, or None
     options: DownloadOptions = field(default_factory=DownloadOptions)
-    parquet: ParquetDataset | None = None  # a local Parquet folder, read in place
+    parquet: ParquetDataset | None = None  # Parquet files: read in place, or row groups fetched
     _fetched: set[int] = field(default_factory=set)
 
     def fetch(self, shard: int) -> None:
         """Make the stored files of shard ``shard`` present locally (no-op for a local folder)."""
         if self.store is None or shard in self._fetched:
+            return
+        fetcher = None if self.parquet is None else self.parquet.fetcher
+        if fetcher is not None:  # a remote Parquet row group: its byte span only
+            entry = self.entries[shard]
+            fetcher.fetch(self.store, entry, os.path.join(self.local, entry.raw_data.basename),
+                          self.options)  # fmt: skip
+            if self.progress is not None:
+                self.progress.update(entry.raw_data.bytes)
+            self._fetched.add(shard)
             return
         for info in stored_files(self.entries[shard]):
             dest = os.path.join(self.local, info.basename)
@@ -142,9 +161,9 @@ def open_source(
 
     A remote dataset's files are downloaded into ``cache`` (default: a temporary folder).
 
-    A local folder without ``index.json`` that holds ``*.parquet`` files is read as the
-    library streams it: each row group is a shard. With ``progress``, a remote dataset's
-    downloads show a bar of bytes (on stderr).
+    A dataset without ``index.json`` that holds ``*.parquet`` files is read as the library
+    streams it: each row group is a shard (fetched alone from a remote). With ``progress``, a
+    remote dataset's downloads show a bar of bytes (on stderr).
 
     Raises:
         ShardNotFoundError / ObjectNotFoundError: There is no ``index.json`` at ``url`` (the
@@ -170,22 +189,26 @@ def open_source(
         yield DatasetSource(url, entries, local)
         return
     store = open_store(url, timeout=options.timeout)
-    try:
-        data = fetch_bytes(store, INDEX_BASENAME, options)
-    except ObjectNotFoundError as exc:
-        advice = split_advice(split, remote_splits(root, options), flag="--split")
-        raise ObjectNotFoundError(_no_index(url, advice)) from exc
-    entries = parse_index(data, source=store.url(INDEX_BASENAME))
     with contextlib.ExitStack() as stack:
         if cache is None:
             cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="shardstream-cli-"))
         os.makedirs(cache, exist_ok=True)
+        parquet = None
+        try:
+            data = fetch_bytes(store, INDEX_BASENAME, options)
+            entries = parse_index(data, source=store.url(INDEX_BASENAME))
+        except ObjectNotFoundError as exc:
+            parquet = _remote_parquet(store, cache, options)
+            if parquet is None:
+                advice = split_advice(split, remote_splits(root, options), flag="--split")
+                raise ObjectNotFoundError(_no_index(url, advice)) from exc
+            entries = parquet.shards
         bar = None
         if progress:
             bar = stack.enter_context(
                 tqdm(desc="downloaded", unit="B", unit_scale=True, leave=False, dynamic_ncols=True)
             )
-        yield DatasetSource(url, entries, cache, store, bar, options)
+        yield DatasetSource(url, entries, cache, store, bar, options, parquet)
 
 
 def _local_parquet(local: str) -> ParquetDataset | None:
@@ -195,6 +218,20 @@ def _local_parquet(local: str) -> ParquetDataset | None:
         if any(is_parquet_key(name) for name in names):
             return ParquetDataset(local, local_layouts(local), source=local)
     return None
+
+
+def _remote_parquet(
+    store: ObjectStore, cache: str, options: DownloadOptions
+) -> ParquetDataset | None:
+    """The remote's Parquet files (footers read into ``cache``), or ``None`` when it has none."""
+    try:
+        listed = list_parquet(store, options)
+    except UnsupportedURLError:  # a store that cannot list (HTTP) holds no Parquet folder
+        return None
+    if not listed:
+        return None
+    layouts = sync_layouts(store, cache, options, listed)
+    return ParquetDataset(cache, layouts, cached=True, source=store.url("").rstrip("/"))
 
 
 def _no_index(where: str, advice: str) -> str:

@@ -37,6 +37,8 @@ exit codes: 0 success; 1 validate found problems; 2 wrong command line; 3 the co
 _CLI_TERMS = (
     (re.compile(r"exist_ok=True(?: in mds_kwargs)?"), "--exist-ok"),
     (re.compile(r"on_null='skip'"), "--skip-nulls"),
+    (re.compile(r", drop or rewrite such rows in udf_iterable"), ""),
+    (re.compile(r"Fill it first \(DataFrame\.fillna [^)]*\)"), "Fill it in the source first"),
     (re.compile(r"\(retry=(\d+), timeout=([^ ]+) s\)"), r"(--retry \1, --timeout \2)"),
     (re.compile(r"DownloadOptions\.timeout or retry"), "--timeout or --retry"),
     (re.compile(r"DownloadOptions\.retry"), "--retry"),

@@ -160,6 +160,8 @@ def test_messages_name_the_command_lines_flags(tmp_path: Path):
                             "convert")  # fmt: skip
     assert "--skip-nulls" in line
     assert "on_null" not in line
+    assert "udf_iterable" not in line
+    assert "Fill it in the source first" in line
     again = ["convert", str(csv), str(tmp_path / "o"), "-q", "--skip-nulls"]
     run(*again)
     line = one_line_failure(run(*again, check=None), "convert")

@@ -11,7 +11,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from shardstream.cli.source import open_source
+from shardstream.cli.source import (
+    DatasetSource,
+    add_dataset_arguments,
+    download_options,
+    open_source,
+)
+from shardstream.errors import ConfigurationError
 from shardstream.storage import is_remote
 from shardstream.units import format_bytes
 
@@ -29,7 +35,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "is cached in --cache (default: a temporary folder, so the first pass is cold). "
         "Example: shardstream bench s3://bucket/my-ds --workers 4 --epochs 2",
     )
-    parser.add_argument("url", help="the dataset root: a folder or a URL")
+    add_dataset_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=256, help="per-device batch (256)")
     parser.add_argument("--workers", type=int, default=0, help="DataLoader workers (0)")
     parser.add_argument("--epochs", type=int, default=1, help="passes over the data (1)")
@@ -41,20 +47,29 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    options = download_options(args)
+    with open_source(args.url, options=options, split=args.split) as source:
+        # The size of a sample, from the index (Parquet: from the files' sizes).
+        stored = (
+            source.stored_bytes
+            if source.parquet is not None
+            else sum(entry.raw_data.bytes for entry in source.entries)
+        )
+        mean_sample = stored / max(source.samples, 1)
+        _check_one_schema(source)
     from shardstream.dataset.streaming import StreamingDataset  # torch-facing: loaded lazily
     from shardstream.loader import StreamingDataLoader
 
-    with open_source(args.url) as source:  # the size of a sample, from the index
-        stored = sum(entry.raw_data.bytes for entry in source.entries)
-        mean_sample = stored / max(source.samples, 1)
     with contextlib.ExitStack() as stack:
         cache = args.cache
         if is_remote(args.url) and cache is None:
             cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="shardstream-bench-"))
         remote, local = (args.url, cache) if is_remote(args.url) else (None, args.url)
         dataset = StreamingDataset(
-            remote=remote, local=local, batch_size=args.batch_size, shuffle=not args.no_shuffle
-        )
+            remote=remote, local=local, split=args.split or None, batch_size=args.batch_size,
+            shuffle=not args.no_shuffle, download_retry=options.retry,
+            download_timeout=options.timeout,
+        )  # fmt: skip
         loader = StreamingDataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers)
         passes = [
             _one_pass(loader, args.max_batches, not args.quiet, epoch)
@@ -76,6 +91,23 @@ def _run(args: argparse.Namespace) -> int:
             f"{run['samples_per_s']:,.0f} samples/s, {run['mb_per_s']:,.1f} MB/s"
         )
     return 0
+
+
+def _check_one_schema(source: DatasetSource) -> None:
+    """Refuse shards of different columns: their samples cannot be batched together."""
+    schemas: dict[tuple[tuple[str, str], ...], str] = {}
+    for entry in source.entries:
+        schemas.setdefault(tuple(entry.columns.items()), entry.raw_data.basename)
+    if len(schemas) > 1:
+        (first, one), (second, other) = list(schemas.items())[:2]
+        raise ConfigurationError(
+            f"{source.url} mixes shards of different columns ({one}: {_names(first)}; {other}: "
+            f"{_names(second)}), which do not batch together: bench one kind at a time"
+        )
+
+
+def _names(schema: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{name}:{encoding}" for name, encoding in schema)
 
 
 def _one_pass(loader: Any, max_batches: int | None, progress: bool, epoch: int) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from shardstream._optional import require
 from shardstream.converters.arrow_samples import NULL_POLICIES, BatchConverter, OnNull
 from shardstream.converters.arrow_types import arrow_module
 from shardstream.converters.batches import BatchUDF, prepare_mds_kwargs, write_batches
+from shardstream.converters.spark_cache_key import cast_floats
 from shardstream.converters.spark_types import arrow_schema, vectors_as_arrays
 from shardstream.errors import ConfigurationError, DatasetExistsError
 from shardstream.storage import is_remote, local_path, open_store
@@ -60,6 +61,7 @@ def dataframe_to_mds(
     *,
     on_null: OnNull = "error",
     progress: bool = True,
+    float_dtype: str | None = None,
 ) -> tuple[str, str]:
     """Write a Spark DataFrame as one MDS dataset, each task writing its partition's shards.
 
@@ -78,6 +80,9 @@ def dataframe_to_mds(
         on_null: ``"error"`` (default: a null fails the job, naming column, row and partition)
             or ``"skip"`` (rows holding a null are not written). Not applied to UDF output.
         progress: Show a progress bar of finished tasks on the driver.
+        float_dtype: ``'float32'`` casts every float and double column (arrays and ML vectors
+            included) to float32, as torch models expect; ``'float64'`` to double; ``None``
+            (default) keeps each column's type. As ``make_spark_converter``'s ``dtype``.
 
     Returns:
         ``(local, remote)`` as the reference returns them: the local folder (``""`` when
@@ -98,8 +103,12 @@ def dataframe_to_mds(
         raise ConfigurationError("dataframe_to_mds needs a DataFrame, got None")
     if on_null not in NULL_POLICIES:
         raise ConfigurationError(f"on_null must be one of {NULL_POLICIES}, got {on_null!r}")
+    if float_dtype not in ("float32", "float64", None):
+        raise ConfigurationError(
+            f"float_dtype must be 'float32', 'float64' or None, got {float_dtype!r}"
+        )
     require("pyspark.sql", extra="spark", purpose="dataframe_to_mds")
-    dataframe = vectors_as_arrays(dataframe)
+    dataframe = vectors_as_arrays(cast_floats(dataframe, float_dtype))
     schema = arrow_schema(dataframe.schema)
     kwargs = prepare_mds_kwargs(mds_kwargs, schema, has_udf=udf_iterable is not None)
     if udf_iterable is None:  # a column or type/encoding mismatch fails here, before any task

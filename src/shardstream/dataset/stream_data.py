@@ -17,8 +17,9 @@ from shardstream.cache import sync_index as _sync_index
 from shardstream.cache.parquet_index import list_parquet, local_layouts, sync_layouts
 from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
+from shardstream.dataset.splits import local_splits, remote_splits, split_advice
 from shardstream.dataset.stream import ResolvedStream
-from shardstream.errors import ConfigurationError, ObjectNotFoundError
+from shardstream.errors import ConfigurationError, ObjectNotFoundError, ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME
 from shardstream.format.read_policy import ReadPolicy
 from shardstream.storage import ObjectStore, open_store
@@ -43,8 +44,37 @@ def open_stream_data(
 
     Raises:
         ConfigurationError: ``columns`` or ``filters`` is given for an MDS stream.
-        ShardNotFoundError: Neither an index nor Parquet files are there.
+        ShardNotFoundError: Neither an index nor Parquet files are there (the message lists
+            the splits below, when the folder holds some, or the split's siblings).
     """
+    try:
+        return _open(stream, store, allow_unsafe_types=allow_unsafe_types, policy=policy)
+    except (ShardNotFoundError, ObjectNotFoundError) as exc:
+        advice = _split_advice(stream)
+        if not advice:
+            raise
+        where = stream.remote or stream.local
+        raise type(exc)(f"{where} holds no {INDEX_BASENAME}; {advice}") from exc
+
+
+def _split_advice(stream: ResolvedStream) -> str:
+    """The splits beside the stream's split (or below its root), and which to pick."""
+    split = stream.split
+    if stream.remote is not None:
+        parent = stream.remote[: -len(split) - 1] if split else stream.remote
+        found = remote_splits(parent, stream.options)
+    else:
+        found = local_splits(stream.local[: -len(split) - 1] if split else stream.local)
+    return split_advice(split, found)
+
+
+def _open(
+    stream: ResolvedStream,
+    store: ObjectStore | None,
+    *,
+    allow_unsafe_types: bool,
+    policy: ReadPolicy,
+) -> StreamData:
     if stream.format == "parquet" or (stream.format is None and _no_index(stream)):
         return _parquet(stream, store)
     entries = None

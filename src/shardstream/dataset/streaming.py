@@ -235,6 +235,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         self._id = uuid.uuid4().hex[:12]  # tells this dataset's run file from others'
         self._next_epoch = 0
         self._resume: EpochStart | None = None
+        self._said: set[str] = set()  # notes logged once (iterating in this process)
         self._current: EpochStart | None = None
         self._initial_nodes: int | None = None
         self._prepared: PreparedDataset | None = None
@@ -342,12 +343,15 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         plan = self.plan(start, topology)
         if topology.global_worker == 0:  # said once per job, not by every worker
             if plan.dropped:
-                logger.warning(
-                    "epoch %d: %d samples fit no whole %s batch and are left out",
+                level = self._once(info, f"dropped {plan.dropped}", logging.WARNING)
+                logger.log(
+                    level, "epoch %d: %d samples fit no whole %s batch and are left out",
                     start.epoch, plan.dropped, self.batching_method,
                 )  # fmt: skip
             if plan.padding:
-                logger.info(
+                level = self._once(info, f"padding {plan.padding}", logging.INFO)
+                logger.log(
+                    level,
                     "epoch %d: %d samples are repeated so that each of the %d ranks gets as many",
                     start.epoch, plan.padding, topology.world_size,
                 )  # fmt: skip
@@ -510,6 +514,15 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         worker, workers = info
         state = self._run_state(self._rank_process_of_worker())
         return state.begin(worker, workers, next_epoch=self._next_epoch, resume=self._resume)
+
+    def _once(self, info: tuple[int, int] | None, note: str, level: int) -> int:
+        """``level`` the first time this dataset says ``note`` in this run, DEBUG after."""
+        if info is None:
+            first = note not in self._said
+            self._said.add(note)
+        else:  # DataLoader workers are new copies each epoch: the run state remembers
+            first = self._run_state(self._rank_process_of_worker()).first_time(note)
+        return level if first else logging.DEBUG
 
     def _rank_process_of_worker(self) -> int:
         """The rank process this DataLoader worker reads for, whose run state it shares.

@@ -300,6 +300,8 @@ class MDSWriter:
             # as a whole one, so the shards written so far are left without one.
             self._finished = True
             self._abort()
+            if not self._started:  # refused before writing anything: the error says it all
+                return
             logger.warning(
                 "writing stopped by %s; no index.json was published for %s",
                 exc_type.__name__,

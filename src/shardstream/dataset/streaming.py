@@ -20,6 +20,7 @@ import math
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from shardstream import config
@@ -35,6 +36,9 @@ from shardstream.dataset.resume_state import (
     STATE_VERSION,
     check_state,
     data_fingerprint,
+    table_pins,
+    table_versions,
+    warn_moved_on,
     warn_overrides,
 )
 from shardstream.dataset.stream import Stream
@@ -118,6 +122,10 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             from a local disk are not limited).
         zero_copy: Return ``bytes`` columns as read-only memoryviews of the mapped shard.
         columns: The columns to read from Parquet streams (``None``: all; see ``Stream``).
+        format: The one stream's format (``'mds'``, ``'parquet'``, ``'delta'``; ``None``:
+            detected); see ``Stream``.
+        version: The Delta table version the one stream reads (``None``: the latest); see
+            ``Stream``. State dicts record the version read, and resuming reads it again.
         read_policy: How shards are read and batches handed over
             (:class:`~shardstream.format.read_policy.ReadPolicy`; default: built from these
             settings). Every policy yields the same samples in the same order; its
@@ -181,10 +189,13 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         read_policy: ReadPolicy | None = None,
         stream_name: str = "stream",
         stream_config: Mapping[str, Any] | None = None,
+        format: str | None = None,
+        version: int | datetime | str | None = None,
     ) -> None:
         built = streams is None  # the one stream built here holds the Parquet columns
         streams = dataset_streams(
             streams, stream_name=stream_name, stream_config=stream_config, columns=columns,
+            format=format, version=version,
             remote=remote, local=local, split=split, download_retry=download_retry,
             download_timeout=download_timeout, validate_hash=validate_hash, keep_zip=keep_zip,
         )  # fmt: skip
@@ -243,6 +254,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         self.rank_process: int | None = None
         self._sent_by: int | None = None  # the process that pickled this copy
         self._received_by: int | None = None  # ... and the one that unpickled it
+        self.table_pins: dict[int, int] = {}  # Delta versions a loaded state resumes on
 
     # --- sizes (more in Introspection) ----------------------------------------------------------
 
@@ -420,6 +432,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             "version": STATE_VERSION,
             "num_samples": self.num_samples,
             "fingerprint": self._fingerprint(),
+            "table_versions": table_versions(self._prepare().datasets),
         }
 
     def load_state_dict(self, obj: Mapping[str, Any], *, strict: bool = True) -> None:
@@ -437,7 +450,12 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             ConfigurationError: The state lacks a key, holds a bad value, or was saved on other
                 data; the message names the key, or both datasets.
         """
+        pins = table_pins(obj, self.streams)
+        if pins != self.table_pins:
+            self.table_pins = pins
+            self._prepared = None  # read the Delta versions the state was saved on
         prepared = self._prepare()
+        warn_moved_on(prepared.datasets, pins)
         global_batch = (self.batch_size or 0) * self.topology.world_size
         resume = check_state(
             obj, fingerprint=self._fingerprint(), num_samples=self.num_samples,
@@ -473,7 +491,9 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         """The fingerprint of this dataset's data, as state dicts record it."""
         prepared = self._prepare()
         if prepared.fingerprint is None:
-            prepared.fingerprint = data_fingerprint([data.shards for data in prepared.datasets])
+            prepared.fingerprint = data_fingerprint(
+                [data.shards for data in prepared.datasets], table_versions(prepared.datasets)
+            )
         return prepared.fingerprint
 
     def _reader(self) -> SampleReader:

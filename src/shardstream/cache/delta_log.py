@@ -104,13 +104,14 @@ def read_snapshot(
     else:
         listing = fetch_listing(store, "", options)
         root = _mirror(store, listing, local, options, table)
-    latest = _open(dl, root, None, table)
-    number = _resolve(latest, version, table)
-    current = latest.version()
+    current = _latest_logged(root)
+    latest = None if isinstance(version, int) else _open(dl, root, None, table)
+    number = _resolve(latest, current, version, table)
+    current = max(current, number)  # a commit may have landed since the log was listed
     if number != current:
         logger.info("reading version %d of the Delta table %s (its latest is %d)",
                     number, table, current)  # fmt: skip
-    pinned = latest if number == current else _open(dl, root, number, table)
+    pinned = latest if latest is not None and number == current else _open(dl, root, number, table)
     snapshot = _snapshot(pinned, table, number, root, current)
     if store is None:
         exists: Callable[[str], bool] = lambda key: os.path.isfile(os.path.join(root, key))  # noqa: E731
@@ -163,11 +164,10 @@ def _refused(table: str, exc: Exception) -> Exception:
     )
 
 
-def _resolve(latest: Any, version: TableVersion, table: str) -> int:
-    """The version number ``version`` names."""
-    current = int(latest.version())
+def _resolve(latest: Any, current: int, version: TableVersion, table: str) -> int:
+    """The version number ``version`` names (``latest``: the table loaded, for times)."""
     if version is None:
-        return current
+        return int(latest.version())
     if isinstance(version, int):
         if version > current:
             raise TableVersionError(
@@ -284,6 +284,19 @@ def _uri_prefix(uri: str, root: str) -> str:
     if not text.endswith("/"):
         text += "/"
     return text if "://" in text else "file://" + os.path.abspath(root) + "/"
+
+
+def _latest_logged(root: str) -> int:
+    """The newest version the log at ``root`` holds."""
+    names = os.listdir(os.path.join(root, LOG_FOLDER))
+    versions = [int(m.group(1)) for name in names if (m := _COMMIT.fullmatch(name))]
+    versions += [int(m.group(1)) for name in names if (m := _CHECKPOINT.fullmatch(name))]
+    if not versions:
+        raise ShardNotFoundError(
+            f"{os.path.join(root, LOG_FOLDER)} holds no commit: the Delta table is empty or "
+            "was not written whole"
+        )
+    return max(versions)
 
 
 def _oldest_logged(root: str) -> int:

@@ -111,7 +111,7 @@ class ParquetDataset:
             mask = None if self._files is None else self._files[number].keep
             first = 0
             for group in layout.row_groups:
-                keep = None if mask is None else mask[first : first + group.rows]
+                keep = None if mask is None else _window(mask, first, group.rows)
                 first += group.rows
                 if keep is not None and not keep.any():
                     continue  # every row of the group is deleted
@@ -272,6 +272,14 @@ class ParquetDataset:
             size_limit=None,
             columns={name: types[name] for name in names},
         )
+
+
+def _window(
+    mask: np.ndarray[Any, np.dtype[np.bool_]], first: int, rows: int
+) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Rows ``first .. first + rows - 1`` of a deletion mask (rows past its end are kept)."""
+    part = mask[first : first + rows]
+    return np.concatenate([part, np.ones(rows - len(part), bool)]) if len(part) < rows else part
 
 
 def _delta_partitioning(snapshot: DeltaSnapshot) -> Partitioning:

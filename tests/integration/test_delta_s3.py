@@ -3,6 +3,7 @@ read as ranged GETs of their row groups, the node cache and its limit as for any
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from tests.streaming_data import ids_of
 
 from shardstream import StreamingDataLoader, StreamingDataset
 from shardstream.cache.layout import kept_bytes
+from shardstream.converters import delta_to_mds
 from shardstream.errors import TableVersionError
 from shardstream.storage import S3Store
 
@@ -114,3 +116,15 @@ def test_s3_deletion_vectors_and_vacuum(s3_env: S3Server, tmp_path: Path):
                        r"files are all there is 2"):  # fmt: skip
         delta(url, tmp_path / "v1", version=1).prepare()
     assert {int(s["id"]) for s in delta(url, tmp_path / "v1")} == set(range(20, 24))
+
+
+def test_an_s3_delta_table_converts_to_mds(s3_env: S3Server, tmp_path: Path):
+    source = table_with_versions(tmp_path / "table")
+    url = s3_env.url("delta-convert")
+    upload(url, source)
+    out = tmp_path / "mds"
+    assert delta_to_mds(url, str(out), version=1, progress=False) == 60
+    index = json.loads((out / "index.json").read_text())
+    assert index["source"] == {"format": "delta", "table": url, "version": 1}
+    got = sorted(int(s["id"]) for s in StreamingDataset(local=str(out), batch_size=4))
+    assert got == list(range(60))

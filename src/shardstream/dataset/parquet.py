@@ -108,15 +108,15 @@ class ParquetDataset:
         self._groups: list[tuple[int, RowGroupSpan]] = []
         self._keeps: list[np.ndarray[Any, np.dtype[np.bool_]] | None] = []
         for number, layout in enumerate(self.layouts):
-            mask = None if self._files is None else self._files[number].keep
+            file = None if self._files is None else self._files[number]
             first = 0
             for group in layout.row_groups:
-                keep = None if mask is None else _window(mask, first, group.rows)
+                keep = None if file is None else file.window(first, group.rows)
                 first += group.rows
                 if keep is not None and not keep.any():
                     continue  # every row of the group is deleted
                 self._groups.append((number, group))
-                self._keeps.append(None if keep is None or keep.all() else keep)
+                self._keeps.append(keep)
         sizes = np.array(
             [
                 group.rows if keep is None else int(keep.sum())
@@ -201,7 +201,7 @@ class ParquetDataset:
         if self.snapshot is None or self._files is None:
             table = self._with_partitions(table, number)
         else:
-            names = self.columns or [column.name for column in self.snapshot.columns]
+            names = self.columns or self.snapshot.names
             table = assemble(table, self.snapshot, self._files[number], names, self._keeps[shard])
         view = RowGroupView(table, source=where)
         self._views[shard] = view
@@ -210,10 +210,7 @@ class ParquetDataset:
     def _physical(self, layout: ParquetFileLayout) -> list[str]:
         """The physical columns of a Delta version to read from a file: those it holds."""
         assert self.snapshot is not None
-        names = self.columns or [column.name for column in self.snapshot.columns]
-        wanted = [self.snapshot.column(name) for name in names]
-        held = set(layout.columns)
-        return [c.physical for c in wanted if not c.partition and c.physical in held]
+        return self.snapshot.physical(self.columns or self.snapshot.names, layout.columns)
 
     def _with_partitions(self, table: Any, number: int) -> Any:
         """``table`` with file ``number``'s partition columns, in projection order."""
@@ -272,14 +269,6 @@ class ParquetDataset:
             size_limit=None,
             columns={name: types[name] for name in names},
         )
-
-
-def _window(
-    mask: np.ndarray[Any, np.dtype[np.bool_]], first: int, rows: int
-) -> np.ndarray[Any, np.dtype[np.bool_]]:
-    """Rows ``first .. first + rows - 1`` of a deletion mask (rows past its end are kept)."""
-    part = mask[first : first + rows]
-    return np.concatenate([part, np.ones(rows - len(part), bool)]) if len(part) < rows else part
 
 
 def _delta_partitioning(snapshot: DeltaSnapshot) -> Partitioning:

@@ -57,6 +57,18 @@ class DeltaFile:
     partition: tuple[Any, ...]
     keep: NDArray[np.bool_] | None = None
 
+    def window(self, first: int, rows: int) -> NDArray[np.bool_] | None:
+        """The kept rows among ``first .. first + rows - 1`` (``None``: all of them).
+
+        A deletion vector's mask may stop short of the file's end: the rows past it are kept.
+        """
+        if self.keep is None:
+            return None
+        part = self.keep[first : first + rows]
+        if len(part) < rows:
+            part = np.concatenate([part, np.ones(rows - len(part), bool)])
+        return None if part.all() else part
+
 
 @dataclass(frozen=True)
 class DeltaSnapshot:
@@ -80,6 +92,17 @@ class DeltaSnapshot:
     def partition_columns(self) -> tuple[TableColumn, ...]:
         """The partition columns, in schema order."""
         return tuple(column for column in self.columns if column.partition)
+
+    @property
+    def names(self) -> list[str]:
+        """The logical column names, in schema order."""
+        return [column.name for column in self.columns]
+
+    def physical(self, names: Sequence[str], held: Sequence[str]) -> list[str]:
+        """The physical columns to read from a file holding ``held`` for the columns ``names``."""
+        wanted = [self.column(name) for name in names]
+        have = set(held)
+        return [c.physical for c in wanted if not c.partition and c.physical in have]
 
     def column(self, name: str) -> TableColumn:
         """The column of logical name ``name``."""

@@ -36,8 +36,9 @@ def rows(first: int, count: int, *, year: int | None = None) -> pa.Table:
 
 def write(root: Path | str, table: pa.Table, *, mode: str = "append", **options: Any) -> None:
     """Write ``table`` into the Delta table at ``root``, in row groups of 8 rows."""
-    write_deltalake(
-        str(root), table, mode=mode,  # type: ignore[arg-type]
+    writer: Any = write_deltalake  # its overloads tie mode to a literal
+    writer(
+        str(root), table, mode=mode,
         writer_properties=WriterProperties(max_row_group_size=8), **options,
     )  # fmt: skip
 
@@ -120,7 +121,8 @@ def set_reader_feature(root: Path, feature: str) -> int:
 
 def _roaring(values: list[int]) -> bytes:
     """Delta's serialized ``RoaringBitmapArray`` of small row numbers (one 32-bit bitmap)."""
-    assert values and values[-1] < 1 << 16
+    assert values
+    assert values[-1] < 1 << 16
     container = struct.pack(f"<{len(values)}H", *values)
     bitmap = (
         struct.pack("<II", _ROARING_NO_RUNS, 1)

@@ -1,5 +1,8 @@
-"""Delta tables streamed from a real S3-compatible server (SeaweedFS): the log copied, the files
-read as ranged GETs of their row groups, the node cache and its limit as for any stream."""
+"""Delta tables streamed from a real S3-compatible server (SeaweedFS).
+
+The log is copied into the cache, the files read as ranged GETs of their row groups, and the
+node cache and its limit work as for any stream.
+"""
 
 from __future__ import annotations
 
@@ -40,10 +43,10 @@ def remove_gone(url: str, folder: Path) -> None:
     """Delete the objects whose files are gone locally (what a vacuum does on the store)."""
     store = S3Store(url)
     here = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-    filesystem = store._filesystem()  # noqa: SLF001 - the test's own deletions
+    filesystem = store._filesystem()
     for key in store.list(""):
         if key not in here:
-            filesystem.rm(store._path(key))  # noqa: SLF001
+            filesystem.rm(store._path(key))
 
 
 def delta(url: str, local: Path, **kwargs: object) -> StreamingDataset:
@@ -60,17 +63,18 @@ def test_an_s3_delta_table_streams_its_latest_version_through_the_cache(
     upload(url, source)
     cache = tmp_path / "cache"
     everything = delta(url, tmp_path / "whole")
-    assert set(int(s["id"]) for s in everything) == LATEST
+    assert {int(s["id"]) for s in everything} == LATEST
     groups = len(everything.shards)
     delta(url, cache).prepare()  # the log copied and the footers read: what the cache keeps
     state = kept_bytes(str(cache))
     ds = delta(url, cache, cache_limit=state + 700)  # room for a few row groups: evicts
-    assert set(int(s["id"]) for s in ds) == LATEST
+    assert {int(s["id"]) for s in ds} == LATEST
     cached = [p for p in cache.rglob("*.rowgroup-*") if ".shardstream" not in p.parts]
     assert cached
-    assert len(cached) < groups and sum(p.stat().st_size for p in cached) <= 700
+    assert len(cached) < groups
+    assert sum(p.stat().st_size for p in cached) <= 700
     assert (cache / ".shardstream" / "delta-log" / "_delta_log").is_dir()
-    assert set(int(s["id"]) for s in delta(url, tmp_path / "v0", version=0)) == set(range(40))
+    assert {int(s["id"]) for s in delta(url, tmp_path / "v0", version=0)} == set(range(40))
 
 
 def test_an_s3_run_resumes_on_its_version_after_the_table_moved_on(
@@ -92,14 +96,17 @@ def test_an_s3_run_resumes_on_its_version_after_the_table_moved_on(
         resumed.load_state_dict(state)
     assert "at version 3 now" in caplog.text
     rest = ids_of(resumed)
-    assert set(seen) | set(rest) == LATEST and not set(seen) & set(rest)
+    assert set(seen) | set(rest) == LATEST
+    assert not set(seen) & set(rest)
 
 
 def test_s3_deletion_vectors_and_vacuum(s3_env: S3Server, tmp_path: Path):
     source = tmp_path / "table"
     write(source, rows(0, 20), partition_by=["year"],
           configuration={"delta.enableDeletionVectors": "true"})  # fmt: skip
-    keys = sorted(pa.table(DeltaTable(str(source)).get_add_actions(flatten=True))["path"].to_pylist())
+    keys = sorted(
+        pa.table(DeltaTable(str(source)).get_add_actions(flatten=True))["path"].to_pylist()
+    )
     delete_with_vector(source, keys[1], [0, 3])  # year=2021 holds ids 1, 3, .., 19
     write(source, rows(20, 4, year=2022), mode="overwrite")
     url = s3_env.url("delta-vectors")

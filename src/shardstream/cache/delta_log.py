@@ -154,9 +154,10 @@ def _refused(table: str, exc: Exception) -> Exception:
     """A clear error for a log deltalake refused: an unsupported feature is named as such."""
     text = str(exc)
     if "feature" in text.lower() or "unsupported" in text.lower():
+        known = ", ".join(sorted(SUPPORTED_READER_FEATURES))
         return UnsupportedTableError(
             f"the Delta table {table} cannot be read: {text}; it needs a reader feature "
-            f"shardstream does not read (those it does: {', '.join(sorted(SUPPORTED_READER_FEATURES))})"
+            f"shardstream does not read (those it does: {known})"
         )
     return ShardNotFoundError(
         f"the Delta table {table} cannot be read: {text}; check that remote= names the table's "

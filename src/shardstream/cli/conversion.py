@@ -1,5 +1,4 @@
-"""``shardstream convert``: Parquet, CSV, JSONL, a Delta table, an image folder or anything Spark
-reads, to MDS."""
+"""``shardstream convert``: Parquet, CSV, JSONL, Delta, image folders or Spark sources to MDS."""
 
 from __future__ import annotations
 
@@ -86,8 +85,9 @@ def _run(args: argparse.Namespace) -> int:
     elif kind == "delta":
         version = args.table_version
         written = converters.delta_to_mds(
-            args.source, args.out, version=int(version) if version and version.isdigit() else version,
-            columns=columns, on_null=on_null, progress=progress,
+            args.source, args.out,
+            version=int(version) if version and version.isdigit() else version, columns=columns,
+            on_null="skip" if args.skip_nulls else "error", progress=progress,
             progress_bar=progress and is_remote(args.out), **writer,
         )  # fmt: skip
     else:

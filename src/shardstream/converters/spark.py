@@ -224,7 +224,9 @@ def _delta_table(
         )
     kwargs = dict(mds_kwargs or {})
     if "out" not in kwargs:
-        raise ConfigurationError("mds_kwargs needs 'out': a folder, a URL or a (local, remote) pair")
+        raise ConfigurationError(
+            "mds_kwargs needs 'out': a folder, a URL or a (local, remote) pair"
+        )
     out = kwargs.pop("out")
     local, remote = _destination(out)
     uri, version = table

@@ -202,8 +202,12 @@ def table_pins(obj: Mapping[str, Any], streams: Sequence[Any]) -> dict[int, int]
     saved = obj.get("table_versions")
     if saved is None:
         return {}
-    if not isinstance(saved, Sequence) or len(saved) != len(streams) or not all(
-        v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in saved
+    if (
+        not isinstance(saved, Sequence)
+        or len(saved) != len(streams)
+        or not all(
+            v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in saved
+        )
     ):
         raise ConfigurationError(
             f"the state dict's table_versions is {saved!r}; it must hold one version number "

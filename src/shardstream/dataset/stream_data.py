@@ -156,9 +156,7 @@ def _local_log(stream: ResolvedStream) -> bool:
 
 def _delta(stream: ResolvedStream, store: ObjectStore | None) -> ParquetDataset:
     source = stream.remote or stream.local
-    snapshot, infos = read_snapshot(
-        source, store, stream.local, stream.version, stream.options
-    )
+    snapshot, infos = read_snapshot(source, store, stream.local, stream.version, stream.options)
     keys = [file.key for file in snapshot.files]
     if store is None:
         layouts = local_file_layouts(stream.local, keys)

@@ -138,7 +138,10 @@ def assemble(
         table = table.filter(pa.array(keep, pa.bool_()))
     rows = table.num_rows
     present = set(table.schema.names)
-    parts = {column.name: value for column, value in zip(snapshot.partition_columns, file.partition, strict=True)}
+    parts = {
+        column.name: value
+        for column, value in zip(snapshot.partition_columns, file.partition, strict=True)
+    }
     arrays = []
     for name in columns:
         column = snapshot.column(name)

@@ -576,7 +576,10 @@ def dump_index(entries: Sequence[ShardEntry], *, source: Mapping[str, Any] | Non
     ``source`` (where the samples came from) is kept under the key ``"source"``, which
     readers, the reference's included, ignore.
     """
-    obj: dict[str, Any] = {"shards": [entry.to_json() for entry in entries], "version": INDEX_VERSION}
+    obj: dict[str, Any] = {
+        "shards": [entry.to_json() for entry in entries],
+        "version": INDEX_VERSION,
+    }
     if source is not None:
         obj["source"] = dict(source)
     return json.dumps(obj, sort_keys=True).encode("utf-8")

@@ -44,7 +44,8 @@ def test_deletion_vectors_and_projection_apply_when_converting(tmp_path: Path):
     delete_with_vector(table, key, [0, 19])
     out = tmp_path / "mds"
     written = delta_to_mds(str(table), str(out), read_columns=["id"], progress=False)
-    assert written == 18 and ids(out) == list(range(1, 19))
+    assert written == 18
+    assert ids(out) == list(range(1, 19))
     assert source(out)["version"] == 1
     with pytest.raises(ConfigurationError, match=r"\['nope'\] not in version 1"):
         delta_to_mds(str(table), str(tmp_path / "bad"), read_columns=["nope"], progress=False)
@@ -64,7 +65,9 @@ def test_the_cli_converts_a_delta_folder_at_a_version(tmp_path: Path):
     out = tmp_path / "mds"
     done = run("convert", str(table), str(out), "--version", "0", "--quiet")
     assert "wrote 40 samples" in done.stdout
-    assert ids(out) == list(range(40)) and source(out)["version"] == 0
+    assert ids(out) == list(range(40))
+    assert source(out)["version"] == 0
     latest = tmp_path / "latest"
     run("convert", str(table), str(latest), "--from", "delta", "--quiet")
-    assert ids(latest) == list(range(5, 60)) and source(latest)["version"] == 2
+    assert ids(latest) == list(range(5, 60))
+    assert source(latest)["version"] == 2

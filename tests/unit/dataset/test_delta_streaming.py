@@ -56,7 +56,8 @@ def test_the_latest_version_streams_each_row_once_without_deleted_or_removed_fil
     assert len(got) == len(LATEST)
     row = ds[0]
     assert list(row) == ["id", "name", "year"]  # the schema's order, partition column included
-    assert row["name"] == f"row-{row['id']}" and row["year"] == 2020 + row["id"] % 2
+    assert row["name"] == f"row-{row['id']}"
+    assert row["year"] == 2020 + row["id"] % 2
 
 
 def test_a_delta_table_is_detected_without_format(table: Path):
@@ -128,7 +129,8 @@ def test_a_resumed_run_reads_the_version_it_was_saved_on(
     assert "resuming on version 2 of the Delta table" in caplog.text
     assert "at version 3 now" in caplog.text
     rest = ids_of(resumed)
-    assert set(seen) | set(rest) == LATEST and not set(seen) & set(rest)
+    assert set(seen) | set(rest) == LATEST
+    assert not set(seen) & set(rest)
     assert resumed.state_dict()["table_versions"] == [2]
 
 
@@ -194,7 +196,8 @@ def test_columns_added_later_are_null_in_older_files(tmp_path: Path):
     write(root, rows(0, 10))
     write(root, rows(10, 10).append_column("score", pa.array([1.5] * 10)), schema_mode="merge")
     by_id = {int(s["id"]): s["score"] for s in delta(root)}
-    assert {by_id[i] for i in range(10)} == {None} and {by_id[i] for i in range(10, 20)} == {1.5}
+    assert {by_id[i] for i in range(10)} == {None}
+    assert {by_id[i] for i in range(10, 20)} == {1.5}
     assert set(delta(root, columns=["score"])[0]) == {"score"}
 
 

@@ -9,9 +9,10 @@ uncompressed). Each is then read in a fresh process of its own:
 
 * ``delta``, ``parquet``, ``mds``: ``StreamingDataset`` + ``StreamingDataLoader`` (batch 256,
   0 workers, shuffled), local disk read in place: seconds to the first batch (from
-  constructing the dataset; pyarrow and deltalake are imported before), rows/s over a full epoch, and resumption: a state taken half way,
-  loaded in a new process, seconds to its first batch; the two halves must cover every id
-  exactly once, and each epoch must too, so a fast wrong answer cannot win.
+  constructing the dataset; pyarrow and deltalake are imported before), rows/s over a full
+  epoch, and resumption: a state taken half way, loaded in a new process, seconds to its
+  first batch; the two halves must cover every id exactly once, and each epoch must too, so
+  a fast wrong answer cannot win.
 * ``spark_topandas``: what a Spark user writes without a loader: ``spark.read.parquet`` of
   the same files, ``toPandas()``, then torch tensors batch by batch (Spark cannot read Delta
   here: its Delta jars come from Maven, which these machines cannot reach, so it reads the

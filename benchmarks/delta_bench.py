@@ -166,7 +166,7 @@ def measure_spark(data: str, rows: int, scratch: str) -> dict[str, Any]:
     session = time.perf_counter() - began
     try:
         started = time.perf_counter()
-        frame = spark.read.parquet(data).toPandas()
+        frame: Any = spark.read.parquet(data).toPandas()
         first = None
         count = 0
         ids = frame["id"].to_numpy()

@@ -25,6 +25,7 @@ import numpy as np
 from shardstream._optional import require
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import FileLock
+from shardstream.cache.provenance import read_record
 from shardstream.cache.safe_paths import write_file
 from shardstream.errors import (
     ShardNotFoundError,
@@ -349,6 +350,9 @@ def _mirror(
             "the table's root"
         )
     state = os.path.join(local, STATE_FOLDER)
+    record = read_record(state)
+    if record is not None:  # nothing is copied into a folder that caches another remote
+        record.check_remote(store.url(""), local)
     root = os.path.join(state, _MIRROR)
     lock = FileLock(os.path.join(state, "delta-log.lock"))
     with lock.hold(timeout=options.timeout * (options.retry + 1) + 60, what="the Delta log"):

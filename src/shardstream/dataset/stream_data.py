@@ -103,10 +103,10 @@ def _open(
             if not parquet_files(listed):
                 raise
             return _parquet(stream, store, parquet_files(listed))
-    if stream.columns is not None or stream.filters is not None:
+    if stream.columns is not None or stream.filters is not None or stream.version is not None:
         raise ConfigurationError(
-            f"columns= and filters= apply to Parquet streams only; "
-            f"{stream.remote or stream.local} is an MDS dataset"
+            f"columns= and filters= apply to Parquet streams only (Delta tables too), version= "
+            f"to Delta tables; {stream.remote or stream.local} is an MDS dataset"
         )
     return LocalDataset(
         stream.local,
@@ -185,6 +185,10 @@ def _parquet(
             "digests in an index", stream.validate_hash, stream.remote or stream.local,
         )  # fmt: skip
     where = stream.remote or stream.local
+    if stream.version is not None:
+        raise ConfigurationError(
+            f"version= applies to Delta tables; {where} is a Parquet folder (no _delta_log/)"
+        )
     if store is None:
         if _local_log(stream):
             raise _not_parquet(where)

@@ -19,6 +19,7 @@ from tests.delta_data import (
     table_with_versions,
     write,
 )
+from tests.parquet_data import write_parquet
 from tests.streaming_data import global_batches, ids_of
 
 from shardstream import Stream, StreamingDataLoader, StreamingDataset
@@ -239,3 +240,9 @@ def test_bad_versions_are_refused_before_any_read(kwargs: dict[str, object], mes
 def test_format_and_version_belong_on_each_stream_of_a_mix(table: Path):
     with pytest.raises(ConfigurationError, match="give them to each Stream"):
         StreamingDataset(streams=[Stream(remote=str(table))], version=1, batch_size=4)
+
+
+def test_a_version_of_a_folder_that_is_not_a_delta_table_is_refused(tmp_path: Path):
+    folder = write_parquet(tmp_path / "plain")
+    with pytest.raises(ConfigurationError, match=r"version= applies to Delta tables; .* Parquet"):
+        StreamingDataset(remote=str(folder), version=1, batch_size=4).prepare()

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 
@@ -236,7 +237,7 @@ def _snapshot(table_at: Any, table: str, version: int, root: str, latest: int) -
     keeps = _deletions(table_at, features, root)
     files = []
     for row in actions.to_pylist():
-        key = str(row["path"])
+        key = unquote(str(row["path"]))  # the log holds paths URL-encoded
         if "://" in key or key.startswith("/"):
             raise UnsupportedTableError(
                 f"the Delta table {table} names a data file outside its folder ({key}); such "
@@ -273,15 +274,15 @@ def _deletions(table_at: Any, features: set[str], root: str) -> dict[str, np.nda
         vectors.column("selection_vector").to_pylist(),
         strict=True,
     ):
-        key = path[len(prefix) :] if path.startswith(prefix) else path.rsplit("/", 1)[-1]
-        keeps[key] = np.asarray(selection, dtype=bool)
+        path = unquote(path)
+        keeps[path[len(prefix) :] if path.startswith(prefix) else path] = np.asarray(
+            selection, dtype=bool
+        )
     return keeps
 
 
 def _uri_prefix(uri: str, root: str) -> str:
-    """The table's URI as the file paths of ``deletion_vectors()`` begin."""
-    from urllib.parse import unquote
-
+    """The table's URI as the (decoded) file paths of ``deletion_vectors()`` begin."""
     text = unquote(uri)
     if not text.endswith("/"):
         text += "/"
@@ -321,7 +322,7 @@ def _oldest_complete(
         middle = (low + high) // 2
         try:
             actions = pa.table(dl.DeltaTable(root, version=middle).get_add_actions(flatten=True))
-            complete = all(exists(str(key)) for key in actions.column("path").to_pylist())
+            complete = all(exists(unquote(str(k))) for k in actions.column("path").to_pylist())
         except Exception:  # noqa: BLE001 - a version whose log is gone is not complete
             complete = False
         if complete:

@@ -246,3 +246,11 @@ def test_a_version_of_a_folder_that_is_not_a_delta_table_is_refused(tmp_path: Pa
     folder = write_parquet(tmp_path / "plain")
     with pytest.raises(ConfigurationError, match=r"version= applies to Delta tables; .* Parquet"):
         StreamingDataset(remote=str(folder), version=1, batch_size=4).prepare()
+
+
+def test_partition_values_that_are_escaped_in_paths(tmp_path: Path):
+    root = tmp_path / "escaped"
+    values = ["a:b", "c d", "e/f", "g%h"]
+    table = pa.table({"id": pa.array(range(4), pa.int64()), "kind": values})
+    write(root, table, partition_by=["kind"])
+    assert sorted((int(s["id"]), s["kind"]) for s in delta(root)) == list(enumerate(values))

@@ -110,9 +110,8 @@ def read_snapshot(
     latest = None if isinstance(version, int) else _open(dl, root, None, table)
     number = _resolve(latest, current, version, table)
     current = max(current, number)  # a commit may have landed since the log was listed
-    if number != current:
-        logger.info("reading version %d of the Delta table %s (its latest is %d)",
-                    number, table, current)  # fmt: skip
+    logger.info("reading version %d of the Delta table %s (its latest is %d)",
+                number, table, current)  # fmt: skip
     pinned = latest if latest is not None and number == current else _open(dl, root, number, table)
     snapshot = _snapshot(pinned, table, number, root, current)
     if store is None:

@@ -29,6 +29,7 @@ __all__ = [
     "Resume",
     "check_state",
     "data_fingerprint",
+    "dataset_fingerprint",
     "table_pins",
     "table_versions",
     "warn_moved_on",
@@ -183,6 +184,11 @@ def _check_position(sample_in_epoch: int, epoch_size: int, global_batch: int, st
             f"dataset has {epoch_size} samples: the state was saved on other data; point the "
             f"dataset at that data, or resume anyway with {_FORCE}"
         )
+
+
+def dataset_fingerprint(datasets: Sequence[Any]) -> str:
+    """:func:`data_fingerprint` of a dataset's streams, with the Delta versions they read."""
+    return data_fingerprint([data.shards for data in datasets], table_versions(datasets))
 
 
 def table_versions(datasets: Sequence[Any]) -> list[int | None]:

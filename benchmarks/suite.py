@@ -6,14 +6,15 @@ Usage::
     .venv/bin/python benchmarks/suite.py --merge-only     # re-merge the drivers' JSON in --out-dir
 
 Runs the drivers one after another, each in its own process (``format``, ``sampling``,
-``shuffle``, ``node_bytes``, ``parquet``, ``download``, ``streaming``, ``streaming_issue``
-(the epochs again at issue 8's sizes: 1M samples of 1 KiB, 20k of ~100 KiB), ``spark``); each
-writes its JSON into ``--out-dir``. Then the rows of every JSON (``suite_rows.py``) become
-one table: workload, metric, shardstream, the best peer, the ratio, the target of issue 8,
-MET / MISSED, and whether every run behind the row passed its exactly-once checks. Writes
-``suite.json`` (the machine, the library versions of both venvs, every row, every driver's
-JSON embedded), ``suite.png`` (the ratios against their targets) and ``docs/benchmarks.md``,
-where each missed target comes with the reason ``suite_limits.py`` records for its kind of row.
+``shuffle``, ``node_bytes``, ``parquet``, ``delta``, ``download``, ``streaming``,
+``streaming_issue`` (the epochs again at issue 8's sizes: 1M samples of 1 KiB, 20k of
+~100 KiB), ``spark``); each writes its JSON into ``--out-dir``. Then the rows of every JSON
+(``suite_rows.py``) become one table: workload, metric, shardstream, the best peer, the
+ratio, the target of issue 8, MET / MISSED, and whether every run behind the row passed its
+exactly-once checks. Writes ``suite.json`` (the machine, the library versions of both venvs,
+every row, every driver's JSON embedded), ``suite.png`` (the ratios against their targets)
+and ``docs/benchmarks.md``, where each missed target comes with the reason
+``suite_limits.py`` records for its kind of row.
 See ``benchmarks/README.md``.
 """
 
@@ -70,6 +71,7 @@ DRIVERS = [
     Driver("shuffle", "shuffle_quality.py", (), ("--shards", "200"), 1.0),
     Driver("node_bytes", "node_bytes_bench.py", (), ("--quick",), 3.0),
     Driver("parquet", "parquet_bench.py", (), ("--quick",), 2.5),
+    Driver("delta", "delta_bench.py", (), ("--quick",), 3.0),
     Driver("download", "download_bench.py", (), ("--quick",), 2.0),
     Driver(
         "streaming",

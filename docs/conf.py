@@ -47,7 +47,10 @@ python_use_unqualified_type_names = True
 # the build reads no network) and shardstream's internal modules are left as plain code.
 nitpicky = True
 nitpick_ignore_regex = [
-    (r"py:.*", r"(builtins|collections|os|typing|types|mmap|_pickle|pathlib|concurrent)(\..*)?"),
+    (
+        r"py:.*",
+        r"(builtins|collections|datetime|os|typing|types|mmap|_pickle|pathlib|concurrent)(\..*)?",
+    ),
     (r"py:.*", r"(numpy|pyarrow|pandas|pyspark|torch|tensorflow|datasets|PIL)(\..*)?"),
     (r"py:.*", r"shardstream\.(cache|dataset|format|sampling|storage|writer)\..*"),
     (r"py:.*", r"shardstream\.(converters|loader)\.[a-z_]+\..*"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 __all__ = ["LIMITS", "LIMITS_SECTION", "Limit", "limit_of"]
 
 #: Where the measurements behind the reasons are, as a link from ``docs/benchmarks.md``.
-LIMITS_SECTION = "../benchmarks/README.md#what-limits-the-rows-that-miss"
+LIMITS_SECTION = '`benchmarks/README.md` (section "What limits the rows that miss")'
 
 
 @dataclass(frozen=True)

@@ -322,6 +322,29 @@ def _parquet_rows(report: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _delta_rows(report: dict[str, Any]) -> list[Row]:
+    """delta_bench.py: a Delta version streamed in place, beside Spark's read -> toPandas."""
+    results = report.get("results", {})
+    delta = results.get("delta")
+    if delta is None:
+        return []
+    spark = results.get("spark")
+    label = f"delta table ({report['rows']:,} rows)"
+    note = "peer: spark.read.parquet of the version's files -> toPandas -> torch"
+    return [
+        Row(label, "Delta iteration, workers 0", "samples/s", delta["rows_per_s"],
+            {} if spark is None else {"spark toPandas": spark["topandas_rows_per_s"]},
+            checks_passed=delta["checks_passed"], source="delta", note=note),
+        Row(label, "Delta first batch", "s", delta["first_batch_s"],
+            {} if spark is None else {"spark toPandas": spark["topandas_first_batch_s"]},
+            higher_is_better=False, speedup=True, checks_passed=delta["checks_passed"],
+            source="delta", note=note + " (Spark session start not counted)"),
+        Row(label, "Delta resume, first batch", "s", delta["resume_first_batch_s"],
+            higher_is_better=False, checks_passed=delta["resume_checks_passed"],
+            source="delta", note="no peer resumes a Delta version mid-epoch"),
+    ]  # fmt: skip
+
+
 def _shuffle_rows(report: dict[str, Any]) -> list[Row]:
     """shuffle_quality.py: simulated shard downloads per node, py1s and py1e (LRU of 64)."""
     rows = []
@@ -371,6 +394,7 @@ EXTRACTORS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "download": _download_rows,
     "sampling": _sampling_rows,
     "parquet": _parquet_rows,
+    "delta": _delta_rows,
     "shuffle": _shuffle_rows,
     "node_bytes": _node_bytes_rows,
     "streaming_issue": functools.partial(_epoch_rows, sizes=True),

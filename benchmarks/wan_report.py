@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BEGIN", "END", "docs_section", "keep_section", "replace_section", "table_rows"]
+__all__ = ["BEGIN", "END", "docs_section", "replace_section", "table_rows"]
 
 BEGIN = "<!-- wan-link: begin (benchmarks/wan_bench.py --docs writes this part) -->"
 END = "<!-- wan-link: end -->"
@@ -179,18 +179,11 @@ def docs_section(report: dict[str, Any], notes: str = "") -> str:
 HEADING = "## Over an emulated WAN link"
 
 
-def keep_section(old_page: str, new_page: str) -> str:
-    """``new_page`` (the suite's) with ``old_page``'s WAN section carried over, if it had one.
-
-    The section is the page's last: its generated table and the notes written after it.
-    """
-    if HEADING not in old_page:
-        return new_page
-    return new_page.rstrip("\n") + "\n\n" + old_page[old_page.index(HEADING) :]
-
-
 def replace_section(page: str, section: str) -> str:
-    """``page`` with its WAN section replaced by ``section`` (appended if it has none)."""
+    """``page`` with its WAN section replaced by ``section`` (appended if it has none).
+
+    Appended, it lies among the page's hand-written notes, which ``suite.py`` keeps.
+    """
     if BEGIN in page and END in page:
         head, rest = page.split(BEGIN, 1)
         _, tail = rest.split(END, 1)

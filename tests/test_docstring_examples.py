@@ -1,6 +1,6 @@
 """Every public class and function shows an example in its docstring, and the example is code.
 
-The public API is the ``__all__`` of the modules docs/api.md is made from (exception classes
+The public API is the ``__all__`` of the modules docs/api/ documents (exception classes
 excepted: their docstrings say when they are raised). The examples that need only the local
 disk are also run, in a temporary folder standing in for ``/tmp``.
 """

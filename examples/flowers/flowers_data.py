@@ -64,11 +64,11 @@ _LOOKS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int], str]] = {
 }
 
 
-def log_progress() -> None:
-    """Log the example's and shardstream's progress (INFO); other libraries' warnings only."""
+def log_progress(level: int = logging.INFO) -> None:
+    """Log the example's and shardstream's lines at ``level``; other libraries' warnings only."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for name in ("flowers", "shardstream"):
-        logging.getLogger(name).setLevel(logging.INFO)
+        logging.getLogger(name).setLevel(level)
 
 
 def make_images(root: str | os.PathLike[str], images: int = 100, seed: int = 0) -> int:

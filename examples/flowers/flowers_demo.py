@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import time
 from dataclasses import asdict
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import torch
 from flowers_data import CLASSES, convert_with_spark, log_progress, make_images, spark_session
-from flowers_train import TrainConfig, train
+from flowers_train import EpochResult, TrainConfig, train
 
 DEFAULT_OUT = "demo-data/flowers/Volumes/main/default/flowers"
 
@@ -41,8 +42,12 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]", help="Spark master when none is active")
     parser.add_argument("--skip-convert", action="store_true", help="train on existing shards")
     parser.add_argument("--report", default="", help="write the figures as JSON here")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log lines (-v info, -vv debug)"
+    )
     args = parser.parse_args()
-    log_progress()
+    # One line per step by default; the example's and shardstream's log lines with -v.
+    log_progress(logging.WARNING - 10 * min(args.verbose, 2))
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     started = time.perf_counter()
     out = args.out if "://" in args.out or args.out.startswith("dbfs:") else _absolute(args.out)
@@ -67,13 +72,15 @@ def main() -> None:
 
     config = TrainConfig(remote=out, cache=str(work / "cache"), epochs=args.epochs,
                          batch_size=args.batch_size, workers=args.workers)  # fmt: skip
-    results = train(config)
-    for result in results:
+
+    def said(result: EpochResult) -> None:  # each epoch as it ends
         print(
             f"epoch {result.epoch + 1}/{args.epochs}: loss {result.loss:.3f}, validation "
             f"accuracy {100 * result.accuracy:5.1f}%, loader {result.loader_throughput:,.0f} "
-            f"samples/s, {result.samples} samples in {result.seconds:.1f} s"
+            f"samples/s, {result.samples} samples in {result.seconds:.1f} s", flush=True,
         )  # fmt: skip
+
+    results = train(config, on_epoch=said)
     samples = sum(r.samples for r in results)
     data_seconds = sum(r.data_seconds for r in results)
     final = results[-1].accuracy if results else float("nan")

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,10 +119,13 @@ class EpochResult:
         return self.samples / max(self.data_seconds, 1e-9)
 
 
-def train(config: TrainConfig) -> list[EpochResult]:
+def train(
+    config: TrainConfig, on_epoch: Callable[[EpochResult], None] | None = None
+) -> list[EpochResult]:
     """Train :class:`MobileNetish` on the shards; DDP when a process group is initialised.
 
-    Returns the figures of the epochs this call ran (rank 0's; the others return theirs).
+    Returns the figures of the epochs this call ran (rank 0's; the others return theirs);
+    ``on_epoch`` is called on rank 0 with each as it ends (else each is logged).
     """
     torch.manual_seed(config.seed)
     distributed = dist.is_available() and dist.is_initialized()
@@ -179,7 +183,9 @@ def train(config: TrainConfig) -> list[EpochResult]:
             data_seconds=data_seconds, ids=ids,
         )  # fmt: skip
         results.append(result)
-        if rank == 0:
+        if rank == 0 and on_epoch is not None:
+            on_epoch(result)
+        elif rank == 0:
             logger.info(
                 "epoch %d: loss %.3f, validation accuracy %.1f%%, %d samples in %.1f s",
                 epoch, result.loss, 100 * accuracy, result.samples, result.seconds,

@@ -6,8 +6,8 @@ enough. :func:`install_streaming_alias` registers modules under the ``streaming`
 the rest of the process, whose names are shardstream's: ``from streaming import
 StreamingDataset`` then gives :class:`shardstream.StreamingDataset` itself.
 
-The modules and names provided are :data:`ALIASES`; any other ``streaming`` module fails to
-import with a message naming what to use instead.
+The modules and names provided are those of ``shardstream.compat.ALIASES``; any other
+``streaming`` module fails to import with a message naming what to use instead.
 """
 
 from __future__ import annotations
@@ -90,22 +90,22 @@ def clean_stale_shared_memory() -> None:
 
 
 def install_streaming_alias() -> list[str]:
-    """Make ``import streaming`` (and the submodules of :data:`ALIASES`) give shardstream.
+    """Make ``import streaming`` (and the submodules ``compat.ALIASES`` names) give shardstream.
 
     For the rest of the process, ``streaming.StreamingDataset`` *is*
     :class:`shardstream.StreamingDataset`, ``streaming.base.util.merge_index`` is
     :func:`shardstream.merge_index`, and so on; ``streaming.__version__`` reads
-    :data:`REFERENCE_VERSION`. Call it first in the launch script, before anything imports
-    ``streaming`` (Composer, LLM Foundry, your own modules), at module level: DataLoader
-    workers started with ``spawn`` or ``forkserver`` re-import the main script, and need the
-    alias before they unpickle a dataset whose class is defined against ``streaming``. Calling
-    it again does nothing.
+    ``shardstream.compat.REFERENCE_VERSION``. Call it first in the launch script, before
+    anything imports ``streaming`` (Composer, LLM Foundry, your own modules), at module level:
+    DataLoader workers started with ``spawn`` or ``forkserver`` re-import the main script, and
+    need the alias before they unpickle a dataset whose class is defined against
+    ``streaming``. Calling it again does nothing.
 
-    Limits: only the names in :data:`ALIASES` exist (``from streaming import CSVWriter`` and
-    modules such as ``streaming.base.shared`` fail naming what to use), the installed
-    package's metadata is not faked (``importlib.metadata.version("mosaicml-streaming")``
-    still asks pip), and shardstream's own behaviour differs where
-    docs/migrating-from-mosaicml-streaming.md says so.
+    Limits: only the names in ``shardstream.compat.ALIASES`` exist (``from streaming import
+    CSVWriter`` and modules such as ``streaming.base.shared`` fail naming what to use), the
+    installed package's metadata is not faked
+    (``importlib.metadata.version("mosaicml-streaming")`` still asks pip), and shardstream's
+    own behaviour differs where docs/migrating-from-mosaicml-streaming.md says so.
 
     Returns:
         The names of the modules registered.

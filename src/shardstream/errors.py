@@ -30,6 +30,8 @@ mosaicml-streaming raises in its place, so that code written against it still ca
     ├── ShardNotFoundError(FileNotFoundError)    a shard named by the index is missing
     ├── DatasetExistsError(FileExistsError)      the writer's output folder is not empty
     ├── UnsupportedURLError(ValueError)          no storage backend for a URL scheme
+    ├── UnsupportedTableError(ValueError)        a Delta table needs a reader feature not read here
+    ├── TableVersionError(LookupError)           a Delta table version that is gone or not yet there
     ├── SampleKeyError(TypeError, ValueError)    a dataset indexed by neither ints nor a slice
     ├── TopologyError(ValueError)                ranks, nodes and workers that do not add up
     ├── CacheLimitError(ValueError)              cache_limit too small for what must be cached
@@ -78,6 +80,7 @@ __all__ = [
     "ShardstreamError",
     "StorageError",
     "StreamingAliasError",
+    "TableVersionError",
     "TopologyError",
     "UnencodableTextError",
     "UnknownColumnError",
@@ -86,6 +89,7 @@ __all__ = [
     "UnsafeEncodingError",
     "UnsafePathError",
     "UnsafePickleError",
+    "UnsupportedTableError",
     "UnsupportedURLError",
     "UploadError",
 ]
@@ -219,6 +223,14 @@ class DatasetExistsError(ShardstreamError, FileExistsError):
 
 class UnsupportedURLError(ShardstreamError, ValueError):
     """No storage backend handles this URL's scheme."""
+
+
+class UnsupportedTableError(ShardstreamError, ValueError):
+    """A Delta table uses a reader feature shardstream does not read; the message names it."""
+
+
+class TableVersionError(ShardstreamError, LookupError):
+    """A Delta table version is gone (vacuumed) or not there yet; the message names those left."""
 
 
 class SampleKeyError(ShardstreamError, TypeError, ValueError):

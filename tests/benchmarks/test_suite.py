@@ -271,6 +271,8 @@ def test_table_flags() -> None:
 
 def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
     docs = results / "benchmarks.md"
+    notes = f"{suite.NOTES_MARKER}\n\n## Earlier runs\n\n- a hand-written figure: 1.5x\n"
+    docs.write_text(f"# Benchmarks\n\nan old table\n\n{notes}")
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "suite.py"), "--merge-only",
          "--out-dir", str(results), "--docs", str(docs)],
@@ -303,6 +305,10 @@ def test_merge_only_writes_json_plot_and_docs(results: Path) -> None:
     assert write.endswith("No reason recorded: investigate it as a regression.")
     assert "## Not measured yet" in text
     assert "bytes downloaded per node for py1e and py1s (measured)" not in text
+    # The hand-written notes survive the run, once, at the end; the old table does not.
+    assert text.endswith(notes)
+    assert text.count(suite.NOTES_MARKER) == 1
+    assert "an old table" not in text
     assert "Nothing: every row" not in text  # drivers did not run: they are listed instead
     assert "rows of download" in text  # a driver without JSON is listed, never invented
     assert "## Peers that failed" in text

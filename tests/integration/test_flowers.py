@@ -42,7 +42,19 @@ def flowers(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> di
     result = run("flowers_demo.py", "--out", url, "--work", str(work), "--epochs", str(EPOCHS),
                  "--report", str(work / "report.json"), env=env)  # fmt: skip
     report = json.loads((work / "report.json").read_text())
-    return {"url": url, "env": env, "report": report, "stdout": result.stdout}
+    return {"url": url, "env": env, "report": report, "stdout": result.stdout,
+            "stderr": result.stderr}  # fmt: skip
+
+
+def test_the_demo_says_one_line_per_step(flowers: dict[str, Any]):
+    lines = flowers["stdout"].splitlines()
+    steps = [line.split(":")[0].split()[0] for line in lines if not line.startswith(" ")]
+    epochs = [f"epoch {n}/{EPOCHS}" for n in range(1, EPOCHS + 1)]
+    assert [line.split(":")[0] for line in lines if line.startswith("epoch ")] == epochs
+    assert steps == ["images", "shards", *["epoch"] * EPOCHS, "data", "loader", "accuracy"]
+    # Without -v, no log line of the example or of shardstream (each epoch's included).
+    said = flowers["stderr"].splitlines()
+    assert not [line for line in said if line.startswith(("INFO", "DEBUG"))], said
 
 
 def test_one_node_learns_and_reads_every_sample_once_per_epoch(flowers: dict[str, Any]):

@@ -213,6 +213,32 @@ def test_explicit_columns_override_the_inferred_ones(spark, tmp_path: Path):
     assert parse_index((out / "index.json").read_bytes(), source="x")[0].compression is None
 
 
+def test_float_dtype_casts_floating_columns_for_torch(spark, tmp_path: Path):
+    frame = spark.createDataFrame(
+        [(i, i / 4, [i / 2, 0.5], Vectors.dense([i, 1.0])) for i in range(6)],
+        T.StructType([
+            T.StructField("id", T.LongType(), False),
+            T.StructField("x", T.DoubleType(), False),
+            T.StructField("v", T.ArrayType(T.DoubleType(), False), False),
+            T.StructField("ml", VectorUDT(), False),
+        ]),
+    ).coalesce(1)  # fmt: skip
+    kept, cast = tmp_path / "kept", tmp_path / "cast"
+    dataframe_to_mds(frame, mds_kwargs={"out": str(kept)}, progress=False)
+    dataframe_to_mds(frame, mds_kwargs={"out": str(cast)}, progress=False, float_dtype="float32")
+    assert read_back(kept)[3]["x"] == 0.75
+    assert LocalDataset(str(kept)).shards[0].columns["x"] == "float64"  # the default keeps it
+    sample = read_back(cast)[3]
+    assert LocalDataset(str(cast)).shards[0].columns["id"] == "int64"
+    assert np.asarray(sample["x"]).dtype == np.float32
+    assert sample["x"] == 0.75
+    assert sample["v"].dtype == sample["ml"].dtype == np.float32
+    assert sample["v"].tolist() == [1.5, 0.5]
+    assert sample["ml"].tolist() == [3.0, 1.0]
+    with pytest.raises(ConfigurationError, match="float_dtype must be"):
+        dataframe_to_mds(frame, mds_kwargs={"out": str(tmp_path / "x")}, float_dtype="half")
+
+
 def test_a_null_fails_naming_column_row_and_partition(spark, tmp_path: Path):
     frame = spark.createDataFrame(
         [(i, None if i == 13 else float(i), [1.0, None] if i == 17 else [1.0]) for i in range(20)],

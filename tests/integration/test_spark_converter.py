@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,28 @@ def test_dtype_none_keeps_doubles(spark: Any, parquet: Path, tmp_path: Path):
     with converter.make_torch_dataloader(batch_size=50, num_epochs=1, workers_count=0) as loader:
         batch = next(iter(loader))
     assert batch["x"].dtype == batch["v"].dtype == torch.float64
+
+
+def test_materializing_shows_progress_and_workers_fit_the_cores(
+    spark: Any,
+    parquet: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+):
+    with caplog.at_level("INFO", logger="shardstream"):
+        converter = make_spark_converter(
+            spark.read.parquet(str(parquet)), parent_cache_dir_url=str(tmp_path)
+        )
+    assert "dataframe_to_mds" in capfd.readouterr().err  # the bar of Spark tasks
+    assert any("materializing the DataFrame" in r.getMessage() for r in caplog.records)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # a 2-core machine
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with converter.make_torch_dataloader(batch_size=50, num_epochs=1) as loader:
+            assert sorted(i for b in loader for i in b["id"].tolist()) == list(range(ROWS))
+    assert not [w for w in caught if "worker" in str(w.message)], caught
 
 
 def test_two_epochs_shuffled(converter: SparkDatasetConverter):

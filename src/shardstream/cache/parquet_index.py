@@ -39,7 +39,15 @@ from shardstream.format.parquet_layout import (
 from shardstream.storage import DownloadOptions, ObjectStore, fetch_listing
 from shardstream.storage.base import ObjectInfo
 
-__all__ = ["PARQUET_INDEX", "is_parquet_key", "list_parquet", "local_layouts", "sync_layouts"]
+__all__ = [
+    "PARQUET_INDEX",
+    "is_parquet_key",
+    "list_parquet",
+    "local_file_layouts",
+    "local_layouts",
+    "parquet_files",
+    "sync_layouts",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +65,11 @@ def is_parquet_key(key: str) -> bool:
 
 def list_parquet(store: ObjectStore, options: DownloadOptions = _OPTIONS) -> dict[str, ObjectInfo]:
     """The store's Parquet data files, by sorted key, with their sizes and tags: one listing."""
-    listed = fetch_listing(store, "", options)
+    return parquet_files(fetch_listing(store, "", options))
+
+
+def parquet_files(listed: Mapping[str, ObjectInfo]) -> dict[str, ObjectInfo]:
+    """The Parquet data files of a store's listing, by sorted key."""
     return {key: listed[key] for key in sorted(listed) if is_parquet_key(key)}
 
 
@@ -79,8 +91,17 @@ def local_layouts(root: str) -> list[ParquetFileLayout]:
             f"{root} holds no index.json and no *.parquet files: point local= (or remote=) "
             "at the dataset's root folder"
         )
+    return local_file_layouts(root, sorted(keys))
+
+
+def local_file_layouts(root: str, keys: list[str]) -> list[ParquetFileLayout]:
+    """The layouts of the files ``keys`` under the local folder ``root``, in that order.
+
+    Raises:
+        ShardFormatError: A file is not Parquet.
+    """
     with ThreadPoolExecutor(_THREADS, thread_name_prefix="shardstream-footer") as pool:
-        return list(pool.map(lambda key: _local_layout(root, key), sorted(keys)))
+        return list(pool.map(lambda key: _local_layout(root, key), keys))
 
 
 def sync_layouts(

@@ -97,9 +97,30 @@ class RunState:
                 start = EpochStart(slots[worker], 0)
             slots[worker] = start.epoch + 1
             current = {"epoch": start.epoch, "drop_first": start.drop_first}
-            state = {"next": slots, "resume": pending, "taken": taken, "current": current}
+            said = state.get("said", [])
+            state = {"next": slots, "resume": pending, "taken": taken, "current": current,
+                     "said": said}  # fmt: skip
             _write(lock.fd, state)
         return start
+
+    def first_time(self, note: str) -> bool:
+        """Whether ``note`` is new to this run (then noted): a line to log once, not per epoch.
+
+        Only once a worker has begun (the file exists); before that, every note is new.
+        """
+        if not self.exists():
+            return True
+        lock = FileLock(self.path)
+        with lock.hold(timeout=_LOCK_TIMEOUT_S, what="the run state"):
+            state = _read(lock.fd)
+            if state is None:
+                return True
+            said: list[str] = state.setdefault("said", [])
+            if note in said:
+                return False
+            said.append(note)
+            _write(lock.fd, state)
+        return True
 
     def update(self, *, next_epoch: int, resume: EpochStart | None) -> None:
         """Set every worker's next epoch and the resume point (from the rank process)."""
@@ -109,7 +130,8 @@ class RunState:
         with lock.hold(timeout=_LOCK_TIMEOUT_S, what="the run state"):
             state = _read(lock.fd)
             workers = len(state["next"]) if state else 1
-            _write(lock.fd, _initial(workers, next_epoch, resume))
+            said = state.get("said", []) if state else []
+            _write(lock.fd, {**_initial(workers, next_epoch, resume), "said": said})
 
     def current(self) -> EpochStart | None:
         """The epoch the workers run now and where it started, once one of them began."""

@@ -18,8 +18,15 @@ from typing import Any
 
 from tqdm import tqdm
 
+from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.shard_files import shard_file_pairs
-from shardstream.cli.source import open_source
+from shardstream.cli.source import (
+    DatasetSource,
+    add_dataset_arguments,
+    download_options,
+    open_source,
+)
+from shardstream.errors import ConfigurationError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry
 from shardstream.storage import is_remote
 from shardstream.units import format_bytes
@@ -39,7 +46,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "each pass also reports the bytes it downloaded and their MB/s: the speed of the link "
         "to the store. Example: shardstream bench s3://bucket/my-ds --workers 4 --epochs 2",
     )
-    parser.add_argument("url", help="the dataset root: a folder or a URL")
+    add_dataset_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=256, help="per-device batch (256)")
     parser.add_argument("--workers", type=int, default=0, help="DataLoader workers (0)")
     parser.add_argument("--epochs", type=int, default=1, help="passes over the data (1)")
@@ -54,31 +61,41 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    options = download_options(args)
+    with open_source(args.url, options=options, split=args.split) as source:
+        # The size of a sample, from the index (Parquet: from the files' sizes).
+        stored = (
+            source.stored_bytes
+            if source.parquet is not None
+            else sum(entry.raw_data.bytes for entry in source.entries)
+        )
+        mean_sample = stored / max(source.samples, 1)
+        _check_one_schema(source)
+        entries = None if source.parquet is not None else source.entries
     from shardstream.dataset.streaming import StreamingDataset  # torch-facing: loaded lazily
     from shardstream.loader import StreamingDataLoader
 
-    with open_source(args.url) as source:  # the size of a sample, from the index
-        entries = source.entries
-        stored = sum(entry.raw_data.bytes for entry in entries)
-        mean_sample = stored / max(source.samples, 1)
     with contextlib.ExitStack() as stack:
         cache = args.cache
         if is_remote(args.url) and cache is None:
             cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="shardstream-bench-"))
         remote, local = (args.url, cache) if is_remote(args.url) else (None, args.url)
-        options = {}
+        extra = {}
         if args.download_concurrency is not None:
-            options["download_concurrency"] = args.download_concurrency
+            extra["download_concurrency"] = args.download_concurrency
         dataset = StreamingDataset(
-            remote=remote, local=local, batch_size=args.batch_size, shuffle=not args.no_shuffle,
-            **options,
+            remote=remote, local=local, split=args.split or None, batch_size=args.batch_size,
+            shuffle=not args.no_shuffle, download_retry=options.retry,
+            download_timeout=options.timeout, **extra,
         )  # fmt: skip
         loader = StreamingDataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers)
+        # Where the pass's downloads land: the split's folder of the cache.
+        folder = None if remote is None else os.path.join(str(cache), args.split.strip("/"))
         passes = []
         for epoch in range(args.epochs):
-            before = _cached(cache, entries) if remote is not None else {}
+            before = _cached(folder, entries)
             run = _one_pass(loader, args.max_batches, not args.quiet, epoch)
-            after = _cached(cache, entries) if remote is not None else {}
+            after = _cached(folder, entries)
             moved = sum(size for name, size in after.items() if name not in before)
             run["bytes_downloaded"] = moved
             run["download_mb_per_s"] = moved / run["seconds"] / 1e6 if run["seconds"] else 0.0
@@ -109,15 +126,23 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cached(folder: str | None, entries: list[ShardEntry]) -> dict[str, int]:
-    """The index's files in the cache ``folder``, each with the bytes its download moved.
+def _cached(folder: str | None, entries: list[ShardEntry] | None) -> dict[str, int]:
+    """The files in the cache ``folder``, each with the bytes its download moved.
 
-    A compressed file moved its compressed size, though the cache may keep only what it was
-    decompressed into.
+    MDS (``entries``: the index's): a compressed shard moved its compressed size, though the
+    cache may keep only what it was decompressed into. Parquet (``None``): each file's size.
     """
-    if folder is None:
+    if folder is None or not os.path.isdir(folder):
         return {}
-    found = {}
+    found: dict[str, int] = {}
+    if entries is None:
+        for parent, _, names in os.walk(folder):
+            if STATE_FOLDER in os.path.relpath(parent, folder).split(os.sep):
+                continue  # locks and records: not the dataset's bytes
+            for name in names:
+                with contextlib.suppress(FileNotFoundError):  # a temporary, renamed meanwhile
+                    found[os.path.join(parent, name)] = os.path.getsize(os.path.join(parent, name))
+        return found
     for entry in entries:
         for raw, zipped in shard_file_pairs(entry):
             names = [raw.basename] + ([zipped.basename] if zipped is not None else [])
@@ -126,6 +151,23 @@ def _cached(folder: str | None, entries: list[ShardEntry]) -> dict[str, int]:
     with contextlib.suppress(FileNotFoundError):
         found[INDEX_BASENAME] = os.path.getsize(os.path.join(folder, INDEX_BASENAME))
     return found
+
+
+def _check_one_schema(source: DatasetSource) -> None:
+    """Refuse shards of different columns: their samples cannot be batched together."""
+    schemas: dict[tuple[tuple[str, str], ...], str] = {}
+    for entry in source.entries:
+        schemas.setdefault(tuple(entry.columns.items()), entry.raw_data.basename)
+    if len(schemas) > 1:
+        (first, one), (second, other) = list(schemas.items())[:2]
+        raise ConfigurationError(
+            f"{source.url} mixes shards of different columns ({one}: {_names(first)}; {other}: "
+            f"{_names(second)}), which do not batch together: bench one kind at a time"
+        )
+
+
+def _names(schema: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{name}:{encoding}" for name, encoding in schema)
 
 
 def _one_pass(loader: Any, max_batches: int | None, progress: bool, epoch: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``shardstream convert``: Parquet, CSV, JSONL, an image folder or anything Spark reads, to MDS."""
+"""``shardstream convert``: Parquet, CSV, JSONL, Delta, image folders or Spark sources to MDS."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from shardstream.storage import is_remote
 
 __all__ = ["register"]
 
-SOURCES = ("parquet", "csv", "jsonl", "images", "spark")
+SOURCES = ("parquet", "csv", "jsonl", "images", "spark", "delta")
 
 
 def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -53,6 +53,11 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--spark-master", default="local[*]", help="--from spark: the master ('local[*]')"
     )
+    parser.add_argument(
+        "--version",
+        dest="table_version",
+        help="--from delta: the table version, a number or an ISO 8601 time (default: latest)",
+    )
     parser.add_argument("--exist-ok", action="store_true", help="write into a non-empty OUT")
     parser.set_defaults(run=_run)
 
@@ -77,6 +82,14 @@ def _run(args: argparse.Namespace) -> int:
         )  # fmt: skip
     elif kind == "spark":
         written = _spark(args, columns, writer, on_null, progress)
+    elif kind == "delta":
+        version = args.table_version
+        written = converters.delta_to_mds(
+            args.source, args.out,
+            version=int(version) if version and version.isdigit() else version, columns=columns,
+            on_null="skip" if args.skip_nulls else "error", progress=progress,
+            progress_bar=progress and is_remote(args.out), **writer,
+        )  # fmt: skip
     else:
         # Beside the bar of rows, one of bytes uploaded when OUT is a URL.
         writer["progress_bar"] = progress and is_remote(args.out)
@@ -126,6 +139,8 @@ def _spark(
 
 
 def _guess(source: str) -> str:
+    if not is_remote(source) and os.path.isdir(os.path.join(source, "_delta_log")):
+        return "delta"  # before its *.parquet files, which include removed versions' files
     if os.path.isdir(source):
         names = os.listdir(source)
         for kind, ext in (("parquet", ".parquet"), ("csv", ".csv"), ("jsonl", ".jsonl")):

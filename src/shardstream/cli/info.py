@@ -10,7 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from shardstream.cli.source import DatasetSource, open_source
+from shardstream.cli.source import (
+    DatasetSource,
+    add_dataset_arguments,
+    download_options,
+    open_source,
+)
+from shardstream.errors import ConfigurationError
 from shardstream.units import format_bytes
 
 __all__ = ["describe", "readable", "register"]
@@ -25,7 +31,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         description="Summarise a dataset from its index.json: nothing else is downloaded. "
         "Example: shardstream inspect s3://bucket/my-ds",
     )
-    inspect.add_argument("url", help="the dataset root: a folder or a URL (s3://, gs://, ...)")
+    add_dataset_arguments(inspect)
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
     inspect.set_defaults(run=_inspect)
 
@@ -36,7 +42,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         description="Print the first N samples (downloading only the shards that hold them). "
         "Example: shardstream head s3://bucket/my-ds -n 3",
     )
-    head.add_argument("url", help="the dataset root: a folder or a URL")
+    add_dataset_arguments(head)
     head.add_argument("-n", "--samples", type=int, default=5, help="how many (default 5)")
     head.add_argument("--columns", help="comma-separated columns to show (default: all)")
     head.add_argument("--cache", help="keep downloaded shards in this folder")
@@ -50,8 +56,12 @@ def describe(source: DatasetSource) -> dict[str, Any]:
     """The summary ``inspect`` prints, as plain data."""
     entries = source.entries
     samples = [entry.samples for entry in entries]
-    stored = [entry.data_file.bytes for entry in entries]
-    raw = [entry.raw_data.bytes for entry in entries]
+    stored = source.shard_bytes
+    raw_bytes = (
+        source.stored_bytes
+        if source.parquet is not None
+        else sum(entry.raw_data.bytes for entry in entries)
+    )
     schemas = Counter(
         tuple(
             (name, encoding, size)
@@ -80,8 +90,8 @@ def describe(source: DatasetSource) -> dict[str, Any]:
         ],
         "compression": dict(Counter(entry.compression or "none" for entry in entries)),
         "hashes": sorted({name for entry in entries for name in entry.hashes}),
-        "stored_bytes": sum(stored),
-        "raw_bytes": sum(raw),
+        "stored_bytes": source.stored_bytes,
+        "raw_bytes": raw_bytes,
         "size_limits": sorted({entry.size_limit for entry in entries}, key=lambda x: x or 0),
         "samples_per_shard": _spread(samples),
         "bytes_per_shard": _spread(stored),
@@ -95,7 +105,7 @@ def _spread(values: list[int]) -> dict[str, float]:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    with open_source(args.url) as source:
+    with open_source(args.url, options=download_options(args), split=args.split) as source:
         summary = describe(source)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -126,7 +136,11 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _head(args: argparse.Namespace) -> int:
     wanted = None if args.columns is None else [c.strip() for c in args.columns.split(",")]
-    with open_source(args.url, args.cache, progress=not args.quiet) as source:
+    with open_source(
+        args.url, args.cache, progress=not args.quiet, options=download_options(args),
+        split=args.split,
+    ) as source:  # fmt: skip
+        _check_columns(wanted, source)
         total = min(max(args.samples, 0), source.samples)
         shard, seen = 0, 0
         while seen < total:  # fetch only the shards that hold the first samples
@@ -144,6 +158,17 @@ def _head(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_columns(wanted: list[str] | None, source: DatasetSource) -> None:
+    """Refuse ``--columns`` that name a column no shard has, naming the ones there are."""
+    have = list(dict.fromkeys(name for entry in source.entries for name in entry.columns))
+    missing = [name for name in wanted or () if name not in have]
+    if missing:
+        raise ConfigurationError(
+            f"--columns names {', '.join(missing)}, which {source.url} does not have; its "
+            f"columns are {', '.join(have)}"
+        )
+
+
 def readable(value: Any, width: int = 72) -> str:
     """One line for a decoded value: its type and size, and the start of its content."""
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -158,5 +183,7 @@ def readable(value: Any, width: int = 72) -> str:
         return f"<image {value.mode} {value.size[0]}x{value.size[1]}>"
     if isinstance(value, list) and value and all(hasattr(v, "getpixel") for v in value):
         return f"<{len(value)} images>"
+    if isinstance(value, np.generic):  # a Parquet scalar: shown as the number it holds
+        value = value.item()
     text = repr(value)
     return text if len(text) <= width else text[: width - 3] + "..."

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -11,7 +13,7 @@ from shardstream._version import __version__
 from shardstream.cli import benchmark, conversion, info, merging, simulation, validation
 from shardstream.errors import ShardstreamError
 
-__all__ = ["EXIT_DATA_PROBLEMS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_DATA_PROBLEMS", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "cli_terms", "main"]
 
 EXIT_OK = 0
 #: ``validate`` found samples or files that are not what the index says.
@@ -21,11 +23,28 @@ EXIT_USAGE = 2
 #: shardstream could not do what was asked: the message names the object and the fix.
 EXIT_FAILED = 3
 EXIT_INTERRUPTED = 130
+#: The reader of the output went away (``shardstream inspect DS --json | head``): 128 + SIGPIPE,
+#: as a shell reports a tool that SIGPIPE ended.
+EXIT_BROKEN_PIPE = 141
 
 _EPILOG = """\
 exit codes: 0 success; 1 validate found problems; 2 wrong command line; 3 the command failed
-(the message says what and what to do); 130 interrupted.
+(the message says what and what to do); 130 interrupted; 141 the output's reader closed it
+(e.g. | head).
 """
+
+# Library messages name Python arguments; on the command line the user has flags.
+_CLI_TERMS = (
+    (re.compile(r"exist_ok=True(?: in mds_kwargs)?"), "--exist-ok"),
+    (re.compile(r"on_null='skip'"), "--skip-nulls"),
+    (re.compile(r", drop or rewrite such rows in udf_iterable"), ""),
+    (re.compile(r"Fill it first \(DataFrame\.fillna [^)]*\)"), "Fill it in the source first"),
+    (re.compile(r"\(retry=(\d+), timeout=([^ ]+) s\)"), r"(--retry \1, --timeout \2)"),
+    (re.compile(r"DownloadOptions\.timeout or retry"), "--timeout or --retry"),
+    (re.compile(r"DownloadOptions\.retry"), "--retry"),
+    (re.compile(r"\bsplit='([^']*)'"), r"--split \1"),
+    (re.compile(r"\bsplit="), "--split"),
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,10 +93,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        # Python's recipe: later writes (the exit's flush) go nowhere, so no second error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except ShardstreamError as exc:
-        print(f"shardstream {args.command}: {exc}", file=sys.stderr)
+        print(f"shardstream {args.command}: {cli_terms(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"shardstream {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return code
+
+
+def cli_terms(message: str) -> str:
+    """A library message with its Python arguments named as the command line's flags.
+
+    Example:
+        cli_terms("pass on_null='skip' to drop them")  # "pass --skip-nulls to drop them"
+    """
+    for pattern, flag in _CLI_TERMS:
+        message = pattern.sub(flag, message)
+    return message

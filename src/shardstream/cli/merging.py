@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from shardstream.errors import ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME
-from shardstream.storage import is_remote, open_store
-from shardstream.writer import merge_index
+from shardstream.storage import open_store
 from shardstream.writer.merge import merge_partitions, partition_folders
 
 __all__ = ["partition_prefixes", "register"]
@@ -21,6 +21,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         help="merge the indexes of parallel writers into one index.json",
         description="Write ROOT/index.json from the index.json of each sub-folder (or only the "
         "--partitions given), in natural order (2 before 10); it is written last, atomically. "
+        "Partitions with different columns are refused. "
         "Example: shardstream merge s3://bucket/my-ds",
     )
     parser.add_argument("root", help="the dataset root: a folder or a URL")
@@ -35,7 +36,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def partition_prefixes(root: str) -> list[str]:
-    """The sub-folders of a remote ``root`` that hold an ``index.json``, in natural order.
+    """The sub-folders of ``root`` (a folder or a URL) that hold an ``index.json``, in order.
 
     A partition's own sub-folders belong to it: only the shallowest indexes count.
     """
@@ -43,19 +44,13 @@ def partition_prefixes(root: str) -> list[str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.partitions:
-        count = merge_partitions(args.root, args.partitions)
-        merged = len(args.partitions)
-    elif is_remote(args.root):
-        prefixes = partition_prefixes(args.root)
-        if not prefixes:
-            print(f"shardstream merge: no sub-folder of {args.root} holds an {INDEX_BASENAME}")
-            return 3
-        count = merge_partitions(args.root, prefixes)
-        merged = len(prefixes)
-    else:
-        count = merge_index(args.root)
-        merged = -1
-    where = f"from {merged} partitions" if merged >= 0 else "from every sub-folder's index"
+    prefixes = args.partitions or partition_prefixes(args.root)
+    if not prefixes:
+        raise ShardNotFoundError(
+            f"no sub-folder of {args.root} holds an {INDEX_BASENAME}: write the partitions "
+            "there first, or name them with --partitions"
+        )
+    count = merge_partitions(args.root, prefixes, same_columns=True)
+    where = f"from {len(prefixes)} partitions" if args.partitions else "from every sub-folder"
     print(f"merged {count:,} shards {where} into {args.root.rstrip('/')}/{INDEX_BASENAME}")
     return 0

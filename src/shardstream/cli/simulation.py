@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream._optional import require
-from shardstream.cli.source import open_source
+from shardstream.cli.source import add_dataset_arguments, download_options, open_source
 from shardstream.errors import ConfigurationError
 from shardstream.sampling import DEFAULT_SHUFFLE_ALGORITHM, SHUFFLE_ALGORITHMS, ShuffleConfig
 from shardstream.sampling.simulation import (
@@ -47,7 +48,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "Example: shardstream simulate s3://bucket/my-ds --nodes 4 --ranks-per-node 8 "
         "--workers 4 --batch-size 32 --cache-limit 50gb --plot sim.png",
     )
-    parser.add_argument("url", help="the dataset root: a folder or a URL")
+    add_dataset_arguments(parser)
     parser.add_argument("--nodes", type=int, default=1, help="physical nodes (default 1)")
     parser.add_argument("--ranks-per-node", type=int, default=8, help="ranks per node (8)")
     parser.add_argument("--workers", type=int, default=8, help="DataLoader workers per rank (8)")
@@ -132,9 +133,11 @@ def _run(args: argparse.Namespace) -> int:
             )
     cache_limit = None if args.cache_limit is None else parse_bytes(args.cache_limit)
     bandwidth = parse_bytes(args.bandwidth, what="--bandwidth")
-    with open_source(args.url) as source:
+    if args.plot:
+        _check_plot_path(args.plot)
+    with open_source(args.url, options=download_options(args), split=args.split) as source:
         sizes = [entry.samples for entry in source.entries]
-        shard_bytes = np.asarray([e.data_file.bytes for e in source.entries], dtype=np.int64)
+        shard_bytes = np.asarray(source.shard_bytes, dtype=np.int64)
     shape = JobShape(
         shard_sizes=tuple(sizes),
         num_canonical_nodes=args.num_canonical_nodes
@@ -154,7 +157,10 @@ def _run(args: argparse.Namespace) -> int:
     for node in result["nodes"]:
         node["first_step_seconds"] = node["first_step_bytes"] / max(bandwidth, 1)
     if args.plot:
-        _plot(args.plot, node_sequence(shape, shards, 0), shard_bytes, result)
+        try:
+            _plot(args.plot, node_sequence(shape, shards, 0), shard_bytes, result)
+        except OSError as exc:
+            raise ConfigurationError(f"--plot {args.plot}: cannot write it: {exc}") from exc
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -191,6 +197,17 @@ def _print(shape: JobShape, result: dict[str, Any]) -> None:
             f"{format_bytes(node['first_step_bytes'])} ({node['first_step_seconds']:.2f} s)"
         )
     print(f"({result['seconds']:.1f} s)")
+
+
+def _check_plot_path(path: str) -> None:
+    """Refuse a figure path whose folder is missing, before the simulation's work."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigurationError(
+            f"--plot {path}: the folder {folder} does not exist; create it first or name "
+            "another path"
+        )
+    require("matplotlib", extra="plot", purpose="shardstream simulate --plot")
 
 
 def _plot(

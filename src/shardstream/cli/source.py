@@ -8,6 +8,7 @@ every other download.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import tempfile
@@ -17,11 +18,25 @@ from typing import Any
 
 from tqdm import tqdm
 
+from shardstream.cache.parquet_index import (
+    is_parquet_key,
+    list_parquet,
+    local_layouts,
+    sync_layouts,
+)
 from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.dataset import LocalDataset
-from shardstream.errors import ShardNotFoundError
+from shardstream.dataset.parquet import ParquetDataset
+from shardstream.dataset.splits import local_splits, remote_splits, split_advice
+from shardstream.errors import (
+    ConfigurationError,
+    ObjectNotFoundError,
+    ShardNotFoundError,
+    UnsupportedURLError,
+)
 from shardstream.format.index import INDEX_BASENAME, FileInfo, ShardEntry, parse_index
 from shardstream.storage import (
+    DownloadOptions,
     ObjectStore,
     download_file,
     fetch_bytes,
@@ -30,7 +45,31 @@ from shardstream.storage import (
     open_store,
 )
 
-__all__ = ["DatasetSource", "open_source", "stored_files"]
+__all__ = ["DatasetSource", "add_dataset_arguments", "open_source", "stored_files"]
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    """The dataset a command reads: its root, a split below it, and how to download it."""
+    parser.add_argument(
+        "url", help="the dataset root: a folder (MDS or Parquet) or a URL (s3://, gs://, ...)"
+    )
+    parser.add_argument("--split", default="", help="the split (sub-folder) to read, e.g. train")
+    parser.add_argument(
+        "--retry", type=int, default=2, help="retries of each failed download request (2)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds each download request may take (60)"
+    )
+
+
+def download_options(args: argparse.Namespace) -> DownloadOptions:
+    """The command line's retries and timeout."""
+    if args.retry < 0 or args.timeout <= 0:
+        raise ConfigurationError(
+            f"--retry must be 0 or more and --timeout more than 0, got --retry {args.retry} "
+            f"--timeout {args.timeout:g}"
+        )
+    return DownloadOptions(retry=args.retry, timeout=args.timeout)
 
 
 @dataclass
@@ -42,11 +81,22 @@ class DatasetSource:
     local: str
     store: ObjectStore | None = None
     progress: Any = None  # a tqdm bar of bytes downloaded, or None
+    options: DownloadOptions = field(default_factory=DownloadOptions)
+    parquet: ParquetDataset | None = None  # Parquet files: read in place, or row groups fetched
     _fetched: set[int] = field(default_factory=set)
 
     def fetch(self, shard: int) -> None:
         """Make the stored files of shard ``shard`` present locally (no-op for a local folder)."""
         if self.store is None or shard in self._fetched:
+            return
+        fetcher = None if self.parquet is None else self.parquet.fetcher
+        if fetcher is not None:  # a remote Parquet row group: its byte span only
+            entry = self.entries[shard]
+            fetcher.fetch(self.store, entry, os.path.join(self.local, entry.raw_data.basename),
+                          self.options)  # fmt: skip
+            if self.progress is not None:
+                self.progress.update(entry.raw_data.bytes)
+            self._fetched.add(shard)
             return
         for info in stored_files(self.entries[shard]):
             dest = os.path.join(self.local, info.basename)
@@ -54,7 +104,7 @@ class DatasetSource:
                 if os.path.getsize(dest) == info.bytes:
                     continue
             os.makedirs(os.path.dirname(dest), exist_ok=True)
-            download_file(self.store, info.basename, dest, expected_size=info.bytes)
+            download_file(self.store, info.basename, dest, self.options, expected_size=info.bytes)
             if self.progress is not None:
                 self.progress.update(info.bytes)
         self._fetched.add(shard)
@@ -68,9 +118,24 @@ class DatasetSource:
                 os.remove(os.path.join(self.local, info.basename))
         self._fetched.discard(shard)
 
-    def dataset(self, **options: Any) -> LocalDataset:
+    def dataset(self, **options: Any) -> LocalDataset | ParquetDataset:
         """A reader over the local files (fetch the shards it reads first)."""
+        if self.parquet is not None:
+            return self.parquet
         return LocalDataset(self.local, entries=self.entries, **options)
+
+    @property
+    def shard_bytes(self) -> list[int]:
+        """What each shard costs to download: its stored file, or a Parquet row group's span."""
+        if self.parquet is None:
+            return [entry.data_file.bytes for entry in self.entries]
+        return [group.nbytes for layout in self.parquet.layouts for group in layout.row_groups]
+
+    @property
+    def stored_bytes(self) -> int:
+        """The bytes of the dataset's files (a Parquet file counted once, not per row group)."""
+        files = {entry.data_file.basename: entry.data_file.bytes for entry in self.entries}
+        return sum(files.values())
 
     @property
     def samples(self) -> int:
@@ -85,16 +150,29 @@ def stored_files(entry: ShardEntry) -> list[FileInfo]:
 
 @contextlib.contextmanager
 def open_source(
-    url: str, cache: str | None = None, *, progress: bool = False
+    url: str,
+    cache: str | None = None,
+    *,
+    progress: bool = False,
+    options: DownloadOptions | None = None,
+    split: str = "",
 ) -> Iterator[DatasetSource]:
-    """Open the dataset at ``url``: a local folder, or a remote one cached under ``cache``.
+    """Open the dataset at ``url`` (its ``split``): a local folder, or a remote one cached.
 
-    With ``progress``, a remote dataset's downloads show a bar of bytes (on stderr).
+    A remote dataset's files are downloaded into ``cache`` (default: a temporary folder).
+
+    A dataset without ``index.json`` that holds ``*.parquet`` files is read as the library
+    streams it: each row group is a shard (fetched alone from a remote). With ``progress``, a
+    remote dataset's downloads show a bar of bytes (on stderr).
 
     Raises:
-        ShardNotFoundError / ObjectNotFoundError: There is no ``index.json`` at ``url``.
+        ShardNotFoundError / ObjectNotFoundError: There is no ``index.json`` at ``url`` (the
+            message lists the splits there are and says ``--split``).
         IndexFormatError: The index is malformed.
     """
+    options = options or DownloadOptions()
+    root, split = url, split.strip("/")
+    url = root.rstrip("/") + "/" + split if split else root
     if not is_remote(url):
         local = local_path(url)
         path = os.path.join(local, INDEX_BASENAME)
@@ -102,20 +180,64 @@ def open_source(
             with open(path, "rb") as handle:
                 entries = parse_index(handle.read(), source=path)
         except FileNotFoundError as exc:
-            raise ShardNotFoundError(
-                f"no {INDEX_BASENAME} in {local}: is it the dataset's root folder?"
-            ) from exc
+            parquet = _local_parquet(local)
+            if parquet is None:
+                advice = split_advice(split, local_splits(local_path(root)), flag="--split")
+                raise ShardNotFoundError(_no_index(local, advice)) from exc
+            yield DatasetSource(url, parquet.shards, local, parquet=parquet)
+            return
         yield DatasetSource(url, entries, local)
         return
-    store = open_store(url)
-    entries = parse_index(fetch_bytes(store, INDEX_BASENAME), source=store.url(INDEX_BASENAME))
+    store = open_store(url, timeout=options.timeout)
     with contextlib.ExitStack() as stack:
         if cache is None:
             cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="shardstream-cli-"))
         os.makedirs(cache, exist_ok=True)
+        parquet = None
+        try:
+            data = fetch_bytes(store, INDEX_BASENAME, options)
+            entries = parse_index(data, source=store.url(INDEX_BASENAME))
+        except ObjectNotFoundError as exc:
+            parquet = _remote_parquet(store, cache, options)
+            if parquet is None:
+                advice = split_advice(split, remote_splits(root, options), flag="--split")
+                raise ObjectNotFoundError(_no_index(url, advice)) from exc
+            entries = parquet.shards
         bar = None
         if progress:
             bar = stack.enter_context(
                 tqdm(desc="downloaded", unit="B", unit_scale=True, leave=False, dynamic_ncols=True)
             )
-        yield DatasetSource(url, entries, cache, store, bar)
+        yield DatasetSource(url, entries, cache, store, bar, options, parquet)
+
+
+def _local_parquet(local: str) -> ParquetDataset | None:
+    """The Parquet files of the folder ``local`` as a dataset, or ``None`` when it holds none."""
+    for _folder, subfolders, names in os.walk(local):
+        subfolders[:] = [name for name in subfolders if not name.startswith(("_", "."))]
+        if any(is_parquet_key(name) for name in names):
+            return ParquetDataset(local, local_layouts(local), source=local)
+    return None
+
+
+def _remote_parquet(
+    store: ObjectStore, cache: str, options: DownloadOptions
+) -> ParquetDataset | None:
+    """The remote's Parquet files (footers read into ``cache``), or ``None`` when it has none."""
+    try:
+        listed = list_parquet(store, options)
+    except UnsupportedURLError:  # a store that cannot list (HTTP) holds no Parquet folder
+        return None
+    if not listed:
+        return None
+    layouts = sync_layouts(store, cache, options, listed)
+    return ParquetDataset(cache, layouts, cached=True, source=store.url("").rstrip("/"))
+
+
+def _no_index(where: str, advice: str) -> str:
+    """The message for a dataset without an index, with the splits there are, if any."""
+    if advice:
+        return f"{where} holds no {INDEX_BASENAME}; {advice}"
+    return (
+        f"no {INDEX_BASENAME} in {where} (and no *.parquet files): is it the dataset's root folder?"
+    )

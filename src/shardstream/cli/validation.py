@@ -6,13 +6,20 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
 from tqdm import tqdm
 
-from shardstream.cli.source import DatasetSource, open_source, stored_files
+from shardstream.cli.source import (
+    DatasetSource,
+    add_dataset_arguments,
+    download_options,
+    open_source,
+    stored_files,
+)
 from shardstream.errors import ShardstreamError
 from shardstream.format.hashing import hash_bytes
 from shardstream.format.index import FileInfo
@@ -21,6 +28,16 @@ from shardstream.format.sample_codec import DECODE_ERRORS
 __all__ = ["Report", "register", "validate"]
 
 _DECODE_CHUNK = 1024  # samples decoded at once
+
+# A reader's advice for a damaged cached copy; validate may be reading the only copy there is.
+_REFETCH_ADVICE = re.compile(
+    r"delete (?:it|the file|the shard and its \.meta file) so (?:it is|they are) fetched "
+    r"again(?:, or rewrite the dataset)?"
+)
+_REWRITE_ADVICE = (
+    "the dataset's own copy is damaged (keep it for now): write the shard again from its "
+    "source, or restore it from a backup"
+)
 
 
 def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -33,7 +50,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "index records, then decode every sample. Exits 1 if anything is wrong, naming the "
         "shard and what. Example: shardstream validate s3://bucket/my-ds",
     )
-    parser.add_argument("url", help="the dataset root: a folder or a URL")
+    add_dataset_arguments(parser)
     parser.add_argument(
         "--cache",
         help="download remote shards into this folder and keep them (default: a temporary "
@@ -56,6 +73,8 @@ class Report:
     shards: int = 0
     samples: int = 0
     digests: int = 0
+    #: Stored files whose index entry records no digest: their bytes were not checked.
+    undigested: int = 0
     problems: list[dict[str, str]] = field(default_factory=list)
 
     @property
@@ -85,12 +104,15 @@ def validate(
             try:
                 source.fetch(number)
                 for info in stored_files(entry):
-                    report.digests += _check_file(source, info, report, name)
+                    checked = _check_file(source, info, report, name)
+                    report.digests += checked
+                    report.undigested += not info.hashes
                 if decode and not _has_problem(report, name):
                     _decode_all(dataset, number, entry.samples)
                     report.samples += entry.samples
             except (ShardstreamError, OSError, *DECODE_ERRORS) as exc:
-                report.problems.append({"shard": name, "problem": str(exc)})
+                problem = _REFETCH_ADVICE.sub(_REWRITE_ADVICE, str(exc))
+                report.problems.append({"shard": name, "problem": problem})
             finally:
                 dataset.release(number)
                 with contextlib.suppress(OSError):
@@ -146,7 +168,10 @@ def _decode_all(dataset: Any, shard: int, samples: int) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    with open_source(args.url, args.cache, progress=not args.quiet) as source:
+    with open_source(
+        args.url, args.cache, progress=not args.quiet, options=download_options(args),
+        split=args.split,
+    ) as source:  # fmt: skip
         report = validate(
             source,
             decode=not args.no_decode,
@@ -164,4 +189,22 @@ def _run(args: argparse.Namespace) -> int:
             f"{verdict}: {report.shards:,} shards, {report.digests:,} digests checked, "
             f"{report.samples:,} samples decoded"
         )
+        if report.undigested:
+            print(_unchecked(report, parquet=source.parquet is not None))
     return 0 if report.ok else 1
+
+
+def _unchecked(report: Report, *, parquet: bool) -> str:
+    """What was not checked: files with no digest recorded, and how to record them."""
+    if parquet:
+        return (
+            "NOTE: Parquet files carry no digests in an index: their bytes were checked by size "
+            "and by decoding only"
+        )
+    files = "every file" if report.digests == 0 else f"{report.undigested:,} files"
+    return (
+        f"NOTE: the index records no digest for {files}, so their bytes were NOT checked "
+        "against digests (only sizes, and that samples decode): changed bytes that still "
+        "decode go unseen. Record digests when writing: shardstream convert --hashes xxh64, "
+        "MDSWriter(..., hashes=['xxh64']) or mds_kwargs={'hashes': ['xxh64']}"
+    )

@@ -1,4 +1,4 @@
-"""Other sources to MDS: Spark DataFrames, pandas, Arrow, Hugging Face datasets and files.
+"""Other sources to MDS: Spark DataFrames, Delta tables, pandas, Arrow, Hugging Face and files.
 
 ``cache_dataframe`` keeps one MDS copy of a DataFrame per plan and source files, for
 ``shardstream.loader.make_spark_converter`` (Petastorm's converter API, which needs torch and
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardstream.converters.arrow_samples import BatchConverter
 from shardstream.converters.arrow_types import infer_columns, infer_encoding
+from shardstream.converters.delta import delta_to_mds
 from shardstream.converters.files import csv_to_mds, jsonl_to_mds
 from shardstream.converters.image_folder import image_folder_to_mds
 from shardstream.converters.spark import dataframe_to_mds
@@ -39,6 +40,7 @@ __all__ = [
     "cache_dataframe",
     "csv_to_mds",
     "dataframe_to_mds",
+    "delta_to_mds",
     "hf_to_mds",
     "image_folder_to_mds",
     "infer_columns",

@@ -66,7 +66,7 @@ def prepare_mds_kwargs(
     if not kwargs.get("out"):
         raise ConfigurationError("mds_kwargs must name the destination: mds_kwargs={'out': ...}")
     if "compression" not in kwargs:
-        logger.info("compression not given: using %r", DEFAULT_COMPRESSION)
+        logger.debug("compression not given: using %r", DEFAULT_COMPRESSION)
         kwargs["compression"] = DEFAULT_COMPRESSION
     if not kwargs.get("columns"):
         if has_udf:

@@ -38,6 +38,8 @@ from shardstream._optional import require
 from shardstream.converters.arrow_samples import NULL_POLICIES, BatchConverter, OnNull
 from shardstream.converters.arrow_types import arrow_module
 from shardstream.converters.batches import BatchUDF, prepare_mds_kwargs, write_batches
+from shardstream.converters.delta import delta_to_mds, table_and_version
+from shardstream.converters.spark_cache_key import cast_floats
 from shardstream.converters.spark_types import arrow_schema, vectors_as_arrays
 from shardstream.errors import ConfigurationError, DatasetExistsError
 from shardstream.storage import is_remote, local_path, open_store
@@ -60,11 +62,14 @@ def dataframe_to_mds(
     *,
     on_null: OnNull = "error",
     progress: bool = True,
+    float_dtype: str | None = None,
 ) -> tuple[str, str]:
     """Write a Spark DataFrame as one MDS dataset, each task writing its partition's shards.
 
     Args:
-        dataframe: A ``pyspark.sql.DataFrame``.
+        dataframe: A ``pyspark.sql.DataFrame``, or a ``deltalake.DeltaTable`` (at the version
+            it was opened at): that version's rows are read without Spark, as the Delta stream
+            reads them, and ``index.json`` records the table and version under ``"source"``.
         merge_index: Merge the partitions' indexes into one ``index.json`` at ``out``. When
             False, each ``part-*`` sub-folder holds its own index (and failed attempts'
             folders, which have none, are still removed from a local ``out``).
@@ -78,6 +83,9 @@ def dataframe_to_mds(
         on_null: ``"error"`` (default: a null fails the job, naming column, row and partition)
             or ``"skip"`` (rows holding a null are not written). Not applied to UDF output.
         progress: Show a progress bar of finished tasks on the driver.
+        float_dtype: ``'float32'`` casts every float and double column (arrays and ML vectors
+            included) to float32, as torch models expect; ``'float64'`` to double; ``None``
+            (default) keeps each column's type. As ``make_spark_converter``'s ``dtype``.
 
     Returns:
         ``(local, remote)`` as the reference returns them: the local folder (``""`` when
@@ -98,8 +106,20 @@ def dataframe_to_mds(
         raise ConfigurationError("dataframe_to_mds needs a DataFrame, got None")
     if on_null not in NULL_POLICIES:
         raise ConfigurationError(f"on_null must be one of {NULL_POLICIES}, got {on_null!r}")
+    if float_dtype not in ("float32", "float64", None):
+        raise ConfigurationError(
+            f"float_dtype must be 'float32', 'float64' or None, got {float_dtype!r}"
+        )
+    table = table_and_version(dataframe)
+    if table is not None:
+        if float_dtype is not None:
+            raise ConfigurationError(
+                "float_dtype applies to Spark DataFrames; a Delta table's floats are written "
+                "as its schema has them"
+            )
+        return _delta_table(table, mds_kwargs, udf_iterable, on_null, progress)
     require("pyspark.sql", extra="spark", purpose="dataframe_to_mds")
-    dataframe = vectors_as_arrays(dataframe)
+    dataframe = vectors_as_arrays(cast_floats(dataframe, float_dtype))
     schema = arrow_schema(dataframe.schema)
     kwargs = prepare_mds_kwargs(mds_kwargs, schema, has_udf=udf_iterable is not None)
     if udf_iterable is None:  # a column or type/encoding mismatch fails here, before any task
@@ -187,6 +207,31 @@ class _PartitionTask:
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield first
     yield from rest
+
+
+def _delta_table(
+    table: tuple[str, int | None],
+    mds_kwargs: Mapping[str, Any] | None,
+    udf_iterable: BatchUDF | None,
+    on_null: OnNull,
+    progress: bool,
+) -> tuple[str, str]:
+    """``dataframe_to_mds`` of a ``deltalake.DeltaTable``: its version, read as the stream does."""
+    if udf_iterable is not None:
+        raise ConfigurationError(
+            "udf_iterable applies to Spark DataFrames; for a Delta table, write the samples "
+            "yourself with MDSWriter, or read the table with Spark"
+        )
+    kwargs = dict(mds_kwargs or {})
+    if "out" not in kwargs:
+        raise ConfigurationError(
+            "mds_kwargs needs 'out': a folder, a URL or a (local, remote) pair"
+        )
+    out = kwargs.pop("out")
+    local, remote = _destination(out)
+    uri, version = table
+    delta_to_mds(uri, out, version=version, on_null=on_null, progress=progress, **kwargs)
+    return local or "", remote or ""
 
 
 def _destination(out: Any) -> tuple[str | None, str | None]:

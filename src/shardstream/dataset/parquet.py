@@ -12,6 +12,10 @@ A local folder is read in place (each shard's "file" is the Parquet file itself,
 size). For a remote, each shard's file is the row group's compact cache file
 (:mod:`shardstream.cache.parquet_files`), fetched, limited and evicted by the shard cache like
 any shard.
+
+A Delta table's version (:class:`~shardstream.format.delta_snapshot.DeltaSnapshot`) is read
+the same way: its files are the version's, its partition values, deleted rows and column
+names come from the log, and each row group is assembled into the version's rows.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 from shardstream._optional import require
 from shardstream.cache.parquet_files import RowGroupFetcher, read_row_group, row_group_basename
 from shardstream.errors import ConfigurationError, ShardFormatError
+from shardstream.format.delta_snapshot import DeltaSnapshot, assemble
 from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.format.parquet_filters import Filters
 from shardstream.format.parquet_layout import ParquetFileLayout, RowGroupSpan, parse_metadata
@@ -50,6 +55,8 @@ class ParquetDataset:
         source: The dataset's URL or path, named in errors.
         filters: pyarrow's DNF filters; files whose partition values cannot pass are left
             out (terms on other columns are not applied here).
+        snapshot: A Delta table's version, whose files ``layouts`` are (in its order): its
+            partition values, deletions and logical columns apply.
 
     Raises:
         ConfigurationError: A projected column is missing from a file, or a partition folder
@@ -66,35 +73,61 @@ class ParquetDataset:
         cached: bool = False,
         source: str | None = None,
         filters: Filters | None = None,
+        snapshot: DeltaSnapshot | None = None,
     ) -> None:
         self.root = root
         self.source = source or root
-        partitioning = Partitioning.of([layout.key for layout in layouts], source=self.source)
+        self.snapshot = snapshot
+        partitioning = (
+            Partitioning.of([layout.key for layout in layouts], source=self.source)
+            if snapshot is None
+            else _delta_partitioning(snapshot)
+        )
         kept = [
             number
             for number in range(len(layouts))
             if filters is None or filters.may_match(partitioning.row(number))
         ]
         self.layouts = [layouts[number] for number in kept]
+        self._files = None if snapshot is None else [snapshot.files[number] for number in kept]
         self.partitioning = Partitioning(
             partitioning.names, partitioning.types, tuple(partitioning.values[n] for n in kept)
         )
         self.cached = cached
         self.columns = None if columns is None else list(columns)
-        _check_columns(self.layouts, self.columns, self.source, self.partitioning.names)
+        if snapshot is None:
+            _check_columns(self.layouts, self.columns, self.source, self.partitioning.names)
+        else:
+            _check_table_columns(snapshot, self.columns)
         # The columns read from the files; partition columns are appended after reading.
         self._file_columns = (
             None
             if self.columns is None
             else [name for name in self.columns if name not in self.partitioning.names]
         )
-        self._groups: list[tuple[int, RowGroupSpan]] = [
-            (number, group)
-            for number, layout in enumerate(self.layouts)
-            for group in layout.row_groups
+        self._groups: list[tuple[int, RowGroupSpan]] = []
+        self._keeps: list[np.ndarray[Any, np.dtype[np.bool_]] | None] = []
+        for number, layout in enumerate(self.layouts):
+            file = None if self._files is None else self._files[number]
+            first = 0
+            for group in layout.row_groups:
+                keep = None if file is None else file.window(first, group.rows)
+                first += group.rows
+                if keep is not None and not keep.any():
+                    continue  # every row of the group is deleted
+                self._groups.append((number, group))
+                self._keeps.append(keep)
+        sizes = np.array(
+            [
+                group.rows if keep is None else int(keep.sum())
+                for (_, group), keep in zip(self._groups, self._keeps, strict=True)
+            ],
+            dtype=np.int64,
+        )
+        self._entries = [
+            self._entry(number, group, int(rows))
+            for (number, group), rows in zip(self._groups, sizes, strict=True)
         ]
-        self._entries = [self._entry(number, group) for number, group in self._groups]
-        sizes = np.array([group.rows for _, group in self._groups], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._views: dict[int, RowGroupView] = {}
         self._metadata: dict[int, Any] = {}
@@ -157,7 +190,7 @@ class ParquetDataset:
             group,
             size=layout.size,
             compact=self.cached,
-            columns=self._file_columns,
+            columns=self._file_columns if self.snapshot is None else self._physical(layout),
             source=where,
         )
         if table.num_rows != group.rows:
@@ -165,9 +198,19 @@ class ParquetDataset:
                 f"{where}: read {table.num_rows} rows, expected {group.rows}; the file changed "
                 "since its footer was read: start again"
             )
-        view = RowGroupView(self._with_partitions(table, number), source=where)
+        if self.snapshot is None or self._files is None:
+            table = self._with_partitions(table, number)
+        else:
+            names = self.columns or self.snapshot.names
+            table = assemble(table, self.snapshot, self._files[number], names, self._keeps[shard])
+        view = RowGroupView(table, source=where)
         self._views[shard] = view
         return view
+
+    def _physical(self, layout: ParquetFileLayout) -> list[str]:
+        """The physical columns of a Delta version to read from a file: those it holds."""
+        assert self.snapshot is not None
+        return self.snapshot.physical(self.columns or self.snapshot.names, layout.columns)
 
     def _with_partitions(self, table: Any, number: int) -> Any:
         """``table`` with file ``number``'s partition columns, in projection order."""
@@ -202,25 +245,54 @@ class ParquetDataset:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def _entry(self, number: int, group: RowGroupSpan) -> ShardEntry:
+    def _entry(self, number: int, group: RowGroupSpan, rows: int) -> ShardEntry:
         layout = self.layouts[number]
         if self.cached:
             raw = FileInfo(row_group_basename(layout, group.index), group.nbytes)
         else:
             raw = FileInfo(layout.key, layout.size)
         parts = self.partitioning
-        names = self.columns if self.columns is not None else [*layout.columns, *parts.names]
-        types = dict(zip(layout.columns, layout.types, strict=True))
-        types.update(zip(parts.names, parts.types, strict=True))
+        if self.snapshot is not None:
+            types = {column.name: str(column.type) for column in self.snapshot.columns}
+            names = self.columns if self.columns is not None else list(types)
+        else:
+            names = self.columns if self.columns is not None else [*layout.columns, *parts.names]
+            types = dict(zip(layout.columns, layout.types, strict=True))
+            types.update(zip(parts.names, parts.types, strict=True))
         return ShardEntry(
             format="parquet",
-            samples=group.rows,
+            samples=rows,
             raw_data=raw,
             zip_data=None,
             compression=None,
             hashes=(),
             size_limit=None,
             columns={name: types[name] for name in names},
+        )
+
+
+def _delta_partitioning(snapshot: DeltaSnapshot) -> Partitioning:
+    """A Delta version's partition columns and each file's values, as the log gives them."""
+    columns = snapshot.partition_columns
+    return Partitioning(
+        tuple(column.name for column in columns),
+        tuple(str(column.type) for column in columns),
+        tuple(file.partition for file in snapshot.files),
+    )
+
+
+def _check_table_columns(snapshot: DeltaSnapshot, columns: list[str] | None) -> None:
+    """Every projected column is one of the version's (a file may lack it: nulls)."""
+    if columns is None:
+        return
+    if not columns or len(set(columns)) != len(columns):
+        raise ConfigurationError(f"columns must be distinct column names, got {columns!r}")
+    names = [column.name for column in snapshot.columns]
+    missing = [name for name in columns if name not in names]
+    if missing:
+        raise ConfigurationError(
+            f"columns={columns!r}: {missing} not in version {snapshot.version} of the Delta "
+            f"table {snapshot.table}, whose columns are {names}"
         )
 
 

@@ -103,6 +103,8 @@ class PreparedDataset:
             )
             for stream in dataset.streams
         ]
+        for number, version in dataset.table_pins.items():  # resuming on a saved Delta version
+            resolved[number] = resolved[number].pinned(version)
         locals_seen: dict[str, str | None] = {}
         for stream in resolved:
             if stream.local in locals_seen:

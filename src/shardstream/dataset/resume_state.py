@@ -29,6 +29,10 @@ __all__ = [
     "Resume",
     "check_state",
     "data_fingerprint",
+    "dataset_fingerprint",
+    "table_pins",
+    "table_versions",
+    "warn_moved_on",
     "warn_overrides",
 ]
 
@@ -56,11 +60,19 @@ class Resume:
     initial_physical_nodes: int | None
 
 
-def data_fingerprint(streams: Sequence[Sequence[ShardEntry]]) -> str:
-    """A short hex digest of each stream's shards: names, sizes, sample counts and digests."""
+def data_fingerprint(
+    streams: Sequence[Sequence[ShardEntry]], versions: Sequence[int | None] = ()
+) -> str:
+    """A short hex digest of each stream's shards: names, sizes, sample counts and digests.
+
+    A stream read from a Delta table adds its version (``versions``: one per stream, ``None``
+    for the others).
+    """
     digest = hashlib.sha256()
-    for shards in streams:
+    for number, shards in enumerate(streams):
         digest.update(b"\x00stream")
+        if number < len(versions) and versions[number] is not None:
+            digest.update(f"\x00delta version {versions[number]}".encode())
         for entry in shards:
             raw = entry.raw_data
             hashes = ",".join(f"{k}={v}" for k, v in sorted(raw.hashes.items()))
@@ -172,6 +184,61 @@ def _check_position(sample_in_epoch: int, epoch_size: int, global_batch: int, st
             f"dataset has {epoch_size} samples: the state was saved on other data; point the "
             f"dataset at that data, or resume anyway with {_FORCE}"
         )
+
+
+def dataset_fingerprint(datasets: Sequence[Any]) -> str:
+    """:func:`data_fingerprint` of a dataset's streams, with the Delta versions they read."""
+    return data_fingerprint([data.shards for data in datasets], table_versions(datasets))
+
+
+def table_versions(datasets: Sequence[Any]) -> list[int | None]:
+    """The Delta version each stream read (``None``: not a Delta table)."""
+    return [getattr(getattr(data, "snapshot", None), "version", None) for data in datasets]
+
+
+def table_pins(obj: Mapping[str, Any], streams: Sequence[Any]) -> dict[int, int]:
+    """The saved Delta versions to read again: of the streams asking for the latest version.
+
+    A stream that names its version (a number or a time) reads that one; a state saved on
+    another version is then refused by its fingerprint.
+
+    Raises:
+        ConfigurationError: ``table_versions`` is not one entry per stream.
+    """
+    saved = obj.get("table_versions")
+    if saved is None:
+        return {}
+    if (
+        not isinstance(saved, Sequence)
+        or len(saved) != len(streams)
+        or not all(
+            v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in saved
+        )
+    ):
+        raise ConfigurationError(
+            f"the state dict's table_versions is {saved!r}; it must hold one version number "
+            f"(or None) for each of the dataset's {len(streams)} streams: pass what "
+            "state_dict() returned, unchanged"
+        )
+    return {
+        number: version
+        for number, (version, stream) in enumerate(zip(saved, streams, strict=True))
+        if version is not None
+        and getattr(stream, "version", None) is None
+        and getattr(stream, "format", None) in (None, "delta")
+    }
+
+
+def warn_moved_on(datasets: Sequence[Any], pins: Mapping[int, int]) -> None:
+    """Say in the log which Delta tables a resumed run reads at an older version."""
+    for number in pins:
+        snapshot = getattr(datasets[number], "snapshot", None)
+        if snapshot is not None and snapshot.latest > snapshot.version:
+            logger.warning(
+                "resuming on version %d of the Delta table %s, which the state dict was saved "
+                "on; the table is at version %d now (the run reads its own version to the end)",
+                snapshot.version, snapshot.table, snapshot.latest,
+            )  # fmt: skip
 
 
 def warn_overrides(resume: Resume, *, shuffle_seed: int, num_canonical_nodes: int | None) -> None:

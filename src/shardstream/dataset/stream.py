@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -49,12 +50,17 @@ class Stream:
         keep_zip: Keep compressed shard files after decompressing them (data read in place
             always keeps them).
         format: ``'mds'``, ``'parquet'`` (a folder of ``*.parquet`` files, read row group by
-            row group: see ``docs/parquet.md``), or ``None``: MDS where an ``index.json`` is,
-            else Parquet where ``*.parquet`` files are.
+            row group: see ``docs/parquet.md``), ``'delta'`` (a Delta table's version, read as
+            its Parquet files: see ``docs/delta.md``), or ``None``: MDS where an
+            ``index.json`` is, else Delta where a ``_delta_log/`` is, else Parquet where
+            ``*.parquet`` files are.
         columns: The columns to read from a Parquet stream (``None``: the dataset's).
         filters: pyarrow's DNF filters (``[("year", ">=", 2021)]``) for a Parquet stream:
             files in ``key=value`` folders whose values cannot pass are left out. Terms on
             other columns are not applied to rows here.
+        version: The Delta table's version to read: ``None`` (the latest when the dataset
+            loads), a version number, or a ``datetime`` (or ISO 8601 text): the last version
+            committed at or before it. The version read is recorded in state dicts.
 
     Raises:
         ConfigurationError: Neither ``remote`` nor ``local``, several weights, or bad values.
@@ -81,6 +87,7 @@ class Stream:
         format: str | None = None,
         columns: Sequence[str] | None = None,
         filters: Sequence[Any] | None = None,
+        version: int | datetime | str | None = None,
     ) -> None:
         if remote is None and local is None:
             raise ConfigurationError(
@@ -113,9 +120,12 @@ class Stream:
         self.download_timeout = download_timeout
         self.validate_hash = validate_hash
         self.keep_zip = keep_zip
-        if format not in (None, "mds", "parquet"):
-            raise ConfigurationError(f"format={format!r}; use 'mds', 'parquet' or None (detect)")
+        if format not in (None, "mds", "parquet", "delta"):
+            raise ConfigurationError(
+                f"format={format!r}; use 'mds', 'parquet', 'delta' or None (detect)"
+            )
         self.format = format
+        self.version = _version(version, format)
         self.columns = _list(columns)
         self.filters = None if filters is None else Filters.parse(filters)
 
@@ -188,7 +198,30 @@ class Stream:
             columns=self.columns if self.columns is not None else _list(columns),
             split=split or "",
             filters=self.filters,
+            version=self.version,
         )
+
+
+def _version(version: Any, format: str | None) -> int | datetime | str | None:
+    """A Delta version as asked for, checked for its type alone (no I/O here)."""
+    if version is None:
+        return None
+    if format not in (None, "delta"):
+        raise ConfigurationError(f"version= applies to Delta tables; this stream is {format!r}")
+    if isinstance(version, bool) or not isinstance(version, (int, datetime, str)):
+        raise ConfigurationError(
+            f"version must be a version number, a datetime or ISO 8601 text, got {version!r}"
+        )
+    if isinstance(version, int) and version < 0:
+        raise ConfigurationError(f"version must be >= 0, got {version}")
+    if isinstance(version, str):
+        try:
+            datetime.fromisoformat(version.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigurationError(
+                f"version={version!r} is not ISO 8601 text such as '2026-01-31T12:00:00Z'"
+            ) from None
+    return version
 
 
 def _list(columns: Sequence[str] | None) -> list[str] | None:
@@ -214,6 +247,7 @@ class ResolvedStream:
         columns: The Parquet columns to read, or ``None`` for all.
         split: The split's sub-folder (``""``: none), the last part of ``local``.
         filters: Which Parquet files to read, by their partition values (``None``: all).
+        version: The Delta version asked for (``None``: the latest).
     """
 
     remote: str | None
@@ -226,3 +260,8 @@ class ResolvedStream:
     columns: list[str] | None = None
     split: str = ""
     filters: Filters | None = None
+    version: int | datetime | str | None = None
+
+    def pinned(self, version: int) -> ResolvedStream:
+        """This stream reading the Delta version ``version``."""
+        return replace(self, format="delta", version=version)

@@ -1,9 +1,10 @@
-"""Opening a stream's data: an MDS index, or the row groups of a Parquet folder.
+"""Opening a stream's data: an MDS index, or the row groups of a Parquet folder or Delta table.
 
 A stream's format is what it says (``Stream(format=...)``) or, left at ``None``, what is there:
-MDS where an ``index.json`` is, else Parquet where ``*.parquet`` files are. Detecting costs an
-MDS stream nothing: the remote ``index.json`` is asked for anyway, and only its absence makes
-the folder be listed.
+MDS where an ``index.json`` is, else Delta where a ``_delta_log/`` is, else Parquet where
+``*.parquet`` files are. Detecting costs an MDS stream nothing: the remote ``index.json`` is
+asked for anyway, and only its absence makes the folder be listed. A Delta table's version is
+read as the Parquet files the log names for it (:mod:`shardstream.cache.delta_log`).
 """
 
 from __future__ import annotations
@@ -14,14 +15,21 @@ from collections.abc import Mapping
 
 from shardstream.cache import CacheStream
 from shardstream.cache import sync_index as _sync_index
-from shardstream.cache.parquet_index import list_parquet, local_layouts, sync_layouts
+from shardstream.cache.delta_log import LOG_FOLDER, read_snapshot
+from shardstream.cache.parquet_index import (
+    local_file_layouts,
+    local_layouts,
+    parquet_files,
+    sync_layouts,
+)
 from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
+from shardstream.dataset.splits import local_splits, remote_splits, split_advice
 from shardstream.dataset.stream import ResolvedStream
-from shardstream.errors import ConfigurationError, ObjectNotFoundError
+from shardstream.errors import ConfigurationError, ObjectNotFoundError, ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME
 from shardstream.format.read_policy import ReadPolicy
-from shardstream.storage import ObjectStore, open_store
+from shardstream.storage import ObjectStore, fetch_listing, open_store
 from shardstream.storage.base import ObjectInfo
 
 __all__ = ["StreamData", "cache_stream", "open_remote", "open_stream_data"]
@@ -42,9 +50,44 @@ def open_stream_data(
     """The stream's dataset, its index fetched (MDS) or its footers read (Parquet).
 
     Raises:
-        ConfigurationError: ``columns`` or ``filters`` is given for an MDS stream.
-        ShardNotFoundError: Neither an index nor Parquet files are there.
+        ConfigurationError: ``columns`` or ``filters`` is given for an MDS stream, or
+            ``format='parquet'`` for a Delta table.
+        ShardNotFoundError: Neither an index, a Delta log nor Parquet files are there (the
+            message lists the splits below, when the folder holds some, or the split's
+            siblings).
     """
+    try:
+        return _open(stream, store, allow_unsafe_types=allow_unsafe_types, policy=policy)
+    except (ShardNotFoundError, ObjectNotFoundError) as exc:
+        advice = _split_advice(stream)
+        if not advice:
+            raise
+        where = stream.remote or stream.local
+        raise type(exc)(f"{where} holds no {INDEX_BASENAME}; {advice}") from exc
+
+
+def _split_advice(stream: ResolvedStream) -> str:
+    """The splits beside the stream's split (or below its root), and which to pick."""
+    split = stream.split
+    if stream.remote is not None:
+        parent = stream.remote[: -len(split) - 1] if split else stream.remote
+        found = remote_splits(parent, stream.options)
+    else:
+        found = local_splits(stream.local[: -len(split) - 1] if split else stream.local)
+    return split_advice(split, found)
+
+
+def _open(
+    stream: ResolvedStream,
+    store: ObjectStore | None,
+    *,
+    allow_unsafe_types: bool,
+    policy: ReadPolicy,
+) -> StreamData:
+    if stream.format == "delta" or (
+        stream.format is None and _no_index(stream) and _local_log(stream)
+    ):
+        return _delta(stream, store)
     if stream.format == "parquet" or (stream.format is None and _no_index(stream)):
         return _parquet(stream, store)
     entries = None
@@ -52,14 +95,18 @@ def open_stream_data(
         try:
             entries = _sync_index(store, stream.local, stream.options)
         except ObjectNotFoundError:
-            listed = None if stream.format is not None else list_parquet(store, stream.options)
-            if not listed:
+            if stream.format is not None:
                 raise
-            return _parquet(stream, store, listed)
-    if stream.columns is not None or stream.filters is not None:
+            listed = fetch_listing(store, "", stream.options)
+            if any(key.startswith(LOG_FOLDER + "/") for key in listed):
+                return _delta(stream, store)
+            if not parquet_files(listed):
+                raise
+            return _parquet(stream, store, parquet_files(listed))
+    if stream.columns is not None or stream.filters is not None or stream.version is not None:
         raise ConfigurationError(
-            f"columns= and filters= apply to Parquet streams only; "
-            f"{stream.remote or stream.local} is an MDS dataset"
+            f"columns= and filters= apply to Parquet streams only (Delta tables too), version= "
+            f"to Delta tables; {stream.remote or stream.local} is an MDS dataset"
         )
     return LocalDataset(
         stream.local,
@@ -102,6 +149,31 @@ def _no_index(stream: ResolvedStream) -> bool:
     return stream.remote is None and not os.path.exists(os.path.join(stream.local, INDEX_BASENAME))
 
 
+def _local_log(stream: ResolvedStream) -> bool:
+    """A local-only stream that is a Delta table."""
+    return stream.remote is None and os.path.isdir(os.path.join(stream.local, LOG_FOLDER))
+
+
+def _delta(stream: ResolvedStream, store: ObjectStore | None) -> ParquetDataset:
+    source = stream.remote or stream.local
+    snapshot, infos = read_snapshot(source, store, stream.local, stream.version, stream.options)
+    keys = [file.key for file in snapshot.files]
+    if store is None:
+        layouts = local_file_layouts(stream.local, keys)
+    else:
+        assert infos is not None
+        layouts = sync_layouts(store, stream.local, stream.options, infos) if keys else []
+    return ParquetDataset(
+        stream.local,
+        layouts,
+        columns=stream.columns,
+        cached=store is not None,
+        source=source,
+        filters=stream.filters,
+        snapshot=snapshot,
+    )
+
+
 def _parquet(
     stream: ResolvedStream,
     store: ObjectStore | None,
@@ -112,9 +184,21 @@ def _parquet(
             "validate_hash=%r does not apply to the Parquet stream %s: its files carry no "
             "digests in an index", stream.validate_hash, stream.remote or stream.local,
         )  # fmt: skip
+    where = stream.remote or stream.local
+    if stream.version is not None:
+        raise ConfigurationError(
+            f"version= applies to Delta tables; {where} is a Parquet folder (no _delta_log/)"
+        )
     if store is None:
+        if _local_log(stream):
+            raise _not_parquet(where)
         layouts = local_layouts(stream.local)
     else:
+        if listed is None:
+            every = fetch_listing(store, "", stream.options)
+            if any(key.startswith(LOG_FOLDER + "/") for key in every):
+                raise _not_parquet(where)
+            listed = parquet_files(every)
         layouts = sync_layouts(store, stream.local, stream.options, listed)
     return ParquetDataset(
         stream.local,
@@ -123,4 +207,12 @@ def _parquet(
         cached=store is not None,
         source=stream.remote or stream.local,
         filters=stream.filters,
+    )
+
+
+def _not_parquet(where: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{where} is a Delta table (it has a {LOG_FOLDER}/ folder): its folder also holds files "
+        "that earlier versions removed, so it is not read as plain Parquet; pass "
+        "format='delta' (or leave format unset)"
     )

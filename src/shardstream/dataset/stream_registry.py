@@ -141,6 +141,8 @@ def dataset_streams(
     stream_name: str,
     stream_config: Mapping[str, Any] | None,
     columns: Sequence[str] | None,
+    format: str | None = None,
+    version: Any = None,
     **arguments: Any,
 ) -> list[Stream]:
     """The streams of a ``StreamingDataset`` from its arguments.
@@ -150,6 +152,8 @@ def dataset_streams(
         stream_name: The registered class that builds it.
         stream_config: Further arguments of that class.
         columns: The dataset's Parquet ``columns``, given to the built stream when not ``None``.
+        format: The built stream's ``format``, when not ``None``.
+        version: The built stream's Delta ``version``, when not ``None``.
         **arguments: The dataset's :data:`DATASET_STREAM_ARGUMENTS`.
 
     Raises:
@@ -170,6 +174,11 @@ def dataset_streams(
             )
         if not streams:
             raise ConfigurationError("streams is empty: give at least one Stream")
+        if format is not None or version is not None:
+            raise ConfigurationError(
+                "format= and version= describe the dataset's one stream; with streams=[...], "
+                "give them to each Stream(format=..., version=...)"
+            )
         return list(streams)  # the caller's own: resolving applies the split and settles weights
     if remote is None and local is None:
         raise ConfigurationError("StreamingDataset needs streams, a remote or a local")
@@ -182,4 +191,8 @@ def dataset_streams(
         )
     if columns is not None:
         config["columns"] = columns
+    if format is not None:
+        config["format"] = format
+    if version is not None:
+        config["version"] = version
     return [streams_registry.build(stream_name, {**config, **arguments})]

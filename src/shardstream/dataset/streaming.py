@@ -20,23 +20,20 @@ import math
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from shardstream import config
 from shardstream._torch import require_torch, worker_info
 from shardstream.cache import STATE_FOLDER, EpochStart, NodeOrders, RunState, ensure_private_folder
+from shardstream.dataset import resume_state as saved_state
 from shardstream.dataset.arguments import check_arguments
 from shardstream.dataset.column_batch import BatchRefs, ColumnBatch, for_transfer
 from shardstream.dataset.indexing import select
 from shardstream.dataset.introspection import Introspection
 from shardstream.dataset.iteration import Batch, SampleReader
 from shardstream.dataset.prepared import PreparedDataset
-from shardstream.dataset.resume_state import (
-    STATE_VERSION,
-    check_state,
-    data_fingerprint,
-    warn_overrides,
-)
+from shardstream.dataset.resume_state import STATE_VERSION, check_state, warn_overrides
 from shardstream.dataset.stream import Stream
 from shardstream.dataset.stream_registry import dataset_streams
 from shardstream.dataset.world import detect_topology, explicit_topology
@@ -118,6 +115,9 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             from a local disk are not limited).
         zero_copy: Return ``bytes`` columns as read-only memoryviews of the mapped shard.
         columns: The columns to read from Parquet streams (``None``: all; see ``Stream``).
+        format: The one stream's ``format`` (``None``: detected); see ``Stream``.
+        version: The one stream's Delta ``version`` (``None``: the latest); state dicts
+            record the version read, and resuming reads it again.
         read_policy: How shards are read and batches handed over
             (:class:`~shardstream.format.read_policy.ReadPolicy`; default: built from these
             settings). Every policy yields the same samples in the same order; its
@@ -181,10 +181,13 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         read_policy: ReadPolicy | None = None,
         stream_name: str = "stream",
         stream_config: Mapping[str, Any] | None = None,
+        format: str | None = None,
+        version: int | datetime | str | None = None,
     ) -> None:
         built = streams is None  # the one stream built here holds the Parquet columns
         streams = dataset_streams(
             streams, stream_name=stream_name, stream_config=stream_config, columns=columns,
+            format=format, version=version,
             remote=remote, local=local, split=split, download_retry=download_retry,
             download_timeout=download_timeout, validate_hash=validate_hash, keep_zip=keep_zip,
         )  # fmt: skip
@@ -235,6 +238,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         self._id = uuid.uuid4().hex[:12]  # tells this dataset's run file from others'
         self._next_epoch = 0
         self._resume: EpochStart | None = None
+        self._said: set[str] = set()  # notes logged once (iterating in this process)
         self._current: EpochStart | None = None
         self._initial_nodes: int | None = None
         self._prepared: PreparedDataset | None = None
@@ -242,6 +246,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         self.rank_process: int | None = None
         self._sent_by: int | None = None  # the process that pickled this copy
         self._received_by: int | None = None  # ... and the one that unpickled it
+        self.table_pins: dict[int, int] = {}  # Delta versions a loaded state resumes on
 
     # --- sizes (more in Introspection) ----------------------------------------------------------
 
@@ -342,12 +347,15 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         plan = self.plan(start, topology)
         if topology.global_worker == 0:  # said once per job, not by every worker
             if plan.dropped:
-                logger.warning(
-                    "epoch %d: %d samples fit no whole %s batch and are left out",
+                level = self._once(info, f"dropped {plan.dropped}", logging.WARNING)
+                logger.log(
+                    level, "epoch %d: %d samples fit no whole %s batch and are left out",
                     start.epoch, plan.dropped, self.batching_method,
                 )  # fmt: skip
             if plan.padding:
-                logger.info(
+                level = self._once(info, f"padding {plan.padding}", logging.INFO)
+                logger.log(
+                    level,
                     "epoch %d: %d samples are repeated so that each of the %d ranks gets as many",
                     start.epoch, plan.padding, topology.world_size,
                 )  # fmt: skip
@@ -416,6 +424,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             "version": STATE_VERSION,
             "num_samples": self.num_samples,
             "fingerprint": self._fingerprint(),
+            "table_versions": saved_state.table_versions(self._prepare().datasets),
         }
 
     def load_state_dict(self, obj: Mapping[str, Any], *, strict: bool = True) -> None:
@@ -433,7 +442,10 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             ConfigurationError: The state lacks a key, holds a bad value, or was saved on other
                 data; the message names the key, or both datasets.
         """
+        if (pins := saved_state.table_pins(obj, self.streams)) != self.table_pins:
+            self.table_pins, self._prepared = pins, None  # read the state's Delta versions
         prepared = self._prepare()
+        saved_state.warn_moved_on(prepared.datasets, pins)
         global_batch = (self.batch_size or 0) * self.topology.world_size
         resume = check_state(
             obj, fingerprint=self._fingerprint(), num_samples=self.num_samples,
@@ -469,7 +481,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         """The fingerprint of this dataset's data, as state dicts record it."""
         prepared = self._prepare()
         if prepared.fingerprint is None:
-            prepared.fingerprint = data_fingerprint([data.shards for data in prepared.datasets])
+            prepared.fingerprint = saved_state.dataset_fingerprint(prepared.datasets)
         return prepared.fingerprint
 
     def _reader(self) -> SampleReader:
@@ -510,6 +522,15 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         worker, workers = info
         state = self._run_state(self._rank_process_of_worker())
         return state.begin(worker, workers, next_epoch=self._next_epoch, resume=self._resume)
+
+    def _once(self, info: tuple[int, int] | None, note: str, level: int) -> int:
+        """``level`` the first time this dataset says ``note`` in this run, DEBUG after."""
+        if info is None:
+            first = note not in self._said
+            self._said.add(note)
+        else:  # DataLoader workers are new copies each epoch: the run state remembers
+            first = self._run_state(self._rank_process_of_worker()).first_time(note)
+        return level if first else logging.DEBUG
 
     def _rank_process_of_worker(self) -> int:
         """The rank process this DataLoader worker reads for, whose run state it shares.

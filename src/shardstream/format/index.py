@@ -570,9 +570,18 @@ def _plain_files(files: list[_TypedFile]) -> bool:
     return "/" not in joined or all(name.count("/") < _MAX_PATH_PARTS for name in names)
 
 
-def dump_index(entries: Sequence[ShardEntry]) -> bytes:
-    """Serialise shard entries as ``index.json`` bytes, as the reference writer lays them out."""
-    obj = {"shards": [entry.to_json() for entry in entries], "version": INDEX_VERSION}
+def dump_index(entries: Sequence[ShardEntry], *, source: Mapping[str, Any] | None = None) -> bytes:
+    """Serialise shard entries as ``index.json`` bytes, as the reference writer lays them out.
+
+    ``source`` (where the samples came from) is kept under the key ``"source"``, which
+    readers, the reference's included, ignore.
+    """
+    obj: dict[str, Any] = {
+        "shards": [entry.to_json() for entry in entries],
+        "version": INDEX_VERSION,
+    }
+    if source is not None:
+        obj["source"] = dict(source)
     return json.dumps(obj, sort_keys=True).encode("utf-8")
 
 

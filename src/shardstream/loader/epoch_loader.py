@@ -1,4 +1,4 @@
-"""Batches of a :class:`StreamingDataLoader` over a number of epochs, each row once per epoch.
+"""Batches of a :class:`~shardstream.StreamingDataLoader` over epochs, each row once per epoch.
 
 The converter's loaders and Petastorm's readers iterate a loader ``num_epochs`` times (``None``:
 for ever) and cut from each epoch's last batch the rows that only repeat others
@@ -21,7 +21,7 @@ __all__ = ["ConverterDataLoader"]
 
 
 class ConverterDataLoader:
-    """Batches from a :class:`StreamingDataLoader` over ``num_epochs`` epochs, padding cut.
+    """Batches from a :class:`~shardstream.StreamingDataLoader` over ``num_epochs`` epochs.
 
     Iterating runs the epochs (``None``: for ever); each epoch's last batch loses the rows that
     only repeat others (unless the converter was asked for ``even_batches``).
@@ -67,7 +67,7 @@ class ConverterDataLoader:
             epoch, first_step = epoch + 1, 0
 
     def state_dict(self) -> dict[str, Any]:
-        """The loader's state after the batches taken so far (see :class:`StreamingDataLoader`)."""
+        """The loader's state after the batches taken so far (as the loader's own)."""
         return self.loader.state_dict()
 
     def load_state_dict(self, obj: Mapping[str, Any], *, strict: bool = True) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -52,6 +53,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: The most DataLoader workers a converter's loader starts by default (fewer on fewer cores).
 DEFAULT_WORKERS = 4
 # Petastorm reader arguments that mean nothing here: accepted, logged, ignored.
 _IGNORED_READER_KWARGS = frozenset(
@@ -67,7 +69,7 @@ def make_spark_converter(
     *,
     parent_cache_dir_url: str | None = None,
     on_null: str = "fill",
-    progress: bool = False,
+    progress: bool = True,
 ) -> SparkDatasetConverter:
     """Materialize a Spark DataFrame as MDS in the cache folder (or reuse it) for training.
 
@@ -88,9 +90,11 @@ def make_spark_converter(
             the writer publishes to. Default: the Spark conf
             ``petastorm.spark.converter.parentCacheDirUrl``, then
             ``shardstream.spark.converter.parentCacheDirUrl``.
-        on_null: ``'fill'`` (default: each type's null as :mod:`shardstream.converters.
-            spark_nulls` says, NaN for numbers), ``'error'`` or ``'skip'`` (drop such rows).
-        progress: Show the conversion's progress bar.
+        on_null: ``'fill'`` (default: each type's null as
+            :mod:`shardstream.converters.spark_nulls` says, NaN for numbers), ``'error'`` or
+            ``'skip'`` (drop such rows).
+        progress: Show a bar of the conversion's finished Spark tasks while it materializes
+            (the steps are logged at INFO either way).
 
     Returns:
         The converter.
@@ -124,6 +128,12 @@ def make_spark_converter(
     return SparkDatasetConverter(
         cached.url, cached.rows, key_url=cached.key_url, hints=spark_hints(df.schema)
     )
+
+
+def _default_workers() -> int:
+    """The converter loader's default worker count: 4, or this process's usable cores if fewer."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(DEFAULT_WORKERS, cores or 1))
 
 
 def register_delete_dir_handler(handler: Callable[[str], None] | None) -> None:
@@ -200,13 +210,14 @@ class SparkDatasetConverter:
         Args:
             batch_size: Rows per batch (per rank).
             num_epochs: Epochs to yield; ``None`` loops for ever.
-            workers_count: The DataLoader's worker processes (default 4).
+            workers_count: The DataLoader's worker processes (default: 4, or the cores this
+                process may use when fewer, so torch's DataLoader does not warn).
             shuffling_queue_capacity: Above 0, shuffle every epoch (globally).
             data_loader_fn: Not supported (must be ``None``).
             **petastorm_reader_kwargs: ``transform_spec`` (a :class:`TransformSpec`, run in the
                 workers on each batch as a pandas DataFrame), ``cur_shard``, ``shard_count``,
                 ``seed``, ``shuffle``, ``even_batches``, ``ranks_per_node``, and any
-                :class:`StreamingDataset`
+                :class:`~shardstream.StreamingDataset`
                 argument (``cache_limit``, ``shuffle_algo``, ``local``...); Petastorm's
                 ``reader_pool_type``, ``results_queue_size``, ``shuffle_row_groups`` and
                 ``shuffle_row_drop_partitions`` are ignored.
@@ -222,7 +233,7 @@ class SparkDatasetConverter:
                 "data_loader_fn is not supported: the loader is a StreamingDataLoader "
                 "(torch's DataLoader); build your own over StreamingDataset if you need to"
             )
-        workers = DEFAULT_WORKERS if workers_count is None else workers_count
+        workers = _default_workers() if workers_count is None else workers_count
         options = dict(petastorm_reader_kwargs)
         spec = as_transform_spec(options.pop("transform_spec", None))
         dataset, tail = self._dataset(batch_size, num_epochs, shuffling_queue_capacity, options)

@@ -70,6 +70,8 @@ class MDSWriter:
         extra_keys: What to do with sample keys that are not columns: ``"error"`` (raise
             :class:`~shardstream.errors.UnknownColumnError`) or ``"drop"`` (leave them out of
             the dataset, as mosaicml-streaming's writer does without a word).
+        source: Where the samples came from, recorded as ``"source"`` in ``index.json``
+            (readers ignore it), e.g. ``{"format": "delta", "table": url, "version": 3}``.
 
     Example:
         columns = {"text": "str", "label": "int"}
@@ -93,6 +95,7 @@ class MDSWriter:
         exist_ok: bool = False,
         timeout: float = 60.0,
         extra_keys: Literal["error", "drop"] = "error",
+        source: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(columns, Mapping) or not columns:
             raise ConfigurationError(
@@ -124,6 +127,7 @@ class MDSWriter:
         # A sample that encoded has every column, so more keys than columns means extra keys.
         self._max_keys = len(self._schema.names) if extra_keys == "error" else sys.maxsize
         self._local, self._remote = _split_out(out)
+        self._source = None if source is None else dict(source)
         self._keep_local = keep_local
         self._progress_bar = progress_bar
         self._max_workers = max_workers
@@ -271,7 +275,7 @@ class MDSWriter:
         try:
             if self._sizes:
                 self._flush()
-            self._write_file(INDEX_BASENAME, [dump_index(self._entries)])
+            self._write_file(INDEX_BASENAME, [dump_index(self._entries, source=self._source)])
             if self._uploader is not None:
                 self._uploader.wait()
                 self._uploader.upload(INDEX_BASENAME)
@@ -300,6 +304,8 @@ class MDSWriter:
             # as a whole one, so the shards written so far are left without one.
             self._finished = True
             self._abort()
+            if not self._started:  # refused before writing anything: the error says it all
+                return
             logger.warning(
                 "writing stopped by %s; no index.json was published for %s",
                 exc_type.__name__,

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, overload
 
 from shardstream.errors import (
@@ -130,7 +130,9 @@ def merge_index(*args: Any, **kwargs: Any) -> int:
     return form(*bound.args, **bound.kwargs)
 
 
-def merge_partitions(root: str, prefixes: Sequence[str], *, local: str | None = None) -> int:
+def merge_partitions(
+    root: str, prefixes: Sequence[str], *, local: str | None = None, same_columns: bool = False
+) -> int:
     """Merge the indexes of the named sub-folders of ``root``, in the given order.
 
     Unlike :func:`merge_index`, which takes every sub-folder it finds, only ``prefixes`` are
@@ -146,12 +148,15 @@ def merge_partitions(root: str, prefixes: Sequence[str], *, local: str | None = 
         local: A local copy of ``root`` (a writer's ``(local, remote)`` pair): its partition
             indexes are read there when present and the merged index is written there too, as
             well as published to ``root``.
+        same_columns: Refuse partitions whose shards do not all have the same columns and
+            encodings (MDS allows it, but a batch of mixed samples does not collate).
 
     Returns:
         The number of shards in the merged index.
 
     Raises:
-        ConfigurationError: ``prefixes`` is empty or names a folder twice.
+        ConfigurationError: ``prefixes`` is empty or names a folder twice; with
+            ``same_columns``, two partitions have different columns (both are named).
         ObjectNotFoundError: A partition has no ``index.json`` (a ``FileNotFoundError``).
         IndexFormatError: A partition's index is malformed.
     """
@@ -167,7 +172,7 @@ def merge_partitions(root: str, prefixes: Sequence[str], *, local: str | None = 
     destination = _Destination.of(root if local is None else (local, root))
     store = destination.store()
     parts = [destination.partition(prefix.strip("/"), store) for prefix in prefixes]
-    return _merge(parts, destination, store, keep_local=True)
+    return _merge(parts, destination, store, keep_local=True, same_columns=same_columns)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -367,12 +372,24 @@ def _merge(
     store: ObjectStore | None,
     *,
     keep_local: bool,
+    same_columns: bool = False,
 ) -> int:
     """Read every partition's index, then publish the merged one: locally, then remotely."""
     merged: list[ShardEntry] = []
+    first: tuple[str, Mapping[str, str]] | None = None
     for part in parts:
         data, source = part.read()
-        merged += _prefixed_entries(data, part.prefix, source)
+        entries = _prefixed_entries(data, part.prefix, source)
+        for entry in entries if same_columns else ():
+            if first is None:
+                first = (part.prefix, entry.columns)
+            elif dict(entry.columns) != dict(first[1]):
+                raise ConfigurationError(
+                    f"partitions {first[0]!r} and {part.prefix!r} have different columns "
+                    f"({_schema(first[1])} against {_schema(entry.columns)}): rewrite one with "
+                    "the other's columns, or keep them as separate datasets"
+                )
+        merged += entries
     text = dump_index(merged)
     if destination.local is not None and (keep_local or store is None):
         os.makedirs(destination.local, exist_ok=True)
@@ -385,6 +402,10 @@ def _merge(
     where = destination.remote or destination.local
     logger.info("merged %d partitions (%d shards) into %s", len(parts), len(merged), where)
     return len(merged)
+
+
+def _schema(columns: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{name}: {encoding}" for name, encoding in columns.items()) + "}"
 
 
 def _prefixed_entries(data: bytes, prefix: str, source: str) -> list[ShardEntry]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import os
 import shutil
 from collections.abc import Callable
@@ -242,6 +243,33 @@ def test_ranks_get_equal_batches_and_repeat_only_to_be_equal(
     said = [r.getMessage() for r in caplog.records if "repeated" in r.getMessage()]
     assert said == ([f"epoch 0: {padding} samples are repeated so that each of the {world} "
                      "ranks gets as many"] if padding else [])  # fmt: skip
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_the_padding_line_is_said_once_per_dataset_not_each_epoch(
+    odd_remote: Path, tmp_path: Path, workers: int
+):
+    ds = dataset(odd_remote, tmp_path / "c", rank=0, world_size=2, ranks_per_node=2)
+    # A file, not caplog: forked DataLoader workers log in processes of their own.
+    handler = logging.FileHandler(tmp_path / "log.txt")
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger("shardstream.dataset.streaming")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        for epoch in range(3):
+            ds.set_epoch(epoch)  # as a training loop may: the note is still said once
+            loader = DataLoader(ds, batch_size=4, num_workers=workers,
+                                multiprocessing_context="fork" if workers else None)  # fmt: skip
+            batch_ids(loader)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        handler.close()
+    lines = (tmp_path / "log.txt").read_text().splitlines()
+    said = [line[: line.index(":")] for line in lines if "repeated" in line]
+    assert said == ["INFO epoch 0", "DEBUG epoch 1", "DEBUG epoch 2"]
 
 
 def test_a_mid_epoch_resume_onto_other_ranks_keeps_the_short_last_step(

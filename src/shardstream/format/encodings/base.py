@@ -41,9 +41,10 @@ class Encoding(ABC):
     """Encodes the values of one column to bytes and decodes them back.
 
     Implementations must be stateless after construction: one instance serves every shard and
-    every thread. ``encode`` checks the value's type and raises :class:`SampleEncodingError`
-    (naming the expected and received types) rather than storing something the reader cannot
-    give back. ``decode`` receives exactly the bytes ``encode`` produced.
+    every thread. ``encode`` checks the value's type and raises
+    :class:`~shardstream.errors.SampleEncodingError` (naming the expected and received types)
+    rather than storing something the reader cannot give back. ``decode`` receives exactly
+    the bytes ``encode`` produced.
 
     Attributes:
         name: The full encoding name as written to ``index.json``, argument included.
@@ -80,7 +81,7 @@ class Encoding(ABC):
 
     @abstractmethod
     def encode(self, value: Any) -> bytes:
-        """Return the bytes of ``value``; raise :class:`SampleEncodingError` if it does not fit."""
+        """Return the bytes of ``value``; raise :class:`.SampleEncodingError` if it does not fit."""
 
     @abstractmethod
     def decode(self, data: Buffer) -> Any:

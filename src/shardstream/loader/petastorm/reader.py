@@ -70,7 +70,7 @@ class Reader:
 
     @property
     def diagnostics(self) -> dict[str, Any]:
-        """Petastorm's pool diagnostics: nothing to report here."""
+        """Petastorm's pool diagnostics, always empty here (nothing to report)."""
         return {}
 
     def __iter__(self) -> Reader:

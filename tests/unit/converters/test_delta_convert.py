@@ -1,0 +1,73 @@
+"""A Delta table's version written as MDS: by dataframe_to_mds, delta_to_mds and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from tests.cli_run import run
+from tests.delta_data import delete_with_vector, rows, table_with_versions, write
+
+from shardstream import StreamingDataset, dataframe_to_mds
+from shardstream.converters import delta_to_mds
+from shardstream.errors import ConfigurationError
+
+
+def ids(folder: Path) -> list[int]:
+    return sorted(int(s["id"]) for s in StreamingDataset(local=str(folder), batch_size=4))
+
+
+def source(folder: Path) -> dict[str, object]:
+    return dict(json.loads((folder / "index.json").read_text())["source"])
+
+
+def test_dataframe_to_mds_writes_the_version_of_a_delta_table(tmp_path: Path):
+    table = table_with_versions(tmp_path / "table")
+    out = tmp_path / "mds"
+    local, remote = dataframe_to_mds(
+        DeltaTable(str(table), version=1), mds_kwargs={"out": str(out)}, progress=False
+    )
+    assert (local, remote) == (str(out), "")
+    assert ids(out) == list(range(60))
+    assert source(out) == {"format": "delta", "table": str(table), "version": 1}
+    by_id = {int(s["id"]): s for s in StreamingDataset(local=str(out), batch_size=4)}
+    assert by_id[7] == {"id": 7, "name": "row-7", "year": 2021}
+
+
+def test_deletion_vectors_and_projection_apply_when_converting(tmp_path: Path):
+    table = tmp_path / "table"
+    write(table, rows(0, 20), configuration={"delta.enableDeletionVectors": "true"})
+    (key,) = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))["path"].to_pylist()
+    delete_with_vector(table, key, [0, 19])
+    out = tmp_path / "mds"
+    written = delta_to_mds(str(table), str(out), read_columns=["id"], progress=False)
+    assert written == 18
+    assert ids(out) == list(range(1, 19))
+    assert source(out)["version"] == 1
+    with pytest.raises(ConfigurationError, match=r"\['nope'\] not in version 1"):
+        delta_to_mds(str(table), str(tmp_path / "bad"), read_columns=["nope"], progress=False)
+
+
+def test_a_udf_is_refused_for_a_delta_table(tmp_path: Path):
+    table = table_with_versions(tmp_path / "table")
+    with pytest.raises(ConfigurationError, match="udf_iterable applies to Spark DataFrames"):
+        dataframe_to_mds(
+            DeltaTable(str(table)), mds_kwargs={"out": str(tmp_path / "o")},
+            udf_iterable=lambda frame: iter(()),
+        )  # fmt: skip
+
+
+def test_the_cli_converts_a_delta_folder_at_a_version(tmp_path: Path):
+    table = table_with_versions(tmp_path / "table")
+    out = tmp_path / "mds"
+    done = run("convert", str(table), str(out), "--version", "0", "--quiet")
+    assert "wrote 40 samples" in done.stdout
+    assert ids(out) == list(range(40))
+    assert source(out)["version"] == 0
+    latest = tmp_path / "latest"
+    run("convert", str(table), str(latest), "--from", "delta", "--quiet")
+    assert ids(latest) == list(range(5, 60))
+    assert source(latest)["version"] == 2

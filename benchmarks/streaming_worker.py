@@ -458,7 +458,7 @@ def epoch(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
         tokens=bool(args.tokens),
     )  # fmt: skip
     runs = [run_epoch(loader, checker) for _ in range(1 + args.epochs)]
-    first, timed = runs[0], runs[1:]
+    first, timed = runs[0], runs[1:] or runs[:1]  # --epochs 0: the first (cold) epoch alone
     times = [run["seconds"] for run in timed]
     rates = [run["samples_per_s"] for run in timed]
     workers = [w["vmhwm_mib"] for run in runs for w in run["workers_memory"]]
@@ -585,7 +585,9 @@ def parse(argv: Iterable[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cache", help="epoch/ttfb: the local cache folder")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
-    parser.add_argument("--epochs", type=int, default=2, help="epoch: timed warm epochs")
+    parser.add_argument(
+        "--epochs", type=int, default=2, help="epoch: timed warm epochs (0: the first alone)"
+    )
     parser.add_argument("--no-shuffle", action="store_true", help="epoch: shuffle=False")
     parser.add_argument("--finish", action="store_true", help="ttfb: read and check the epoch")
     parser.add_argument("--state", help="resume: the file of the saved state and labels")

@@ -58,6 +58,7 @@ V = TypeVar("V")
 
 _POLL_S = 0.01
 _MAX_POLL_S = 0.25
+_SLOT_POLL_S = 0.02  # a download slot frees within a round trip to the store: look soon
 
 
 class ShardFetcher(Protocol):
@@ -385,7 +386,6 @@ class ShardCache:
     def _slot(self) -> Iterator[None]:
         """Hold one of the node's download slots."""
         assert self._state is not None
-        delay = _POLL_S
         while True:
             for index in range(self.download_slots):
                 slot = try_lock_file(os.path.join(self._state, "slots", f"{index}.lock"))
@@ -395,8 +395,7 @@ class ShardCache:
                     finally:
                         slot.release()
                     return
-            time.sleep(delay)
-            delay = min(2 * delay, _MAX_POLL_S)
+            time.sleep(_SLOT_POLL_S)
 
     # --- the size limit -------------------------------------------------------------------------
 

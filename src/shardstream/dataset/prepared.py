@@ -162,11 +162,13 @@ def _empty(number: int, stream: ResolvedStream, data: StreamData) -> EmptyStream
 
 
 def fetch_threads(stores: Sequence[ObjectStore | None], download_concurrency: int) -> int:
-    """Fetch threads of a reader: up to four to hide request latency, one for local disks.
+    """Fetch threads of a reader: one a download slot to hide request latency, one for disks.
 
     Copying a shard from a disk of this machine takes microseconds, and more threads only
     contend for the interpreter's lock. A reader whose stores include any network store,
-    network file system or FUSE mount keeps up to four.
+    network file system or FUSE mount gets a thread for each of the node's download slots:
+    over a link with tens of milliseconds to a first byte, a first batch spread over many
+    small shards waits one round trip per ``threads`` shards.
 
     Args:
         stores: The store of each stream (``None`` for a local-only stream).
@@ -175,4 +177,4 @@ def fetch_threads(stores: Sequence[ObjectStore | None], download_concurrency: in
     remote = [store for store in stores if store is not None]
     if remote and all(is_local_disk(store) for store in remote):
         return 1
-    return min(4, download_concurrency)
+    return download_concurrency if remote else min(4, download_concurrency)

@@ -236,19 +236,15 @@ def download_file(
             return copied
 
         return _atomically(dest, copy)
-    # An object of a known size that fits one request needs no HEAD first: the GET's length is
-    # checked against the size instead (one round trip per shard instead of two).
+    # An object of a known size needs no HEAD before its GETs: one that fits one request has
+    # its GET's length checked against the size, and a larger one asks for its size beside
+    # its byte ranges (a round trip to a distant store saved either way).
     known = expected_size is not None and expected_size <= options.part_size
-    if expected_size is not None and known:
-        size = expected_size
-    else:
-        size = fetch_info(store, key, options).size
-        if expected_size is not None and size != expected_size:
-            raise _size_error(url, size, expected_size)
+    size = expected_size if expected_size is not None else fetch_info(store, key, options).size
 
     def fill(fd: int) -> int:
         os.ftruncate(fd, size)
-        _fetch_into(fd, store, key, size, options, known=known)
+        _fetch_into(fd, store, key, size, options, known=known, check=expected_size is not None)
         return size
 
     return _atomically(dest, fill)
@@ -293,27 +289,43 @@ def _size_error(url: str, size: int, expected_size: int) -> ShardFormatError:
 
 
 def _fetch_into(
-    fd: int, store: ObjectStore, key: str, size: int, options: DownloadOptions, *, known: bool
+    fd: int,
+    store: ObjectStore,
+    key: str,
+    size: int,
+    options: DownloadOptions,
+    *,
+    known: bool,
+    check: bool = False,
 ) -> None:
     """Fill the first ``size`` bytes of ``fd`` with the object, in one request or in ranges.
 
     ``known``: ``size`` comes from the caller, not from the store, and the object's whole body
     (one GET) is checked against it; a different length is a :class:`ShardFormatError`.
+    ``check``: ``size`` comes from the caller and an object read in ranges is asked for its
+    size beside them (a HEAD in flight with the GETs), with the same error when it differs.
     """
     url = store.url(key)
     if size == 0 and not known:
         return
     if size <= options.part_size:
         spans = [(0, size)]
-        requests: list[Callable[[], bytes]] = [lambda: store.get_bytes(key)]
+        requests: list[Callable[[], bytes | ObjectInfo]] = [lambda: store.get_bytes(key)]
         action = f"reading {url}"
     else:
         starts = range(0, size, options.part_size)
         spans = [(start, min(start + options.part_size, size)) for start in starts]
         requests = [_range_reader(store, key, start, end) for start, end in spans]
         action = f"reading {url} in {len(spans)} byte ranges"
+        if check:  # first, so that a wrong size stops the download early; it holds no bytes
+            spans.insert(0, (0, 0))
+            requests.insert(0, lambda: store.info(key))
 
-    def deliver(index: int, data: bytes) -> None:
+    def deliver(index: int, data: bytes | ObjectInfo) -> None:
+        if isinstance(data, ObjectInfo):
+            if data.size != size:
+                raise _size_error(url, data.size, size)
+            return
         start, end = spans[index]
         if known and len(data) != size:  # a whole body, as the client checked it
             raise _size_error(url, len(data), size)

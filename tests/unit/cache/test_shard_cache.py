@@ -243,6 +243,35 @@ def test_downloads_from_a_network_store_take_the_nodes_slots(remote: Path, tmp_p
     assert (tmp_path / "c" / STATE_FOLDER / "slots").is_dir()
 
 
+def test_a_download_waiting_for_a_slot_takes_it_soon_after_it_frees(remote: Path, tmp_path: Path):
+    # A slot frees within a round trip to a distant store: a waiting thread must not sleep a
+    # quarter of a second before it looks again (it did, backing off to 250 ms).
+    store = SlowNetworkStore(str(remote))
+    cache = ShardCache(
+        [CacheStream(str(tmp_path / "c"), store, LocalDataset(remote).shards)], download_slots=1
+    )
+    slot = tmp_path / "c" / STATE_FOLDER / "slots" / "0.lock"
+    lags = []
+    for _ in range(3):
+        held = FileLock(str(slot))
+        held.acquire(timeout=1)
+        got = threading.Event()
+
+        def wait_for_slot(got: threading.Event = got) -> None:
+            with cache._slot():
+                got.set()
+
+        waiter = threading.Thread(target=wait_for_slot)
+        waiter.start()
+        time.sleep(0.6)  # long enough for the waiter's backoff to reach its longest
+        freed = time.monotonic()
+        held.release()
+        assert got.wait(5)
+        lags.append(time.monotonic() - freed)
+        waiter.join()
+    assert max(lags) < 0.08, lags
+
+
 # --- a local-only stream is the user's data, read in place ----------------------------------------
 
 

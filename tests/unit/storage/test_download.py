@@ -354,13 +354,40 @@ def test_a_known_size_skips_the_size_request(tmp_path: Path):
     with pytest.raises(ShardFormatError, match=r"mem://bucket/k holds 10240 bytes where 10 were"):
         download_file(store, "k", str(tmp_path / "j"), DownloadOptions(retry=3), expected_size=10)
     assert store.calls["get_bytes"] == 2  # not retried
-    # Larger than one part: the size is asked first, and a mismatch fails before any GET.
-    with pytest.raises(ShardFormatError):
+    # Larger than one part: the size is asked beside the byte ranges (no round trip before
+    # them), and a mismatch fails the download and leaves no file.
+    with pytest.raises(ShardFormatError, match="holds 10240 bytes where 99 were"):
         download_file(
             store, "k", str(tmp_path / "j"), DownloadOptions(part_size=9), expected_size=99
         )
-    assert store.calls == {"info": 1, "get_bytes": 2, "get_range": 0}
+    assert store.calls["info"] == 1
+    assert store.calls["get_bytes"] == 2
     assert os.listdir(tmp_path) == ["k"]
+
+
+def test_a_known_size_in_ranges_asks_its_size_beside_them(tmp_path: Path):
+    # Over a distant link a HEAD before the ranges costs a round trip: it goes with them.
+    size_asked = threading.Event()
+    ranges_during_head = []
+
+    def hook(method: str, number: int) -> None:
+        if method == "info":
+            size_asked.set()
+            time.sleep(0.1)
+            size_asked.clear()
+        elif method == "get_range":
+            ranges_during_head.append(size_asked.is_set())
+            time.sleep(0.05)
+
+    store = MemoryStore({"k": DATA}, hook)
+    options = DownloadOptions(part_size=1000, concurrency=4)
+    assert download_file(store, "k", str(tmp_path / "k"), options, expected_size=len(DATA)) == len(
+        DATA
+    )
+    assert (tmp_path / "k").read_bytes() == DATA
+    assert store.calls == {"info": 1, "get_bytes": 0, "get_range": 11}
+    assert store.most_in_flight == 4
+    assert any(ranges_during_head)
 
 
 def test_an_empty_object_with_a_known_size_is_still_checked(tmp_path: Path):

@@ -1,0 +1,534 @@
+"""Rows over an emulated WAN link: shardstream beside mosaicml-streaming, from S3 far away.
+
+Usage::
+
+    .venv/bin/python benchmarks/wan_bench.py [--quick] [--out benchmarks/results/wan.json]
+        [--latency-ms 30 --jitter-ms 5 --connection-mbps 80 --link-mbps 125]
+        [--baseline-src /tmp/base/src] [--docs docs/benchmarks.md]
+
+Starts SeaweedFS on 127.0.0.1 and, in a process of its own, the emulated link
+(``wan_link.py``) in front of its S3 port; every library reads through the link as a user
+reads a bucket in another building (``S3_ENDPOINT_URL`` names the link). Uploads go to the
+server directly. Each measurement is one worker process (``streaming_worker.py`` or
+``download_worker.py``) under its library's venv, one at a time. Rows:
+
+* the link itself: a small GET's first byte and one connection's MB/s, direct and through the
+  link with no shaping (the proxy's own overhead) and shaped;
+* cold epoch (empty cache, every sample checked) of ``small-1KiB``, ``large-100KiB`` and
+  ``tokens-2048``, 0 and 2 DataLoader workers;
+* time to first batch, cold, with 100 and 10,000 shards of tiny samples;
+* one 64 MiB shard downloaded (``download_file`` / the reference's ``CloudDownloader``);
+* resume at 50% of ``small-1KiB`` from an empty cache (a new machine picking up a run).
+
+Every row records the link's own limit (the bytes to move at the link's rate; for first
+batches, four round trips plus the first shard's bytes) and each library's fraction of it,
+the bytes that crossed the link and the proxy's CPU seconds. ``--baseline-src`` also runs
+shardstream from another source tree (``shardstream@base``) beside the current one: before and
+after a change, in one run. litdata is measured where ``.venv-ref`` holds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO))
+
+from tests.integration.seaweedfs import S3Server, run_seaweedfs  # noqa: E402
+
+from benchmarks.download_bench import reference_python, server_environment  # noqa: E402
+from benchmarks.report import format_table, machine  # noqa: E402
+from benchmarks.streaming_bench import WORKER_LIB, Runner  # noqa: E402
+from benchmarks.wan_report import docs_section, replace_section, table_rows  # noqa: E402
+from shardstream.storage import S3Store  # noqa: E402
+
+MiB = 1 << 20
+MB = 1e6
+#: ~256 MiB each (--quick: 1/16): a few seconds of a 1 Gbit/s link, minutes for every row.
+WORKLOADS: dict[str, dict[str, int]] = {
+    "small-1KiB": {"samples": 262_144, "size": 1024, "jitter": 0},
+    "large-100KiB": {"samples": 2_560, "size": 100 * 1024, "jitter": 10 * 1024},
+    "tokens-2048": {"samples": 65_536, "size": 4096, "jitter": 0, "tokens": 2048},
+}
+QUICK_SCALE = 16
+SHARD_BYTES = 1 << 26  # both MDS libraries' default shard size
+TTFB_SHARDS = (100, 10_000)
+TTFB = {"size": 16, "jitter": 0}
+TTFB_SAMPLES_PER_SHARD, TTFB_SIZE_LIMIT = 10, 530
+DOWNLOAD_BYTES = 64 * MiB
+BATCH_SIZE = 256
+SEED = 20261127
+PEERS = ("reference", "litdata")
+
+
+class LinkProcess:
+    """``wan_link.py`` in a process of its own; :meth:`counters` reads its counters so far."""
+
+    def __init__(self, upstream: str, folder: str, args: list[str], name: str) -> None:
+        self.stats = os.path.join(folder, f"link-{name}.json")
+        command = [sys.executable, str(HERE / "wan_link.py"), "--upstream", upstream,
+                   "--stats", self.stats, "--lifetime", "7200", *args]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()  # "listening on 127.0.0.1:PORT"
+        if not line.startswith("listening on "):
+            self.process.kill()
+            raise RuntimeError(f"the WAN link did not start: {line!r}")
+        self.endpoint = "http://" + line.split()[-1]
+
+    def counters(self) -> dict[str, Any]:
+        """The link's counters so far (SIGUSR1 makes it write them)."""
+        with _suppress_missing():
+            os.remove(self.stats)
+        self.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.stats):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the WAN link did not report its counters")
+            time.sleep(0.005)
+        with open(self.stats, encoding="utf-8") as handle:
+            found: dict[str, Any] = json.load(handle)
+        return found
+
+    def stop(self) -> None:
+        """Stop the link and wait for it."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@contextmanager
+def _suppress_missing() -> Iterator[None]:
+    with suppress(FileNotFoundError):
+        yield
+
+
+def measured(
+    link: LinkProcess, call: Callable[..., Any], *args: Any, **kwargs: Any
+) -> tuple[Any, dict[str, float]]:
+    """``call(*args, **kwargs)`` and what crossed the link meanwhile: bytes, requests, CPU."""
+    before = link.counters()
+    started = time.perf_counter()
+    result = call(*args, **kwargs)
+    wall = time.perf_counter() - started
+    after = link.counters()
+    return result, {
+        "bytes_down": after["bytes_down"] - before["bytes_down"],
+        "requests": after["requests"] - before["requests"],
+        "proxy_cpu_seconds": after["cpu_seconds"] - before["cpu_seconds"],
+        "wall_seconds": wall,
+    }
+
+
+def upload_folder(server: S3Server, folder: str, name: str) -> str:
+    """Every file under ``folder`` to a fresh prefix, straight to the server; its URL."""
+    remote = server.url(f"wan-{name}")
+    store = S3Store(remote, endpoint_url=server.endpoint, key=server.key, secret=server.secret)
+    paths = [os.path.join(parent, n) for parent, _, names in os.walk(folder) for n in names]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda p: store.put_file(p, os.path.relpath(p, folder)), paths))
+    return remote
+
+
+def probe(endpoint: str, server: S3Server, remote: str, big: str) -> dict[str, float]:
+    """A small GET's time (median of 20, warm connection) and one connection's MB/s."""
+    store = S3Store(remote, endpoint_url=endpoint, key=server.key, secret=server.secret)
+    store.get_bytes("index.json")
+    times = []
+    for _ in range(20):
+        started = time.perf_counter()
+        store.get_bytes("index.json")
+        times.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    size = len(store.get_bytes(big))
+    seconds = time.perf_counter() - started
+    return {
+        "small_get_ms": float(np.median(times)) * 1e3,
+        "one_connection_mb_per_s": size / seconds / MB,
+    }
+
+
+class PeerFailed(Exception):
+    """A peer's worker failed: a finding for its row, not a reason to lose the run."""
+
+
+def failure(exc: BaseException) -> dict[str, str]:
+    """A failed peer's row entry: the last line of its output that names an error."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    return {"failed": (errors or lines or ["(no output)"])[-1][:300]}
+
+
+class Bench:
+    """The run's shared state: the runner, the link, the environment, the settings."""
+
+    def __init__(self, args: argparse.Namespace, runner: Runner, link: LinkProcess) -> None:
+        self.args = args
+        self.run = runner
+        self.link = link
+        self.link_rate = args.link_mbps * MB
+        self.rtt = args.latency_ms / 1e3
+        self.libs = [lib for lib in args.libs.split(",") if lib]
+        if args.baseline_src:
+            self.libs.insert(1, "shardstream@base")
+
+    def call(self, lib: str, mode: str, params: dict[str, Any], **options: Any) -> Any:
+        """One worker run of ``lib`` (``shardstream@base``: shardstream from the baseline)."""
+        source = self.args.baseline_src if lib == "shardstream@base" else str(REPO / "src")
+        saved = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = os.pathsep.join([source, str(REPO)])
+        try:
+            return self.run(lib, mode, params, **options)
+        except RuntimeError as exc:
+            if lib.startswith("shardstream"):  # our own failure ends the run
+                raise
+            raise PeerFailed(str(exc)) from exc
+        finally:
+            if saved is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = saved
+
+
+def cold_epochs(bench: Bench, server: S3Server, scale: int, measure: bool = True) -> dict[str, Any]:
+    """Each workload written and uploaded, then (``measure``) its cold epochs through the link."""
+    results: dict[str, Any] = {}
+    for name, spec in WORKLOADS.items():
+        if not measure and name != "small-1KiB":  # the resume rows need this one alone
+            continue
+        params = {**spec, "samples": spec["samples"] // scale}
+        folder = bench.run.fresh(f"wan-{name}")
+        written = bench.call("shardstream", "write", params, out=folder, size_limit=SHARD_BYTES)
+        remote = upload_folder(server, folder, name)
+        shutil.rmtree(folder, ignore_errors=True)
+        limit = written["bytes"] / bench.link_rate
+        print(f"[cold {name}] {params['samples']:,} samples, {written['bytes'] / MB:,.0f} MB "
+              f"({limit:.2f} s at the link's rate)", flush=True)  # fmt: skip
+        workload: dict[str, Any] = {
+            "params": params, "bytes": written["bytes"], "remote": remote,
+            "limit_seconds": limit, "runs": {},
+        }  # fmt: skip
+        for workers in (0, 2) if measure else ():
+            setting: dict[str, Any] = {}
+            for lib in bench.libs:
+                best: dict[str, Any] | None = None
+                for _ in range(bench.args.repeats):
+                    cache = bench.run.fresh(f"cache-{lib}")
+                    try:
+                        result, moved = measured(
+                            bench.link, bench.call, lib, "epoch", params, data=remote,
+                            cache=cache, workers=workers, epochs=0, batch_size=BATCH_SIZE,
+                        )  # fmt: skip
+                    except PeerFailed as exc:
+                        setting[lib] = failure(exc)
+                        print(f"  workers={workers} {lib}: FAILED {setting[lib]}", flush=True)
+                        break
+                    finally:
+                        shutil.rmtree(cache, ignore_errors=True)
+                    first = result["first_epoch"]
+                    run = {"seconds": first["seconds"], "samples_per_s": first["samples_per_s"],
+                           "checks_passed": result["checks_passed"], "link": moved,
+                           "fraction_of_link": limit / first["seconds"]}  # fmt: skip
+                    if best is None or run["seconds"] < best["seconds"]:
+                        best = run
+                if best is not None:
+                    setting[lib] = best
+                    print(f"  workers={workers} {lib}: {best['seconds']:.2f} s, "
+                          f"{best['fraction_of_link']:.0%} of the link, proxy CPU "
+                          f"{best['link']['proxy_cpu_seconds']:.1f} s", flush=True)  # fmt: skip
+            workload["runs"][f"workers={workers}"] = setting
+        results[name] = workload
+    return results
+
+
+def first_batches(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for shards in TTFB_SHARDS:
+        shards = max(10, shards // scale)
+        params = {**TTFB, "samples": shards * TTFB_SAMPLES_PER_SHARD}
+        folder = bench.run.fresh("wan-ttfb")
+        written = bench.call("shardstream", "write", params, out=folder, size_limit=TTFB_SIZE_LIMIT)
+        remote = upload_folder(server, folder, f"ttfb-{shards}")
+        shard_bytes = max(
+            os.path.getsize(os.path.join(folder, n))
+            for n in os.listdir(folder)
+            if n.endswith(".mds")
+        )
+        index_bytes = os.path.getsize(os.path.join(folder, "index.json"))
+        shutil.rmtree(folder, ignore_errors=True)
+        limit = 4 * bench.rtt + shard_bytes / bench.link_rate
+        print(f"[first batch, {shards:,} shards] index {index_bytes:,} bytes", flush=True)
+        entry: dict[str, Any] = {
+            "params": params, "shards": written["files"] - 1, "index_bytes": index_bytes,
+            "limit_seconds": limit, "runs": {},
+        }  # fmt: skip
+        for workers in (0, 2):
+            setting: dict[str, Any] = {}
+            for lib in [lib for lib in bench.libs if lib != "litdata"]:
+                times = []
+                try:
+                    for _ in range(bench.args.repeats):
+                        cache = bench.run.fresh(f"ttfb-{lib}")
+                        result, moved = measured(
+                            bench.link, bench.call, lib, "ttfb", params, data=remote,
+                            cache=cache, workers=workers, batch_size=BATCH_SIZE,
+                        )  # fmt: skip
+                        shutil.rmtree(cache, ignore_errors=True)
+                        times.append((result["ttfb_seconds"], result, moved))
+                except PeerFailed as exc:
+                    setting[lib] = failure(exc)
+                    print(f"  workers={workers} {lib}: FAILED {setting[lib]}", flush=True)
+                    continue
+                seconds, result, moved = min(times, key=lambda item: item[0])
+                setting[lib] = {"seconds": seconds, "all": [t[0] for t in times],
+                                "construct_seconds": result["construct_seconds"],
+                                "checks_passed": all(t[1]["checks_passed"] for t in times),
+                                "link": moved, "fraction_of_link": limit / seconds}  # fmt: skip
+                print(f"  workers={workers} {lib}: {seconds:.3f} s ({moved['requests']} "
+                      f"requests, {moved['bytes_down']:,} bytes)", flush=True)  # fmt: skip
+            entry["runs"][f"workers={workers}"] = setting
+        results[f"{shards} shards"] = entry
+    return results
+
+
+def one_shard(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
+    size = DOWNLOAD_BYTES // scale
+    remote = server.url("wan-download")
+    store = S3Store(remote, endpoint_url=server.endpoint, key=server.key, secret=server.secret)
+    folder = bench.run.fresh("wan-download")
+    os.makedirs(folder)
+    source = os.path.join(folder, "shard.00000.mds")
+    data = np.random.default_rng(SEED).bytes(size)
+    with open(source, "wb") as handle:
+        handle.write(data)
+    store.put_file(source, "shard.00000.mds")
+    import hashlib
+
+    manifest = os.path.join(folder, "manifest.json")
+    with open(manifest, "w", encoding="utf-8") as handle:
+        json.dump([["shard.00000.mds", size, hashlib.sha256(data).hexdigest()]], handle)
+    limit = size / bench.link_rate
+    print(f"[one {size / MiB:g} MiB shard] {limit:.2f} s at the link's rate", flush=True)
+    results: dict[str, Any] = {"bytes": size, "limit_seconds": limit, "runs": {}}
+    for lib in [lib for lib in bench.libs if lib != "litdata"]:
+        worker_lib = "streaming" if lib == "reference" else "shardstream"
+        python = bench.run.pythons[lib]
+        source_tree = bench.args.baseline_src if lib == "shardstream@base" else str(REPO / "src")
+        result_path = os.path.join(folder, f"{lib}.json")
+        command = [python, str(HERE / "download_worker.py"), "--lib", worker_lib, "--remote",
+                   remote, "--manifest", manifest, "--dest", os.path.join(folder, lib),
+                   "--repeats", str(bench.args.repeats + 2), "--result", result_path]  # fmt: skip
+        environ = dict(os.environ, PYTHONPATH=os.pathsep.join([source_tree, str(REPO)]))
+        completed, moved = measured(
+            bench.link, subprocess.run, command, env=environ, capture_output=True, text=True,
+            check=False, timeout=600,
+        )  # fmt: skip
+        if completed.returncode != 0:
+            message = f"{lib} download failed:\n{completed.stdout}\n{completed.stderr}"
+            if lib.startswith("shardstream"):
+                raise RuntimeError(message)
+            results["runs"][lib] = failure(RuntimeError(message))
+            continue
+        with open(result_path, encoding="utf-8") as handle:
+            result = json.load(handle)
+        seconds = result["seconds"]["best"]
+        results["runs"][lib] = {"seconds": seconds, "mb_per_s": size / seconds / MB,
+                                "checks_passed": result["checks"]["passed"], "link": moved,
+                                "fraction_of_link": limit / seconds}  # fmt: skip
+        print(f"  {lib}: {size / seconds / MB:,.0f} MB/s, {limit / seconds:.0%} of the link",
+              flush=True)  # fmt: skip
+    shutil.rmtree(folder, ignore_errors=True)
+    return results
+
+
+def resumes(bench: Bench, workload: dict[str, Any]) -> dict[str, Any]:
+    """Resume at 50% of ``small-1KiB`` with an empty cache: a new machine picks the run up."""
+    params, remote = workload["params"], workload["remote"]
+    shard_bytes = min(SHARD_BYTES, workload["bytes"])
+    limit = 4 * bench.rtt + shard_bytes / bench.link_rate
+    print(f"[resume small-1KiB at 50%, cold cache] limit {limit:.2f} s", flush=True)
+    results: dict[str, Any] = {"limit_seconds": limit, "runs": {}}
+    for workers in (0, 2):
+        setting: dict[str, Any] = {}
+        for lib in [lib for lib in bench.libs if lib != "litdata"]:
+            state = bench.run.fresh("state") + ".json"
+            first_cache, cache = bench.run.fresh("resume-a"), bench.run.fresh("resume-b")
+            try:
+                bench.call(lib, "resume", params, data=remote, cache=first_cache,
+                           workers=workers, batch_size=BATCH_SIZE, state=state)  # fmt: skip
+                shutil.rmtree(first_cache, ignore_errors=True)
+                result, moved = measured(
+                    bench.link, bench.call, lib, "resume", params, data=remote, cache=cache,
+                    workers=workers, batch_size=BATCH_SIZE, state=state, resume=True,
+                )  # fmt: skip
+            except PeerFailed as exc:
+                setting[lib] = failure(exc)
+                print(f"  workers={workers} {lib}: FAILED {setting[lib]}", flush=True)
+                continue
+            finally:
+                shutil.rmtree(first_cache, ignore_errors=True)
+                shutil.rmtree(cache, ignore_errors=True)
+            seconds = result["resume_seconds"]
+            setting[lib] = {"seconds": seconds, "rest_seconds": result["rest_seconds"],
+                            "checks_passed": result["checks_passed"], "link": moved,
+                            "fraction_of_link": limit / seconds}  # fmt: skip
+            print(f"  workers={workers} {lib}: first batch {seconds:.2f} s, rest "
+                  f"{result['rest_seconds']:.2f} s", flush=True)  # fmt: skip
+        results["runs"][f"workers={workers}"] = setting
+    return results
+
+
+def link_checks(server: S3Server, tmp: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The proxy's overhead (no shaping against direct) and the shaped link's calibration."""
+    remote = server.url("wan-probe")
+    store = S3Store(remote, endpoint_url=server.endpoint, key=server.key, secret=server.secret)
+    path = os.path.join(tmp, "probe.bin")
+    with open(path, "wb") as handle:
+        handle.write(np.random.default_rng(SEED).bytes(32 * MiB))
+    store.put_file(path, "big")
+    with open(path, "wb") as handle:
+        handle.write(b"{}")
+    store.put_file(path, "index.json")
+    os.remove(path)
+    upstream = server.endpoint.rsplit("/", 1)[1]
+    found: dict[str, Any] = {"direct": probe(server.endpoint, server, remote, "big")}
+    for name, options in (("unshaped", ["--latency-ms", "0", "--jitter-ms", "0",
+                                        "--connection-mbps", "0", "--link-mbps", "0"]),
+                          ("shaped", link_arguments(args))):  # fmt: skip
+        link = LinkProcess(upstream, tmp, options, name)
+        try:
+            found[name], moved = measured(link, probe, link.endpoint, server, remote, "big")
+            found[name]["proxy_cpu_seconds"] = moved["proxy_cpu_seconds"]
+        finally:
+            link.stop()
+    print("[link] " + json.dumps(found), flush=True)
+    return found
+
+
+def link_arguments(args: argparse.Namespace) -> list[str]:
+    """``wan_link.py``'s shaping options from the driver's."""
+    return [
+        "--latency-ms", str(args.latency_ms), "--jitter-ms", str(args.jitter_ms),
+        "--connection-mbps", str(args.connection_mbps), "--link-mbps", str(args.link_mbps),
+    ]  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1/16 of the sizes (a smoke run)")
+    parser.add_argument("--out", default=str(HERE / "results" / "wan.json"))
+    parser.add_argument("--libs", default="shardstream,reference,litdata")
+    parser.add_argument("--parts", default="link,epoch,ttfb,download,resume")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per row (best is kept)")
+    parser.add_argument("--latency-ms", type=float, default=30.0)
+    parser.add_argument("--jitter-ms", type=float, default=5.0)
+    parser.add_argument("--connection-mbps", type=float, default=80.0, help="MB/s a connection")
+    parser.add_argument("--link-mbps", type=float, default=125.0, help="MB/s the whole link")
+    parser.add_argument("--baseline-src", help="also run shardstream from this src folder")
+    parser.add_argument("--docs", help="write the rows into this page's WAN section")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per worker run")
+    parser.add_argument("--from-json", help="run nothing: the table (and --docs) of this report")
+    args = parser.parse_args()
+    if args.from_json:
+        with open(args.from_json, encoding="utf-8") as handle:
+            return finish(json.load(handle), args)
+    ref_python = reference_python()
+    pythons = {"shardstream": sys.executable, "shardstream@base": sys.executable,
+               "reference": ref_python, "litdata": ref_python}  # fmt: skip
+    WORKER_LIB["shardstream@base"] = "shardstream"
+    if (
+        "litdata" in args.libs
+        and subprocess.run(
+            [ref_python, "-c", "import litdata"], capture_output=True, check=False
+        ).returncode
+    ):
+        print("litdata is not installed in the reference venv: not measured", flush=True)
+        args.libs = ",".join(lib for lib in args.libs.split(",") if lib != "litdata")
+    parts = set(args.parts.split(","))
+    scale = QUICK_SCALE if args.quick else 1
+    tmp = tempfile.mkdtemp(prefix="shardstream-wan-bench-")
+    report: dict[str, Any] = {
+        "machine": machine(), "quick": args.quick, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "settings": {"latency_ms": args.latency_ms, "jitter_ms": args.jitter_ms,
+                     "connection_mb_per_s": args.connection_mbps, "link_mb_per_s": args.link_mbps},
+        "command": " ".join(sys.argv), "platform": platform.platform(),
+    }  # fmt: skip
+    saved = dict(os.environ)
+    try:
+        with run_seaweedfs(Path(tmp) / "seaweedfs") as server:
+            if "link" in parts:
+                report["link"] = link_checks(server, tmp, args)
+            link = LinkProcess(server.endpoint.rsplit("/", 1)[1], tmp, link_arguments(args), "run")
+            try:
+                os.environ.clear()
+                os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint)
+                bench = Bench(args, Runner(pythons, tmp, args.timeout), link)
+                report["libs"] = bench.libs
+                epochs = (
+                    cold_epochs(bench, server, scale, measure="epoch" in parts)
+                    if parts & {"epoch", "resume"}
+                    else {}
+                )
+                if "epoch" in parts:
+                    report["cold_epoch"] = epochs
+                if "ttfb" in parts:
+                    report["first_batch"] = first_batches(bench, server, scale)
+                if "download" in parts:
+                    report["download"] = one_shard(bench, server, scale)
+                if "resume" in parts:
+                    report["resume"] = resumes(bench, epochs["small-1KiB"])
+                report["link_total"] = link.counters()
+            finally:
+                link.stop()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return finish(report, args)
+
+
+def finish(report: dict[str, Any], args: argparse.Namespace) -> int:
+    """Print the table, write the JSON (not ``--from-json``'s) and the docs' section."""
+    rows = table_rows(report)
+    report["rows"] = rows["rows"]
+    print()
+    print(format_table(rows["table"]))
+    for row in rows["rows"]:
+        for failure_text in row["peer_failures"]:
+            print(f"  {row['row']}, {row['metric']}: {failure_text}")
+    if not args.from_json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=1)
+    if args.docs:
+        page = Path(args.docs)
+        page.write_text(replace_section(page.read_text(), docs_section(report)))
+    checks = rows["checks_passed"]
+    print(
+        f"\ncorrectness (every sample checked, each exactly once): {'PASS' if checks else 'FAIL'}"
+    )
+    return 0 if checks else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -257,7 +257,9 @@ class S3Store:
                 page = client.list_objects_v2(**request)
                 # A server that ignores EncodingType does not echo it (botocore reads it so).
                 encoded = page.get("EncodingType") == "url"
-                for name, size, etag in _listed_objects(page[_RAW_LISTING], encoded):
+                raw = page.get(_RAW_LISTING)
+                listed = _listed_objects(raw, encoded) if raw is not None else _parsed_objects(page)
+                for name, size, etag in listed:
                     key = name[len(root) :]
                     if key and not key.endswith("/"):  # "folder" markers are no objects
                         infos[key] = ObjectInfo(size=size, etag=etag.strip('"') if etag else None)
@@ -446,8 +448,8 @@ def _keep_raw_listing(
 ) -> None:
     """Hand a listing page's XML to :meth:`S3Store.list_info` and spare botocore its objects.
 
-    botocore's modelled parser took about 70 ms of CPU per page of 1,000 keys here, more
-    than the page's round trip to a distant region: the objects of a successful page are
+    botocore's modelled parser costs more CPU a page than the page's round trip to a distant
+    region (docs/design/wan-link.md): the objects of a successful page are
     read with ElementTree instead (:func:`_listed_objects`) and cut from what botocore parses,
     which keeps the page's truncation flag and continuation token. Errors parse as usual.
     """
@@ -468,6 +470,19 @@ def _listed_objects(page: bytes, encoded: bool) -> Iterator[tuple[str, int, str 
         fields = {child.tag.rpartition("}")[2]: child.text or "" for child in element}
         key = unquote_plus(fields["Key"]) if encoded else fields["Key"]
         yield key, int(fields["Size"]), fields.get("ETag") or None
+
+
+def _parsed_objects(page: dict[str, Any]) -> Iterator[tuple[str, int, str | None]]:
+    """``(key, size, etag)`` of a page botocore parsed itself (its body came as no bytes)."""
+    for item in page.get("Contents") or ():
+        etag = item.get("ETag")
+        yield (
+            unquote_plus(str(item["Key"]))
+            if page.get("EncodingType") == "url"
+            else str(item["Key"]),
+            int(item["Size"]),
+            str(etag) if etag else None,
+        )
 
 
 def _no_expect_header(request: Any, **kwargs: Any) -> None:

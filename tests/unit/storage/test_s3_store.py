@@ -187,3 +187,17 @@ def test_open_store_passes_options_to_s3():
     store = open_store("s3://b/p", endpoint_url="http://127.0.0.1:1", read_timeout=5, anon=True)
     assert isinstance(store, S3Store)
     assert (store.read_timeout, store.anon) == (5, True)
+
+
+def test_a_listing_page_botocore_parsed_itself_still_lists_its_objects():
+    # A page whose body reached botocore as no bytes (so no raw XML was kept) is read from
+    # botocore's own parse, its URL-encoded keys decoded as the raw route decodes them.
+    from shardstream.storage.s3 import _parsed_objects
+
+    page = {
+        "EncodingType": "url",
+        "Contents": [{"Key": "a+b%2Fc.mds", "Size": 7, "ETag": '"e1"'}, {"Key": "d", "Size": 0}],
+    }
+    assert list(_parsed_objects(page)) == [("a b/c.mds", 7, '"e1"'), ("d", 0, None)]
+    plain = {"Contents": [{"Key": "a+b", "Size": 1}]}
+    assert list(_parsed_objects(plain)) == [("a+b", 1, None)]

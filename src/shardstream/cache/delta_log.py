@@ -36,6 +36,7 @@ from shardstream.errors import (
 from shardstream.format.delta_snapshot import DeltaFile, DeltaSnapshot, TableColumn
 from shardstream.storage import DownloadOptions, ObjectStore, fetch_bytes, fetch_listing
 from shardstream.storage.base import ObjectInfo
+from shardstream.storage.keys import check_key
 
 __all__ = ["LOG_FOLDER", "SUPPORTED_READER_FEATURES", "TableVersion", "read_snapshot"]
 
@@ -358,7 +359,8 @@ def _mirror(
     with lock.hold(timeout=options.timeout * (options.retry + 1) + 60, what="the Delta log"):
         fetched = 0
         for key, info in sorted(wanted.items()):
-            path = os.path.join(root, *key.split("/"))
+            # A listed key is the store's word: one that climbs with '..' is refused.
+            path = os.path.join(root, *check_key(key, table).split("/"))
             mutable = key == f"{LOG_FOLDER}/_last_checkpoint"
             with contextlib.suppress(OSError):
                 if not mutable and os.path.getsize(path) == info.size:

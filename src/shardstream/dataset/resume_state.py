@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shardstream.dataset.parquet import ParquetDataset
+from shardstream.dataset.stream import Stream
 from shardstream.errors import ConfigurationError
 from shardstream.format.index import ShardEntry
 
@@ -193,10 +195,17 @@ def dataset_fingerprint(datasets: Sequence[Any]) -> str:
 
 def table_versions(datasets: Sequence[Any]) -> list[int | None]:
     """The Delta version each stream read (``None``: not a Delta table)."""
-    return [getattr(getattr(data, "snapshot", None), "version", None) for data in datasets]
+    return [
+        None if (snapshot := _snapshot(data)) is None else snapshot.version for data in datasets
+    ]
 
 
-def table_pins(obj: Mapping[str, Any], streams: Sequence[Any]) -> dict[int, int]:
+def _snapshot(data: object) -> Any:
+    """The Delta version a stream's dataset reads, or ``None`` (MDS, Parquet, empty)."""
+    return data.snapshot if isinstance(data, ParquetDataset) else None
+
+
+def table_pins(obj: Mapping[str, Any], streams: Sequence[Stream]) -> dict[int, int]:
     """The saved Delta versions to read again: of the streams asking for the latest version.
 
     A stream that names its version (a number or a time) reads that one; a state saved on
@@ -223,16 +232,14 @@ def table_pins(obj: Mapping[str, Any], streams: Sequence[Any]) -> dict[int, int]
     return {
         number: version
         for number, (version, stream) in enumerate(zip(saved, streams, strict=True))
-        if version is not None
-        and getattr(stream, "version", None) is None
-        and getattr(stream, "format", None) in (None, "delta")
+        if version is not None and stream.version is None and stream.format in (None, "delta")
     }
 
 
 def warn_moved_on(datasets: Sequence[Any], pins: Mapping[int, int]) -> None:
     """Say in the log which Delta tables a resumed run reads at an older version."""
     for number in pins:
-        snapshot = getattr(datasets[number], "snapshot", None)
+        snapshot = _snapshot(datasets[number])
         if snapshot is not None and snapshot.latest > snapshot.version:
             logger.warning(
                 "resuming on version %d of the Delta table %s, which the state dict was saved "

@@ -98,11 +98,12 @@ def _open(
             if stream.format is not None:
                 raise
             listed = fetch_listing(store, "", stream.options)
-            if any(key.startswith(LOG_FOLDER + "/") for key in listed):
+            if _has_log(listed):
                 return _delta(stream, store)
-            if not parquet_files(listed):
+            files = parquet_files(listed)
+            if not files:
                 raise
-            return _parquet(stream, store, parquet_files(listed))
+            return _parquet(stream, store, files)
     if stream.columns is not None or stream.filters is not None or stream.version is not None:
         raise ConfigurationError(
             f"columns= and filters= apply to Parquet streams only (Delta tables too), version= "
@@ -147,6 +148,11 @@ def open_remote(stream: ResolvedStream) -> ObjectStore | None:
 def _no_index(stream: ResolvedStream) -> bool:
     """A local-only stream without ``index.json`` (a remote one is asked when synced)."""
     return stream.remote is None and not os.path.exists(os.path.join(stream.local, INDEX_BASENAME))
+
+
+def _has_log(listed: Mapping[str, ObjectInfo]) -> bool:
+    """Whether a remote folder's listing holds a Delta log."""
+    return any(key.startswith(LOG_FOLDER + "/") for key in listed)
 
 
 def _local_log(stream: ResolvedStream) -> bool:
@@ -196,7 +202,7 @@ def _parquet(
     else:
         if listed is None:
             every = fetch_listing(store, "", stream.options)
-            if any(key.startswith(LOG_FOLDER + "/") for key in every):
+            if _has_log(every):
                 raise _not_parquet(where)
             listed = parquet_files(every)
         layouts = sync_layouts(store, stream.local, stream.options, listed)

@@ -14,6 +14,7 @@ batch is decoded shard by shard, through the shard-view protocol
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -67,8 +68,9 @@ class SampleReader:
 
     def get(self, sample_id: int) -> dict[str, Any]:
         """Decode one sample by dataset-wide id, fetching its shard if needed."""
-        shard = int(np.searchsorted(self.shard_starts, sample_id, side="right")) - 1
-        return self.open.view(shard).get(sample_id - self._starts[shard])
+        starts = self._starts
+        shard = bisect.bisect_right(starts, sample_id) - 1  # a scalar: no array round trip
+        return self.open.view(shard).get(sample_id - starts[shard])
 
     def samples(
         self, ids: NDArray[np.int64], batch_size: int, *, predownload: int

@@ -270,12 +270,16 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             IndexError: An id is out of range.
             SampleKeyError: ``key`` is not an id, a slice or a sequence of ids.
         """
+        if type(key) is int:  # one id, the usual key: no parsing
+            return self.get_item(key)
         return select(key, self.num_samples, self.get_item)
 
     def get_item(self, sample_id: int) -> dict[str, Any]:
         """The sample with dataset-wide id ``sample_id`` (negative counts from the end)."""
         total = self.num_samples
-        index = int(sample_id) + total if int(sample_id) < 0 else int(sample_id)
+        index = int(sample_id)
+        if index < 0:
+            index += total
         if not 0 <= index < total:
             raise IndexError(f"sample id {sample_id} is out of range for {total} samples")
         return self._reader().get(index)

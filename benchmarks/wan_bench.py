@@ -12,8 +12,9 @@ reads a bucket in another building (``S3_ENDPOINT_URL`` names the link). Uploads
 server directly. Each measurement is one worker process (``streaming_worker.py`` or
 ``download_worker.py``) under its library's venv, one at a time. Rows:
 
-* the link itself: a small GET's first byte and one connection's MB/s, direct and through the
-  link with no shaping (the proxy's own overhead) and shaped;
+* the link itself: a small GET's first byte, one connection's and eight connections' MB/s
+  after the first byte (``wan_probe.py``), direct and through the link with no shaping (the
+  proxy's own overhead) and shaped;
 * cold epoch (empty cache, every sample checked) of ``small-1KiB``, ``large-100KiB`` and
   ``tokens-2048``, 0 and 2 DataLoader workers;
 * time to first batch, cold, with 100 and 10,000 shards of tiny samples;
@@ -56,6 +57,7 @@ from tests.integration.seaweedfs import S3Server, run_seaweedfs  # noqa: E402
 from benchmarks.download_bench import reference_python, server_environment  # noqa: E402
 from benchmarks.report import format_table, machine  # noqa: E402
 from benchmarks.streaming_bench import WORKER_LIB, Runner  # noqa: E402
+from benchmarks.wan_probe import probe_link  # noqa: E402
 from benchmarks.wan_report import docs_section, replace_section, table_rows  # noqa: E402
 from shardstream.storage import S3Store  # noqa: E402
 
@@ -148,24 +150,6 @@ def upload_folder(server: S3Server, folder: str, name: str) -> str:
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda p: store.put_file(p, os.path.relpath(p, folder)), paths))
     return remote
-
-
-def probe(endpoint: str, server: S3Server, remote: str, big: str) -> dict[str, float]:
-    """A small GET's time (median of 20, warm connection) and one connection's MB/s."""
-    store = S3Store(remote, endpoint_url=endpoint, key=server.key, secret=server.secret)
-    store.get_bytes("index.json")
-    times = []
-    for _ in range(20):
-        started = time.perf_counter()
-        store.get_bytes("index.json")
-        times.append(time.perf_counter() - started)
-    started = time.perf_counter()
-    size = len(store.get_bytes(big))
-    seconds = time.perf_counter() - started
-    return {
-        "small_get_ms": float(np.median(times)) * 1e3,
-        "one_connection_mb_per_s": size / seconds / MB,
-    }
 
 
 class PeerFailed(Exception):
@@ -411,13 +395,19 @@ def link_checks(server: S3Server, tmp: str, args: argparse.Namespace) -> dict[st
     store.put_file(path, "index.json")
     os.remove(path)
     upstream = server.endpoint.rsplit("/", 1)[1]
-    found: dict[str, Any] = {"direct": probe(server.endpoint, server, remote, "big")}
+    prefix = remote.split("/", 3)[3]
+
+    def probe(endpoint: str) -> dict[str, float]:
+        return probe_link(endpoint, server.key, server.secret, server.bucket,
+                          f"{prefix}/index.json", f"{prefix}/big", 32 * MiB)  # fmt: skip
+
+    found: dict[str, Any] = {"direct": probe(server.endpoint)}
     for name, options in (("unshaped", ["--latency-ms", "0", "--jitter-ms", "0",
                                         "--connection-mbps", "0", "--link-mbps", "0"]),
                           ("shaped", link_arguments(args))):  # fmt: skip
         link = LinkProcess(upstream, tmp, options, name)
         try:
-            found[name], moved = measured(link, probe, link.endpoint, server, remote, "big")
+            found[name], moved = measured(link, probe, link.endpoint)
             found[name]["proxy_cpu_seconds"] = moved["proxy_cpu_seconds"]
         finally:
             link.stop()

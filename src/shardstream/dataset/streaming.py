@@ -111,8 +111,10 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         topology: The job's shape and this rank's place, used as given: torch.distributed
             and the launcher's variables are not read (excludes ``rank``, ``world_size``
             and ``ranks_per_node``).
-        download_concurrency: Downloads at once on a node, over all its processes (copies
-            from a local disk are not limited).
+        download_concurrency: Download slots of a node, over all its processes: a shard
+            fetched as parallel byte ranges fills a slot (with up to this many ranges in
+            flight), and up to this many shards that fit one request share one (copies from
+            a local disk are not limited; see ``DownloadOptions.slot_share``).
         zero_copy: Return ``bytes`` columns as read-only memoryviews of the mapped shard.
         columns: The columns to read from Parquet streams (``None``: all; see ``Stream``).
         format: The one stream's ``format`` (``None``: detected); see ``Stream``.

@@ -25,7 +25,11 @@ Every row records the link's own limit (the bytes to move at the link's rate; fo
 batches, four round trips plus the first shard's bytes) and each library's fraction of it,
 the bytes that crossed the link and the proxy's CPU seconds. ``--baseline-src`` also runs
 shardstream from another source tree (``shardstream@base``) beside the current one: before and
-after a change, in one run. litdata is measured where ``.venv-ref`` holds it.
+after a change, in one run. litdata is measured where ``.venv-ref`` holds it, from its own
+format (``litdata.optimize``, the same samples, 64 MiB chunks; 10 samples a chunk for the
+first-batch rows) uploaded beside the MDS copy; its boto3 and obstore clients find the link
+through ``AWS_ENDPOINT_URL`` (the worker lets obstore use plain HTTP). It has no row for the
+single 64 MiB download: it has no call that downloads one given object.
 """
 
 from __future__ import annotations
@@ -194,6 +198,33 @@ class Bench:
                 os.environ["PYTHONPATH"] = saved
 
 
+def litdata_copy(bench: Bench, server: S3Server, params: dict[str, Any], name: str,
+                 **write: Any) -> str | None:  # fmt: skip
+    """The workload in litdata's own format, uploaded beside the MDS copy; its URL.
+
+    ``None`` when litdata is not measured, or its writer failed (its rows then say so).
+    """
+    if "litdata" not in bench.libs:
+        return None
+    folder = bench.run.fresh(f"wan-{name}-litdata")
+    try:
+        bench.call("litdata", "write", params, out=folder, **write)
+    except PeerFailed as exc:
+        print(f"  litdata could not write {name}: {failure(exc)}", flush=True)
+        return None
+    remote = upload_folder(server, folder, f"{name}-litdata")
+    shutil.rmtree(folder, ignore_errors=True)
+    return remote
+
+
+def data_of(lib: str, remote: str, lit_remote: str | None) -> str | None:
+    """Where ``lib`` reads a workload: litdata its own format, the others the MDS copy."""
+    return lit_remote if lib == "litdata" else remote
+
+
+NOT_WRITTEN = {"failed": "litdata's copy of the data could not be written"}
+
+
 def cold_epochs(bench: Bench, server: S3Server, scale: int, measure: bool = True) -> dict[str, Any]:
     """Each workload written and uploaded, then (``measure``) its cold epochs through the link."""
     results: dict[str, Any] = {}
@@ -205,22 +236,27 @@ def cold_epochs(bench: Bench, server: S3Server, scale: int, measure: bool = True
         written = bench.call("shardstream", "write", params, out=folder, size_limit=SHARD_BYTES)
         remote = upload_folder(server, folder, name)
         shutil.rmtree(folder, ignore_errors=True)
+        lit_remote = litdata_copy(bench, server, params, name, size_limit=SHARD_BYTES)
         limit = written["bytes"] / bench.link_rate
         print(f"[cold {name}] {params['samples']:,} samples, {written['bytes'] / MB:,.0f} MB "
               f"({limit:.2f} s at the link's rate)", flush=True)  # fmt: skip
         workload: dict[str, Any] = {
             "params": params, "bytes": written["bytes"], "remote": remote,
-            "limit_seconds": limit, "runs": {},
+            "litdata_remote": lit_remote, "limit_seconds": limit, "runs": {},
         }  # fmt: skip
         for workers in (0, 2) if measure else ():
             setting: dict[str, Any] = {}
             for lib in bench.libs:
                 best: dict[str, Any] | None = None
+                data = data_of(lib, remote, lit_remote)
+                if data is None:
+                    setting[lib] = NOT_WRITTEN
+                    continue
                 for _ in range(bench.args.repeats):
                     cache = bench.run.fresh(f"cache-{lib}")
                     try:
                         result, moved = measured(
-                            bench.link, bench.call, lib, "epoch", params, data=remote,
+                            bench.link, bench.call, lib, "epoch", params, data=data,
                             cache=cache, workers=workers, epochs=0, batch_size=BATCH_SIZE,
                         )  # fmt: skip
                     except PeerFailed as exc:
@@ -260,6 +296,8 @@ def first_batches(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
         )
         index_bytes = os.path.getsize(os.path.join(folder, "index.json"))
         shutil.rmtree(folder, ignore_errors=True)
+        lit_remote = litdata_copy(bench, server, params, f"ttfb-{shards}",
+                                  chunk_items=TTFB_SAMPLES_PER_SHARD)  # fmt: skip
         limit = 4 * bench.rtt + shard_bytes / bench.link_rate
         print(f"[first batch, {shards:,} shards] index {index_bytes:,} bytes", flush=True)
         entry: dict[str, Any] = {
@@ -268,13 +306,17 @@ def first_batches(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
         }  # fmt: skip
         for workers in (0, 2):
             setting: dict[str, Any] = {}
-            for lib in [lib for lib in bench.libs if lib != "litdata"]:
+            for lib in bench.libs:
                 times = []
+                data = data_of(lib, remote, lit_remote)
+                if data is None:
+                    setting[lib] = NOT_WRITTEN
+                    continue
                 try:
                     for _ in range(bench.args.repeats):
                         cache = bench.run.fresh(f"ttfb-{lib}")
                         result, moved = measured(
-                            bench.link, bench.call, lib, "ttfb", params, data=remote,
+                            bench.link, bench.call, lib, "ttfb", params, data=data,
                             cache=cache, workers=workers, batch_size=BATCH_SIZE,
                         )  # fmt: skip
                         shutil.rmtree(cache, ignore_errors=True)
@@ -347,22 +389,28 @@ def one_shard(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
 
 def resumes(bench: Bench, workload: dict[str, Any]) -> dict[str, Any]:
     """Resume at 50% of ``small-1KiB`` with an empty cache: a new machine picks the run up."""
-    params, remote = workload["params"], workload["remote"]
+    params, remote, lit_remote = workload["params"], workload["remote"], workload["litdata_remote"]
     shard_bytes = min(SHARD_BYTES, workload["bytes"])
     limit = 4 * bench.rtt + shard_bytes / bench.link_rate
     print(f"[resume small-1KiB at 50%, cold cache] limit {limit:.2f} s", flush=True)
     results: dict[str, Any] = {"limit_seconds": limit, "runs": {}}
     for workers in (0, 2):
         setting: dict[str, Any] = {}
-        for lib in [lib for lib in bench.libs if lib != "litdata"]:
+        for lib in bench.libs:
+            data = data_of(lib, remote, lit_remote)
+            if data is None:
+                setting[lib] = NOT_WRITTEN
+                continue
             state = bench.run.fresh("state") + ".json"
-            first_cache, cache = bench.run.fresh("resume-a"), bench.run.fresh("resume-b")
+            # The same cache path, emptied in between: litdata's state names its cache folder
+            # and refuses another one; a new machine with the same job settings has it too.
+            first_cache = cache = bench.run.fresh("resume")
             try:
-                bench.call(lib, "resume", params, data=remote, cache=first_cache,
+                bench.call(lib, "resume", params, data=data, cache=first_cache,
                            workers=workers, batch_size=BATCH_SIZE, state=state)  # fmt: skip
                 shutil.rmtree(first_cache, ignore_errors=True)
                 result, moved = measured(
-                    bench.link, bench.call, lib, "resume", params, data=remote, cache=cache,
+                    bench.link, bench.call, lib, "resume", params, data=data, cache=cache,
                     workers=workers, batch_size=BATCH_SIZE, state=state, resume=True,
                 )  # fmt: skip
             except PeerFailed as exc:
@@ -471,7 +519,9 @@ def main() -> int:
             link = LinkProcess(server.endpoint.rsplit("/", 1)[1], tmp, link_arguments(args), "run")
             try:
                 os.environ.clear()
-                os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint)
+                # litdata's boto3 and obstore clients take the endpoint from AWS_ENDPOINT_URL.
+                os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint,
+                                  AWS_ENDPOINT_URL=link.endpoint)  # fmt: skip
                 bench = Bench(args, Runner(pythons, tmp, args.timeout), link)
                 report["libs"] = bench.libs
                 epochs = (

@@ -368,7 +368,13 @@ def make_loader(
         return dataset, loader
     if lib == "litdata":
         litdata = importlib.import_module("litdata")
-        dataset = litdata.StreamingDataset(data, shuffle=shuffle)
+        # A remote dataset is cached where the caller says (an empty folder: a cold start).
+        remote = "://" in data and cache is not None
+        if os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://"):
+            _allow_plain_http(importlib.import_module("litdata.streaming.downloader"))
+        dataset = litdata.StreamingDataset(
+            data, cache_dir=cache if remote else None, shuffle=shuffle
+        )
         loader = litdata.StreamingDataLoader(
             dataset,
             batch_size=batch_size,
@@ -377,6 +383,18 @@ def make_loader(
         )
         return dataset, loader
     raise SystemExit(f"unknown --lib {lib!r}")
+
+
+def _allow_plain_http(downloader: Any) -> None:
+    """Let litdata's obstore path reach an ``http://`` endpoint (the loopback link).
+
+    litdata fetches chunks through obstore with fixed client options that refuse plain HTTP
+    (``BadScheme``); real S3 is HTTPS. The option is added, not the path bypassed, so litdata
+    reads the link as it reads S3.
+    """
+    options = getattr(downloader, "_OBSTORE_CLIENT_OPTIONS", None)
+    if isinstance(options, dict):
+        downloader._OBSTORE_CLIENT_OPTIONS = {**options, "allow_http": "true"}
 
 
 def clean_reference_shm(lib: str) -> None:
@@ -410,7 +428,8 @@ def write(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
             inputs=list(range(payloads.samples)),
             output_dir=args.out,
             num_workers=min(2, os.cpu_count() or 1),
-            chunk_bytes=args.size_limit,
+            chunk_bytes=None if args.chunk_items else args.size_limit,
+            chunk_size=args.chunk_items or None,
             mode="overwrite",
         )
     else:
@@ -581,6 +600,7 @@ def parse(argv: Iterable[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="write: the folder to write")
     parser.add_argument("--size-limit", type=int, default=1 << 26, help="write: shard bytes")
+    parser.add_argument("--chunk-items", type=int, default=0, help="write (litdata): items a chunk")
     parser.add_argument("--data", help="epoch/ttfb: the dataset (the 'remote' for MDS)")
     parser.add_argument("--cache", help="epoch/ttfb: the local cache folder")
     parser.add_argument("--batch-size", type=int, default=256)

@@ -12,8 +12,9 @@ reads a bucket in another building (``S3_ENDPOINT_URL`` names the link). Uploads
 server directly. Each measurement is one worker process (``streaming_worker.py`` or
 ``download_worker.py``) under its library's venv, one at a time. Rows:
 
-* the link itself: a small GET's first byte and one connection's MB/s, direct and through the
-  link with no shaping (the proxy's own overhead) and shaped;
+* the link itself: a small GET's first byte, one connection's and eight connections' MB/s
+  after the first byte (``wan_probe.py``), direct and through the link with no shaping (the
+  proxy's own overhead) and shaped;
 * cold epoch (empty cache, every sample checked) of ``small-1KiB``, ``large-100KiB`` and
   ``tokens-2048``, 0 and 2 DataLoader workers;
 * time to first batch, cold, with 100 and 10,000 shards of tiny samples;
@@ -24,7 +25,11 @@ Every row records the link's own limit (the bytes to move at the link's rate; fo
 batches, four round trips plus the first shard's bytes) and each library's fraction of it,
 the bytes that crossed the link and the proxy's CPU seconds. ``--baseline-src`` also runs
 shardstream from another source tree (``shardstream@base``) beside the current one: before and
-after a change, in one run. litdata is measured where ``.venv-ref`` holds it.
+after a change, in one run. litdata is measured where ``.venv-ref`` holds it, from its own
+format (``litdata.optimize``, the same samples, 64 MiB chunks; 10 samples a chunk for the
+first-batch rows) uploaded beside the MDS copy; its boto3 and obstore clients find the link
+through ``AWS_ENDPOINT_URL`` (the worker lets obstore use plain HTTP). It has no row for the
+single 64 MiB download: it has no call that downloads one given object.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from tests.integration.seaweedfs import S3Server, run_seaweedfs  # noqa: E402
 from benchmarks.download_bench import reference_python, server_environment  # noqa: E402
 from benchmarks.report import format_table, machine  # noqa: E402
 from benchmarks.streaming_bench import WORKER_LIB, Runner  # noqa: E402
+from benchmarks.wan_probe import probe_link  # noqa: E402
 from benchmarks.wan_report import docs_section, replace_section, table_rows  # noqa: E402
 from shardstream.storage import S3Store  # noqa: E402
 
@@ -150,24 +156,6 @@ def upload_folder(server: S3Server, folder: str, name: str) -> str:
     return remote
 
 
-def probe(endpoint: str, server: S3Server, remote: str, big: str) -> dict[str, float]:
-    """A small GET's time (median of 20, warm connection) and one connection's MB/s."""
-    store = S3Store(remote, endpoint_url=endpoint, key=server.key, secret=server.secret)
-    store.get_bytes("index.json")
-    times = []
-    for _ in range(20):
-        started = time.perf_counter()
-        store.get_bytes("index.json")
-        times.append(time.perf_counter() - started)
-    started = time.perf_counter()
-    size = len(store.get_bytes(big))
-    seconds = time.perf_counter() - started
-    return {
-        "small_get_ms": float(np.median(times)) * 1e3,
-        "one_connection_mb_per_s": size / seconds / MB,
-    }
-
-
 class PeerFailed(Exception):
     """A peer's worker failed: a finding for its row, not a reason to lose the run."""
 
@@ -210,6 +198,33 @@ class Bench:
                 os.environ["PYTHONPATH"] = saved
 
 
+def litdata_copy(bench: Bench, server: S3Server, params: dict[str, Any], name: str,
+                 **write: Any) -> str | None:  # fmt: skip
+    """The workload in litdata's own format, uploaded beside the MDS copy; its URL.
+
+    ``None`` when litdata is not measured, or its writer failed (its rows then say so).
+    """
+    if "litdata" not in bench.libs:
+        return None
+    folder = bench.run.fresh(f"wan-{name}-litdata")
+    try:
+        bench.call("litdata", "write", params, out=folder, **write)
+    except PeerFailed as exc:
+        print(f"  litdata could not write {name}: {failure(exc)}", flush=True)
+        return None
+    remote = upload_folder(server, folder, f"{name}-litdata")
+    shutil.rmtree(folder, ignore_errors=True)
+    return remote
+
+
+def data_of(lib: str, remote: str, lit_remote: str | None) -> str | None:
+    """Where ``lib`` reads a workload: litdata its own format, the others the MDS copy."""
+    return lit_remote if lib == "litdata" else remote
+
+
+NOT_WRITTEN = {"failed": "litdata's copy of the data could not be written"}
+
+
 def cold_epochs(bench: Bench, server: S3Server, scale: int, measure: bool = True) -> dict[str, Any]:
     """Each workload written and uploaded, then (``measure``) its cold epochs through the link."""
     results: dict[str, Any] = {}
@@ -221,22 +236,27 @@ def cold_epochs(bench: Bench, server: S3Server, scale: int, measure: bool = True
         written = bench.call("shardstream", "write", params, out=folder, size_limit=SHARD_BYTES)
         remote = upload_folder(server, folder, name)
         shutil.rmtree(folder, ignore_errors=True)
+        lit_remote = litdata_copy(bench, server, params, name, size_limit=SHARD_BYTES)
         limit = written["bytes"] / bench.link_rate
         print(f"[cold {name}] {params['samples']:,} samples, {written['bytes'] / MB:,.0f} MB "
               f"({limit:.2f} s at the link's rate)", flush=True)  # fmt: skip
         workload: dict[str, Any] = {
             "params": params, "bytes": written["bytes"], "remote": remote,
-            "limit_seconds": limit, "runs": {},
+            "litdata_remote": lit_remote, "limit_seconds": limit, "runs": {},
         }  # fmt: skip
         for workers in (0, 2) if measure else ():
             setting: dict[str, Any] = {}
             for lib in bench.libs:
                 best: dict[str, Any] | None = None
+                data = data_of(lib, remote, lit_remote)
+                if data is None:
+                    setting[lib] = NOT_WRITTEN
+                    continue
                 for _ in range(bench.args.repeats):
                     cache = bench.run.fresh(f"cache-{lib}")
                     try:
                         result, moved = measured(
-                            bench.link, bench.call, lib, "epoch", params, data=remote,
+                            bench.link, bench.call, lib, "epoch", params, data=data,
                             cache=cache, workers=workers, epochs=0, batch_size=BATCH_SIZE,
                         )  # fmt: skip
                     except PeerFailed as exc:
@@ -276,6 +296,8 @@ def first_batches(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
         )
         index_bytes = os.path.getsize(os.path.join(folder, "index.json"))
         shutil.rmtree(folder, ignore_errors=True)
+        lit_remote = litdata_copy(bench, server, params, f"ttfb-{shards}",
+                                  chunk_items=TTFB_SAMPLES_PER_SHARD)  # fmt: skip
         limit = 4 * bench.rtt + shard_bytes / bench.link_rate
         print(f"[first batch, {shards:,} shards] index {index_bytes:,} bytes", flush=True)
         entry: dict[str, Any] = {
@@ -284,13 +306,17 @@ def first_batches(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
         }  # fmt: skip
         for workers in (0, 2):
             setting: dict[str, Any] = {}
-            for lib in [lib for lib in bench.libs if lib != "litdata"]:
+            for lib in bench.libs:
                 times = []
+                data = data_of(lib, remote, lit_remote)
+                if data is None:
+                    setting[lib] = NOT_WRITTEN
+                    continue
                 try:
                     for _ in range(bench.args.repeats):
                         cache = bench.run.fresh(f"ttfb-{lib}")
                         result, moved = measured(
-                            bench.link, bench.call, lib, "ttfb", params, data=remote,
+                            bench.link, bench.call, lib, "ttfb", params, data=data,
                             cache=cache, workers=workers, batch_size=BATCH_SIZE,
                         )  # fmt: skip
                         shutil.rmtree(cache, ignore_errors=True)
@@ -363,22 +389,28 @@ def one_shard(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
 
 def resumes(bench: Bench, workload: dict[str, Any]) -> dict[str, Any]:
     """Resume at 50% of ``small-1KiB`` with an empty cache: a new machine picks the run up."""
-    params, remote = workload["params"], workload["remote"]
+    params, remote, lit_remote = workload["params"], workload["remote"], workload["litdata_remote"]
     shard_bytes = min(SHARD_BYTES, workload["bytes"])
     limit = 4 * bench.rtt + shard_bytes / bench.link_rate
     print(f"[resume small-1KiB at 50%, cold cache] limit {limit:.2f} s", flush=True)
     results: dict[str, Any] = {"limit_seconds": limit, "runs": {}}
     for workers in (0, 2):
         setting: dict[str, Any] = {}
-        for lib in [lib for lib in bench.libs if lib != "litdata"]:
+        for lib in bench.libs:
+            data = data_of(lib, remote, lit_remote)
+            if data is None:
+                setting[lib] = NOT_WRITTEN
+                continue
             state = bench.run.fresh("state") + ".json"
-            first_cache, cache = bench.run.fresh("resume-a"), bench.run.fresh("resume-b")
+            # The same cache path, emptied in between: litdata's state names its cache folder
+            # and refuses another one; a new machine with the same job settings has it too.
+            first_cache = cache = bench.run.fresh("resume")
             try:
-                bench.call(lib, "resume", params, data=remote, cache=first_cache,
+                bench.call(lib, "resume", params, data=data, cache=first_cache,
                            workers=workers, batch_size=BATCH_SIZE, state=state)  # fmt: skip
                 shutil.rmtree(first_cache, ignore_errors=True)
                 result, moved = measured(
-                    bench.link, bench.call, lib, "resume", params, data=remote, cache=cache,
+                    bench.link, bench.call, lib, "resume", params, data=data, cache=cache,
                     workers=workers, batch_size=BATCH_SIZE, state=state, resume=True,
                 )  # fmt: skip
             except PeerFailed as exc:
@@ -411,13 +443,19 @@ def link_checks(server: S3Server, tmp: str, args: argparse.Namespace) -> dict[st
     store.put_file(path, "index.json")
     os.remove(path)
     upstream = server.endpoint.rsplit("/", 1)[1]
-    found: dict[str, Any] = {"direct": probe(server.endpoint, server, remote, "big")}
+    prefix = remote.split("/", 3)[3]
+
+    def probe(endpoint: str) -> dict[str, float]:
+        return probe_link(endpoint, server.key, server.secret, server.bucket,
+                          f"{prefix}/index.json", f"{prefix}/big", 32 * MiB)  # fmt: skip
+
+    found: dict[str, Any] = {"direct": probe(server.endpoint)}
     for name, options in (("unshaped", ["--latency-ms", "0", "--jitter-ms", "0",
                                         "--connection-mbps", "0", "--link-mbps", "0"]),
                           ("shaped", link_arguments(args))):  # fmt: skip
         link = LinkProcess(upstream, tmp, options, name)
         try:
-            found[name], moved = measured(link, probe, link.endpoint, server, remote, "big")
+            found[name], moved = measured(link, probe, link.endpoint)
             found[name]["proxy_cpu_seconds"] = moved["proxy_cpu_seconds"]
         finally:
             link.stop()
@@ -481,7 +519,9 @@ def main() -> int:
             link = LinkProcess(server.endpoint.rsplit("/", 1)[1], tmp, link_arguments(args), "run")
             try:
                 os.environ.clear()
-                os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint)
+                # litdata's boto3 and obstore clients take the endpoint from AWS_ENDPOINT_URL.
+                os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint,
+                                  AWS_ENDPOINT_URL=link.endpoint)  # fmt: skip
                 bench = Bench(args, Runner(pythons, tmp, args.timeout), link)
                 report["libs"] = bench.libs
                 epochs = (

@@ -17,8 +17,9 @@ benchmarks). It shapes traffic three ways, each configurable and each off at ``0
 
 Limits, measured on the project's 2-core machine (docs/benchmarks.md, "Over an emulated WAN
 link"): the proxy is one Python thread of asyncio; it moves chunks of at most 64 KiB, so a cap
-is met on average over a few milliseconds, never per packet; bursts up to 2 ms of a cap pass
-unshaped; latency is added to requests only, not to each TCP segment, and there is no loss,
+is met on average over a few milliseconds, never per packet; a cap is a token bucket of 5 ms of
+its rate (late wake-ups of the proxy are made up within it, and after an idle spell that much
+passes at once); latency is added to requests only, not to each TCP segment, and there is no loss,
 reordering or TCP slow start. Its own ceiling is its CPU: with no shaping it moves a few hundred
 MB/s on the machine it shares with the server and the client, so the benchmarks keep the caps
 well below that and record the proxy's CPU seconds beside every row.
@@ -55,7 +56,7 @@ __all__ = ["LinkSettings", "LinkStats", "Pacer", "WanLink", "run_link"]
 
 HOST = "127.0.0.1"  # loopback only: the proxy listens here and connects nowhere else
 CHUNK = 64 << 10
-BURST_S = 0.002  # bytes a cap lets through unshaped: 2 ms of its rate
+BURST_S = 0.005  # a cap's bucket: lateness up to 5 ms of its rate is made up, no more
 MB = 1e6
 
 
@@ -119,10 +120,14 @@ class LinkStats:
 
 
 class Pacer:
-    """A rate cap as a virtual clock: each chunk may leave once the bytes before it have.
+    """A rate cap as a token bucket of ``burst_s`` of the rate (a virtual clock).
 
-    ``delay(n)`` books ``n`` bytes and says how long the caller waits before sending them.
-    Bursts of up to ``burst_s`` of the rate pass without waiting. ``rate <= 0``: no cap.
+    ``delay(n)`` books ``n`` bytes and says how long the caller waits before sending them: a
+    chunk leaves when the bytes booked before it have gone at ``rate``. A caller that comes
+    back late (a sleep that overshot, a slow read) is credited the lost time up to
+    ``burst_s``, so the cap is delivered, not undershot; after an idle spell the same credit
+    lets ``burst_s`` of the rate pass at once. Over any window of ``w`` seconds at most
+    ``rate * (w + burst_s)`` bytes leave, plus the chunk then booked. ``rate <= 0``: no cap.
     """
 
     def __init__(self, rate: float, burst_s: float = BURST_S) -> None:
@@ -134,8 +139,8 @@ class Pacer:
         """Book ``size`` bytes at time ``now``; the seconds to wait before sending them."""
         if self.rate <= 0:
             return 0.0
-        self._free_at = max(self._free_at, now) + size / self.rate
-        return max(0.0, self._free_at - now - self.burst_s)
+        self._free_at = max(self._free_at, now - self.burst_s) + size / self.rate
+        return max(0.0, self._free_at - now)
 
 
 class _Connection:
@@ -195,11 +200,12 @@ class _Connection:
             else:
                 self.answered = True
                 stats.bytes_down += len(data)
-            wait = pacer.delay(len(data), loop.time())
-            if wait:
-                await asyncio.sleep(wait)
-            wait = shared.delay(len(data), loop.time())
-            if wait:
+            # One sleep for both caps: the link's slot is booked for when the connection's
+            # cap lets the chunk go, so a late wake-up is paid once, not twice.
+            now = loop.time()
+            wait = pacer.delay(len(data), now)
+            wait += shared.delay(len(data), now + wait)
+            if wait > 0:
                 await asyncio.sleep(wait)
             writer.write(data)
             try:

@@ -17,9 +17,11 @@ stale, nothing to clean by hand after a crash, and two jobs may use the same fol
   and records its own reservation. Shards of local-only streams (``remote=None``) are never
   evicted: they are the dataset's only copy, never written to (its decompressed copies and
   their locks go to ``layout.in_place_cache``). Readers mark a remote shard used by touching it.
-* Downloads take one of ``download_slots`` node-wide slots (lock files again), so the node's
-  download concurrency does not grow with the number of DataLoader workers. Copies from a
-  folder on a local disk take none.
+* Downloads take a place in one of ``download_slots`` node-wide slots (lock files again,
+  :mod:`~shardstream.cache.download_slots`), so the node's download concurrency does not grow
+  with the number of DataLoader workers: a shard fetched as parallel ranges fills a slot, and
+  up to ``options.concurrency`` shards fetched in one request each share one
+  (:meth:`DownloadOptions.slot_share`). Copies from a folder on a local disk take none.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from shardstream.cache.download_slots import DownloadSlots
 from shardstream.cache.layout import STATE_FOLDER, kept_bytes, shard_lock_path
 from shardstream.cache.locks import FileLock, try_lock_file
 from shardstream.cache.safe_paths import make_folders, read_file
@@ -58,7 +61,6 @@ V = TypeVar("V")
 
 _POLL_S = 0.01
 _MAX_POLL_S = 0.25
-_SLOT_POLL_S = 0.02  # a download slot frees within a round trip to the store: look soon
 
 
 class ShardFetcher(Protocol):
@@ -134,6 +136,7 @@ class ShardCache:
         remote = [s for s in self.streams if s.store is not None]
         # Node-wide state (the cache lock, download slots) lives with the first remote stream.
         self._state = os.path.join(remote[0].local, STATE_FOLDER) if remote else None
+        self._slots = DownloadSlots(self._state, download_slots) if self._state else None
         self._largest: int | None = None  # the largest remote shard's footprint, once known
         self._warned = False  # a tight cache_limit is logged once
 
@@ -353,7 +356,7 @@ class ShardCache:
         stream = self.streams[number]
         assert stream.store is not None
         if stream.fetcher is not None:
-            with self._slot():
+            with self._slot(1):
                 path = os.path.join(stream.local, entry.raw_data.basename)
                 stream.fetcher.fetch(stream.store, entry, path, stream.options)
             return
@@ -366,7 +369,8 @@ class ShardCache:
                 continue
             # A copy from a disk of this machine takes microseconds and no slot: slots bound
             # the node's network downloads (and cost a lock file's open, lock and close).
-            slot = contextlib.nullcontext() if is_local_disk(stream.store) else self._slot()
+            share = stream.options.slot_share(info.bytes)
+            slot = contextlib.nullcontext() if is_local_disk(stream.store) else self._slot(share)
             make_folders(os.path.dirname(path), root=stream.local)  # through no planted link
             with slot:
                 started = time.monotonic()
@@ -382,20 +386,10 @@ class ShardCache:
         if entry.compression is not None:
             self._files[number].materialize(entry, keep_zip=stream.keep_zip)
 
-    @contextlib.contextmanager
-    def _slot(self) -> Iterator[None]:
-        """Hold one of the node's download slots."""
-        assert self._state is not None
-        while True:
-            for index in range(self.download_slots):
-                slot = try_lock_file(os.path.join(self._state, "slots", f"{index}.lock"))
-                if slot is not None:
-                    try:
-                        yield
-                    finally:
-                        slot.release()
-                    return
-            time.sleep(_SLOT_POLL_S)
+    def _slot(self, share: int) -> contextlib.AbstractContextManager[None]:
+        """Hold a place in one of the node's download slots (``share`` downloads to a slot)."""
+        assert self._slots is not None
+        return self._slots.hold(share)
 
     # --- the size limit -------------------------------------------------------------------------
 

@@ -33,7 +33,11 @@ if TYPE_CHECKING:
     from shardstream.dataset.introspection import ShardTables
     from shardstream.dataset.streaming import StreamingDataset
 
-__all__ = ["PreparedDataset", "fetch_threads"]
+__all__ = ["MAX_FETCH_THREADS", "PreparedDataset", "fetch_threads", "slot_share"]
+
+#: Fetch threads a reader has at most, whatever its slots carry: as many as an S3 reader's
+#: pooled connections, and more only contend for the interpreter's lock.
+MAX_FETCH_THREADS = 32
 
 
 class PreparedDataset:
@@ -115,11 +119,10 @@ class PreparedDataset:
         stores = [open_remote(stream) for stream in resolved]
         if dataset.read_policy is not None:
             policy = dataset.read_policy.replace(zero_copy=dataset.zero_copy)
-        else:
+        else:  # its fetch threads are known once the shards' sizes are (below)
             policy = ReadPolicy.for_settings(
                 zero_copy=dataset.zero_copy,
                 cache_limit=dataset.cache_limit,
-                fetch_threads=fetch_threads(stores, dataset.download_concurrency),
                 io_uring=io_uring_enabled(),
             )
         datasets: list[StreamData] = []
@@ -130,6 +133,9 @@ class PreparedDataset:
             )
             datasets.append(local)
             cache_streams.append(_cache_stream(stream, local, store))
+        if dataset.read_policy is None:
+            threads = fetch_threads(stores, dataset.download_concurrency, slot_share(cache_streams))
+            policy = policy.replace(fetch_threads=threads)
         cache = ShardCache(
             cache_streams, limit=dataset.cache_limit, download_slots=dataset.download_concurrency
         )
@@ -161,20 +167,44 @@ def _empty(number: int, stream: ResolvedStream, data: StreamData) -> EmptyStream
     )
 
 
-def fetch_threads(stores: Sequence[ObjectStore | None], download_concurrency: int) -> int:
-    """Fetch threads of a reader: one a download slot to hide request latency, one for disks.
+def fetch_threads(
+    stores: Sequence[ObjectStore | None], download_concurrency: int, share: int = 1
+) -> int:
+    """Fetch threads of a reader: one a download the node allows, to hide request latency.
 
     Copying a shard from a disk of this machine takes microseconds, and more threads only
-    contend for the interpreter's lock. A reader whose stores include any network store,
-    network file system or FUSE mount gets a thread for each of the node's download slots:
-    over a link with tens of milliseconds to a first byte, a first batch spread over many
-    small shards waits one round trip per ``threads`` shards.
+    contend for the interpreter's lock: one. A reader whose stores include any network store,
+    network file system or FUSE mount gets a thread for each download the node's slots carry
+    at once, ``download_concurrency * share`` (at most :data:`MAX_FETCH_THREADS`, unless the
+    slots alone are more): over a link with tens of milliseconds to a first byte, a first
+    batch spread over many small shards waits one round trip per ``threads`` shards.
 
     Args:
         stores: The store of each stream (``None`` for a local-only stream).
-        download_concurrency: The node's download concurrency, which also caps the threads.
+        download_concurrency: The node's download slots.
+        share: Downloads of the dataset's shards one slot carries (:func:`slot_share`).
     """
     remote = [store for store in stores if store is not None]
     if remote and all(is_local_disk(store) for store in remote):
         return 1
-    return download_concurrency if remote else min(4, download_concurrency)
+    if not remote:
+        return min(4, download_concurrency)
+    return max(download_concurrency, min(download_concurrency * share, MAX_FETCH_THREADS))
+
+
+def slot_share(streams: Sequence[CacheStream]) -> int:
+    """Downloads of the remote streams' typical shard that one download slot carries.
+
+    The least over the remote streams of :meth:`DownloadOptions.slot_share` of each one's
+    median stored shard (1 without remote streams, and for row groups fetched in ranges).
+    """
+    shares = [
+        1
+        if stream.fetcher is not None
+        else stream.options.slot_share(
+            int(np.median([entry.data_file.bytes for entry in stream.entries]))
+        )
+        for stream in streams
+        if stream.store is not None and stream.entries
+    ]
+    return min(shares, default=1)

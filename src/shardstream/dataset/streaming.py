@@ -111,8 +111,9 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         topology: The job's shape and this rank's place, used as given: torch.distributed
             and the launcher's variables are not read (excludes ``rank``, ``world_size``
             and ``ranks_per_node``).
-        download_concurrency: Downloads at once on a node, over all its processes (copies
-            from a local disk are not limited).
+        download_concurrency: Download slots of a node, over all its processes: a shard
+            fetched as byte ranges fills one, up to this many shards that fit one request
+            share one (``DownloadOptions.slot_share``); copies from a local disk take none.
         zero_copy: Return ``bytes`` columns as read-only memoryviews of the mapped shard.
         columns: The columns to read from Parquet streams (``None``: all; see ``Stream``).
         format: The one stream's ``format`` (``None``: detected); see ``Stream``.

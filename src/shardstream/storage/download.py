@@ -82,6 +82,16 @@ class DownloadOptions:
         part_size: Objects larger than this download as parallel byte ranges of this size.
         concurrency: Byte ranges of one object in flight at once.
 
+    A node's shard cache bounds its downloads with download slots (``download_concurrency``
+    of them, over every process of the node), and :meth:`slot_share` decides how many
+    downloads one slot carries: a slot is ``concurrency`` requests. An object larger than
+    ``part_size`` uses them all, as parallel byte ranges, and holds its slot alone; an
+    object of at most ``part_size`` bytes is one request and holds one of them, so a slot
+    carries ``concurrency`` such downloads at once. Either way a slot has at most
+    ``concurrency`` requests and ``concurrency * part_size`` bytes in flight; small shards
+    are bound by round trips, not bytes, and a shuffled first batch over thousands of them
+    waits one round trip per ``slots * concurrency`` shards instead of per ``slots``.
+
     Raises:
         ConfigurationError: A value is out of range.
     """
@@ -106,6 +116,14 @@ class DownloadOptions:
             problems.append(f"timeout={timeout!r} must be a positive number of seconds")
         if problems:
             raise ConfigurationError("DownloadOptions: " + "; ".join(problems))
+
+    def slot_share(self, size: int) -> int:
+        """How many downloads of objects of ``size`` bytes one download slot carries at once.
+
+        ``concurrency`` for an object fetched in one request (at most ``part_size`` bytes),
+        1 for one fetched as parallel byte ranges (it holds the slot alone).
+        """
+        return self.concurrency if size <= self.part_size else 1
 
 
 _DEFAULT = DownloadOptions()

@@ -20,7 +20,7 @@ from shardstream.cache.layout import IN_PLACE_FOLDER, in_place_cache, shard_lock
 from shardstream.cache.locks import try_lock_file
 from shardstream.dataset.local import LocalDataset
 from shardstream.errors import CacheTimeoutError
-from shardstream.storage import LocalStore
+from shardstream.storage import DownloadOptions, LocalStore
 
 
 class CountingStore(LocalStore):
@@ -230,17 +230,57 @@ class SlowNetworkStore:
 
 
 def test_downloads_from_a_network_store_take_the_nodes_slots(remote: Path, tmp_path: Path):
+    # Shards larger than a part (ranges, one at a time here) fill a slot each: two at once.
     store = SlowNetworkStore(str(remote))
     entries = LocalDataset(remote).shards
     assert len(entries) >= 6
+    assert min(entry.data_file.bytes for entry in entries[:6]) > 384
+    options = DownloadOptions(part_size=384, concurrency=1)
     cache = ShardCache(
-        [CacheStream(str(tmp_path / "c"), store, entries)],
-        download_slots=2,
+        [CacheStream(str(tmp_path / "c"), store, entries, options)], download_slots=2
     )
+    slots = tmp_path / "c" / STATE_FOLDER / "slots"
     with ThreadPoolExecutor(6) as pool:
         assert all(pool.map(cache.ensure, range(6)))
-    assert store.most == 2  # two at once, never more
-    assert (tmp_path / "c" / STATE_FOLDER / "slots").is_dir()
+    assert store.most == 2
+    assert (slots / "0.lock").exists()
+    assert (slots / "1.lock").exists()
+
+
+def _slot_cache(remote: Path, local: Path, slots: int, part_size: int) -> tuple[Any, ShardCache]:
+    store = SlowNetworkStore(str(remote))
+    options = DownloadOptions(part_size=part_size, concurrency=3)
+    return store, ShardCache(
+        [CacheStream(str(local), store, LocalDataset(remote).shards, options)], download_slots=slots
+    )
+
+
+def test_small_shards_share_a_slot_up_to_its_requests(remote: Path, tmp_path: Path):
+    # A shard fetched in one request holds one of a slot's `concurrency` requests: a first
+    # batch over many small shards has slots x concurrency requests in flight, not slots.
+    store, cache = _slot_cache(remote, tmp_path / "c", slots=2, part_size=16 << 20)
+    assert cache.num_shards >= 12
+    with ThreadPoolExecutor(12) as pool:
+        assert all(pool.map(cache.ensure, range(12)))
+    assert store.most == 6  # two slots of three requests, never more
+
+
+def test_a_shard_that_fills_a_slot_excludes_small_ones_from_it(remote: Path, tmp_path: Path):
+    _, cache = _slot_cache(remote, tmp_path / "c", slots=2, part_size=16 << 20)
+    slots = tmp_path / "c" / STATE_FOLDER / "slots"
+    slots.mkdir(parents=True)
+    filled = try_lock_file(str(slots / "0.lock"))  # slot 0 filled by a large download
+    assert filled is not None
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            assert all(pool.map(cache.ensure, range(6)))
+        assert not (slots / "0-0.lock").exists()  # never a lane of the filled slot
+        assert (slots / "1-2.lock").exists()  # the other slot's three lanes, all used
+        # Small downloads hold their slot shared: a large one cannot take it meanwhile.
+        with cache._slot(3):
+            assert try_lock_file(str(slots / "1.lock")) is None
+    finally:
+        filled.release()
 
 
 def test_a_download_waiting_for_a_slot_takes_it_soon_after_it_frees(remote: Path, tmp_path: Path):
@@ -258,7 +298,7 @@ def test_a_download_waiting_for_a_slot_takes_it_soon_after_it_frees(remote: Path
         got = threading.Event()
 
         def wait_for_slot(got: threading.Event = got) -> None:
-            with cache._slot():
+            with cache._slot(1):
                 got.set()
 
         waiter = threading.Thread(target=wait_for_slot)

@@ -5,9 +5,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.streaming_data import write_dataset
 
-from shardstream.dataset.prepared import fetch_threads
-from shardstream.storage import LocalStore, filesystems, open_store
+from shardstream.cache import CacheStream
+from shardstream.dataset.local import LocalDataset
+from shardstream.dataset.prepared import MAX_FETCH_THREADS, fetch_threads, slot_share
+from shardstream.storage import DownloadOptions, LocalStore, filesystems, open_store
 from shardstream.storage.filesystems import LOCAL_TYPES, is_local_disk, mount_type
 
 # A mount table as /proc/self/mountinfo lays it out: a local root, a network file system, a
@@ -93,3 +96,23 @@ def test_readers_of_local_disks_fetch_with_one_thread_others_with_one_a_slot():
     assert fetch_threads([web], 16) == 16
     assert fetch_threads([web], 2) == 2
     assert fetch_threads([None], 8) == 4  # nothing to fetch: the default stands
+    # Small shards share a slot (DownloadOptions.slot_share): a thread for each download the
+    # slots carry at once, up to a bound.
+    assert fetch_threads([web], 4, share=8) == 32
+    assert fetch_threads([web], 16, share=8) == MAX_FETCH_THREADS
+    assert fetch_threads([web], 40, share=8) == 40  # never fewer than the slots
+    assert fetch_threads([local], 8, share=8) == 1
+
+
+def test_a_slot_carries_concurrency_downloads_of_objects_that_fit_one_request(tmp_path: Path):
+    options = DownloadOptions(part_size=1000, concurrency=6)
+    assert options.slot_share(1000) == 6  # one request each
+    assert options.slot_share(1001) == 1  # parallel ranges: the whole slot
+    remote = write_dataset(tmp_path / "r", 100, size_limit=1024)
+    entries = LocalDataset(remote).shards
+    store = LocalStore(str(remote))
+    streams = [CacheStream(str(tmp_path / "c"), store, entries, options)]
+    assert slot_share(streams) == 6
+    large = DownloadOptions(part_size=100, concurrency=6)
+    assert slot_share([*streams, CacheStream(str(tmp_path / "d"), store, entries, large)]) == 1
+    assert slot_share([CacheStream(str(remote), None, entries, options)]) == 1  # local-only

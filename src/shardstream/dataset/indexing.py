@@ -14,7 +14,7 @@ import numpy as np
 
 from shardstream.errors import SampleKeyError
 
-__all__ = ["select"]
+__all__ = ["checked_id", "select"]
 
 
 def select(key: Any, size: int, get: Callable[[int], Any]) -> Any:
@@ -52,6 +52,20 @@ def select(key: Any, size: int, get: Callable[[int], Any]) -> Any:
     if isinstance(key, (list, tuple)):
         return [select(item, size, get) for item in key]
     raise _bad_key(key)
+
+
+def checked_id(sample_id: int, size: int) -> int:
+    """``sample_id`` as an id in ``range(size)`` (a negative one counts from the end).
+
+    Raises:
+        IndexError: The id is out of range.
+    """
+    index = int(sample_id)
+    if index < 0:
+        index += size
+    if not 0 <= index < size:
+        raise IndexError(f"sample id {sample_id} is out of range for {size} samples")
+    return index
 
 
 def _bad_key(key: Any) -> SampleKeyError:

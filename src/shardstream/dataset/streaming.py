@@ -29,7 +29,7 @@ from shardstream.cache import STATE_FOLDER, EpochStart, NodeOrders, RunState, en
 from shardstream.dataset import resume_state as saved_state
 from shardstream.dataset.arguments import check_arguments
 from shardstream.dataset.column_batch import BatchRefs, ColumnBatch, for_transfer
-from shardstream.dataset.indexing import select
+from shardstream.dataset.indexing import checked_id, select
 from shardstream.dataset.introspection import Introspection
 from shardstream.dataset.iteration import Batch, SampleReader
 from shardstream.dataset.prepared import PreparedDataset
@@ -277,13 +277,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
 
     def get_item(self, sample_id: int) -> dict[str, Any]:
         """The sample with dataset-wide id ``sample_id`` (negative counts from the end)."""
-        total = self.num_samples
-        index = int(sample_id)
-        if index < 0:
-            index += total
-        if not 0 <= index < total:
-            raise IndexError(f"sample id {sample_id} is out of range for {total} samples")
-        return self._reader().get(index)
+        return self._reader().get(checked_id(sample_id, self.num_samples))
 
     # --- iteration ------------------------------------------------------------------------------
 

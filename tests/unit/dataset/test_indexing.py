@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.streaming_data import write_dataset
 
 from shardstream import StreamingDataset
-from shardstream.dataset.indexing import select
+from shardstream.dataset.indexing import checked_id, select
 from shardstream.errors import SampleKeyError
 
 N = 30
@@ -113,3 +113,15 @@ def test_a_streaming_dataset_reads_each_id_through_get_item(tmp_path: Path):
     assert [sample["tag"] for sample in ds[[3, -1]]] == [3, -1]
     with pytest.raises(SampleKeyError):
         ds[1.5]
+
+
+@given(st.integers(1, 10**6), st.integers(-(10**7), 10**7))
+def test_checked_id_counts_negatives_from_the_end_and_refuses_the_rest(
+    size: int, sample_id: int
+) -> None:
+    if -size <= sample_id < size:
+        assert checked_id(sample_id, size) == sample_id % size
+        assert checked_id(np.int64(sample_id), size) == sample_id % size
+    else:
+        with pytest.raises(IndexError, match=f"sample id {sample_id} is out of range"):
+            checked_id(sample_id, size)

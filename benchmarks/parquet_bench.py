@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -25,6 +23,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # for benchmarks.report
+
+from benchmarks.report import machine, write_report  # noqa: E402
+
 BATCH = 256
 
 
@@ -117,10 +119,9 @@ def main() -> None:
     report: dict[str, Any] = {
         "rows": rows,
         "batch_size": BATCH,
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "load_average": os.getloadavg()},
+        "machine": machine(),
         "results": {},
-    }  # fmt: skip
+    }
     with tempfile.TemporaryDirectory(prefix="shardstream-parquet-bench-") as tmp:
         datasets = build(Path(tmp), rows)
         for workers in [int(w) for w in args.workers.split(",")]:
@@ -148,13 +149,7 @@ def main() -> None:
                 f"  workers={workers} {codec:<5} parquet {pq_rate['best_samples_per_s']:>10,.0f}"
                 f"  mds {mds_rate['best_samples_per_s']:>10,.0f}  parquet/mds {ratio:.2f}x"
             )
-    print(f"correctness: {'PASS' if report['checks_passed'] else 'FAIL'}")
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as handle:
-        json.dump(report, handle, indent=2)
-    print(f"raw numbers: {args.out} ({report['seconds']:.0f} s)")
-    if not report["checks_passed"]:
-        raise SystemExit(1)
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

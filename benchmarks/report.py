@@ -9,7 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
-__all__ = ["format_table", "machine", "package_versions", "worker_env"]
+__all__ = ["format_table", "machine", "package_versions", "worker_env", "write_report"]
 
 
 def format_table(rows: list[list[str]]) -> str:
@@ -76,3 +76,14 @@ def package_versions(python: str, packages: list[str]) -> dict[str, str | None]:
         return dict.fromkeys(packages)
     found: dict[str, str | None] = json.loads(completed.stdout)
     return found
+
+
+def write_report(report: dict[str, Any], out: str) -> None:
+    """Say whether every check passed, write ``report`` as JSON to ``out``; exit 1 if one failed."""
+    print(f"correctness: {'PASS' if report['checks_passed'] else 'FAIL'}")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as handle:
+        json.dump(report, handle, indent=2)
+    print(f"raw numbers: {out} ({report['seconds']:.0f} s)")
+    if not report["checks_passed"]:
+        raise SystemExit(1)

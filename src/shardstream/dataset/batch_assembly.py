@@ -2,8 +2,9 @@
 
 Each shard's samples of a batch are decoded in one call (its batch decoder, or one built from
 its per-sample getter), then the values are put back into batch order: a column of fixed-shape
-arrays as one array, any other column as a list. Several batches of one schema can be decoded
-together and split again (small samples from many shards cost less a sample that way).
+arrays or numbers as one array, any other column as a list. Several batches of one schema can
+be decoded together and split again (small samples from many shards cost less a sample that
+way).
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ def decode_rows(rows: list[LocatedBatch], raw_views: bool) -> Iterator[ColumnBat
     start = 0
     for row in rows:
         stop = start + len(row.shards)
+        # Slices: of a list a copy, of an array a view (its batches share it).
         columns: list[Column] = [cast(list[Any], column)[start:stop] for column in batch.columns]
-        yield ColumnBatch(batch.names, columns)  # decode_columns makes lists, sliced here
+        yield ColumnBatch(batch.names, columns)
         start = stop
 
 
@@ -99,14 +101,20 @@ def _in_batch_order(
     """One column's arrays of every shard as one array in batch order; ``None`` if not arrays.
 
     Part ``k`` holds the values of batch slots ``order[cuts[k]:cuts[k + 1]]``: an array whose
-    rows are the values, or a list of arrays (a shard asked for a few samples decodes them
-    one by one). Only when every value has the same shape and dtype (shards of one encoding).
+    rows (or elements: numbers) are the values, or a list of them (a shard asked for a few
+    samples decodes them one by one). Only when every value has the same shape and dtype
+    (shards of one encoding).
     """
-    if not any(isinstance(part, np.ndarray) for part in parts):
+    numbers = next((part for part in parts if isinstance(part, np.ndarray)), None)
+    if numbers is None:
         return None
+    if numbers.ndim != 1:
+        numbers = None
     arrays = []
     for part in parts:
-        if isinstance(part, list):
+        if isinstance(part, list) and numbers is not None:
+            part = np.array(part)  # numbers of another dtype fail the check below
+        elif isinstance(part, list):
             if not all(isinstance(value, np.ndarray) for value in part):
                 return None
             try:

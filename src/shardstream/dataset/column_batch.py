@@ -158,7 +158,10 @@ Column = list[Any] | PackedBytes | PackedArray | NDArray[Any]
 
 @dataclass(frozen=True)
 class ColumnBatch:
-    """A device batch as column names and one list of values per column, in batch order.
+    """A device batch as column names and the values of each column, in batch order.
+
+    A column is a list of values, or one numeric array whose rows (elements, for numbers)
+    are the values.
 
     It crosses from a DataLoader worker to the loader as plain lists (cheap to pickle), or with
     its large ``bytes`` columns packed (:func:`for_transfer`); the loader collates it.

@@ -24,11 +24,17 @@ from shardstream.format.sample_codec import DECODE_ERRORS
 
 __all__ = ["ColumnValues", "ColumnsDecoder"]
 
-#: One decoded column: a list of values, or (fixed-shape numeric arrays) one array whose
-#: rows are the values.
+#: One decoded column: a list of values, or (fixed-shape numeric arrays, and numbers) one
+#: array whose rows (elements) are the values.
 ColumnValues = list[Any] | NDArray[Any]
 
 _RAW, _PYTHON_SCALAR, _NUMPY_SCALAR, _ARRAY, _DECODER = range(5)
+
+#: Numbers that come as one array: their tensor is the one torch's ``default_collate`` makes
+#: of the values one by one (it refuses numpy's uint64 scalars; Python ints become int64).
+_AS_ARRAY = frozenset(
+    np.dtype(name) for name in ("b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "f2", "f4", "f8")
+)
 
 #: Up to this many samples, the per-sample getter is cheaper than the dozen numpy calls of the
 #: bulk path (a shuffled batch over many shards asks each for a few samples).
@@ -64,7 +70,8 @@ class ColumnsDecoder:
         """``get_many(ks)`` over one shard's buffer: each column's values for samples ``ks``.
 
         A column of fixed-shape numeric arrays comes as one array, its rows the values (as
-        ``np.stack`` of them would make it); any other column as a list.
+        ``np.stack`` of them would make it), and one of numbers (but uint64) as one 1-D array;
+        any other column as a list.
 
         Args:
             buffer: The shard (bytes or an mmap).
@@ -131,7 +138,10 @@ class ColumnsDecoder:
                     else:
                         assert fixed is not None
                         flat = window(fixed)[position].view(extra).reshape(-1)
-                        decoded.append(flat.tolist() if kind == _PYTHON_SCALAR else list(flat))
+                        if flat.dtype in _AS_ARRAY:
+                            decoded.append(flat)
+                        else:
+                            decoded.append(flat.tolist() if kind == _PYTHON_SCALAR else list(flat))
                     position = stop
                 if (position != ends).any():
                     raise ShardFormatError("a sample's columns do not add up to its length")

@@ -362,7 +362,7 @@ class MDSShardView(ShardSamples):
         positions = self._offsets
         get = self.get = schema.sample_getter(buffer, view, positions, source, zero_copy=zero_copy)
         #: ``get_many(ks)`` decodes samples ``ks`` into columns (``schema.names``): a list each, or
-        #: one array for a column of fixed-shape numeric arrays (its rows the values).
+        #: one array for a column of fixed-shape numeric arrays or numbers (its rows the values).
         self.get_many = schema.columns_decoder(zero_copy=zero_copy).bind(
             buffer, view, offsets, get, get
         )

@@ -125,7 +125,8 @@ def read_samples(
     Sample ``k`` is sample ``indices[k]`` of the shard ``sources[which[k]]``. Each run of
     samples adjacent in one file, in the order given, takes one ``pread``; the runs go into one
     buffer, which the batch decoder reads as it would a shard. The values come out in the order
-    given (a column of fixed-shape arrays as one array), and no page of any mapping is touched.
+    given (a column of fixed-shape arrays or numbers as one array), and no page of any mapping
+    is touched.
 
     Raises:
         ShardFormatError: A file is shorter than its mapping (cut short since), or a sample is

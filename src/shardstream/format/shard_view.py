@@ -57,8 +57,9 @@ class ShardView(Protocol):
         """Samples ``indices`` as one entry per column of :attr:`names`.
 
         An entry is a list of values, or one array whose rows are the values (a column of
-        fixed-shape numeric arrays). With ``views``, ``bytes`` values may come as read-only
-        memoryviews of the mapped shard, valid until :meth:`release`.
+        fixed-shape numeric arrays, or of numbers: a 1-D array). With ``views``, ``bytes``
+        values may come as read-only memoryviews of the mapped shard, valid until
+        :meth:`release`.
         """
 
     def sample_file(self) -> SampleFile | None:

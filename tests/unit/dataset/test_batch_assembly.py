@@ -51,3 +51,34 @@ def test_arrays_of_several_shards_come_back_in_batch_order():
     (column,) = batch.columns
     assert isinstance(column, np.ndarray)
     assert column.tolist() == [[101, 101], [2, 2], [103, 103], [4, 4]]
+
+
+class _Numbers(_View):
+    """A shard whose numbers come as one array, or as a list for a few samples."""
+
+    def __init__(self, shard: int, dtype: Any, as_list: bool) -> None:
+        super().__init__(shard)
+        self.dtype, self.as_list = dtype, as_list
+
+    def read_columns(self, indices: list[int], *, views: bool = False) -> list[Any]:
+        values = np.asarray([100 * self.shard + i for i in indices], self.dtype)
+        return [values.tolist() if self.as_list else values]
+
+
+def test_numbers_of_several_shards_come_back_as_one_array_in_batch_order():
+    views: dict[int, Any] = {0: _Numbers(0, np.int64, False), 1: _Numbers(1, np.int64, True)}
+    batch = decode_columns([1, 0, 1, 0], [1, 2, 3, 4], views, raw_views=False)
+    (column,) = batch.columns
+    assert isinstance(column, np.ndarray)
+    assert column.dtype == np.int64
+    assert column.tolist() == [101, 2, 103, 4]
+
+
+def test_numbers_of_another_dtype_are_not_converted_to_the_first_shards():
+    # Streams of one column name but other encodings: floats must not become ints.
+    views: dict[int, Any] = {0: _Numbers(0, np.int64, False), 1: _Numbers(1, np.float64, True)}
+    batch = decode_columns([1, 0], [1, 2], views, raw_views=False)
+    (column,) = batch.columns
+    assert isinstance(column, list)
+    assert column == [101.0, 2]
+    assert [type(value) for value in column] == [float, np.int64]

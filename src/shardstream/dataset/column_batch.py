@@ -163,8 +163,8 @@ class ColumnBatch:
     A column is a list of values, or one numeric array whose rows (elements, for numbers)
     are the values.
 
-    It crosses from a DataLoader worker to the loader as plain lists (cheap to pickle), or with
-    its large ``bytes`` columns packed (:func:`for_transfer`); the loader collates it.
+    It crosses from a DataLoader worker to the loader as plain lists and arrays (cheap to
+    pickle), or with its large columns packed (:func:`for_transfer`); the loader collates it.
     """
 
     names: list[str]

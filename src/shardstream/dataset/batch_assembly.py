@@ -105,14 +105,13 @@ def _in_batch_order(
     samples decodes them one by one). Only when every value has the same shape and dtype
     (shards of one encoding).
     """
-    numbers = next((part for part in parts if isinstance(part, np.ndarray)), None)
-    if numbers is None:
+    first_array = next((part for part in parts if isinstance(part, np.ndarray)), None)
+    if first_array is None:
         return None
-    if numbers.ndim != 1:
-        numbers = None
+    numbers = first_array.ndim == 1
     arrays = []
     for part in parts:
-        if isinstance(part, list) and numbers is not None:
+        if isinstance(part, list) and numbers:
             part = np.array(part)  # numbers of another dtype fail the check below
         elif isinstance(part, list):
             if not all(isinstance(value, np.ndarray) for value in part):

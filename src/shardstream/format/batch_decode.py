@@ -28,7 +28,7 @@ __all__ = ["ColumnValues", "ColumnsDecoder"]
 #: array whose rows (elements) are the values.
 ColumnValues = list[Any] | NDArray[Any]
 
-_RAW, _PYTHON_SCALAR, _NUMPY_SCALAR, _ARRAY, _DECODER = range(5)
+_RAW, _PYTHON_SCALAR, _NUMPY_SCALAR, _NUMBERS, _ARRAY, _DECODER = range(6)
 
 #: Numbers that come as one array: their tensor is the one torch's ``default_collate`` makes
 #: of the values one by one (it refuses numpy's uint64 scalars; Python ints become int64).
@@ -138,7 +138,7 @@ class ColumnsDecoder:
                     else:
                         assert fixed is not None
                         flat = window(fixed)[position].view(extra).reshape(-1)
-                        if flat.dtype in _AS_ARRAY:
+                        if kind == _NUMBERS:
                             decoded.append(flat)
                         else:
                             decoded.append(flat.tolist() if kind == _PYTHON_SCALAR else list(flat))
@@ -174,7 +174,7 @@ def _kind(encoding: Encoding, fixed: int | None) -> tuple[int, int | None, Any]:
     if fixed is not None and encoding.numpy_scalar is not None:
         dtype = np.dtype(encoding.numpy_scalar)
         if dtype.itemsize == fixed:
-            return _NUMPY_SCALAR, fixed, dtype
+            return (_NUMBERS if dtype in _AS_ARRAY else _NUMPY_SCALAR), fixed, dtype
     if fixed is not None and encoding.numpy_array is not None:
         dtype, shape = encoding.numpy_array
         if np.dtype(dtype).itemsize * math.prod(shape) == fixed:
@@ -182,7 +182,7 @@ def _kind(encoding: Encoding, fixed: int | None) -> tuple[int, int | None, Any]:
     if fixed is not None and encoding.struct_format is not None:
         dtype = np.dtype(encoding.struct_format)
         if dtype.itemsize == fixed == struct.calcsize(encoding.struct_format):
-            return _PYTHON_SCALAR, fixed, dtype
+            return (_NUMBERS if dtype in _AS_ARRAY else _PYTHON_SCALAR), fixed, dtype
     return _DECODER, fixed, encoding.decoder
 
 

@@ -10,18 +10,41 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+from collections.abc import Iterable
 
 from shardstream import config
 from shardstream.cache.private_folder import ensure_private_folder
 from shardstream.format.index import INDEX_BASENAME, ShardEntry
 
-__all__ = ["IN_PLACE_FOLDER", "STATE_FOLDER", "in_place_cache", "kept_bytes", "shard_lock_path"]
+__all__ = [
+    "IN_PLACE_FOLDER",
+    "STATE_FOLDER",
+    "in_place_cache",
+    "kept_bytes",
+    "node_state_folder",
+    "shard_lock_path",
+]
 
 #: The folder, inside each stream's local folder, holding shardstream's locks and state.
 STATE_FOLDER = ".shardstream"
 
 #: The folder, in the user's cache root, holding the cache folders of datasets read in place.
 IN_PLACE_FOLDER = "in-place"
+
+
+def node_state_folder(remote_locals: Iterable[str]) -> str | None:
+    """Where a dataset keeps its node-wide state: cache ledger, download slots, plans, runs.
+
+    The state folder of the remote streams' cache folder whose real path sorts first; ``None``
+    without remote streams. It does not depend on the order in which a job lists its streams:
+    two jobs reading the same streams, in any order, share one ledger (so one ``cache_limit``)
+    and one set of download slots.
+
+    Args:
+        remote_locals: The cache folders of the dataset's remote streams.
+    """
+    folders = sorted(os.path.realpath(folder) for folder in remote_locals)
+    return os.path.join(folders[0], STATE_FOLDER) if folders else None
 
 
 def in_place_cache(root: str) -> str:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from shardstream.cache.download_slots import DownloadSlots
-from shardstream.cache.layout import STATE_FOLDER, kept_bytes, shard_lock_path
+from shardstream.cache.layout import STATE_FOLDER, kept_bytes, node_state_folder, shard_lock_path
 from shardstream.cache.locks import FileLock, try_lock_file
 from shardstream.cache.safe_paths import make_folders, read_file
 from shardstream.cache.shard_files import ShardFiles, shard_file_pairs
@@ -133,9 +133,7 @@ class ShardCache:
         self._first: list[int] = [0]
         for stream in self.streams:
             self._first.append(self._first[-1] + len(stream.entries))
-        remote = [s for s in self.streams if s.store is not None]
-        # Node-wide state (the cache lock, download slots) lives with the first remote stream.
-        self._state = os.path.join(remote[0].local, STATE_FOLDER) if remote else None
+        self._state = node_state_folder(s.local for s in self.streams if s.store is not None)
         self._slots = DownloadSlots(self._state, download_slots) if self._state else None
         self._largest: int | None = None  # the largest remote shard's footprint, once known
         self._warned = False  # a tight cache_limit is logged once

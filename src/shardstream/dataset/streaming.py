@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from shardstream import config
 from shardstream._torch import require_torch, worker_info
-from shardstream.cache import STATE_FOLDER, EpochStart, NodeOrders, RunState, ensure_private_folder
+from shardstream.cache import EpochStart, NodeOrders, RunState, ensure_private_folder
+from shardstream.cache.layout import node_state_folder
 from shardstream.dataset import resume_state as saved_state
 from shardstream.dataset.arguments import check_arguments
 from shardstream.dataset.column_batch import BatchRefs, ColumnBatch, for_transfer
@@ -567,7 +568,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         return RunState(self._run_folder(), owner, self._id)
 
     def _run_folder(self) -> str:
-        """``runs/`` in the first remote stream's cache folder, else in the user's cache root.
+        """``runs/`` in the node-wide state folder, else in the user's cache root.
 
         A local-only dataset's folder is the user's data, never written to; the cache root is
         made (or checked to be) this user's alone before run files go there.
@@ -579,9 +580,8 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         return os.path.join(state, "runs")
 
     def _state_folder(self) -> str | None:
-        """The first remote stream's cache state folder (``None``: local-only streams)."""
-        remote = (s.local for s in self._prepare().resolved if s.remote is not None)
-        return next((os.path.join(local, STATE_FOLDER) for local in remote), None)
+        """The node-wide state folder (``None``: local-only streams), as the cache's ledger."""
+        return node_state_folder(s.local for s in self._prepare().resolved if s.remote is not None)
 
 
 def reads_through_getitem(dataset: StreamingDataset) -> Callable[[int], Any] | None:

@@ -344,7 +344,7 @@ def test_a_local_only_stream_decompresses_into_a_cache_of_its_own(tmp_path: Path
     assert cache.is_present(0)
     assert not cache.ensure(0)
     own = Path(in_place_cache(str(data)))
-    assert own.parent == tmp_path / "user" / IN_PLACE_FOLDER
+    assert own.parent.parent == tmp_path / "user" / IN_PLACE_FOLDER
     entry = cache.streams[0].entries[0]
     assert (own / entry.raw_data.basename).stat().st_size == entry.raw_data.bytes
     assert [p.name for p in (own / STATE_FOLDER / "locks").iterdir()] == [

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from tests.streaming_data import write_dataset
 
+from shardstream import StreamingDataset
 from shardstream.cache import STATE_FOLDER, CacheStream, EpochStart, FileLock, RunState, ShardCache
 from shardstream.cache.layout import IN_PLACE_FOLDER, in_place_cache, shard_lock_path
 from shardstream.cache.locks import try_lock_file
@@ -426,3 +427,20 @@ def test_jobs_listing_streams_in_any_order_share_one_cache_limit(tmp_path: Path)
         assert waiting.result()
     assert not done_early, "the second job reserved room while the first held its ledger"
     assert first.usage() <= first.limit  # type: ignore[operator]
+
+
+def test_copies_of_a_dataset_read_in_place_count_against_the_limit(tmp_path: Path, monkeypatch):
+    # fb0f0a9 left every shard's decompressed copy in the user's cache, whatever the limit.
+    monkeypatch.setenv("SHARDSTREAM_CACHE_DIR", str(tmp_path / "user"))
+    data = write_dataset(tmp_path / "data", 200, size_limit=1024, compression="zstd")
+    before = {path.name: path.read_bytes() for path in data.iterdir()}
+    entries = LocalDataset(data).shards
+    assert len(entries) >= 10
+    limit = 3 * max(entry.raw_data.bytes for entry in entries)
+    dataset = StreamingDataset(local=str(data), batch_size=4, cache_limit=limit)
+    for _ in range(2):  # a second epoch decompresses the evicted shards again
+        assert sorted(int(sample["id"]) for sample in dataset) == list(range(200))
+        cached = [p for p in (tmp_path / "user" / IN_PLACE_FOLDER).rglob("*") if p.is_file()]
+        assert sum(path.stat().st_size for path in cached) <= limit
+        assert 0 < len([path for path in cached if path.name.endswith(".mds")]) < len(entries)
+    assert {path.name: path.read_bytes() for path in data.iterdir()} == before  # the user's

@@ -69,10 +69,10 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
     Args:
         streams: Several :class:`Stream` s to mix; excludes ``remote``/``local``.
         remote: The dataset's URL or path, for a single stream.
-        local: Its node-local cache folder (default: one per remote, per user). Without
-            ``remote`` (or with a ``remote`` on local disk), the dataset itself, read in place
-            and never written to: its decompressed shards and their locks go to a folder of
-            its own under ``SHARDSTREAM_CACHE_DIR``.
+        local: Its node-local cache folder, new or one shardstream made (else refused; default:
+            one per remote, per user). Without ``remote`` (or given ``remote``'s path), the
+            dataset itself, read in place and never written to: its decompressed shards and
+            their locks go to a folder of its own under ``SHARDSTREAM_CACHE_DIR``.
         split: A sub-folder holding the split's ``index.json``.
         download_retry: Retries after a failed download (``2``: up to three attempts).
         download_timeout: Seconds allowed for each request to the remote (the index check at
@@ -86,7 +86,8 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         predownload: Samples to fetch ahead of the reader, per worker (default
             ``8 * batch_size``, or 64).
         cache_limit: Most bytes (int or ``'10gb'``) the node's cache may hold; least recently
-            used shards that came from a remote are evicted. Local-only data never is.
+            used shards that came from a remote are evicted. Local-only data never is (the
+            copies decompressed from its compressed shards count, and are evicted).
             Below a node's share of the dataset, evicted shards are downloaded again: pair
             such a limit with ``py1s``, or a ``shuffle_block_size`` whose shards fit in it
             (``py1e`` over a large block draws each batch from all of the node's shards).

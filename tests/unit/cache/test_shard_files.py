@@ -397,3 +397,19 @@ def test_reading_large_samples_does_not_grow_resident_memory(tmp_path: Path):
             grown[zero_copy] = rss_file_kib() - before
     assert grown[False] < 4 << 10, grown  # KiB: a few pages of code at most
     assert grown[True] > 32 << 10, grown  # the control: mapped, the 40 MiB read stay resident
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_a_damaged_dataset_read_in_place_is_never_to_be_deleted(
+    tmp_path: Path, user_cache: Path, compression: str | None
+):
+    # fb0f0a9 said "delete it so it is fetched again" of the user's only copy.
+    root = write_dataset(tmp_path / "ds", 60, size_limit=1024, compression=compression)
+    damaged = sorted(root.glob("shard.00000.mds*"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:-7])
+    with pytest.raises(ShardFormatError) as caught:
+        list(StreamingDataset(local=str(root), batch_size=1, shuffle=False))
+    message = str(caught.value)
+    assert str(damaged) in message
+    assert "delete" not in message
+    assert "restore the file" in message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from pathlib import Path
 
@@ -158,3 +159,20 @@ def test_a_split_cache_leaves_the_users_files_beside_it(remote: Path, tmp_path: 
     assert (local / "notes.txt").read_text() == "mine"
     assert (local / "train" / STATE_FOLDER / MARKER).is_file()
     assert not (local / STATE_FOLDER).exists()
+
+
+def _read_all(remote: str, local: str) -> None:
+    assert sorted(ids(remote, local)) == list(range(60))
+
+
+def test_ranks_starting_together_on_a_new_folder_all_claim_it(remote: Path, tmp_path: Path):
+    # Each sees the folder missing, empty, or marked with files already in it: none refuses.
+    context = multiprocessing.get_context("spawn")
+    local = tmp_path / "new"
+    ranks = [context.Process(target=_read_all, args=(str(remote), str(local))) for _ in range(3)]
+    for rank in ranks:
+        rank.start()
+    for rank in ranks:
+        rank.join(120)
+        assert rank.exitcode == 0
+    assert (local / STATE_FOLDER / MARKER).is_file()

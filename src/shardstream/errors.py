@@ -36,7 +36,7 @@ mosaicml-streaming raises in its place, so that code written against it still ca
     ├── TopologyError(ValueError)                ranks, nodes and workers that do not add up
     ├── CacheLimitError(ValueError)              cache_limit too small for what must be cached
     ├── CacheTimeoutError(TimeoutError)          waited too long for another process's lock
-    ├── CacheFolderError(PermissionError)        a cache path others own or can write, or a link
+    ├── CacheFolderError(PermissionError)        a cache path not yours alone, or not a cache
     ├── CacheConflictError(FileExistsError)      a cache folder holds another remote's files
     ├── DiskFullError(OSError)                   no room left on a cache or output folder's disk
     ├── UploadError(OSError)                     a shard or index could not be uploaded
@@ -253,10 +253,12 @@ class CacheTimeoutError(ShardstreamError, TimeoutError):
 
 
 class CacheFolderError(ShardstreamError, PermissionError):
-    """A cache folder, or a file or folder in it, is not this user's alone.
+    """A cache folder, or a file or folder in it, is not this user's alone, or not a cache.
 
     Another user owns it, others may write to it, or it is a symbolic link (which whoever can
-    write to a shared cache folder could plant there).
+    write to a shared cache folder could plant there). Or a ``local=`` folder is not one the
+    library created as a cache (:mod:`shardstream.cache.ownership`): it holds files but no
+    marker, a dataset of its own, or overlaps the remote.
     """
 
 

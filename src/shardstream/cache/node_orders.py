@@ -10,9 +10,11 @@ order depends on: the shard sizes, the canonical nodes, the shuffle, and the ver
 shuffles' output (``ORDER_VERSION``). A file holds a short header (its item size, a digest of
 its ids), then the ids. It is written to a temporary name and renamed, so a reader sees a
 whole file or none; a file that fails its checks is computed again and replaced. Writing a
-node's order deletes its earlier epochs' files. A folder that cannot be written only costs
-the time to compute. Under a ``cache_limit`` nothing is kept: the limit counts shard files,
-and nothing else may take the space.
+node's order deletes its earlier epochs' files, and the files of all but the
+:data:`KEPT_LAYOUTS` most recently used keys (other seeds, shuffles, datasets): reading a
+file marks its key used, and the least recently used go first. A folder that cannot be
+written only costs the time to compute. Under a ``cache_limit`` nothing is kept: the limit
+counts shard files, and nothing else may take the space.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import hashlib
 import logging
 import os
 import struct
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -31,13 +34,16 @@ from shardstream.cache.safe_paths import read_file, write_file
 from shardstream.sampling import ShuffleConfig
 from shardstream.sampling.sequence import ORDER_VERSION
 
-__all__ = ["NodeOrders"]
+__all__ = ["KEPT_LAYOUTS", "NodeOrders"]
 
 logger = logging.getLogger(__name__)
 
 _MAGIC = b"SSNO"
 _HEADER = struct.Struct("<4sB3x16s")  # magic, bytes an id, 3 spare, digest of the ids
 _SUFFIX = ".order"
+
+#: Keys (layouts: seeds, shuffles, node counts) whose orders a folder keeps at most.
+KEPT_LAYOUTS = 4
 
 
 class NodeOrders:
@@ -81,6 +87,7 @@ class NodeOrders:
         path = self.path(node)
         kept = self._read(path, size)
         if kept is not None:
+            _mark_used(path)
             return kept
         order = compute()
         self._write(path, node, order)
@@ -114,7 +121,9 @@ class NodeOrders:
         except OSError as exc:
             logger.debug("cannot keep the order of node %d in %s: %s", node, self.folder, exc)
             return
+        _mark_used(path)
         self._forget_earlier(node)
+        self._forget_other_layouts()
 
     def _forget_earlier(self, node: int) -> None:
         """Delete this node's files of earlier epochs."""
@@ -128,3 +137,29 @@ class NodeOrders:
                 if epoch.isdigit() and int(epoch) < self.epoch:
                     with contextlib.suppress(OSError):
                         os.remove(entry.path)
+
+    def _forget_other_layouts(self) -> None:
+        """Delete the files of all but the :data:`KEPT_LAYOUTS` most recently used keys."""
+        used: dict[str, int] = {}
+        files: dict[str, list[str]] = {}
+        with contextlib.suppress(OSError), os.scandir(self.folder) as entries:
+            for entry in entries:
+                key = entry.name.split("-", 1)[0]
+                if not entry.name.endswith(_SUFFIX) or key == entry.name:
+                    continue
+                with contextlib.suppress(OSError):
+                    when = entry.stat(follow_symlinks=False).st_mtime_ns
+                    used[key] = max(used.get(key, 0), when)
+                    files.setdefault(key, []).append(entry.path)
+        recent = sorted(used, key=lambda key: (key == self.key, used[key]), reverse=True)
+        for key in recent[KEPT_LAYOUTS:]:
+            for path in files[key]:
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+
+
+def _mark_used(path: str) -> None:
+    """Set the file's time to now, to the nanosecond: the order its key was last used in."""
+    now = time.time_ns()
+    with contextlib.suppress(OSError, NotImplementedError):  # not kept: only costs the time
+        os.utime(path, ns=(now, now), follow_symlinks=False)

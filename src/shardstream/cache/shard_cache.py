@@ -14,9 +14,11 @@ stale, nothing to clean by hand after a crash, and two jobs may use the same fol
 * With ``limit`` set, a fetch first *reserves* its bytes: under the cache-wide lock it adds up
   the shard files on disk and the reservations of fetches in flight (written into their shard
   locks), evicts least-recently-used shards that came from a remote until the new shard fits,
-  and records its own reservation. Shards of local-only streams (``remote=None``) are never
-  evicted: they are the dataset's only copy, never written to (its decompressed copies and
-  their locks go to ``layout.in_place_cache``). Readers mark a remote shard used by touching it.
+  and records its own reservation. The files of local-only streams (``remote=None``) are never
+  deleted: they are the dataset's only copy, never written to. The decompressed copies the
+  cache makes of their compressed shards (with their locks, in ``layout.in_place_cache``)
+  count against the limit and are evicted like fetched shards. Readers mark a shard used by
+  touching its file in the cache.
 * Downloads take a place in one of ``download_slots`` node-wide slots (lock files again,
   :mod:`~shardstream.cache.download_slots`), so the node's download concurrency does not grow
   with the number of DataLoader workers: a shard fetched as parallel ranges fills a slot, and
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import glob
 import logging
 import math
 import os
@@ -38,9 +39,10 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from shardstream.cache.download_slots import DownloadSlots
-from shardstream.cache.layout import STATE_FOLDER, kept_bytes, shard_lock_path
+from shardstream.cache.layout import STATE_FOLDER, kept_bytes, node_state_folder, shard_lock_path
 from shardstream.cache.locks import FileLock, try_lock_file
-from shardstream.cache.safe_paths import make_folders, read_file
+from shardstream.cache.reservations import record, remove_temporaries, reserved_bytes
+from shardstream.cache.safe_paths import make_folders
 from shardstream.cache.shard_files import ShardFiles, shard_file_pairs
 from shardstream.errors import (
     DISK_FULL_ERRNOS,
@@ -101,7 +103,8 @@ class ShardCache:
 
     Args:
         streams: The dataset's streams; shard ids run over them end to end.
-        limit: The most bytes of shard files the remote streams may hold on disk, or ``None``.
+        limit: The most bytes the cache's folders may hold (the remote streams' shard files,
+            local-only streams' decompressed copies, and the state beside them), or ``None``.
         download_slots: Concurrent downloads on the node, over all its processes.
 
     Raises:
@@ -130,13 +133,18 @@ class ShardCache:
             ShardFiles(s.local, s.local if s.store is not None else None, s.validate_hash)
             for s in self.streams
         ]
+        # The streams whose folders the cache writes and counts: remote streams, and local-only
+        # streams with compressed shards (their decompressed copies).
+        self._counted = [
+            s.store is not None or any(e.compression is not None for e in s.entries)
+            for s in self.streams
+        ]
         self._first: list[int] = [0]
         for stream in self.streams:
             self._first.append(self._first[-1] + len(stream.entries))
-        remote = [s for s in self.streams if s.store is not None]
-        # Node-wide state (the cache lock, download slots) lives with the first remote stream.
-        self._state = os.path.join(remote[0].local, STATE_FOLDER) if remote else None
+        self._state = node_state_folder(s.local for s in self.streams if s.store is not None)
         self._slots = DownloadSlots(self._state, download_slots) if self._state else None
+        self._ledger: str | None = self._state  # without remote streams: found when needed
         self._largest: int | None = None  # the largest remote shard's footprint, once known
         self._warned = False  # a tight cache_limit is logged once
 
@@ -180,7 +188,9 @@ class ShardCache:
         if self.limit is None:
             return
         largest = self._largest_footprint()
-        kept = sum(kept_bytes(stream.local) for stream in self.streams if stream.store is not None)
+        kept = sum(
+            kept_bytes(self._folder(n)) for n in range(len(self.streams)) if self._counted[n]
+        )
         if self.limit < largest + kept:
             raise CacheLimitError(
                 f"cache_limit={self.limit} bytes is too small: the largest shard needs "
@@ -198,18 +208,25 @@ class ShardCache:
             )  # fmt: skip
 
     def _largest_footprint(self) -> int:
-        """The largest footprint of a shard from a remote (0 without remote streams)."""
+        """The most bytes a shard's fetch (or decompression) reserves (0 if none is counted)."""
         if self._largest is None:
             self._largest = max(
                 (
-                    self.footprint(self._first[number] + k)
+                    self._need(number, entry)
                     for number, stream in enumerate(self.streams)
-                    if stream.store is not None
-                    for k in range(len(stream.entries))
+                    if self._counted[number]
+                    for entry in stream.entries
                 ),
                 default=0,
             )
         return self._largest
+
+    def _need(self, number: int, entry: ShardEntry) -> int:
+        """Bytes a shard's fetch writes: a remote's files, or a local shard's decompressed copy."""
+        pairs = shard_file_pairs(entry)
+        if self.streams[number].store is None:
+            return sum(raw.bytes for raw, zipped in pairs if zipped is not None)
+        return sum(raw.bytes + (zipped.bytes if zipped else 0) for raw, zipped in pairs)
 
     def ensure(self, shard: int) -> bool:
         """Make the shard's uncompressed files present, fetching them if needed.
@@ -276,10 +293,10 @@ class ShardCache:
         if os.fstat(lock.fd).st_size:  # the last holder died mid-fetch: clear its leftovers
             self._remove_orphans(number, entry)
             os.ftruncate(lock.fd, 0)
-        if stream.store is not None and self.limit is not None:
-            self._reserve(self.footprint(shard), lock, stream, entry)  # records the fetch
+        if self.limit is not None:
+            self._reserve(self._need(number, entry), lock, stream, entry)  # records the fetch
         else:
-            _record(lock.fd, self.footprint(shard), entry)
+            record(lock.fd, self._need(number, entry), entry)
         try:
             if stream.store is None:  # the user's compressed files are never deleted
                 self._files[number].materialize(entry, keep_zip=True)
@@ -307,39 +324,43 @@ class ShardCache:
         return None if store is None else store.url(entry.data_file.basename)
 
     def touch(self, shard: int) -> None:
-        """Mark a remote stream's shard as just used, for least-recently-used eviction."""
+        """Mark the shard's file in the cache as just used, for least-recently-used eviction."""
         number, entry = self.locate(shard)
-        if self.streams[number].store is None:  # never evicted, and the user's files
+        paths = self._evictable(number, entry)
+        if not paths:  # a local-only shard stored uncompressed: the user's file, never evicted
             return
         with contextlib.suppress(OSError):
-            path = os.path.join(self.streams[number].local, entry.raw_data.basename)
-            os.utime(path, follow_symlinks=False)  # a link planted there is not followed
+            os.utime(paths[0], follow_symlinks=False)  # a link planted there is not followed
 
     def usage(self) -> int:
-        """Bytes the remote streams' cache folders take now, fetches in flight included.
+        """Bytes the cache's folders take now, fetches in flight included.
 
-        Everything the cache keeps counts: shard files, the cached index, and the locks,
-        records and run state under ``.shardstream``.
+        Everything the cache keeps counts: fetched shard files, decompressed copies of
+        local-only streams' shards, the cached index, and the locks, records, node orders and
+        run state under ``.shardstream``.
         """
         used, _ = self._scan(own=None)
         return used
 
     def evict(self, shard: int) -> int:
-        """Delete a remote stream's shard files unless a fetch of it is under way.
+        """Delete the shard's files in the cache unless a fetch of it is under way.
+
+        A remote stream's shard files go; of a local-only stream's shard, only the decompressed
+        copies the cache made (the user's files are never deleted).
 
         Returns:
-            The bytes freed (0 when the shard is local-only or busy).
+            The bytes freed (0 when the shard has nothing in the cache, or is busy).
         """
         number, entry = self.locate(shard)
-        stream = self.streams[number]
-        if stream.store is None:
+        paths = self._evictable(number, entry)
+        if not paths:
             return 0
         lock = try_lock_file(self._lock_path(number, entry))
         if lock is None:
             return 0
         freed = 0
         try:
-            for path in _paths(stream.local, entry):
+            for path in paths:
                 with contextlib.suppress(FileNotFoundError):
                     size = os.stat(path).st_size
                     os.remove(path)
@@ -396,14 +417,13 @@ class ShardCache:
     def _reserve(self, need: int, lock: FileLock, stream: CacheStream, entry: ShardEntry) -> None:
         """Make room for ``need`` bytes and record the reservation in ``lock``'s file."""
         assert self.limit is not None
-        assert self._state is not None
         if need > self.limit:
             raise CacheLimitError(
                 f"shard {_name(entry)} needs {need} bytes on disk but cache_limit is "
                 f"{self.limit}; raise cache_limit above the largest shard"
             )
         deadline = time.monotonic() + _lock_timeout(stream, entry)
-        ledger = FileLock(os.path.join(self._state, "cache.lock"))
+        ledger = FileLock(os.path.join(self._ledger_folder(), "cache.lock"))
         delay = _POLL_S
         while True:
             with ledger.hold(timeout=60.0, what="the cache ledger"):
@@ -413,7 +433,7 @@ class ShardCache:
                         break
                     used -= self.evict(victim)
                 if used + need <= self.limit:
-                    _record(lock.fd, need, entry)
+                    record(lock.fd, need, entry)
                     return
             if time.monotonic() > deadline:
                 raise CacheLimitError(
@@ -424,6 +444,14 @@ class ShardCache:
             time.sleep(delay)
             delay = min(2 * delay, _MAX_POLL_S)
 
+    def _ledger_folder(self) -> str:
+        """The folder of the cache-wide lock: the node state folder, else the first copies'."""
+        if self._ledger is None:
+            folders = (self._folder(n) for n, counted in enumerate(self._counted) if counted)
+            self._ledger = node_state_folder(folders)
+        assert self._ledger is not None  # called for a counted stream's fetch
+        return self._ledger
+
     def _scan(self, own: str | None) -> tuple[int, list[tuple[int, int]]]:
         """Bytes in use, and ``(last use, shard)`` of every evictable shard on disk.
 
@@ -433,14 +461,16 @@ class ShardCache:
         used = 0
         candidates: list[tuple[int, int]] = []
         for number, stream in enumerate(self.streams):
-            if stream.store is None:
+            if not self._counted[number]:
                 continue
-            used += self._reserved(stream, own) + kept_bytes(stream.local)
-            present = _listing(stream)
-            for k, entry in enumerate(stream.entries):
+            folder = self._folder(number)
+            used += reserved_bytes(folder, own) + kept_bytes(folder)
+            shard_paths = [self._evictable(number, entry) for entry in stream.entries]
+            present = _listing(shard_paths)
+            for k, paths in enumerate(shard_paths):
                 size = 0
                 last = 0
-                for path in _paths(stream.local, entry):
+                for path in paths:
                     if path not in present:  # a folder listing, not a stat per absent file
                         continue
                     try:
@@ -453,35 +483,6 @@ class ShardCache:
                     used += size
                     candidates.append((last, self._first[number] + k))
         return used, candidates
-
-    def _reserved(self, stream: CacheStream, own: str | None) -> int:
-        """Bytes reserved by fetches in flight; clears the reservations of dead processes."""
-        folder = os.path.join(stream.local, STATE_FOLDER, "locks")
-        total = 0
-        try:
-            entries = list(os.scandir(folder))
-        except FileNotFoundError:
-            return 0
-        for item in entries:
-            if item.path == own or not item.name.endswith(".lock"):
-                continue
-            try:
-                if item.stat(follow_symlinks=False).st_size == 0:
-                    continue
-                stale = try_lock_file(item.path)
-                if stale is None:  # a live fetch: count what it reserved
-                    total += _reservation(read_file(item.path))
-                    continue
-            except FileNotFoundError:
-                continue
-            try:  # its holder died mid-fetch: drop the reservation and the half-written files
-                text = os.pread(stale.fd, 1 << 16, 0).decode(errors="replace").split()
-                if len(text) == 2:
-                    _remove_temporaries(os.path.join(stream.local, text[1]))
-                os.ftruncate(stale.fd, 0)
-            finally:
-                stale.release()
-        return total
 
     # --- files ----------------------------------------------------------------------------------
 
@@ -505,10 +506,21 @@ class ShardCache:
     def _lock_path(self, number: int, entry: ShardEntry) -> str:
         return shard_lock_path(self._folder(number), entry)
 
+    def _evictable(self, number: int, entry: ShardEntry) -> list[str]:
+        """The shard's files the cache may delete: all a remote's, a local one's copies only."""
+        stream = self.streams[number]
+        if stream.store is not None:
+            return _paths(stream.local, entry)
+        if not self._counted[number]:
+            return []
+        folder = self._files[number].cache_root
+        pairs = shard_file_pairs(entry)
+        return [os.path.join(folder, raw.basename) for raw, zipped in pairs if zipped is not None]
+
     def _remove_orphans(self, number: int, entry: ShardEntry) -> None:
         """Delete temporaries a killed process left for this shard (its lock is ours now)."""
         for path in _paths(self._folder(number), entry):
-            _remove_temporaries(path)
+            remove_temporaries(path)
 
 
 def _paths(folder: str, entry: ShardEntry) -> list[str]:
@@ -521,10 +533,9 @@ def _paths(folder: str, entry: ShardEntry) -> list[str]:
     ]
 
 
-def _listing(stream: CacheStream) -> set[str]:
-    """The paths of the files now in the folders that hold the stream's shards."""
-    paths = (path for entry in stream.entries for path in _paths(stream.local, entry))
-    folders = {os.path.dirname(path) for path in paths}
+def _listing(shard_paths: list[list[str]]) -> set[str]:
+    """The paths of the files now in the folders that hold the given shards' files."""
+    folders = {os.path.dirname(path) for paths in shard_paths for path in paths}
     present: set[str] = set()
     for folder in folders:
         with contextlib.suppress(OSError):  # no such folder yet: nothing in it
@@ -542,29 +553,6 @@ def _whole(path: str, info: FileInfo) -> bool:
             f"cannot read the cached shard {path}: {exc}; check the permissions of the "
             "cache folder (local=)"
         ) from exc
-
-
-def _remove_temporaries(path: str) -> None:
-    """Remove the temporary siblings of ``path`` (``.{name}.tmp-*``)."""
-    folder, name = os.path.split(path)
-    for temporary in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.tmp-*")):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(temporary)
-
-
-def _record(fd: int, need: int, entry: ShardEntry) -> None:
-    """Write into a shard's lock file that a fetch of ``need`` bytes is under way.
-
-    The record is cleared when the fetch ends; one left behind marks a fetch whose process
-    died, and tells the next holder which files to clean up. The file is empty when this is
-    called (:meth:`ShardCache._fill` clears a dead fetch's record first).
-    """
-    os.pwrite(fd, f"{need} {entry.raw_data.basename}\n".encode(), 0)
-
-
-def _reservation(data: bytes) -> int:
-    head = data.split(b" ", 1)[0]
-    return int(head) if head.isdigit() else 0
 
 
 def _lock_timeout(stream: CacheStream, entry: ShardEntry) -> float:

@@ -160,7 +160,8 @@ class ShardFiles:
         )
         try:
             # Its folders are made through no planted link, and a link at ``path`` is replaced.
-            write_file(path, _exactly(pieces, raw.bytes, zip_path), root=self.cache_root)
+            written = _exactly(pieces, raw.bytes, zip_path, self._remedy())
+            write_file(path, written, root=self.cache_root)
         except OSError as exc:
             if exc.errno not in _NOT_A_FILE | {errno.EEXIST}:
                 raise
@@ -198,11 +199,20 @@ class ShardFiles:
         """Where the uncompressed file is: the dataset's, or the one decompressed from it."""
         return os.path.join(self.root if zipped is None else self.cache_root, raw.basename)
 
+    def _remedy(self) -> str:
+        """What to do about a bad file in ``root``: only a remote's cached copy may go."""
+        if self._cache_root == self.root:  # a remote's cache folder: the copy is fetched anew
+            return "delete it so it is fetched again"
+        return (  # the dataset itself, read in place: nothing of it is the cache's to delete
+            "the dataset read in place is damaged; restore the file from where the dataset "
+            "came from, or write the dataset again"
+        )
+
     def _check(self, entry: ShardEntry, info: FileInfo, buffer: Opened, path: str) -> None:
         if len(buffer) != info.bytes:
             raise ShardFormatError(
                 f"{path} is {len(buffer)} bytes but index.json says {info.bytes}; the file is "
-                f"truncated or was replaced: delete it so it is fetched again"
+                f"truncated or was replaced: {self._remedy()}"
             )
         algorithm = self.validate_hash
         if algorithm is None:
@@ -222,11 +232,11 @@ class ShardFiles:
         if actual != expected:
             raise ChecksumError(
                 f"{path}: {algorithm} digest is {actual} but index.json says {expected}; the "
-                f"file is corrupt: delete it so it is fetched again"
+                f"file is corrupt: {self._remedy()}"
             )
 
 
-def _exactly(pieces: Iterator[bytes], size: int, source: str) -> Iterator[bytes]:
+def _exactly(pieces: Iterator[bytes], size: int, source: str, remedy: str) -> Iterator[bytes]:
     """``pieces``, written as they come; short of ``size`` bytes, an error before the rename."""
     written = 0
     for piece in pieces:
@@ -235,7 +245,7 @@ def _exactly(pieces: Iterator[bytes], size: int, source: str) -> Iterator[bytes]
     if written != size:
         raise ShardFormatError(
             f"{source} decompresses to {written} bytes but index.json says {size}; "
-            f"the file is corrupt: delete it so it is fetched again"
+            f"the file is corrupt: {remedy}"
         )
 
 

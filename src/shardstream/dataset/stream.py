@@ -37,8 +37,11 @@ class Stream:
             data is in ``local`` already, and is read in place: never written to, it may be
             read-only (decompressed shards and their locks go to a folder of their own under
             ``SHARDSTREAM_CACHE_DIR``). A local path given as both is read in place too.
-        local: The node-local cache folder. ``None``: a folder per remote under
-            ``SHARDSTREAM_CACHE_DIR`` (default: ``$TMPDIR/shardstream-<uid>``).
+        local: The node-local cache folder: a new or empty folder, which shardstream marks
+            as its cache, or one it marked before; any other is refused
+            (:class:`~shardstream.errors.CacheFolderError`: its files are never deleted).
+            ``None``: a folder per remote under ``SHARDSTREAM_CACHE_DIR`` (default:
+            ``$TMPDIR/shardstream-<uid>``).
         split: A sub-folder of both, holding the split's ``index.json``.
         proportion: Relative weight of this stream in an epoch.
         repeat: How many times over the stream is taken per epoch (``0.5``, ``2``).

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from shardstream.cache import CacheStream
 from shardstream.cache import sync_index as _sync_index
 from shardstream.cache.delta_log import LOG_FOLDER, read_snapshot
+from shardstream.cache.ownership import claim_cache_folder
 from shardstream.cache.parquet_index import (
     local_file_layouts,
     local_layouts,
@@ -55,7 +56,11 @@ def open_stream_data(
         ShardNotFoundError: Neither an index, a Delta log nor Parquet files are there (the
             message lists the splits below, when the folder holds some, or the split's
             siblings).
+        CacheFolderError: ``local=`` is not a folder the cache may write to
+            (:mod:`shardstream.cache.ownership`).
     """
+    if stream.remote is not None:  # the cache writes only in a folder it owns
+        claim_cache_folder(stream.local, stream.remote, stream.split)
     try:
         return _open(stream, store, allow_unsafe_types=allow_unsafe_types, policy=policy)
     except (ShardNotFoundError, ObjectNotFoundError) as exc:

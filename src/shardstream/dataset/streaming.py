@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from shardstream import config
 from shardstream._torch import require_torch, worker_info
-from shardstream.cache import STATE_FOLDER, EpochStart, NodeOrders, RunState, ensure_private_folder
+from shardstream.cache import EpochStart, NodeOrders, RunState, ensure_private_folder
+from shardstream.cache.layout import node_state_folder
 from shardstream.dataset import resume_state as saved_state
 from shardstream.dataset.arguments import check_arguments
 from shardstream.dataset.column_batch import BatchRefs, ColumnBatch, for_transfer
@@ -68,10 +69,10 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
     Args:
         streams: Several :class:`Stream` s to mix; excludes ``remote``/``local``.
         remote: The dataset's URL or path, for a single stream.
-        local: Its node-local cache folder (default: one per remote, per user). Without
-            ``remote`` (or with a ``remote`` on local disk), the dataset itself, read in place
-            and never written to: its decompressed shards and their locks go to a folder of
-            its own under ``SHARDSTREAM_CACHE_DIR``.
+        local: Its node-local cache folder, new or one shardstream made (else refused; default:
+            one per remote, per user). Without ``remote`` (or given ``remote``'s path), the
+            dataset itself, read in place and never written to: its decompressed shards and
+            their locks go to a folder of its own under ``SHARDSTREAM_CACHE_DIR``.
         split: A sub-folder holding the split's ``index.json``.
         download_retry: Retries after a failed download (``2``: up to three attempts).
         download_timeout: Seconds allowed for each request to the remote (the index check at
@@ -85,7 +86,8 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         predownload: Samples to fetch ahead of the reader, per worker (default
             ``8 * batch_size``, or 64).
         cache_limit: Most bytes (int or ``'10gb'``) the node's cache may hold; least recently
-            used shards that came from a remote are evicted. Local-only data never is.
+            used shards that came from a remote are evicted. Local-only data never is (the
+            copies decompressed from its compressed shards count, and are evicted).
             Below a node's share of the dataset, evicted shards are downloaded again: pair
             such a limit with ``py1s``, or a ``shuffle_block_size`` whose shards fit in it
             (``py1e`` over a large block draws each batch from all of the node's shards).
@@ -567,7 +569,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         return RunState(self._run_folder(), owner, self._id)
 
     def _run_folder(self) -> str:
-        """``runs/`` in the first remote stream's cache folder, else in the user's cache root.
+        """``runs/`` in the node-wide state folder, else in the user's cache root.
 
         A local-only dataset's folder is the user's data, never written to; the cache root is
         made (or checked to be) this user's alone before run files go there.
@@ -579,9 +581,8 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         return os.path.join(state, "runs")
 
     def _state_folder(self) -> str | None:
-        """The first remote stream's cache state folder (``None``: local-only streams)."""
-        remote = (s.local for s in self._prepare().resolved if s.remote is not None)
-        return next((os.path.join(local, STATE_FOLDER) for local in remote), None)
+        """The node-wide state folder (``None``: local-only streams), as the cache's ledger."""
+        return node_state_folder(s.local for s in self._prepare().resolved if s.remote is not None)
 
 
 def reads_through_getitem(dataset: StreamingDataset) -> Callable[[int], Any] | None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from shardstream.cache import NodeOrders
+from shardstream.cache.node_orders import KEPT_LAYOUTS
 from shardstream.sampling import ShuffleConfig
 
 SIZES = np.array([5, 7, 9], np.int64)
@@ -118,3 +119,21 @@ def test_a_folder_that_cannot_be_written_only_costs_the_computation(tmp_path: Pa
     assert store(0, 2, compute).tolist() == [1, 0]
     assert store(0, 2, compute).tolist() == [1, 0]
     assert compute.calls == 2
+
+
+def test_orders_of_other_seeds_are_dropped_least_recently_used_first(tmp_path: Path):
+    # fb0f0a9 kept every seed's orders: a sweep over seeds filled the cache folder.
+    def run(seed: int) -> Compute:
+        compute = Compute(np.array([1, 0]))
+        shuffle = ShuffleConfig(shuffle=True, algo="py1e", seed=seed)
+        orders(tmp_path, shuffle=shuffle)(0, 2, compute)
+        return compute
+
+    for seed in range(KEPT_LAYOUTS):
+        run(seed)
+    assert run(0).calls == 0  # read back: seed 0 is now the most recently used
+    for seed in range(100, 110):
+        run(seed)
+        assert len(os.listdir(tmp_path)) <= KEPT_LAYOUTS
+    assert {run(seed).calls for seed in range(107, 110)} == {0}  # the latest are kept
+    assert run(0).calls == 1  # long unused: dropped, computed again

@@ -18,7 +18,9 @@ import torch.utils.data._utils
 from tests.streaming_data import write_dataset
 
 from shardstream import StreamingDataLoader, StreamingDataset
+from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import FileLock
+from shardstream.cache.ownership import MARKER, mark_cache_folder
 from shardstream.cache.safe_paths import (
     make_folders,
     open_file,
@@ -227,6 +229,8 @@ def test_a_link_planted_at_any_name_a_clean_run_creates_is_never_followed(
             planted: list[Path] = planted,
         ) -> None:
             path = local / name.replace(ids[0], dataset_id)  # run files carry the dataset's id
+            if name not in (STATE_FOLDER, os.path.join(STATE_FOLDER, MARKER)):
+                mark_cache_folder(str(local))  # a cache folder: a link in any other is refused
             path.parent.mkdir(parents=True, exist_ok=True)
             path.symlink_to(target)
             planted.append(path)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from tests.streaming_data import write_dataset
 
+from shardstream import StreamingDataset
 from shardstream.cache import STATE_FOLDER, CacheStream, EpochStart, FileLock, RunState, ShardCache
 from shardstream.cache.layout import IN_PLACE_FOLDER, in_place_cache, shard_lock_path
 from shardstream.cache.locks import try_lock_file
@@ -344,7 +345,7 @@ def test_a_local_only_stream_decompresses_into_a_cache_of_its_own(tmp_path: Path
     assert cache.is_present(0)
     assert not cache.ensure(0)
     own = Path(in_place_cache(str(data)))
-    assert own.parent == tmp_path / "user" / IN_PLACE_FOLDER
+    assert own.parent.parent == tmp_path / "user" / IN_PLACE_FOLDER
     entry = cache.streams[0].entries[0]
     assert (own / entry.raw_data.basename).stat().st_size == entry.raw_data.bytes
     assert [p.name for p in (own / STATE_FOLDER / "locks").iterdir()] == [
@@ -352,3 +353,94 @@ def test_a_local_only_stream_decompresses_into_a_cache_of_its_own(tmp_path: Path
     ]
     assert sorted(os.listdir(data)) == before  # the compressed files kept, nothing added
     assert (tmp_path / "user").stat().st_mode & 0o777 == 0o700
+
+
+# --- one limit across jobs: node-wide state does not follow the order of the streams -----------
+
+
+def _two_jobs(
+    tmp_path: Path, store: Callable[[str], Any], **settings: Any
+) -> tuple[ShardCache, ShardCache]:
+    """Two jobs on one cache folder reading the streams a and b, listed [a, b] and [b, a]."""
+    roots = {name: tmp_path / name for name in "ab"}
+    for number, root in enumerate(roots.values()):
+        if not root.exists():
+            write_dataset(root, 60, size_limit=1024, first=1000 * number)
+    options = DownloadOptions(concurrency=1)  # a download fills its slot
+
+    def job(order: str) -> ShardCache:
+        folders = {name: str(tmp_path / "cache" / name) for name in order}
+        streams = [
+            CacheStream(folders[n], store(str(roots[n])), LocalDataset(roots[n]).shards, options)
+            for n in order
+        ]
+        return ShardCache(streams, **settings)
+
+    return job("ab"), job("ba")
+
+
+def test_jobs_listing_streams_in_any_order_share_the_download_slots(tmp_path: Path):
+    meter = SlowNetworkStore(str(tmp_path))  # counts requests at once over both jobs
+    first, second = _two_jobs(
+        tmp_path, lambda root: _Metered(root, meter), download_slots=1
+    )  # fmt: skip
+    with ThreadPoolExecutor(8) as pool:
+        fetched = [pool.submit(job.ensure, k) for k in range(4) for job in (first, second)]
+        assert all(future.result() for future in fetched)
+    assert meter.most == 1  # one slot on the node, whichever job lists which stream first
+
+
+class _Metered(SlowNetworkStore):
+    """A slow network store that counts its requests in a meter shared with others."""
+
+    def __init__(self, root: str, meter: SlowNetworkStore) -> None:
+        super().__init__(root)
+        self.meter = meter
+
+    def _request(self, read: Callable[[], bytes]) -> bytes:
+        return self.meter._request(read)
+
+
+def test_jobs_listing_streams_in_any_order_share_one_cache_limit(tmp_path: Path):
+    probe, _ = _two_jobs(tmp_path, LocalStore)
+    largest = max(probe.footprint(shard) for shard in range(probe.num_shards))
+    first, second = _two_jobs(tmp_path, LocalStore, limit=largest * 3 // 2)  # one shard fits
+    assert first.ensure(0)  # a's first shard
+    evicting, go_on = threading.Event(), threading.Event()
+    evict = first.evict
+
+    def slow_evict(shard: int) -> int:  # the first job makes room, holding its ledger
+        evicting.set()
+        assert go_on.wait(30)
+        return evict(shard)
+
+    first.evict = slow_evict  # type: ignore[method-assign]
+    with ThreadPoolExecutor(2) as pool:
+        making_room = pool.submit(first.ensure, 1)
+        assert evicting.wait(30)
+        # The second job's fetch of b's first shard needs room too: it waits for the ledger.
+        waiting = pool.submit(second.ensure, 0)
+        time.sleep(0.5)
+        done_early = waiting.done()
+        go_on.set()
+        assert making_room.result()
+        assert waiting.result()
+    assert not done_early, "the second job reserved room while the first held its ledger"
+    assert first.usage() <= first.limit  # type: ignore[operator]
+
+
+def test_copies_of_a_dataset_read_in_place_count_against_the_limit(tmp_path: Path, monkeypatch):
+    # fb0f0a9 left every shard's decompressed copy in the user's cache, whatever the limit.
+    monkeypatch.setenv("SHARDSTREAM_CACHE_DIR", str(tmp_path / "user"))
+    data = write_dataset(tmp_path / "data", 200, size_limit=1024, compression="zstd")
+    before = {path.name: path.read_bytes() for path in data.iterdir()}
+    entries = LocalDataset(data).shards
+    assert len(entries) >= 10
+    limit = 3 * max(entry.raw_data.bytes for entry in entries)
+    dataset = StreamingDataset(local=str(data), batch_size=4, cache_limit=limit)
+    for _ in range(2):  # a second epoch decompresses the evicted shards again
+        assert sorted(int(sample["id"]) for sample in dataset) == list(range(200))
+        cached = [p for p in (tmp_path / "user" / IN_PLACE_FOLDER).rglob("*") if p.is_file()]
+        assert sum(path.stat().st_size for path in cached) <= limit
+        assert 0 < len([path for path in cached if path.name.endswith(".mds")]) < len(entries)
+    assert {path.name: path.read_bytes() for path in data.iterdir()} == before  # the user's

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import zstandard
 from tests.memory import HAS_PROC_STATUS, rss_file_kib
+from tests.streaming_data import write_dataset
 
-from shardstream import LocalDataset, MDSWriter
+from shardstream import LocalDataset, MDSWriter, StreamingDataset
 from shardstream.cache.layout import IN_PLACE_FOLDER, in_place_cache
 from shardstream.cache.shard_files import ShardFiles
 from shardstream.errors import (
@@ -118,7 +119,7 @@ def test_cache_defaults_to_a_folder_of_the_dataset_s_own_outside_it(
     assert samples(files.open(entry, schema)) == EXPECTED
     assert sorted(os.listdir(tmp_path / "ds")) == ["index.json", "shard.00000.mds.bz2"]
     assert files.cache_root == in_place_cache(str(tmp_path / "ds"))
-    assert os.path.dirname(files.cache_root) == str(user_cache / IN_PLACE_FOLDER)
+    assert Path(files.cache_root).parent.parent == user_cache / IN_PLACE_FOLDER
     assert os.listdir(files.cache_root) == ["shard.00000.mds"]
 
 
@@ -141,6 +142,22 @@ def test_a_dataset_rewritten_in_place_gets_a_fresh_cache(tmp_path: Path):
     shutil.rmtree(root)
     make(root, n=7, compression="zstd")
     assert in_place_cache(str(root)) != first
+
+
+def test_a_dataset_rewritten_in_place_leaves_one_set_of_copies(tmp_path: Path, user_cache: Path):
+    # fb0f0a9 kept each version's decompressed copies, in a folder of its own, forever.
+    root = tmp_path / "ds"
+    for version in range(4):
+        shutil.rmtree(root, ignore_errors=True)
+        write_dataset(root, 60, size_limit=1024, compression="zstd", first=100 * version)
+        dataset = StreamingDataset(local=str(root), batch_size=1)
+        assert sorted(int(sample["id"]) for sample in dataset) == [
+            100 * version + i for i in range(60)
+        ]
+    shards = len(list(root.glob("shard.*.mds.zstd")))
+    copies = list((user_cache / IN_PLACE_FOLDER).rglob("shard.*.mds"))
+    assert len(copies) == shards  # the last version's, once
+    assert {path.parent for path in copies} == {Path(in_place_cache(str(root)))}
 
 
 def test_a_cached_copy_of_the_wrong_size_is_replaced(tmp_path: Path):
@@ -380,3 +397,19 @@ def test_reading_large_samples_does_not_grow_resident_memory(tmp_path: Path):
             grown[zero_copy] = rss_file_kib() - before
     assert grown[False] < 4 << 10, grown  # KiB: a few pages of code at most
     assert grown[True] > 32 << 10, grown  # the control: mapped, the 40 MiB read stay resident
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_a_damaged_dataset_read_in_place_is_never_to_be_deleted(
+    tmp_path: Path, user_cache: Path, compression: str | None
+):
+    # fb0f0a9 said "delete it so it is fetched again" of the user's only copy.
+    root = write_dataset(tmp_path / "ds", 60, size_limit=1024, compression=compression)
+    damaged = sorted(root.glob("shard.00000.mds*"))[0]
+    damaged.write_bytes(damaged.read_bytes()[:-7])
+    with pytest.raises(ShardFormatError) as caught:
+        list(StreamingDataset(local=str(root), batch_size=1, shuffle=False))
+    message = str(caught.value)
+    assert str(damaged) in message
+    assert "delete" not in message
+    assert "restore the file" in message

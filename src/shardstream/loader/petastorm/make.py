@@ -119,7 +119,8 @@ def make_reader(
         cache_type: ``'null'``, ``None`` or ``'local-disk'``: a remote dataset's row groups are
             always cached on local disk (docs/petastorm.md).
         cache_location: The cache folder of a remote dataset (default: one under
-            ``SHARDSTREAM_CACHE_DIR``); a local dataset is read in place unless one is named.
+            ``SHARDSTREAM_CACHE_DIR``): new or empty, or one shardstream made (any other is
+            refused, as ``local=``); a local dataset is read in place unless one is named.
         cache_size_limit: The most bytes the cache holds (``cache_limit``).
         cache_row_size_estimate: Ignored.
         cache_extra_settings: Ignored.

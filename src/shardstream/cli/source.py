@@ -122,7 +122,10 @@ class DatasetSource:
         """A reader over the local files (fetch the shards it reads first)."""
         if self.parquet is not None:
             return self.parquet
-        return LocalDataset(self.local, entries=self.entries, **options)
+        # A remote's shards are fetched one by one: an empty one is checked when it is opened.
+        return LocalDataset(
+            self.local, entries=self.entries, check_empty=self.store is None, **options
+        )
 
     @property
     def shard_bytes(self) -> list[int]:

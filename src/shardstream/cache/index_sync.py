@@ -75,7 +75,7 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
         record.check_remote(remote, local)
     seen = _generation(record)
     # Listed without the lock, so that the processes of a node starting together list at once.
-    listing, complete = _list(store, index_url=store.url(INDEX_BASENAME), options=options)
+    listing, complete = _list(store, options)
     wait = options.timeout * (options.retry + 1) + 60
     with FileLock(os.path.join(state, "index.lock")).hold(timeout=wait, what="the index"):
         record = read_record(state)
@@ -85,7 +85,7 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             # Another process recorded a listing after this one read the record, and it differs
             # from ours, which may be the older: list again, under the lock, so that what is
             # recorded is newer than any listing recorded before (no clock says which is).
-            listing, complete = _list(store, index_url=store.url(INDEX_BASENAME), options=options)
+            listing, complete = _list(store, options)
         old = _read(path)
         tagged = not listing[INDEX_BASENAME].endswith(":")  # no tag: the bytes must be compared
         index_current = (
@@ -128,9 +128,7 @@ def _generation(record: SourceRecord | None) -> int:
     return 0 if record is None else record.generation
 
 
-def _list(
-    store: ObjectStore, *, index_url: str, options: DownloadOptions
-) -> tuple[dict[str, str], bool]:
+def _list(store: ObjectStore, options: DownloadOptions) -> tuple[dict[str, str], bool]:
     """Each remote object's identity, and whether that is every object (HTTP: the index).
 
     Raises:
@@ -144,8 +142,8 @@ def _list(
     listing = {key: identity(info) for key, info in infos.items()}
     if INDEX_BASENAME not in listing:
         raise ObjectNotFoundError(
-            f"reading {index_url} failed: no such object; point remote= at the dataset's root "
-            "(the folder holding index.json)"
+            f"reading {store.url(INDEX_BASENAME)} failed: no such object; point remote= at the "
+            "dataset's root (the folder holding index.json)"
         )
     return listing, True
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests.cli_run import run, write
 
-from shardstream import LocalDataset
+from shardstream import LocalDataset, MDSWriter
 from shardstream.cli.main import EXIT_FAILED
 from shardstream.storage import open_store
 
@@ -44,12 +44,34 @@ def test_inspect_head_validate_a_remote_dataset(s3_env: S3Server, tmp_path: Path
     out = run("validate", url, "-q", "--cache", str(cache), env=env).stdout
     assert out.startswith("OK: ")
     assert "60 samples decoded" in out
-    assert sorted(p.name for p in cache.iterdir()) == sorted(
+    assert sorted(p.name for p in cache.glob("shard.*")) == sorted(
         e["raw_data"]["basename"] + ".zstd"
         for e in json.loads(open_store(url).get_bytes("index.json"))["shards"]
     )
     # Without --cache the downloads go to a temporary folder that is gone afterwards.
     assert run("validate", url, "-q", env=env).stdout.startswith("OK: ")
+
+
+def test_a_kept_cache_serves_no_file_of_a_dataset_since_rewritten(s3_env: S3Server, tmp_path: Path):
+    # Same names and sizes, and a byte-identical index.json: only the objects' ETags differ.
+    url, cache, env = s3_env.url("cli-rewritten"), tmp_path / "cache", env_of(s3_env)
+
+    def labelled(label: str) -> None:
+        columns = {"id": "int", "text": "str"}
+        with MDSWriter(out=url, columns=columns, size_limit=400, exist_ok=True) as writer:
+            for i in range(30):
+                writer.write({"id": i, "text": f"{label}-{i:04d}"})
+
+    labelled("aaa")
+    first = run("head", url, "-n", "30", "--cache", str(cache), env=env).stdout
+    assert "aaa-0029" in first
+    assert list(cache.glob("shard.*"))  # kept
+    index = open_store(url).get_bytes("index.json")
+    labelled("bbb")  # every object overwritten in place
+    assert open_store(url).get_bytes("index.json") == index
+    again = run("head", url, "-n", "30", "--cache", str(cache), env=env).stdout
+    assert "aaa-" not in again
+    assert "bbb-0029" in again
 
 
 def test_a_remote_parquet_folder_and_a_root_of_splits(s3_env: S3Server, tmp_path: Path):

@@ -4,15 +4,19 @@ The log (``_delta_log/``) is read by ``deltalake`` (delta-rs, the ``delta`` extr
 local disk is read in place. For a remote table, the log's files are copied into the stream's
 cache folder first (``.shardstream/delta-log/``) with the store shardstream already reads the
 table with, so the table is read the same way on every store (credentials, retries and
-timeouts included); log files never change once written, so later starts fetch only the new
-ones. The table's listing, asked once per start, also says which data files still exist: a
-version whose files were vacuumed is refused, naming the oldest version whose files are all
-there.
+timeouts included). A copy is kept by the identity of the object it was copied from (size and
+version tag: ETag, generation, a local file's inode, size and mtime; recorded in
+``.shardstream/delta-log.json``), as cached shards are: log files never change once written,
+so later starts fetch only the new ones, but a table deleted and written again at its path,
+whose commits have the same names and sizes, is fetched again. The table's listing, asked
+once per start, also says which data files still exist: a version whose files were vacuumed
+is refused, naming the oldest version whose files are all there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -26,8 +30,8 @@ import numpy as np
 from shardstream._optional import require
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import FileLock
-from shardstream.cache.provenance import read_record
-from shardstream.cache.safe_paths import write_file
+from shardstream.cache.provenance import identity, read_record
+from shardstream.cache.safe_paths import read_file, write_file
 from shardstream.errors import (
     ShardNotFoundError,
     TableVersionError,
@@ -60,6 +64,7 @@ SUPPORTED_READER_FEATURES = frozenset(
     }
 )
 _MIRROR = "delta-log"
+_COPIED = "delta-log.json"  # each copied file's key and the identity it was copied from
 _COMMIT = re.compile(r"(\d{20})\.json")
 _CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?(\.[^/]*)?\.parquet")
 _DELETION_VECTOR = re.compile(r"(.*/)?deletion_vector_[^/]*\.bin")
@@ -357,22 +362,49 @@ def _mirror(
     root = os.path.join(state, _MIRROR)
     lock = FileLock(os.path.join(state, "delta-log.lock"))
     with lock.hold(timeout=options.timeout * (options.retry + 1) + 60, what="the Delta log"):
+        record_path = os.path.join(state, _COPIED)
+        copied = _copied(record_path)
+        before = dict(copied)
         fetched = 0
-        for key, info in sorted(wanted.items()):
-            # A listed key is the store's word: one that climbs with '..' is refused.
-            path = os.path.join(root, *check_key(key, table).split("/"))
-            mutable = key == f"{LOG_FOLDER}/_last_checkpoint"
-            with contextlib.suppress(OSError):
-                if not mutable and os.path.getsize(path) == info.size:
+        try:
+            for key, info in sorted(wanted.items()):
+                # A listed key is the store's word: one that climbs with '..' is refused.
+                path = os.path.join(root, *check_key(key, table).split("/"))
+                tag = identity(info)
+                # The one rule for a copy: it is used while the object it came from has the
+                # same identity, compared for equality (never by time). An object without a
+                # version tag has none that tells a rewrite of the same size: fetched each time.
+                if info.etag and copied.get(key) == tag and os.path.isfile(path):
                     continue
-            write_file(path, [fetch_bytes(store, key, options)], root=local)
-            fetched += 1
-        for folder, _, names in os.walk(os.path.join(root, LOG_FOLDER)):
-            for name in names:  # entries cleaned up remotely go here too
-                path = os.path.join(folder, name)
-                key = os.path.relpath(path, root).replace(os.sep, "/")
-                if key not in wanted and not name.startswith("."):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.remove(path)
+                write_file(path, [fetch_bytes(store, key, options)], root=local)
+                copied[key] = tag
+                fetched += 1
+            for key in [key for key in copied if key not in wanted]:  # gone from the table
+                del copied[key]
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(root, *key.split("/")))
+            for folder, _, names in os.walk(os.path.join(root, LOG_FOLDER)):
+                for name in names:  # entries cleaned up remotely go here too
+                    path = os.path.join(folder, name)
+                    key = os.path.relpath(path, root).replace(os.sep, "/")
+                    if key not in wanted and not name.startswith("."):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.remove(path)
+        finally:  # what was fetched before a failure is not fetched again
+            if copied != before:
+                document = {"version": 1, "files": copied}
+                write_file(record_path, [json.dumps(document).encode()])
     logger.debug("fetched %d files of the Delta log of %s", fetched, table)
     return root
+
+
+def _copied(path: str) -> dict[str, str]:
+    """The identity each copied log file was fetched from, by key (none: nothing trusted)."""
+    try:
+        document = json.loads(read_file(path))
+        return {str(key): str(tag) for key, tag in document["files"].items()}
+    except FileNotFoundError:
+        return {}  # a copy made before identities were kept is fetched again, once
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        logger.warning("ignoring the unreadable %s (%s): the log is fetched again", path, exc)
+        return {}

@@ -2,11 +2,19 @@
 
 The reference reuses a local ``index.json`` and its shards forever, so a dataset rewritten in
 its bucket is read through a stale index and stale shards. Here each process lists the remote
-once at start (unless another process of the node listed it after this one began), then,
-under the stream's index lock, compares the objects' identities with the cache's record
-(:mod:`shardstream.cache.provenance`): the cached files of every changed object are deleted,
-and a changed index fetched, before anything is read. Over HTTP, which cannot list, the index
-alone is checked (a HEAD) and its entries compared.
+once at start, then, under the stream's index lock, compares the objects' identities with the
+cache's record (:mod:`shardstream.cache.provenance`): the cached files of every changed object
+are deleted, and a changed index fetched, before anything is read. Over HTTP, which cannot
+list, the index alone is checked (a HEAD) and its entries compared.
+
+Freshness is decided by identity and causality, never by time. A process compares the cache's
+record only with a listing it asked for itself after it began (program order, which no clock
+can reorder), and identities only for equality. The record carries a generation, a counter
+bumped by each write under the index lock: a process that finds it moved since it read the
+record, and the recorded listing unlike its own, lists again under the lock, so that every
+recorded listing is newer than the one it replaces. No wall-clock time is recorded or compared,
+so an NTP step, or a state folder written under another node's skewed clock, cannot make a
+stale cache look current.
 """
 
 from __future__ import annotations
@@ -14,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 from typing import TypeVar
 
 from shardstream.cache.layout import STATE_FOLDER
@@ -63,22 +70,22 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
     state = os.path.join(local, STATE_FOLDER)
     path = os.path.join(local, INDEX_BASENAME)
     remote = store.url("")
-    began = time.time_ns()
-    if _listed_since(read_record(state), began, remote, local, path):
-        return None
+    record = read_record(state)
+    if record is not None:  # nothing is listed for a folder that caches another remote
+        record.check_remote(remote, local)
+    seen = _generation(record)
     # Listed without the lock, so that the processes of a node starting together list at once.
-    listed_ns = time.time_ns()
     listing, complete = _list(store, options)
-    if INDEX_BASENAME not in listing:
-        raise ObjectNotFoundError(
-            f"reading {store.url(INDEX_BASENAME)} failed: no such object; point remote= at "
-            "the dataset's root (the folder holding index.json)"
-        )
     wait = options.timeout * (options.retry + 1) + 60
     with FileLock(os.path.join(state, "index.lock")).hold(timeout=wait, what="the index"):
         record = read_record(state)
-        if _listed_since(record, began, remote, local, path):
-            return None
+        if record is not None:
+            record.check_remote(remote, local)
+        if _generation(record) != seen and record is not None and record.objects != listing:
+            # Another process recorded a listing after this one read the record, and it differs
+            # from ours, which may be the older: list again, under the lock, so that what is
+            # recorded is newer than any listing recorded before (no clock says which is).
+            listing, complete = _list(store, options)
         old = _read(path)
         tagged = not listing[INDEX_BASENAME].endswith(":")  # no tag: the bytes must be compared
         index_current = (
@@ -111,33 +118,34 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             os.remove(os.path.join(state, _LEGACY_STAMP))
         if listing[INDEX_BASENAME].startswith(f"{len(data)}:"):
             # Else the index changed since the listing: the next start looks again.
-            SourceRecord(remote, listed_ns, listing, complete).write(state)
+            SourceRecord(remote, listing, complete, _generation(record) + 1).write(state)
         logger.info("checked %s (%d shards)", store.url(INDEX_BASENAME), len(entries))
         return entries
 
 
-def _listed_since(
-    record: SourceRecord | None, began: int, remote: str, local: str, path: str
-) -> bool:
-    """Whether another process of the node checked the remote after ``began`` (so: for us).
-
-    Raises:
-        CacheConflictError: The folder caches another remote.
-    """
-    if record is None:
-        return False
-    record.check_remote(remote, local)
-    return record.listed_ns >= began and os.path.exists(path)
+def _generation(record: SourceRecord | None) -> int:
+    """How many listings the record has had written (0: none, or no record)."""
+    return 0 if record is None else record.generation
 
 
 def _list(store: ObjectStore, options: DownloadOptions) -> tuple[dict[str, str], bool]:
-    """Each remote object's identity, and whether that is every object (HTTP: the index)."""
+    """Each remote object's identity, and whether that is every object (HTTP: the index).
+
+    Raises:
+        ObjectNotFoundError: The remote has no ``index.json``.
+    """
     try:
         infos = fetch_listing(store, "", options)
     except UnsupportedURLError:
         info = fetch_info(store, INDEX_BASENAME, options)  # one request: a deadline holds it
         return {INDEX_BASENAME: identity(info)}, False
-    return {key: identity(info) for key, info in infos.items()}, True
+    listing = {key: identity(info) for key, info in infos.items()}
+    if INDEX_BASENAME not in listing:
+        raise ObjectNotFoundError(
+            f"reading {store.url(INDEX_BASENAME)} failed: no such object; point remote= at the "
+            "dataset's root (the folder holding index.json)"
+        )
+    return listing, True
 
 
 def _parse_old(data: bytes, path: str) -> list[ShardEntry]:

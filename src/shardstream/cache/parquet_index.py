@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
@@ -124,7 +123,6 @@ def sync_layouts(
         ShardFormatError: A file is not Parquet.
         StorageError: A request failed after every retry.
     """
-    began = time.time_ns()
     listed = list_parquet(store, options) if listed is None else listed
     keys = sorted(listed)
     if not keys:
@@ -139,7 +137,7 @@ def sync_layouts(
         record.check_remote(store.url(""), local)
     else:  # a folder caches one remote, whatever its format (its Parquet files listed here)
         objects = {key: identity(info) for key, info in listed.items()}
-        SourceRecord(store.url(""), began, objects, complete=False).write(state)
+        SourceRecord(store.url(""), objects, complete=False).write(state)
     path = os.path.join(state, PARQUET_INDEX)
     saved = _saved(path)
     if _current(saved, keys, infos):

@@ -45,16 +45,17 @@ class SourceRecord:
 
     Attributes:
         remote: The remote root's URL (no credentials).
-        listed_ns: When the listing was asked for (``time.time_ns()``): it shows the remote as
-            it was then or later.
         objects: Each listed key's :func:`identity`.
         complete: Whether ``objects`` is a whole listing (HTTP lists nothing: the index only).
+        generation: How many listings were recorded in the folder, this one included: it tells
+            a process whether another recorded one since it looked, where a time would have to
+            be compared with a clock that may have been stepped (or be another node's).
     """
 
     remote: str
-    listed_ns: int
     objects: Mapping[str, str]
     complete: bool
+    generation: int = 1
 
     def check_remote(self, remote: str, local: str) -> None:
         """Refuse a folder that caches another remote.
@@ -82,7 +83,7 @@ class SourceRecord:
         document = {
             "version": _VERSION,
             "remote": self.remote,
-            "listed_ns": self.listed_ns,
+            "generation": self.generation,
             "complete": self.complete,
             "objects": dict(self.objects),
         }
@@ -103,9 +104,9 @@ def read_record(state: str) -> SourceRecord | None:
         objects = document["objects"]
         record = SourceRecord(
             remote=str(document["remote"]),
-            listed_ns=int(document["listed_ns"]),
             objects={str(key): str(value) for key, value in objects.items()},
             complete=bool(document["complete"]),
+            generation=int(document.get("generation", 0)),  # records of earlier versions: 0
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         logger.warning("ignoring the malformed cache record %s", path)

@@ -3,7 +3,8 @@
 A local folder is read in place. A remote dataset (any URL :func:`open_store` opens) has its
 ``index.json`` fetched, and each shard's stored file is downloaded on demand into a cache
 folder (``--cache``, or a temporary folder removed at exit), with the retries and timeouts of
-every other download.
+every other download. A kept ``--cache`` folder is checked against the remote as a stream's
+cache is (:mod:`shardstream.cache.index_sync`): what changed remotely is downloaded again.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import Any
 
 from tqdm import tqdm
 
+from shardstream.cache.index_sync import sync_index
 from shardstream.cache.parquet_index import (
     is_parquet_key,
     list_parquet,
     local_layouts,
     sync_layouts,
 )
+from shardstream.cache.safe_paths import read_file
 from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.dataset import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
@@ -39,7 +42,6 @@ from shardstream.storage import (
     DownloadOptions,
     ObjectStore,
     download_file,
-    fetch_bytes,
     is_remote,
     local_path,
     open_store,
@@ -122,7 +124,10 @@ class DatasetSource:
         """A reader over the local files (fetch the shards it reads first)."""
         if self.parquet is not None:
             return self.parquet
-        return LocalDataset(self.local, entries=self.entries, **options)
+        # A remote's shards are fetched one by one: an empty one is checked when it is opened.
+        return LocalDataset(
+            self.local, entries=self.entries, check_empty=self.store is None, **options
+        )
 
     @property
     def shard_bytes(self) -> list[int]:
@@ -195,8 +200,10 @@ def open_source(
         os.makedirs(cache, exist_ok=True)
         parquet = None
         try:
-            data = fetch_bytes(store, INDEX_BASENAME, options)
-            entries = parse_index(data, source=store.url(INDEX_BASENAME))
+            # As a stream's cache: the files of objects changed since they were downloaded
+            # into a kept --cache folder are dropped (identities, never sizes or times).
+            synced = sync_index(store, cache, options)
+            entries = synced if synced is not None else _cached_index(cache)
         except ObjectNotFoundError as exc:
             parquet = _remote_parquet(store, cache, options)
             if parquet is None:
@@ -241,3 +248,9 @@ def _no_index(where: str, advice: str) -> str:
     return (
         f"no {INDEX_BASENAME} in {where} (and no *.parquet files): is it the dataset's root folder?"
     )
+
+
+def _cached_index(cache: str) -> list[ShardEntry]:
+    """The index :func:`sync_index` found current in ``cache``."""
+    path = os.path.join(cache, INDEX_BASENAME)
+    return parse_index(read_file(path), source=path)

@@ -19,7 +19,7 @@ from shardstream.format.mds import MDSSchema
 from shardstream.format.read_policy import ReadPolicy
 from shardstream.format.shard_view import ShardView
 
-__all__ = ["LocalDataset"]
+__all__ = ["LocalDataset", "check_empty_shards"]
 
 
 class LocalDataset:
@@ -46,6 +46,9 @@ class LocalDataset:
         entries: The index, already parsed from this folder's ``index.json`` (it is not read
             again).
         policy: How shard files are opened (its ``zero_copy`` replaces ``zero_copy``).
+        check_empty: Open the shards the index says hold no samples when the index is loaded
+            (:func:`check_empty_shards`). A reader whose shard files are fetched on demand
+            passes ``False`` and checks them through its cache.
 
     Example:
         ds = LocalDataset("/tmp/my-ds")
@@ -64,6 +67,7 @@ class LocalDataset:
         zero_copy: bool = False,
         entries: Sequence[ShardEntry] | None = None,
         policy: ReadPolicy | None = None,
+        check_empty: bool = True,
     ) -> None:
         root = os.fspath(local)
         if split:
@@ -84,6 +88,7 @@ class LocalDataset:
         self._getters: list[Callable[[int], dict[str, Any]] | None] = []
         self._views: list[ShardView | None] = []
         self._parsed = None if entries is None else list(entries)
+        self._check_empty = check_empty
 
     @property
     def zero_copy(self) -> bool:
@@ -243,6 +248,10 @@ class LocalDataset:
                 )
             schemas.append(schema)
             last = (entry.columns, entry.column_sizes, schema)
+        if self._check_empty:
+            check_empty_shards(
+                entries, lambda shard: self._files.open(entries[shard], schemas[shard]).release()
+            )
         starts = np.zeros(len(entries) + 1, np.int64)
         np.cumsum([entry.samples for entry in entries], out=starts[1:])
         self._schemas = schemas
@@ -267,6 +276,30 @@ class LocalDataset:
             self._views[shard] = view
             self._getters[shard] = view.get
             return view
+
+
+def check_empty_shards(entries: Sequence[ShardEntry], open_shard: Callable[[int], object]) -> None:
+    """Open each shard whose index entry claims no samples: its own header must say so too.
+
+    The rule for a shard's sample count: it is checked against the shard's header (an MDS
+    shard's first 4 bytes, a split shard's ``.meta`` file) when the shard is opened, before any
+    of its samples is handed over, and nothing is sized by the index's claim beyond what the
+    file can hold. A shard the index says is empty is never opened by a read (no sample id maps
+    to it), so a count of 0 would skip its samples unseen: such shards are opened when the
+    index is loaded, before the first sample of the dataset. Datasets the reference writes
+    hold empty shards (a config larger than ``size_limit``), so a true 0 is read.
+
+    Args:
+        entries: The index.
+        open_shard: Opens shard ``k`` (fetching it first, if need be), which checks its header.
+
+    Raises:
+        ShardFormatError: A shard's header counts samples where the index says none; the
+            message names the shard's file.
+    """
+    for shard, entry in enumerate(entries):
+        if entry.samples == 0:
+            open_shard(shard)
 
 
 def _read_index(path: str, root: str) -> list[ShardEntry]:

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from shardstream.cache import CacheStream, ShardCache
 from shardstream.config import io_uring_enabled
 from shardstream.dataset.iteration import SampleReader
+from shardstream.dataset.local import LocalDataset, check_empty_shards
 from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.stream import ResolvedStream
 from shardstream.dataset.stream_data import StreamData, open_remote, open_stream_data
@@ -139,6 +140,7 @@ class PreparedDataset:
         cache = ShardCache(
             cache_streams, limit=dataset.cache_limit, download_slots=dataset.download_concurrency
         )
+        _check_empty_remote_shards(datasets, stores, cache)
         sizes = [int(local.shard_sizes.sum()) for local in datasets]
         for number, (stream, local, size) in enumerate(zip(resolved, datasets, sizes, strict=True)):
             if size == 0:
@@ -152,6 +154,26 @@ class PreparedDataset:
         ):
             given.settle(proportion, repeat, choose)
         return cls(resolved, datasets, cache, choices, policy)
+
+
+def _check_empty_remote_shards(
+    datasets: Sequence[StreamData], stores: Sequence[ObjectStore | None], cache: ShardCache
+) -> None:
+    """:func:`check_empty_shards` for the remote MDS streams: fetched through the cache.
+
+    Raises:
+        ShardFormatError: A shard the index says is empty holds samples.
+    """
+    first = 0
+    for data, store in zip(datasets, stores, strict=True):
+        if store is not None and isinstance(data, LocalDataset):
+
+            def open_shard(shard: int, data: LocalDataset = data, first: int = first) -> None:
+                cache.open(first + shard, lambda: data.shard_view(shard))
+                data.release(shard)
+
+            check_empty_shards(data.shards, open_shard)
+        first += len(data.shards)
 
 
 def _empty(number: int, stream: ResolvedStream, data: StreamData) -> EmptyStreamError:

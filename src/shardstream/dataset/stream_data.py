@@ -123,6 +123,7 @@ def _open(
         allow_unsafe_types=allow_unsafe_types,
         policy=policy,
         entries=entries,
+        check_empty=store is None,  # a remote's are checked through the cache, which fetches
     )
 
 

@@ -189,3 +189,110 @@ def test_a_store_without_listing_drops_the_shards_whose_index_entry_changed(tmp_
     sync_index(store, str(local), DownloadOptions())
     assert not (local / first).exists()  # its hash changed in the new index
     assert len(list(local.glob("shard.*.mds"))) == len(list(remote.glob("shard.*.mds"))) - 1
+
+
+# --- freshness never rests on a clock -----------------------------------------------------------
+
+FAR_FUTURE_NS = 4_000_000_000 * 10**9  # the year 2096
+FAR_PAST_NS = 10**9  # 1970
+
+
+def rewrite_with_the_same_index(remote: Path) -> str:
+    """Rewrite ``remote`` (written with label ``aaa``) so that index.json is byte-identical."""
+    index = (remote / "index.json").read_bytes()
+    for label in (c * 3 for c in string.ascii_lowercase[1:]):
+        write(remote, label)
+        if (remote / "index.json").read_bytes() == index:
+            return label
+    raise AssertionError("no label rewrites the dataset with the same index")
+
+
+def test_a_record_stamped_by_a_clock_ahead_does_not_hide_a_rewrite(tmp_path: Path):
+    # The state folder was written while the clock ran ahead (an NTP step back since, or
+    # another node's clock over a shared folder): its times lie in this process's future.
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "aaa")
+    assert texts(remote, local)[0] == "aaa-0000"
+    path = local / ".shardstream" / SOURCE_RECORD
+    document = json.loads(path.read_text())
+    document["listed_ns"] = FAR_FUTURE_NS  # what fb0f0a9 compared with its own clock
+    path.write_text(json.dumps(document))
+    for folder, _, names in os.walk(local):
+        for name in names:
+            os.utime(os.path.join(folder, name), ns=(FAR_FUTURE_NS, FAR_FUTURE_NS))
+
+    label = rewrite_with_the_same_index(remote)
+    assert texts(remote, local) == [f"{label}-{i:04d}" for i in range(30)]
+
+
+def test_a_rewrite_stamped_by_a_clock_behind_is_noticed(tmp_path: Path):
+    # The writer's clock is far behind: the new objects look older than the cached copies.
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "aaa")
+    assert texts(remote, local)[0] == "aaa-0000"
+    label = rewrite_with_the_same_index(remote)
+    for item in remote.iterdir():
+        os.utime(item, ns=(FAR_PAST_NS, FAR_PAST_NS))
+    assert texts(remote, local) == [f"{label}-{i:04d}" for i in range(30)]
+
+
+def test_an_earlier_versions_record_is_generation_0_and_the_next_write_bumps_it(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "aaa")
+    store = LocalStore(str(remote))
+    sync_index(store, str(local), DownloadOptions())
+    state = local / ".shardstream"
+    first = read_record(str(state))
+    assert first is not None
+    assert first.generation == 1
+    path = state / SOURCE_RECORD
+    document = json.loads(path.read_text())
+    del document["generation"]
+    document["listed_ns"] = FAR_FUTURE_NS
+    path.write_text(json.dumps(document))
+    legacy = read_record(str(state))
+    assert legacy is not None
+    assert legacy.generation == 0
+    assert sync_index(store, str(local), DownloadOptions()) is None  # unchanged: no write
+    rewrite_with_the_same_index(remote)
+    sync_index(store, str(local), DownloadOptions())
+    after = read_record(str(state))
+    assert after is not None
+    assert after.generation == 1
+    assert dict(after.objects) == {
+        key: f"{info.size}:{info.etag}" for key, info in store.list_info().items()
+    }
+
+
+class RacedStore(CountingStore):
+    """A store rewritten, and synced by another process, right after its first listing."""
+
+    def __init__(self, root: Path, local: Path) -> None:
+        super().__init__(root)
+        self.root, self.local = root, local
+        self.label = ""
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        listing = self.inner.list_info(prefix)
+        self.calls["list_info"] = self.calls.get("list_info", 0) + 1
+        if self.calls["list_info"] == 1:  # ours is now the older listing
+            self.label = rewrite_with_the_same_index(self.root)
+            sync_index(LocalStore(str(self.root)), str(self.local), DownloadOptions())
+        return listing
+
+
+def test_a_listing_older_than_the_recorded_one_is_not_recorded(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "aaa")
+    texts(remote, local)
+    before = read_record(str(local / ".shardstream"))
+    store = RacedStore(remote, local)
+    sync_index(store, str(local), DownloadOptions())
+    assert store.calls["list_info"] == 2  # listed again under the lock
+    record = read_record(str(local / ".shardstream"))
+    assert before is not None
+    assert record is not None
+    assert record.generation == before.generation + 1  # the other process's write alone
+    current = {key: f"{i.size}:{i.etag}" for key, i in LocalStore(str(remote)).list_info().items()}
+    assert dict(record.objects) == current
+    assert texts(remote, local) == [f"{store.label}-{i:04d}" for i in range(30)]

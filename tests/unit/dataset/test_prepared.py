@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 from tests.parquet_data import write_parquet
-from tests.streaming_data import write_dataset
+from tests.split_data import write_split_dataset
+from tests.streaming_data import COLUMNS, write_dataset
 
-from shardstream import Stream, StreamingDataset
-from shardstream.errors import EmptyStreamError, IndexFormatError
+from shardstream import LocalDataset, Stream, StreamingDataset
+from shardstream.errors import EmptyStreamError, IndexFormatError, ShardFormatError
+from shardstream.format.mds import MDSSchema, shard_header
 
 
 def tamper(root: Path, samples: int) -> Path:
@@ -78,7 +80,13 @@ def empty_index(root: Path, shards: int) -> Path:
     """An MDS folder whose index lists ``shards`` shards that claim no samples (or none)."""
     write_dataset(root, max(shards, 1), size_limit=1)  # a shard per sample
     index = json.loads((root / "index.json").read_text())
-    index["shards"] = [{**shard, "samples": 0} for shard in index["shards"][:shards]]
+    schema = MDSSchema(COLUMNS)
+    empty = shard_header(schema.config_bytes(compression=None, hashes=[], size_limit=1), [])
+    for shard in index["shards"][:shards]:  # emptied, as their headers say too
+        (root / shard["raw_data"]["basename"]).write_bytes(empty)
+        shard.update(samples=0, hashes=[], raw_data={**shard["raw_data"], "bytes": len(empty)})
+        shard["raw_data"]["hashes"] = {}
+    index["shards"] = index["shards"][:shards]
     (root / "index.json").write_text(json.dumps(index))
     return root
 
@@ -112,3 +120,91 @@ def test_a_parquet_stream_without_rows_is_an_error_naming_it(tmp_path: Path):
         EmptyStreamError, match=rf"stream 0 \({root}\) holds no samples: its folder"
     ):
         StreamingDataset(local=str(root), batch_size=4).prepare()
+
+
+# --- a shard's count against its own header ------------------------------------------------------
+
+FORMATS = ["mds", "json", "csv", "tsv", "xsv"]
+
+
+def three_shards(root: Path, fmt: str) -> Path:
+    """Three shards of five samples each, ids 0-14."""
+    if fmt == "mds":
+        write_dataset(root, 15, size_limit=1)  # a shard per sample ...
+        index = json.loads((root / "index.json").read_text())
+        assert len(index["shards"]) == 15
+        merged = write_dataset(root.parent / f"{root.name}-5", 15, size_limit=5 * 56 + 200)
+        counts = [s["samples"] for s in json.loads((merged / "index.json").read_text())["shards"]]
+        assert counts == [5, 5, 5], counts  # ... or five, with this limit
+        return merged
+    return write_split_dataset(root, fmt, shards=3, per_shard=5)
+
+
+def claim(root: Path, shard: int, samples: int) -> str:
+    """Make index.json claim ``samples`` samples for shard ``shard``; return its file's name."""
+    path = root / "index.json"
+    index = json.loads(path.read_text())
+    index["shards"][shard]["samples"] = samples
+    path.write_text(json.dumps(index))
+    return str(index["shards"][shard]["raw_data"]["basename"])
+
+
+def opened(tmp_path: Path, root: Path, where: str) -> StreamingDataset:
+    if where == "local":
+        return StreamingDataset(local=str(root), batch_size=1)
+    return StreamingDataset(remote=str(root), local=str(tmp_path / "cache"), batch_size=1)
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_shard_the_index_calls_empty_that_holds_samples_is_refused_naming_it(
+    tmp_path: Path, fmt: str, where: str
+):
+    # No sample id maps to a shard of 0 samples, so no read opens it: its samples would be
+    # skipped unseen. It is opened when the dataset loads, before any sample is handed over.
+    root = three_shards(tmp_path / "ds", fmt)
+    name = claim(root, 1, 0)
+    dataset = opened(tmp_path, root, where)
+    with pytest.raises(ShardFormatError, match=rf"{re.escape(name)}.* 5 samples .* says 0"):
+        dataset.prepare()
+    if where == "local":
+        with pytest.raises(ShardFormatError, match=re.escape(name)):
+            len(LocalDataset(root))
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+@pytest.mark.parametrize("claimed", [4, 6])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_count_the_shards_header_denies_is_refused_before_any_of_its_samples(
+    tmp_path: Path, fmt: str, claimed: int, where: str
+):
+    root = three_shards(tmp_path / "ds", fmt)
+    name = claim(root, 1, claimed)
+    dataset = opened(tmp_path, root, where)
+    served: list[int] = []
+    with pytest.raises(ShardFormatError, match=rf"{re.escape(name)}.* 5 samples .* says {claimed}"):
+        served.extend(int(sample["id"]) for sample in dataset)
+    assert served == list(range(5))  # shard 0's, in order: none of shard 1's
+    if where == "local":
+        local = LocalDataset(root)
+        assert len(local) == 10 + claimed  # the index's word, until the shard is opened ...
+        with pytest.raises(ShardFormatError, match=re.escape(name)):
+            local[5]  # ... which refuses it before handing over a sample
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_a_truly_empty_shard_as_the_reference_writes_them_is_read(tmp_path: Path, where: str):
+    root = write_dataset(tmp_path / "ds", 10)
+    schema = MDSSchema(COLUMNS)
+    empty = shard_header(schema.config_bytes(compression=None, hashes=[], size_limit=2048), [])
+    (root / "shard.empty.mds").write_bytes(empty)
+    index = json.loads((root / "index.json").read_text())
+    blank = {
+        **index["shards"][0],
+        "samples": 0,
+        "raw_data": {"basename": "shard.empty.mds", "bytes": len(empty), "hashes": {}},
+        "hashes": [],
+    }
+    index["shards"] = [blank, *index["shards"], blank]
+    (root / "index.json").write_text(json.dumps(index))
+    assert sorted(int(sample["id"]) for sample in opened(tmp_path, root, where)) == list(range(10))

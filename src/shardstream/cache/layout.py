@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from shardstream import config
 from shardstream.cache.private_folder import ensure_private_folder
 from shardstream.format.index import INDEX_BASENAME, ShardEntry
+from shardstream.storage.local import file_identity
 
 __all__ = [
     "IN_PLACE_FOLDER",
@@ -57,10 +58,11 @@ def in_place_cache(root: str) -> str:
     It lies under :func:`shardstream.config.cache_root` (``SHARDSTREAM_CACHE_DIR``), which is
     created (or checked) as this user's alone: ``in-place/<name>-<hash>/<generation>``, the
     hash of ``root``'s real path, the generation a hash of the identity of its ``index.json``
-    (device, inode, size, modification time). A dataset rewritten in the same place so never
-    meets the decompressed copies of the old one, and those are deleted when the new
-    generation is first asked for: what reading a dataset in place leaves is one copy of it,
-    however often it is rewritten. The folder itself is created when first written.
+    (its device and ``file_identity``: inode, size, modification and change times). A dataset
+    rewritten in the same place, even by ``cp -p``, so never meets the decompressed copies of
+    the old one, and those are deleted when the new generation is first asked for: what
+    reading a dataset in place leaves is one copy of it, however often it is rewritten. The
+    folder itself is created when first written.
 
     Raises:
         CacheFolderError: The cache root is not this user's alone.
@@ -69,7 +71,7 @@ def in_place_cache(root: str) -> str:
     stamp = ""
     with contextlib.suppress(OSError):  # no index (a Parquet folder): the path alone
         status = os.stat(os.path.join(real, INDEX_BASENAME))
-        stamp = f"{status.st_dev}:{status.st_ino}:{status.st_size}:{status.st_mtime_ns}"
+        stamp = f"{status.st_dev}:{file_identity(status)}"
     digest = hashlib.blake2s(real.encode(), digest_size=10).hexdigest()
     generation = hashlib.blake2s(stamp.encode(), digest_size=8).hexdigest()
     base = config.cache_root()

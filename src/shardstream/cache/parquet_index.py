@@ -37,6 +37,7 @@ from shardstream.format.parquet_layout import (
 )
 from shardstream.storage import DownloadOptions, ObjectStore, fetch_listing
 from shardstream.storage.base import ObjectInfo
+from shardstream.storage.local import file_identity
 
 __all__ = [
     "PARQUET_INDEX",
@@ -219,5 +220,4 @@ def _local_layout(root: str, key: str) -> ParquetFileLayout:
         need = footer_length(tail, size=size, source=path) + 8
         if need > len(tail):
             tail = os.pread(handle.fileno(), need, size - need)
-    etag = f"{status.st_ino:x}-{size:x}-{status.st_mtime_ns:x}"
-    return layout_from_footer(key, size, etag, tail[-need:])
+    return layout_from_footer(key, size, file_identity(status), tail[-need:])

@@ -319,7 +319,17 @@ def _remove_quietly(path: str) -> None:
         os.remove(path)
 
 
+def file_identity(status: os.stat_result) -> str:
+    """A local file's identity tag: it changes whenever the file is rewritten or replaced.
+
+    Inode, size and modification time alone miss a rewrite in place that restores the old
+    modification time (``cp -p`` over the file, ``touch -r``, ``rsync -t``); the change time
+    is set by the kernel on every write and cannot be set back by a user, so it is part of
+    the tag. A tag is only ever compared for equality, never ordered.
+    """
+    return f"{status.st_ino:x}-{status.st_size:x}-{status.st_mtime_ns:x}-{status.st_ctime_ns:x}"
+
+
 def _file_info(status: os.stat_result) -> ObjectInfo:
-    """A file's size, and an etag that changes when the file is rewritten or replaced."""
-    etag = f"{status.st_ino:x}-{status.st_size:x}-{status.st_mtime_ns:x}"
-    return ObjectInfo(size=status.st_size, etag=etag)
+    """A file's size and its identity tag (:func:`file_identity`)."""
+    return ObjectInfo(size=status.st_size, etag=file_identity(status))

@@ -296,3 +296,26 @@ def test_a_listing_older_than_the_recorded_one_is_not_recorded(tmp_path: Path):
     current = {key: f"{i.size}:{i.etag}" for key, i in LocalStore(str(remote)).list_info().items()}
     assert dict(record.objects) == current
     assert texts(remote, local) == [f"{store.label}-{i:04d}" for i in range(30)]
+
+
+def test_a_rewrite_in_place_that_restores_the_modification_times_is_noticed(tmp_path: Path):
+    # `cp -p new/* remote/` writes into the same inodes, same sizes, and sets the old times back:
+    # only the change time, which no user can set, tells the files apart.
+    remote, local, other = tmp_path / "remote", tmp_path / "cache", tmp_path / "other"
+    write(remote, "aaa")
+    assert texts(remote, local)[0] == "aaa-0000"
+    write(other, "aaa")
+    label = rewrite_with_the_same_index(other)
+    for source in other.iterdir():
+        target = remote / source.name
+        before = target.stat()
+        with open(target, "r+b") as handle:  # the same inode, as cp writes over a file
+            handle.write(source.read_bytes())
+        os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = target.stat()
+        assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+            before.st_ino,
+            before.st_size,
+            before.st_mtime_ns,
+        )
+    assert texts(remote, local) == [f"{label}-{i:04d}" for i in range(30)]

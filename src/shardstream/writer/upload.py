@@ -30,6 +30,9 @@ class Uploader:
         retry: Retries after a failed attempt (so ``retry + 1`` attempts in all).
         progress: A tqdm-like bar counting bytes: each submitted file adds its size to
             ``total``, each published one advances it; ``None`` for none.
+        remove_uploaded: Delete each submitted file from ``local_root`` once it is published
+            (a writer's ``keep_local=False``), so that the local copy never holds more than
+            the shards still in flight.
     """
 
     def __init__(
@@ -40,8 +43,10 @@ class Uploader:
         max_workers: int | None,
         retry: int,
         progress: Any = None,
+        remove_uploaded: bool = False,
     ) -> None:
         self.store = store
+        self._remove_uploaded = remove_uploaded
         self.local_root = local_root
         self.retry = retry
         self._progress = progress
@@ -56,14 +61,13 @@ class Uploader:
     def submit(self, key: str) -> None:
         """Start publishing ``<local_root>/<key>`` in the background."""
         self.raise_if_failed()
-        if self._progress is None:
-            future = self._executor.submit(self.upload, key)
-        else:
+        size = 0
+        if self._progress is not None:
             size = os.path.getsize(os.path.join(self.local_root, key))
             with self._progress_lock:
                 self._progress.total = (self._progress.total or 0) + size
                 self._progress.refresh()
-            future = self._executor.submit(self._upload_counted, key, size)
+        future = self._executor.submit(self._upload_submitted, key, size)
         future.add_done_callback(self._note_failure)
         self._futures.append((key, future))
 
@@ -71,10 +75,13 @@ class Uploader:
         if future.exception() is not None:
             self._failed.set()
 
-    def _upload_counted(self, key: str, size: int) -> None:
+    def _upload_submitted(self, key: str, size: int) -> None:
         self.upload(key)
-        with self._progress_lock:
-            self._progress.update(size)
+        if self._remove_uploaded:
+            os.remove(os.path.join(self.local_root, key))
+        if self._progress is not None:
+            with self._progress_lock:
+                self._progress.update(size)
 
     def upload(self, key: str) -> None:
         """Publish ``<local_root>/<key>`` now, retrying; raise :class:`UploadError` at the end."""

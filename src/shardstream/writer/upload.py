@@ -72,7 +72,8 @@ class Uploader:
         self._futures.append((key, future))
 
     def _note_failure(self, future: Future[None]) -> None:
-        if future.exception() is not None:
+        # A cancelled upload (a failure elsewhere stopped the writer) has no exception to ask for.
+        if not future.cancelled() and future.exception() is not None:
             self._failed.set()
 
     def _upload_submitted(self, key: str, size: int) -> None:

@@ -84,7 +84,8 @@ def dataframe_to_mds(
         mds_kwargs: Keyword arguments of :class:`~shardstream.MDSWriter`. ``out`` is required:
             a local folder, a URL, or a ``(local, remote)`` pair. ``columns`` defaults to the
             encodings inferred from the schema, ``compression`` to ``"zstd"``; ``exist_ok``
-            lets a non-empty destination be used (a local one is emptied first).
+            lets a non-empty destination be used (a local one is emptied first; on a store,
+            earlier files are deleted only after the new index is published).
         udf_iterable: ``udf_iterable(pandas_df, **udf_kwargs)`` is called per Arrow batch of
             each partition and yields the sample dicts to write (``columns`` is then required).
         udf_kwargs: Keyword arguments of ``udf_iterable``.

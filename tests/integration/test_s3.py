@@ -160,9 +160,9 @@ def test_wrong_credentials_from_the_environment_fail_the_writer(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", wrong)
     url = s3_env.url("denied-env")
     caplog.set_level(logging.DEBUG, logger="shardstream")
-    # Refused when the writer looks at the destination, before any shard is written.
-    with pytest.raises(CredentialsError, match="AWS_ACCESS_KEY_ID") as info:
+    with pytest.raises(UploadError, match="AWS_ACCESS_KEY_ID") as info:
         write(url, 3, retry=1)
+    assert isinstance(info.value.__cause__, CredentialsError)
     assert url in str(info.value)
     for text in (str(info.value), caplog.text):
         assert wrong not in text

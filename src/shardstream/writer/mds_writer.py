@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -37,7 +38,7 @@ from shardstream.writer.publish import (
     shard_basename,
 )
 from shardstream.writer.scratch import ScratchFolder
-from shardstream.writer.upload import Uploader
+from shardstream.writer.upload import Uploader, retried
 
 __all__ = ["MDSWriter"]
 
@@ -352,7 +353,10 @@ class MDSWriter:
         # _started is set last: a start that failed (a non-empty folder, say) fails again.
         store = None if self._remote is None else open_store(self._remote, timeout=self._timeout)
         if store is not None:  # first: refusing must not have emptied the local folder
-            check_destination(store, exist_ok=self._exist_ok)
+            where = f"listing {store.url('')} (to check that it holds no dataset)"
+            rng = np.random.default_rng()  # retry jitter only, as the uploader's
+            listing = functools.partial(retried, where, store.list, self._retry, rng)
+            check_destination(store, exist_ok=self._exist_ok, list_keys=listing)
             self._store, self._token = store, new_write_token()
         if self._local is None:
             self._scratch = ScratchFolder()

@@ -74,17 +74,24 @@ def is_ours(key: str) -> bool:
     )
 
 
-def check_destination(store: ObjectStore, *, exist_ok: bool, hint: str = "exist_ok=True") -> None:
+def check_destination(
+    store: ObjectStore,
+    *,
+    exist_ok: bool,
+    hint: str = "exist_ok=True",
+    list_keys: Callable[[], list[str]] | None = None,
+) -> None:
     """Refuse a destination that holds objects, unless ``exist_ok``.
 
     Nothing is deleted here: an old dataset stays readable until the new index replaces it.
+    ``list_keys`` lists the store (default ``store.list``; a writer passes it retried).
 
     Raises:
         DatasetExistsError: The destination holds objects and ``exist_ok`` is False.
     """
     if exist_ok:
         return
-    existing = store.list()
+    existing = (list_keys or store.list)()
     if existing:
         what = (
             "a dataset (an index.json)"

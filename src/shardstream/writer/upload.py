@@ -6,8 +6,9 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -15,9 +16,33 @@ from shardstream.errors import CredentialsError, UploadError
 from shardstream.storage.base import Publisher
 from shardstream.storage.retry import backoff_delays
 
-__all__ = ["Uploader", "backoff_delays"]
+__all__ = ["Uploader", "backoff_delays", "retried"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def retried(what: str, action: Callable[[], T], retry: int, rng: np.random.Generator) -> T:
+    """``action()``, retried ``retry`` times after an ``OSError``, with backoff between tries.
+
+    What a writer does to its store goes through here. Refused credentials do not get better by
+    retrying: they fail at once.
+
+    Raises:
+        UploadError: Every attempt failed; it names ``what`` (e.g. ``"uploading x to s3://..."``)
+            and comes from the last attempt's error.
+    """
+    delays = backoff_delays(retry, rng)
+    for attempt in range(retry + 1):
+        try:
+            return action()
+        except OSError as exc:  # noqa: PERF203 - one try per attempt is the point
+            if attempt == retry or isinstance(exc, CredentialsError):
+                raise UploadError(f"{what} failed after {attempt + 1} attempts: {exc}") from exc
+            logger.warning("%s failed (%s); retry %d of %d", what, exc, attempt + 1, retry)
+            time.sleep(delays[attempt])
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 class Uploader:
@@ -87,23 +112,12 @@ class Uploader:
     def upload(self, key: str) -> None:
         """Publish ``<local_root>/<key>`` now, retrying; raise :class:`UploadError` at the end."""
         path = os.path.join(self.local_root, key)
-        delays = backoff_delays(self.retry, self._rng)
-        for attempt in range(self.retry + 1):
-            try:
-                self.store.put_file(path, key)
-            except OSError as exc:  # noqa: PERF203 - one try per attempt is the point
-                # Refused credentials do not get better by retrying: say so at once.
-                if attempt == self.retry or isinstance(exc, CredentialsError):
-                    raise UploadError(
-                        f"uploading {key} to {self.store.url(key)} failed after "
-                        f"{attempt + 1} attempts: {exc}"
-                    ) from exc
-                logger.warning(
-                    "upload of %s failed (%s); retry %d of %d", key, exc, attempt + 1, self.retry
-                )
-                time.sleep(delays[attempt])
-            else:
-                return
+        retried(
+            f"uploading {key} to {self.store.url(key)}",
+            lambda: self.store.put_file(path, key),
+            self.retry,
+            self._rng,
+        )
 
     def raise_if_failed(self) -> None:
         """Raise the first upload error seen so far, if any."""

@@ -348,6 +348,13 @@ def test_writes_to_an_object_store(spark, s3_env: S3Server, tmp_path: Path):
         ).repartition(3)
         assert dataframe_to_mds(frame, mds_kwargs={"out": url, "size_limit": 400}) == ("", url)
         first_keys = set(open_store(url).list())
+        # A rewrite whose job fails (a partition fails on every attempt) leaves it whole.
+        failing = {"out": url, "exist_ok": True, "columns": {"id": "int64", "text": "str"}}
+        with pytest.raises(Exception, match="rewrite dies here"):
+            dataframe_to_mds(frame, mds_kwargs=failing, udf_iterable=_dies, progress=False)
+        failed = _copied_samples(open_store(url), tmp_path / "failed")
+        assert sorted(failed) == list(range(60))
+        assert {sample["text"] for sample in failed.values()} == {f"t{i}" for i in range(60)}
         # A rewrite: only its files are left once its index is published.
         rewrite = {"out": url, "size_limit": 400, "exist_ok": True}
         dataframe_to_mds(frame.where("id >= 30"), mds_kwargs=rewrite, progress=False)
@@ -375,6 +382,13 @@ def test_writes_to_an_object_store(spark, s3_env: S3Server, tmp_path: Path):
     assert sorted(read_back(tmp_path / "pair")) == list(range(60))
     remote_index = open_store(pair[1]).get_bytes("index.json")
     assert remote_index == (tmp_path / "pair" / "index.json").read_bytes()
+
+
+def _dies(pdf: Any) -> Any:
+    for value in pdf["id"]:
+        if value == 45:
+            raise RuntimeError("the rewrite dies here")
+        yield {"id": int(value), "text": "rewritten"}
 
 
 def _copied_samples(store: Any, copy: Path) -> dict[int, Any]:

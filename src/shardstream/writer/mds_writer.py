@@ -189,7 +189,10 @@ class MDSWriter:
                 :class:`~shardstream.errors.UnencodableTextError` (a lone surrogate) and
                 :class:`~shardstream.errors.SampleTooDeepError` (nested too deep).
             DiskFullError: The output folder's disk filled up; no shard is left half-written.
-            UploadError: An earlier upload failed.
+            DatasetExistsError: (on the first write) The destination is not empty and
+                ``exist_ok`` is False.
+            UploadError: An earlier upload failed, or (on the first write) the store could
+                not be listed to check that it is empty.
         """
         if self._finished:
             raise ConfigurationError("this MDSWriter is finished; create a new one to write more")

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable, Collection
 
 from shardstream.errors import DatasetExistsError
+from shardstream.format.compression import COMPRESSIONS
 from shardstream.format.index import INDEX_BASENAME
 from shardstream.storage import ObjectStore
 from shardstream.storage.base import Remover
@@ -44,7 +45,8 @@ logger = logging.getLogger(__name__)
 _WRITE_ID = r"[0-9a-f]{12}"
 #: A shard as shardstream (``shard.<token>.00000.mds``) or the reference names it, compressed
 #: (``.zstd``, ...) or not.
-_SHARD = re.compile(rf"shard\.(?:{_WRITE_ID}\.)?\d{{5,}}\.mds(?:\.[a-z0-9]+)?")
+_EXTENSIONS = "|".join(map(re.escape, COMPRESSIONS))
+_SHARD = re.compile(rf"shard\.(?:{_WRITE_ID}\.)?\d{{5,}}\.mds(?:\.(?:{_EXTENSIONS}))?")
 #: The sub-folder a Spark task writes its partition to: ``part-<partition>-<attempt>-<token>``
 #: (without the token from versions that wrote none).
 SPARK_FOLDER = re.compile(rf"part-(\d+)-(\d+)(?:-({_WRITE_ID}))?")

@@ -55,6 +55,7 @@ def test_shard_names_hold_the_write_token_only_for_a_store():
         ("part-00003-17-0123456789ab/index.json", True),
         ("index.json", False),  # the root index is replaced, never deleted
         ("notes.txt", False),
+        ("shard.00000.mds.bak", False),  # not a compression's extension: a user's copy
         ("shard.00000.mds.txt.bak/x", False),
         ("shard.0000.mds", False),
         ("shard.XYZ.00000.mds", False),

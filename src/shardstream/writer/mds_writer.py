@@ -361,8 +361,8 @@ class MDSWriter:
             listing = functools.partial(retried, where, store.list, self._retry, rng)
             check_destination(store, exist_ok=self._exist_ok, list_keys=listing)
             self._store, self._token = store, new_write_token()
-        if self._local is None:
-            self._scratch = ScratchFolder()
+        if self._local is None or self._scratch is not None:  # a URL out: a folder of its own
+            self._scratch = self._scratch or ScratchFolder()
             self._local = self._scratch.path
         elif os.path.isdir(self._local) and os.listdir(self._local):
             if not self._exist_ok:

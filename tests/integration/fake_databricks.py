@@ -11,6 +11,7 @@ Unity Catalog volume paths (``/Volumes/<catalog>/<schema>/<volume>/...``):
   ``Content-Range``, or 416 when unsatisfiable;
 - ``HEAD /api/2.0/fs/files{path}``: ``Content-Length``, ``Content-Type`` and ``Last-Modified``,
   no body;
+- ``DELETE /api/2.0/fs/files{path}``: delete a file (204), 404 ``NOT_FOUND`` when missing;
 - ``PUT /api/2.0/fs/directories{path}``: create a folder and its parents (idempotent);
 - ``GET /api/2.0/fs/directories{path}?page_size=&page_token=``: entries (``path``,
   ``is_directory``, ``file_size``, ``last_modified``, ``name``) in name order, at most
@@ -113,6 +114,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:
         self._serve("PUT")
 
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
     def _serve(self, method: str) -> None:
         fake = self.fake
         body = b""
@@ -124,7 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
         if token not in (fake.token, fake.read_only_token):
             self._error(401, "UNAUTHENTICATED", "Invalid access token.")
             return
-        if method == "PUT" and token != fake.token:
+        if method in ("PUT", "DELETE") and token != fake.token:
             self._error(403, "PERMISSION_DENIED", "User does not have WRITE VOLUME on Volume.")
             return
         parts = urlsplit(self.path)
@@ -147,6 +151,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._list(path, query)
             elif api == "files" and method == "PUT":
                 self._upload(path, body, query)
+            elif api == "files" and method == "DELETE" and path in fake.files:
+                del fake.files[path]
+                self._reply(204, b"", {})
             elif api == "files" and path in fake.files:
                 self._download(method, *fake.files[path])
             elif api == "files":

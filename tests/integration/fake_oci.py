@@ -7,6 +7,7 @@ that :class:`shardstream.storage.OCIStore` makes, holding objects in memory:
   answered by 206 and ``Content-Range``, or 416 when unsatisfiable;
 - ``HEAD /n/{namespace}/b/{bucket}/o/{object}`` (HeadObject): ``Content-Length`` and ``ETag``;
 - ``PUT /n/{namespace}/b/{bucket}/o/{object}`` (PutObject): a new ``ETag`` each time;
+- ``DELETE /n/{namespace}/b/{bucket}/o/{object}`` (DeleteObject): 204, or 404 when missing;
 - ``GET /n/{namespace}/b/{bucket}/o?prefix=&start=&limit=&fields=`` (ListObjects): objects in
   name order, ``nextStartWith`` when more remain. Pages hold at most ``page_size`` objects (3
   here), fewer than ``limit``, as the service may return, so paging is exercised.
@@ -144,6 +145,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:
         self._serve("PUT")
 
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
     def _serve(self, method: str) -> None:
         body = b""
         if method == "PUT":
@@ -181,6 +185,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._reply(200, b"", {"ETag": etag, "opc-content-md5": _md5(body)})
             elif name not in objects:
                 self._error(404, "ObjectNotFound", f"The object '{name}' was not found")
+            elif method == "DELETE":
+                del objects[name]
+                self._reply(204, b"", {})
             else:
                 self._get(method, *objects[name])
 

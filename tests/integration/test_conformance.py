@@ -30,6 +30,7 @@ from shardstream.errors import (
     StorageError,
 )
 from shardstream.storage import DownloadOptions, ObjectStore, download_file, fetch_bytes
+from shardstream.storage.base import Remover
 
 BACKENDS = [
     "local",
@@ -120,6 +121,24 @@ def test_put_file_of_a_missing_source_raises_oserror_and_publishes_nothing(
         with pytest.raises(OSError, match="nope"):
             root.store.put_file(str(tmp_path / "nope"), "x.bin")
     assert not root.store.exists("x.bin")
+
+
+def test_delete_removes_one_object_and_a_missing_one_is_no_error(root: Root):
+    # A writer deletes the shards of earlier writes once its index is published.
+    if not root.writable:
+        assert not isinstance(root.store, Remover)
+        return
+    assert isinstance(root.store, Remover)
+    for key in ("a.bin", "ab.bin", "deep/a.bin"):
+        root.put(key, b"x")
+    root.store.delete("a.bin")
+    root.store.delete("deep/a.bin")
+    assert root.store.list() == ["ab.bin"]
+    root.store.delete("a.bin")  # already gone
+    root.store.delete("never/was.bin")
+    assert root.store.list() == ["ab.bin"]
+    with pytest.raises(ConfigurationError):
+        root.store.delete("../outside.bin")
 
 
 # --- reading --------------------------------------------------------------------------------------

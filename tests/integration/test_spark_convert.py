@@ -347,6 +347,24 @@ def test_writes_to_an_object_store(spark, s3_env: S3Server, tmp_path: Path):
             "id long, text string, v array<float>",
         ).repartition(3)
         assert dataframe_to_mds(frame, mds_kwargs={"out": url, "size_limit": 400}) == ("", url)
+        first_keys = set(open_store(url).list())
+        # A rewrite whose job fails (a partition fails on every attempt) leaves it whole.
+        failing = {"out": url, "exist_ok": True, "columns": {"id": "int64", "text": "str"}}
+        with pytest.raises(Exception, match="rewrite dies here"):
+            dataframe_to_mds(frame, mds_kwargs=failing, udf_iterable=_dies, progress=False)
+        failed = _copied_samples(open_store(url), tmp_path / "failed")
+        assert sorted(failed) == list(range(60))
+        assert {sample["text"] for sample in failed.values()} == {f"t{i}" for i in range(60)}
+        # A rewrite: only its files are left once its index is published.
+        rewrite = {"out": url, "size_limit": 400, "exist_ok": True}
+        dataframe_to_mds(frame.where("id >= 30"), mds_kwargs=rewrite, progress=False)
+        rewritten = set(open_store(url).list())
+        assert not (rewritten - {"index.json"}) & first_keys
+        rewritten_samples = _copied_samples(open_store(url), tmp_path / "rewritten")
+        assert sorted(rewritten_samples) == list(range(30, 60))
+        named = {entry.raw_data.basename.split("/")[0] for entry in _index(open_store(url))}
+        assert {key.split("/")[0] for key in rewritten} == {*named, "index.json"}
+        dataframe_to_mds(frame, mds_kwargs=rewrite, progress=False)
         # A (local, remote) pair: shards and the merged index in both places.
         pair = (str(tmp_path / "pair"), s3_env.url("spark-pair"))
         dataframe_to_mds(frame, mds_kwargs={"out": pair, "keep_local": True}, progress=False)
@@ -354,21 +372,34 @@ def test_writes_to_an_object_store(spark, s3_env: S3Server, tmp_path: Path):
         environment.clear()
         environment.update(saved)
     store = open_store(url)
-    keys = store.list()
-    assert "index.json" in keys
-    copy = tmp_path / "copy"
-    for key in keys:
-        (copy / key).parent.mkdir(parents=True, exist_ok=True)
-        (copy / key).write_bytes(store.get_bytes(key))
-    samples = read_back(copy)
+    assert "index.json" in store.list()
+    samples = _copied_samples(store, tmp_path / "copy")
     assert sorted(samples) == list(range(60))
     assert samples[9]["text"] == "t9"
     assert samples[9]["v"].dtype == np.float32
-    with pytest.raises(DatasetExistsError, match="already holds"):
+    with pytest.raises(DatasetExistsError, match="is not empty"):
         dataframe_to_mds(frame, mds_kwargs={"out": url})
     assert sorted(read_back(tmp_path / "pair")) == list(range(60))
     remote_index = open_store(pair[1]).get_bytes("index.json")
     assert remote_index == (tmp_path / "pair" / "index.json").read_bytes()
+
+
+def _dies(pdf: Any) -> Any:
+    for value in pdf["id"]:
+        if value == 45:
+            raise RuntimeError("the rewrite dies here")
+        yield {"id": int(value), "text": "rewritten"}
+
+
+def _copied_samples(store: Any, copy: Path) -> dict[int, Any]:
+    for key in store.list():
+        (copy / key).parent.mkdir(parents=True, exist_ok=True)
+        (copy / key).write_bytes(store.get_bytes(key))
+    return read_back(copy)
+
+
+def _index(store: Any) -> list[Any]:
+    return list(parse_index(store.get_bytes("index.json"), source=store.url("index.json")))
 
 
 def _image_bytes(fmt: str, seed: int) -> bytes:

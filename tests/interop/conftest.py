@@ -111,6 +111,24 @@ def write_ours(case: dict[str, Any], out: Path) -> None:
     merge_index(str(out))
 
 
+#: A dataset published to a store (a plain folder as the remote) and then rewritten there: its
+#: shards have shardstream's per-write names, and the first write's are gone.
+STORE_REWRITE = "store_rewrite"
+STORE_REWRITE_CASE = "compression_zstd"
+
+
+def write_rewritten_store(remote: Path, scratch: Path) -> None:
+    """Write the first 10 samples of the case to ``remote`` as a store, then all of them over."""
+    case = next(case for case in MDS_CASES if case["name"] == STORE_REWRITE_CASE)
+    samples = make_samples(case)
+    for number, part in enumerate((samples[:10], samples)):
+        out = (str(scratch / str(number)), str(remote))
+        columns = COLUMNS[case["generator"]]
+        with MDSWriter(out=out, columns=columns, exist_ok=True, **case["writer"]) as writer:
+            for sample in part:
+                writer.write(sample)
+
+
 @pytest.fixture(scope="session")
 def interop(tmp_path_factory: pytest.TempPathFactory) -> Interop:
     """Every case written by both libraries, and the reference's reading of ours."""
@@ -123,6 +141,7 @@ def interop(tmp_path_factory: pytest.TempPathFactory) -> Interop:
     from tests.interop.test_interop import build_empty_shard_dataset
 
     build_empty_shard_dataset(result.ours / "with_empty_shard")
+    write_rewritten_store(result.ours / STORE_REWRITE, base / "store-local")
     job = {
         "write": [
             {"case": case, "out": str(result.ref / case["name"])}

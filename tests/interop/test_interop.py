@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,14 @@ from shardstream import LocalDataset
 from shardstream.format.index import FileInfo, ShardEntry, dump_index, parse_index
 from shardstream.format.mds import MDSSchema, shard_header
 from tests.interop.cases import COLUMNS, LOSSY_COLUMNS, make_samples, normalize
-from tests.interop.conftest import MDS_CASES, SPLIT_CASES, Interop, write_ours
+from tests.interop.conftest import (
+    MDS_CASES,
+    SPLIT_CASES,
+    STORE_REWRITE,
+    STORE_REWRITE_CASE,
+    Interop,
+    write_ours,
+)
 
 pytestmark = pytest.mark.interop
 
@@ -162,3 +170,16 @@ def test_zero_sample_shards(interop: Interop) -> None:
     expected = _expected(_case("empty_first_shard"))
     assert interop.ref_read("with_empty_shard") == expected
     assert _ours_read(interop.ours / "with_empty_shard") == expected
+
+
+def test_reference_reads_a_dataset_rewritten_on_a_store(interop: Interop) -> None:
+    # Shards named per write (shard.<token>.00000.mds.zstd): the reference takes every name from
+    # the index, and sees only the second write's samples.
+    folder = interop.ours / STORE_REWRITE
+    index = json.loads((folder / "index.json").read_bytes())
+    names = {shard["zip_data"]["basename"] for shard in index["shards"]}
+    assert all(re.fullmatch(r"shard\.[0-9a-f]{12}\.\d{5}\.mds\.zstd", name) for name in names)
+    assert set(_files(folder)) == {*names, "index.json"}  # the first write's shards are gone
+    expected = _expected(_case(STORE_REWRITE_CASE))
+    _assert_samples_match(interop.ref_read(STORE_REWRITE), expected)
+    assert _ours_read(folder) == interop.ref_read(STORE_REWRITE)

@@ -7,26 +7,29 @@ How a write goes:
    ``mds_kwargs`` gives them, and checks that the destination is empty.
 2. Each Spark task streams its partition's Arrow batches (``mapInArrow``) into an
    :class:`~shardstream.MDSWriter` whose ``out`` is the sub-folder
-   ``part-<partition>-<task attempt id>`` of the destination: a local (or FUSE) folder, or any
-   URL the writer publishes to (``s3://``, ``gs://``, ...). It returns one row: its partition,
-   its sub-folder and its sample count.
+   ``part-<partition>-<task attempt id>-<job token>`` of the destination: a local (or FUSE)
+   folder, or any URL the writer publishes to (``s3://``, ``gs://``, ...). It returns one row:
+   its partition, its sub-folder and its sample count.
 3. The driver merges the indexes of exactly the sub-folders named in the rows it received,
    in partition order, and publishes ``index.json`` last.
 
 Attempt safety: Spark hands the driver one result per partition, from the attempt that
 succeeded first. A failed attempt, or a speculative copy that lost, wrote to a sub-folder of
-its own (attempt ids are unique), which the merged index never names, so no row is lost or
-counted twice. Locally such sub-folders are deleted after the job; on an object store they
-are left in place (a store is not asked to delete) and a warning lists them. A speculative
-copy that Spark has not yet stopped when the job ends may still write a folder afterwards:
-the index never names it either.
+its own (attempt ids are unique in a job, the token to each job), which the merged index never
+names, so no row is lost or counted twice. A speculative copy that Spark has not yet stopped
+when the job ends may still write a folder afterwards: the index never names it either.
+
+Rewrites: on a store, a job is all or nothing as an ``MDSWriter`` is
+(:mod:`shardstream.writer.publish`): no sub-folder of an earlier job is written to, and until
+the merged ``index.json`` is published readers see the old dataset whole. Then the sub-folders
+and shards the index does not name (failed attempts, earlier jobs) are deleted. Locally, the
+destination is emptied first (``exist_ok=True``) and failed attempts' folders are deleted.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import threading
 import uuid
@@ -44,12 +47,17 @@ from shardstream.converters.spark_types import arrow_schema, vectors_as_arrays
 from shardstream.errors import ConfigurationError, DatasetExistsError
 from shardstream.storage import is_remote, local_path, open_store
 from shardstream.writer.merge import merge_partitions
+from shardstream.writer.publish import (
+    SPARK_FOLDER,
+    check_destination,
+    new_write_token,
+    remove_unnamed,
+)
 
 __all__ = ["dataframe_to_mds"]
 
 logger = logging.getLogger(__name__)
 
-_FOLDER = re.compile(r"part-(\d+)-(\d+)")
 _RESULT_SCHEMA = "partition int, folder string, samples long, skipped long"
 
 
@@ -76,7 +84,8 @@ def dataframe_to_mds(
         mds_kwargs: Keyword arguments of :class:`~shardstream.MDSWriter`. ``out`` is required:
             a local folder, a URL, or a ``(local, remote)`` pair. ``columns`` defaults to the
             encodings inferred from the schema, ``compression`` to ``"zstd"``; ``exist_ok``
-            lets a non-empty destination be used (a local one is emptied first).
+            lets a non-empty destination be used (a local one is emptied first; on a store,
+            earlier files are deleted only after the new index is published).
         udf_iterable: ``udf_iterable(pandas_df, **udf_kwargs)`` is called per Arrow batch of
             each partition and yields the sample dicts to write (``columns`` is then required).
         udf_kwargs: Keyword arguments of ``udf_iterable``.
@@ -127,7 +136,10 @@ def dataframe_to_mds(
     local, remote = _destination(kwargs.pop("out"))
     _prepare_destination(local, remote, exist_ok=bool(kwargs.pop("exist_ok", False)))
     kwargs.pop("progress_bar", None)
-    task = _PartitionTask(local, remote, kwargs, on_null, udf_iterable, dict(udf_kwargs or {}))
+    token = new_write_token()
+    task = _PartitionTask(
+        local, remote, kwargs, on_null, udf_iterable, dict(udf_kwargs or {}), token
+    )
     rows = _collect(dataframe.mapInArrow(task, _RESULT_SCHEMA), progress)
     results = sorted((row["partition"], row["folder"], row["samples"]) for row in rows)
     partitions = [partition for partition, _, _ in results]
@@ -136,7 +148,7 @@ def dataframe_to_mds(
     winners = [folder for _, folder, samples in results if samples]
     skipped = sum(row["skipped"] for row in rows)
     total = sum(samples for _, _, samples in results)
-    _remove_losers(local, remote, set(winners))
+    _remove_local_losers(local, set(winners))
     if skipped:
         logger.warning("dataframe_to_mds skipped %d rows holding a null (on_null='skip')", skipped)
     if not winners:
@@ -146,6 +158,8 @@ def dataframe_to_mds(
         )
     if merge_index:
         merge_partitions(remote or local or "", winners, local=local if remote else None)
+    if remote is not None:  # after the index is published: readers still read the old one
+        remove_unnamed(open_store(remote), _kept(set(winners), token, merge_index=merge_index))
     logger.info(
         "dataframe_to_mds wrote %d samples from %d partitions to %s",
         total,
@@ -165,6 +179,7 @@ class _PartitionTask:
     on_null: OnNull
     udf_iterable: BatchUDF | None
     udf_kwargs: dict[str, Any]
+    token: str
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         pa = arrow_module()
@@ -173,7 +188,7 @@ class _PartitionTask:
         context = TaskContext.get()
         assert context is not None, "runs inside a Spark task"
         partition = context.partitionId()
-        folder = f"part-{partition:05d}-{context.taskAttemptId()}"
+        folder = f"part-{partition:05d}-{context.taskAttemptId()}-{self.token}"
         first = next(batches, None)
         samples = skipped = 0
         if first is not None:
@@ -249,6 +264,8 @@ def _destination(out: Any) -> tuple[str | None, str | None]:
 
 
 def _prepare_destination(local: str | None, remote: str | None, *, exist_ok: bool) -> None:
+    if remote is not None:  # first: refusing must not have emptied the local folder
+        check_destination(open_store(remote), exist_ok=exist_ok, hint="exist_ok=True in mds_kwargs")
     if local is not None and os.path.isdir(local) and os.listdir(local):
         if not exist_ok:
             raise DatasetExistsError(
@@ -257,38 +274,32 @@ def _prepare_destination(local: str | None, remote: str | None, *, exist_ok: boo
             )
         logger.warning("deleting the contents of %s (exist_ok=True)", local)
         shutil.rmtree(local)
-    if remote is not None:
-        existing = open_store(remote).list()
-        if existing and not exist_ok:
-            raise DatasetExistsError(
-                f"{remote} already holds {len(existing)} objects; pass exist_ok=True in "
-                f"mds_kwargs to write over them, or choose an empty prefix"
-            )
 
 
-def _remove_losers(local: str | None, remote: str | None, winners: set[str]) -> None:
-    """Delete (locally) or list (remotely) the sub-folders of attempts that did not count."""
+def _remove_local_losers(local: str | None, winners: set[str]) -> None:
+    """Delete the local sub-folders of attempts that did not count."""
     if local is not None and os.path.isdir(local):
         for name in sorted(os.listdir(local)):
-            if _FOLDER.fullmatch(name) and name not in winners:
+            if SPARK_FOLDER.fullmatch(name) and name not in winners:
                 logger.info("removing %s: a failed or superseded task attempt", name)
                 shutil.rmtree(os.path.join(local, name), ignore_errors=True)
-    if remote is not None:
-        losers = sorted(
-            {
-                key.split("/", 1)[0]
-                for key in open_store(remote).list("part-")
-                if _FOLDER.fullmatch(key.split("/", 1)[0]) and key.split("/", 1)[0] not in winners
-            }
-        )
-        if losers:
-            logger.warning(
-                "%s holds the folders of %d failed or superseded task attempts, which the "
-                "index does not name (delete them at will): %s",
-                remote,
-                len(losers),
-                ", ".join(losers),
-            )
+
+
+def _kept(winners: set[str], token: str, *, merge_index: bool) -> Callable[[str], bool]:
+    """Which of the store's files to keep once the job's index is published.
+
+    The winners' sub-folders; without a merged index, which names nothing, also every file
+    that is not in a sub-folder of this job (an earlier dataset's files stay then).
+    """
+
+    def keep(key: str) -> bool:
+        folder = key.split("/", 1)[0]
+        if folder in winners:
+            return True
+        match = SPARK_FOLDER.fullmatch(folder)
+        return not merge_index and not (match is not None and match.group(3) == token)
+
+    return keep
 
 
 def _collect(dataframe: Any, progress: bool) -> list[Any]:

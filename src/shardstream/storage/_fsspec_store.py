@@ -77,6 +77,17 @@ class FsspecStore:
         with self._boundary("uploading to", key):
             self._filesystem().put_file(local_path, path)
 
+    def delete(self, key: str) -> None:
+        """Delete the object under ``key`` (a missing object is already gone).
+
+        Raises:
+            CredentialsError: The server refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        path = self._path(key)
+        with contextlib.suppress(ObjectNotFoundError), self._boundary("deleting", key):
+            self._filesystem().rm_file(path)
+
     def get_bytes(self, key: str) -> bytes:
         """The whole object under ``key``.
 

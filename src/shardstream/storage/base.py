@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["ObjectInfo", "ObjectStore", "Publisher"]
+__all__ = ["ObjectInfo", "ObjectStore", "Publisher", "Remover"]
 
 
 @dataclass(frozen=True)
@@ -88,3 +88,11 @@ class ObjectStore(Publisher, Protocol):
         Raises:
             UnsupportedURLError: The store has no listing (HTTP).
         """
+
+
+@runtime_checkable
+class Remover(Protocol):
+    """A store a writer may delete from: every writable backend (HTTP is read-only)."""
+
+    def delete(self, key: str) -> None:
+        """Delete the object under ``key``; a missing object is not an error (already gone)."""

@@ -182,6 +182,17 @@ class DatabricksVolumeStore:
                 query = {"overwrite": "true"}
                 self._request("PUT", "files", path, query=query, headers=headers, body=body)
 
+    def delete(self, key: str) -> None:
+        """Delete the file under ``key`` (one DELETE; a missing file is already gone).
+
+        Raises:
+            CredentialsError: No host or token, or the workspace refused the token.
+            StorageError: Any other failure of the request.
+        """
+        path = self._path(key)
+        with contextlib.suppress(ObjectNotFoundError), self._boundary("deleting", key):
+            self._request("DELETE", "files", path)
+
     # --- reading --------------------------------------------------------------------------------
 
     def get_bytes(self, key: str) -> bytes:

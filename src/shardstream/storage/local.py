@@ -120,6 +120,16 @@ class LocalStore:
             _remove_quietly(temporary)
             raise
 
+    def delete(self, key: str) -> None:
+        """Remove the file under ``key`` (a missing file is already gone).
+
+        Raises:
+            StorageError: The file could not be removed.
+        """
+        path = self._path(key)
+        with self._boundary("deleting", key):
+            _remove_quietly(path)
+
     def get_bytes(self, key: str) -> bytes:
         """The whole file under ``key``.
 

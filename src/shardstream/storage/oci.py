@@ -152,6 +152,17 @@ class OCIStore:
                 self.namespace, self.bucket, name, body, content_length=size
             )
 
+    def delete(self, key: str) -> None:
+        """Delete the object under ``key`` (one DeleteObject; a missing object is already gone).
+
+        Raises:
+            CredentialsError: The config file is missing or invalid, or the service refused it.
+            StorageError: Any other failure of the request.
+        """
+        name = self._name(key)
+        with contextlib.suppress(ObjectNotFoundError), self._boundary("deleting", key):
+            self._oci_client().delete_object(self.namespace, self.bucket, name)
+
     # --- reading --------------------------------------------------------------------------------
 
     def get_bytes(self, key: str) -> bytes:

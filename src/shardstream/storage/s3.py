@@ -172,6 +172,17 @@ class S3Store:
         with self._boundary("uploading to", key):
             self._filesystem().put_file(local_path, self._path(key))
 
+    def delete(self, key: str) -> None:
+        """Delete the object under ``key`` in one DeleteObject (a missing object is not an error).
+
+        Raises:
+            CredentialsError: The server refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        bucket, name = self._bucket_and_name(key)
+        with self._boundary("deleting", key):
+            self._reader().delete_object(Bucket=bucket, Key=name, **self._request_options())
+
     def url(self, key: str) -> str:
         """``s3://bucket/prefix/key`` (never with credentials or the endpoint's secrets)."""
         return "s3://" + "/".join(part for part in (self.bucket, self.prefix, key) if part)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
 import struct
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, NoReturn
@@ -27,11 +27,18 @@ from shardstream.format.compression import Compression, get_compression
 from shardstream.format.hashing import check_hash_names, hash_chunks
 from shardstream.format.index import INDEX_BASENAME, FileInfo, ShardEntry, dump_index
 from shardstream.format.mds import MAX_SHARD_BYTES, MDSSchema, shard_header
-from shardstream.storage import atomic_write, is_remote, local_path, open_store
+from shardstream.storage import ObjectStore, atomic_write, is_remote, local_path, open_store
 from shardstream.storage.filesystems import free_bytes
 from shardstream.storage.keys import url_for_message
 from shardstream.units import parse_bytes
-from shardstream.writer.upload import Uploader
+from shardstream.writer.publish import (
+    check_destination,
+    new_write_token,
+    remove_unnamed,
+    shard_basename,
+)
+from shardstream.writer.scratch import ScratchFolder
+from shardstream.writer.upload import Uploader, retried
 
 __all__ = ["MDSWriter"]
 
@@ -47,6 +54,10 @@ class MDSWriter:
     half a shard; ``index.json`` is written last, after every shard is in place (and, for a
     remote ``out``, uploaded). Nothing is touched on disk until the first ``write``.
 
+    To a store, a write is all or nothing (:mod:`shardstream.writer.publish`): its shards have
+    names of their own (``shard.<token>.00000.mds``), so until its ``index.json`` replaces the
+    old one readers see the old dataset whole, and a write that dies leaves them that.
+
     Args:
         out: Where the dataset goes: a local folder, a URL (written to a temporary folder and
             uploaded), or a ``(local, remote)`` pair (written to ``local``, uploaded to ``remote``).
@@ -56,12 +67,15 @@ class MDSWriter:
         size_limit: Start a new shard before a sample that would make the current one larger
             than this many uncompressed bytes (an int, or a string such as ``"64mb"``). ``None``
             or ``0`` means one shard. Must be under 4 GiB.
-        keep_local: With a remote ``out``, keep the local copy after uploading.
+        keep_local: With a remote ``out``, keep the local copy after uploading. Without it,
+            each shard's local file is deleted once it is uploaded.
         progress_bar: Show a progress bar of shards written and, with a remote ``out``, one of
             bytes uploaded.
         max_workers: Upload threads (default ``min(32, cpus + 4)``).
         retry: How many times a failed upload is retried.
-        exist_ok: Allow a non-empty local folder; its contents are deleted first.
+        exist_ok: Allow a non-empty destination. A local folder's contents are deleted first;
+            on a store, nothing is deleted until the new ``index.json`` is published, and then
+            only the shards it does not name (other files stay).
         timeout: Seconds an upload may wait for the store at each step: to connect (at most
             10 s) and between two writes or reads of its socket. A store that stops answering
             fails an attempt after about ``timeout``, so a shard's upload after at most
@@ -143,6 +157,9 @@ class MDSWriter:
         self._shard_bytes = self._shard_overhead
         self._entries: list[ShardEntry] = []
         self._uploader: Uploader | None = None
+        self._scratch: ScratchFolder | None = None
+        self._token: str | None = None
+        self._store: ObjectStore | None = None
         self._progress: Any = None
         self._upload_progress: Any = None
         self._started = False
@@ -172,7 +189,10 @@ class MDSWriter:
                 :class:`~shardstream.errors.UnencodableTextError` (a lone surrogate) and
                 :class:`~shardstream.errors.SampleTooDeepError` (nested too deep).
             DiskFullError: The output folder's disk filled up; no shard is left half-written.
-            UploadError: An earlier upload failed.
+            DatasetExistsError: (on the first write) The destination is not empty and
+                ``exist_ok`` is False.
+            UploadError: An earlier upload failed, or (on the first write) the store could
+                not be listed to check that it is empty.
         """
         if self._finished:
             raise ConfigurationError("this MDSWriter is finished; create a new one to write more")
@@ -285,7 +305,22 @@ class MDSWriter:
             raise
         self._close_progress()
         logger.info("wrote %d shards to %s", len(self._entries), self._remote or self._local)
-        if self._remote is not None and not self._keep_local:
+        if self._uploader is not None and self._exist_ok:
+            self._remove_earlier_writes()
+        self._remove_local()
+
+    def _remove_earlier_writes(self) -> None:
+        """Delete the shards of earlier writes from the store, now that the index is published."""
+        assert self._store is not None
+        named = {(entry.zip_data or entry.raw_data).basename for entry in self._entries}
+        remove_unnamed(self._store, named)
+
+    def _remove_local(self) -> None:
+        """Delete the local copy of a remote ``out`` unless ``keep_local``."""
+        if self._scratch is not None:
+            self._scratch.release(keep=self._keep_local)
+        # Not before the start succeeded: the local folder of a refused write is the user's.
+        elif self._started and self._remote is not None and not self._keep_local:
             shutil.rmtree(self._folder, ignore_errors=True)
 
     def __enter__(self) -> MDSWriter:
@@ -320,8 +355,15 @@ class MDSWriter:
     def _start(self) -> None:
         # _started is set last: a start that failed (a non-empty folder, say) fails again.
         store = None if self._remote is None else open_store(self._remote, timeout=self._timeout)
-        if self._local is None:
-            self._local = tempfile.mkdtemp(prefix="shardstream-write-")
+        if store is not None:  # first: refusing must not have emptied the local folder
+            where = f"listing {store.url('')} (to check that it holds no dataset)"
+            rng = np.random.default_rng()  # retry jitter only, as the uploader's
+            listing = functools.partial(retried, where, store.list, self._retry, rng)
+            check_destination(store, exist_ok=self._exist_ok, list_keys=listing)
+            self._store, self._token = store, new_write_token()
+        if self._local is None or self._scratch is not None:  # a URL out: a folder of its own
+            self._scratch = self._scratch or ScratchFolder()
+            self._local = self._scratch.path
         elif os.path.isdir(self._local) and os.listdir(self._local):
             if not self._exist_ok:
                 raise DatasetExistsError(
@@ -346,12 +388,13 @@ class MDSWriter:
                 max_workers=self._max_workers,
                 retry=self._retry,
                 progress=self._upload_progress,
+                remove_uploaded=not self._keep_local,
             )
         self._started = True
 
     def _flush(self) -> None:
         number = len(self._entries)
-        raw_name = f"shard.{number:05}.mds"
+        raw_name = shard_basename(number, self._token)
         parts = [shard_header(self._config, self._sizes), *self._parts]
         # The parts are never joined: a 64 MiB join faults in fresh pages every time.
         raw_info = FileInfo(raw_name, sum(map(len, parts)), self._digests(parts))
@@ -439,8 +482,7 @@ class MDSWriter:
         if self._uploader is not None:
             self._uploader.close(cancel=True)
         self._close_progress()
-        if self._remote is not None and not self._keep_local and self._local is not None:
-            shutil.rmtree(self._local, ignore_errors=True)
+        self._remove_local()
 
     def _close_progress(self) -> None:
         for bar in (self._progress, self._upload_progress):

@@ -178,3 +178,38 @@ def test_progress_does_not_count_a_failed_upload(local: Path, tmp_path: Path) ->
         uploader.wait()
     assert bar.total == (local / "shard.00000.mds").stat().st_size
     assert bar.n == 0
+
+
+def test_uploads_cancelled_after_a_failure_log_no_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    release = threading.Event()
+
+    class FirstFails(FlakyStore):
+        def put_file(self, local_path: str, key: str) -> None:
+            release.wait(10)  # every other upload queues behind this one
+            if key == "shard.00000.mds":
+                raise ConnectionError("injected failure")
+            super().put_file(local_path, key)
+
+    uploader = Uploader(FirstFails(tmp_path / "remote", 0), str(folder), max_workers=1, retry=0)
+    for number in range(20):
+        (folder / f"shard.{number:05}.mds").write_bytes(b"x")
+        uploader.submit(f"shard.{number:05}.mds")
+    release.set()
+    with pytest.raises(UploadError, match=r"shard\.00000\.mds"):
+        uploader.wait()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+
+
+def test_remove_uploaded_deletes_each_file_once_published(tmp_path: Path, local: Path):
+    store = FlakyStore(tmp_path / "remote", failures=1)
+    uploader = Uploader(store, str(local), max_workers=2, retry=1, remove_uploaded=True)
+    for name in ("shard.00000.mds", "shard.00001.mds"):
+        uploader.submit(name)
+    uploader.wait()
+    uploader.close()
+    assert sorted(store.published) == ["shard.00000.mds", "shard.00001.mds"]
+    assert os.listdir(local) == []

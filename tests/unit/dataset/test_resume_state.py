@@ -262,8 +262,8 @@ def test_a_setting_of_the_order_changed_since_the_save_resumes_the_saved_order(
 def test_every_setting_changed_at_once_is_one_warning_and_the_saved_order(
     two_streams: tuple[Path, Path], caplog: pytest.LogCaptureFixture
 ):
-    saved = {key: value for key, value, _ in CHANGES}
-    given = {key: value for key, _, value in CHANGES}
+    saved: dict[str, Any] = {key: value for key, value, _ in CHANGES}
+    given: dict[str, Any] = {key: value for key, _, value in CHANGES}
     first = StreamingDataLoader(
         mixed(two_streams, **saved, shuffle_seed=1), batch_size=8, num_workers=2
     )

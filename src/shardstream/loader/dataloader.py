@@ -158,9 +158,17 @@ class StreamingDataLoader(DataLoader[Any]):
         """Resume from ``obj`` at the next ``iter(loader)``.
 
         ``strict=False`` loads a state saved on other data (see
-        :meth:`StreamingDataset.load_state_dict`).
+        :meth:`StreamingDataset.load_state_dict`). Persistent workers are ended: they hold
+        copies of the dataset made before the state's settings replaced its own, and the next
+        ``iter()`` starts them again.
         """
         self._streaming_dataset().load_state_dict(obj, strict=strict)
+        iterator = self._iterator
+        if iterator is not None:  # only persistent workers outlive an iteration
+            shutdown = getattr(iterator, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+            self._iterator = None
 
     def _streaming_dataset(self) -> StreamingDataset:
         if not isinstance(self.dataset, StreamingDataset):

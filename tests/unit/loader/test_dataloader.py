@@ -448,3 +448,23 @@ def test_a_plain_dataloader_s_forkserver_workers_share_the_rank_s_run_state(
     epoch = iter(plain)
     next(epoch)
     assert dataset.state_dict(8, from_beginning=False)["epoch"] == 1
+
+
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
+def test_a_state_loaded_after_an_epoch_reaches_persistent_workers(remote: Path, tmp_path: Path):
+    saved = StreamingDataLoader(
+        make(remote, tmp_path / "a", shuffle_algo="py1e", shuffle_seed=1), batch_size=8,
+        num_workers=2,
+    )  # fmt: skip
+    batches = iter(saved)
+    for _ in range(5):
+        next(batches)
+    state = saved.state_dict()
+    rest = [batch["id"].tolist() for batch in batches]
+    loader = StreamingDataLoader(
+        make(remote, tmp_path / "b", shuffle_algo="py1s", shuffle_seed=2), batch_size=8,
+        num_workers=2, persistent_workers=True,
+    )  # fmt: skip
+    list(loader)  # the workers start, holding the dataset as it was built
+    loader.load_state_dict(state)
+    assert [batch["id"].tolist() for batch in loader] == rest  # the state's seed and shuffle

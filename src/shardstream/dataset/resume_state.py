@@ -13,9 +13,9 @@ samples make up an epoch and in what order (:data:`ORDER_SETTINGS`, with ``shuff
 and ``num_canonical_nodes``), and a state resumes the order it was saved in, never another
 one. A dataset built with other values takes the state's before any epoch is planned, and
 one WARNING names every value replaced; what the dataset cannot take (the streams' own
-weights, recorded as ``samples_per_stream``) is a ``ConfigurationError`` naming the key. A
-state without these keys (the reference's, older shardstream's) resumes with the dataset's
-values, as the reference does.
+weights, recorded as ``choose_per_stream``; the global batch size, for the batching methods
+it orders) is a ``ConfigurationError`` naming the key. A state without these keys (the
+reference's, older shardstream's) resumes with the dataset's values, as the reference does.
 
 Every value is checked against the dataset before anything is sized by it.
 """
@@ -49,10 +49,11 @@ __all__ = [
     "STATE_VERSION",
     "Resume",
     "adopt_settings",
-    "check_samples_per_stream",
+    "check_layout",
     "check_state",
     "data_fingerprint",
     "dataset_fingerprint",
+    "dataset_order",
     "order_settings",
     "saved_order",
     "table_pins",
@@ -102,13 +103,24 @@ _ORDER_VALUES: dict[str, tuple[Any, str]] = {
 }
 
 
+def dataset_order(dataset: Any) -> dict[str, Any]:
+    """The dataset's own value of each of the :data:`ORDER_SETTINGS`, by state key."""
+    return {key: getattr(dataset, attribute) for key, attribute in ORDER_SETTINGS.items()}
+
+
 def order_settings(dataset: Any, choices: Sequence[int]) -> dict[str, Any]:
     """The dataset's settings of the order, as a state dict records them.
 
-    ``choices``: the samples each stream contributes to an epoch (``samples_per_stream``).
+    ``choices``: the samples each stream contributes to an epoch (``choose_per_stream``).
+    ``global_batch_size`` (``None``: no ``batch_size`` yet) orders every batching method but
+    ``random``.
     """
-    settings = {key: getattr(dataset, attribute) for key, attribute in ORDER_SETTINGS.items()}
-    return {**settings, "samples_per_stream": [int(count) for count in choices]}
+    batch = dataset.batch_size
+    return {
+        **dataset_order(dataset),
+        "choose_per_stream": [int(count) for count in choices],
+        "global_batch_size": None if batch is None else batch * dataset.topology.world_size,
+    }
 
 
 def saved_order(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,48 +163,66 @@ def adopt_settings(dataset: Any, saved: Mapping[str, Any]) -> dict[str, str]:
     return told
 
 
-def check_samples_per_stream(
+def check_layout(
     obj: Mapping[str, Any],
     prepared: PreparedDataset,
     order: Mapping[str, Any],
     *,
+    global_batch: int,
     strict: bool,
 ) -> None:
-    """Refuse a state whose epochs drew other numbers of samples from the streams.
+    """Refuse a state whose epoch this dataset would lay out otherwise, whatever it takes.
 
-    The draw is made again with the ``epoch_size`` and ``shuffle_seed`` of ``order`` (the
-    settings the dataset will resume with); then only the streams' own weights
-    (``proportion``, ``repeat``, ``choose``) can make it differ, and the dataset cannot take
-    those from a state.
+    ``order`` holds the settings the dataset will resume with. With them, two things the
+    dataset cannot take from a state can still change the epoch: the streams' own weights
+    (``proportion``, ``repeat``, ``choose``: ``choose_per_stream``, the draw made again with
+    the state's ``epoch_size`` and seed), and, for every batching method but ``random``, the
+    global batch size (``batch_size`` times the ranks), which decides which samples share a
+    batch. ``random`` batching lays the epoch out alike for any global batch size.
 
     Raises:
-        ConfigurationError: They differ (unless ``strict`` is ``False``: a warning), or the
-            key holds a bad value.
+        ConfigurationError: One differs (unless ``strict`` is ``False``: a warning), or a key
+            holds a bad value; the message names the key.
     """
-    saved = obj.get("samples_per_stream")
-    if saved is None:
-        return
-    if not isinstance(saved, Sequence) or not all(_is_count(count, 0) for count in saved):
+    saved = obj.get("choose_per_stream")
+    if saved is not None:
+        if not isinstance(saved, Sequence) or not all(_is_count(count, 0) for count in saved):
+            raise ConfigurationError(
+                f"the state dict's choose_per_stream is {saved!r}; it must hold one count of "
+                "samples per stream: pass what state_dict() returned, unchanged"
+            )
+        sizes = [int(data.shard_sizes.sum()) for data in prepared.datasets]
+        weights = [stream.weight for stream in prepared.resolved]
+        size, seed = order["epoch_size"], order["shuffle_seed"]
+        now = stream_choices(sizes, weights, epoch_size=size, seed=seed).tolist()
+        if list(saved) != now:
+            _refuse(
+                f"the state dict's choose_per_stream is {list(saved)}, but this dataset's "
+                f"streams give {now} samples to an epoch: their weights (proportion, repeat, "
+                "choose) differ from the run that saved it, so its place names other samples",
+                "give the streams the weights the state was saved with",
+                strict,
+            )
+    batch, method = obj.get("global_batch_size"), order["batching_method"]
+    if batch is not None and not _is_count(batch, 1):
         raise ConfigurationError(
-            f"the state dict's samples_per_stream is {saved!r}; it must hold one count of "
-            "samples per stream: pass what state_dict() returned, unchanged"
+            f"the state dict's global_batch_size is {batch!r}; it must be an integer >= 1 or "
+            "None: pass what state_dict() returned, unchanged"
         )
-    sizes = [int(data.shard_sizes.sum()) for data in prepared.datasets]
-    weights = [stream.weight for stream in prepared.resolved]
-    size, seed = order["epoch_size"], order["shuffle_seed"]
-    now = stream_choices(sizes, weights, epoch_size=size, seed=seed).tolist()
-    if list(saved) == now:
-        return
-    message = (
-        f"the state dict's samples_per_stream is {list(saved)}, but this dataset's streams give "
-        f"{now} samples to an epoch: their weights (proportion, repeat, choose) differ from the "
-        "run that saved it, so its place names other samples"
-    )
+    if batch is not None and global_batch and method != "random" and batch != global_batch:
+        _refuse(
+            f"the state dict's global_batch_size is {batch}, this dataset's is {global_batch} "
+            f"(batch_size times the ranks): with batching_method={method!r} it decides which "
+            "samples share a batch, so the state's place names other samples",
+            "resume with the global batch size the state was saved with",
+            strict,
+        )
+
+
+def _refuse(message: str, fix: str, strict: bool) -> None:
+    """Raise ``message`` with what to do, or (``strict=False``) warn and go on."""
     if strict:
-        raise ConfigurationError(
-            f"{message}; give the streams the weights the state was saved with, or resume "
-            f"anyway with {_FORCE}"
-        )
+        raise ConfigurationError(f"{message}; {fix}, or resume anyway with {_FORCE}")
     logger.warning("%s; loading it anyway (strict=False)", message)
 
 

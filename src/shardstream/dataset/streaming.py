@@ -453,9 +453,9 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             obj, fingerprint=self._fingerprint(), num_samples=self.num_samples,
             epoch_size=int(prepared.choices.sum()), global_batch=global_batch, strict=strict,
         )  # fmt: skip
-        order = {"epoch_size": self.requested_epoch_size, "shuffle_seed": resume.shuffle_seed}
+        order = {**saved_state.dataset_order(self), "shuffle_seed": resume.shuffle_seed}
         order |= {"num_canonical_nodes": resume.num_canonical_nodes, **saved}
-        saved_state.check_samples_per_stream(obj, prepared, order, strict=strict)
+        saved_state.check_layout(obj, prepared, order, global_batch=global_batch, strict=strict)
         told = saved_state.adopt_settings(self, order)  # all checked: nothing fails past here
         if told.keys() & {"epoch_size", "shuffle_seed"}:
             self._prepared = None  # the epoch's draw over the streams: seeded, of its size

@@ -293,7 +293,8 @@ def test_every_setting_changed_at_once_is_one_warning_and_the_saved_order(
         ("shuffle_block_size", True, r"shuffle_block_size is True"),
         ("sampling_granularity", None, r"sampling_granularity is None"),
         ("sampling_method", "rare", r"sampling_method is 'rare'"),
-        ("samples_per_stream", [500, "500"], r"samples_per_stream is \[500, '500'\]"),
+        ("choose_per_stream", [500, "500"], r"choose_per_stream is \[500, '500'\]"),
+        ("global_batch_size", 0, r"global_batch_size is 0; it must be an integer >= 1"),
     ],
 )
 def test_a_bad_setting_of_the_order_is_refused_by_name_and_changes_nothing(
@@ -307,14 +308,14 @@ def test_a_bad_setting_of_the_order_is_refused_by_name_and_changes_nothing(
     assert ds.state_dict(0, from_beginning=False)["sample_in_epoch"] == 0
 
 
-def test_streams_weighted_otherwise_are_refused_naming_samples_per_stream(
+def test_streams_weighted_otherwise_are_refused_naming_choose_per_stream(
     two_streams: tuple[Path, Path], caplog: pytest.LogCaptureFixture
 ):
     state = mixed(two_streams).state_dict(16, from_beginning=True)
-    assert state["samples_per_stream"] == [500, 500]
+    assert state["choose_per_stream"] == [500, 500]
     ds = mixed(two_streams, (0.7, 0.3), shuffle_algo="py1s")
     with pytest.raises(
-        ConfigurationError, match=r"samples_per_stream is \[500, 500\].*\[700, 300\]"
+        ConfigurationError, match=r"choose_per_stream is \[500, 500\].*\[700, 300\]"
     ):
         ds.load_state_dict(state)
     assert ds.shuffle_algo == "py1s"  # a refused state changes nothing
@@ -332,3 +333,33 @@ def test_a_reference_state_resumes_with_the_dataset_s_own_settings(
         ds.load_state_dict(reference_state(sample_in_epoch=16))
     assert order_warnings(caplog) == []
     assert ds.shuffle_algo == "py1s"
+
+
+@pytest.mark.parametrize("method", ["per_stream", "device_per_stream", "stratified"])
+def test_another_global_batch_size_is_refused_where_it_orders_the_epoch(
+    two_streams: tuple[Path, Path], caplog: pytest.LogCaptureFixture, method: str
+):
+    state = mixed(two_streams, batching_method=method).state_dict(80, from_beginning=True)
+    assert state["global_batch_size"] == 8
+    ds = mixed(two_streams, batching_method=method, batch_size=16)
+    with pytest.raises(ConfigurationError, match=r"global_batch_size is 8, this dataset's is 16"):
+        ds.load_state_dict(state)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ds.load_state_dict(state, strict=False)
+    assert "loading it anyway (strict=False)" in caplog.text
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_random_batching_resumes_exactly_on_another_global_batch_size(
+    two_streams: tuple[Path, Path], workers: int
+):
+    first = StreamingDataLoader(mixed(two_streams), batch_size=8, num_workers=workers)
+    batches = iter(first)
+    taken = ids_of(next(batches) for _ in range(10))
+    state = first.state_dict()
+    rest = ids_of(batches)
+    resumed = StreamingDataLoader(mixed(two_streams, batch_size=16), batch_size=16)
+    resumed.load_state_dict(state)
+    again = ids_of(resumed)
+    assert set(taken).isdisjoint(again)
+    assert sorted(again) == sorted(rest)

@@ -130,6 +130,12 @@ def saved_order(obj: Mapping[str, Any]) -> dict[str, Any]:
         ConfigurationError: A setting holds a value no dataset takes; the message names it.
     """
     saved = {key: obj[key] for key in ORDER_SETTINGS if key in obj}
+    if not saved and "fingerprint" in obj:  # the reference's states are warned of by check_state
+        logger.warning(
+            "the state dict does not record the settings of the order (saved by an older "
+            "shardstream): it resumes with this dataset's %s, which must be the saved run's",
+            ", ".join(ORDER_SETTINGS),
+        )
     for key, value in saved.items():
         valid, expected = _ORDER_VALUES[key]
         if not valid(value):
@@ -327,7 +333,8 @@ def check_state(
     if saved is None:
         logger.warning(
             "the state dict has no fingerprint (saved by mosaicml-streaming or an older "
-            "shardstream): it cannot be checked against this dataset (%s, %d samples)",
+            "shardstream): it cannot be checked against this dataset (%s, %d samples), nor "
+            "the dataset's settings of the order against the saved run's",
             fingerprint, num_samples,
         )  # fmt: skip
         _check_position(values["sample_in_epoch"], epoch_size, global_batch, strict)

@@ -363,3 +363,18 @@ def test_random_batching_resumes_exactly_on_another_global_batch_size(
     again = ids_of(resumed)
     assert set(taken).isdisjoint(again)
     assert sorted(again) == sorted(rest)
+
+
+def test_a_state_of_an_older_shardstream_says_its_order_cannot_be_checked(
+    two_streams: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+):
+    state = mixed(two_streams).state_dict(16, from_beginning=True)
+    added = {*ORDER, "choose_per_stream", "global_batch_size"}
+    older = {key: value for key, value in state.items() if key not in added}
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        mixed(two_streams).load_state_dict(older)
+    assert "does not record the settings of the order" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        mixed(two_streams).load_state_dict(state)
+    assert caplog.text == ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,7 @@ class StreamingDataLoader(DataLoader[Any]):
     """
 
     def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs, args = _by_name(args, kwargs), ()  # ``(ds, 32)`` reads as ``batch_size=32``
         self._device_batches = _collates_device_batches(dataset, args, kwargs)
         self._one_by_one = _yields_samples_one_by_one(dataset, args, kwargs)
         if self._device_batches:
@@ -177,6 +179,16 @@ class StreamingDataLoader(DataLoader[Any]):
                 f"{type(self.dataset).__name__}"
             )
         return self.dataset
+
+
+def _by_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The DataLoader's arguments after ``dataset``, all by name, as torch would bind them."""
+    if not args:
+        return kwargs
+    bound = inspect.signature(DataLoader.__init__).bind_partial(None, None, *args, **kwargs)
+    named = dict(bound.arguments)
+    del named["self"], named["dataset"]
+    return named
 
 
 def _collates_device_batches(dataset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

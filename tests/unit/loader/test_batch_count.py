@@ -120,6 +120,20 @@ def test_without_batching_each_item_is_one_sample(remote: Path, tmp_path: Path, 
     assert rest_after(remote, tmp_path / "c", workers, state) == order[TAKEN * BATCH :]
 
 
+def test_arguments_given_by_position_count_as_given_by_name(remote: Path, tmp_path: Path):
+    order = epoch_order(remote, tmp_path / "c", 2)
+    dataset = StreamingDataset(
+        remote=str(remote), local=str(tmp_path / "c"), batch_size=BATCH, shuffle=True
+    )
+    first = StreamingDataLoader(dataset, None, False, None, None, 2)  # batch_size=None
+    items = iter(first)
+    taken = [int(next(items)["id"]) for _ in range(TAKEN * BATCH + 3)]
+    assert taken == order[: TAKEN * BATCH + 3]
+    state = first.state_dict()
+    assert state["sample_in_epoch"] == TAKEN * BATCH + 3
+    assert rest_after(remote, tmp_path / "c", 2, state) == order[TAKEN * BATCH + 3 :]
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_without_batching_a_collate_fn_gets_one_sample_at_a_time(
     remote: Path, tmp_path: Path, workers: int

@@ -11,7 +11,9 @@ from shardstream._optional import require
 
 __all__ = [
     "default_collate",
+    "default_convert",
     "distributed_rank_and_size",
+    "pin_memory",
     "require_torch",
     "torch_or_none",
     "worker_info",
@@ -37,10 +39,22 @@ def default_collate() -> Callable[[Any], Any]:
     return collate
 
 
+def default_convert() -> Callable[[Any], Any]:
+    """Torch's ``default_convert``: what a DataLoader applies to each item without batching."""
+    convert: Callable[[Any], Any] = require_torch().utils.data.default_convert
+    return convert
+
+
 def as_tensor() -> Callable[[Any], Any]:
     """``torch.as_tensor``: a numpy array as a tensor, sharing its memory."""
     convert: Callable[[Any], Any] = require_torch().as_tensor
     return convert
+
+
+def pin_memory(batch: Any) -> Any:
+    """``batch`` with its tensors in pinned memory, as torch's DataLoader pins a batch."""
+    module = importlib.import_module("torch.utils.data._utils.pin_memory")
+    return module.pin_memory(batch)
 
 
 def distributed_rank_and_size() -> tuple[int, int] | None:

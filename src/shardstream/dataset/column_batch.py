@@ -56,6 +56,9 @@ class PackedBytes:
         ends = np.cumsum([len(value) for value in values], dtype=np.int64)
         return cls(_memory_file(values), ends)
 
+    def __len__(self) -> int:
+        return len(self.ends)
+
     def unpack(self) -> list[bytes]:
         """The values as ``bytes`` objects, in order; the file is closed."""
         out = []
@@ -100,6 +103,9 @@ class PackedArray:
         array = np.ascontiguousarray(array)
         fd = _memory_file([array.data.cast("B")] if array.size else [])
         return cls(fd, array.dtype.str, tuple(array.shape))
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 0
 
     def unpack(self) -> NDArray[Any]:
         """The array (writable, its own memory); the file is closed."""
@@ -169,6 +175,10 @@ class ColumnBatch:
 
     names: list[str]
     columns: list[Column]
+
+    def __len__(self) -> int:
+        """Samples in the batch: the values of a column (every column has one per sample)."""
+        return len(self.columns[0]) if self.columns else 0
 
     def collate(
         self,

@@ -8,6 +8,15 @@ dataset or a moved cache resumes). Loading a state saved on other data is an err
 forced with ``load_state_dict(state, strict=False)``. States without a fingerprint (the
 reference's, or older shardstream's) load with a warning that they cannot be checked.
 
+The rule for the order: a state carries every setting of the dataset that decides which
+samples make up an epoch and in what order (:data:`ORDER_SETTINGS`, with ``shuffle_seed``
+and ``num_canonical_nodes``), and a state resumes the order it was saved in, never another
+one. A dataset built with other values takes the state's before any epoch is planned, and
+one WARNING names every value replaced; what the dataset cannot take (the streams' own
+weights, recorded as ``choose_per_stream``; the global batch size, for the batching methods
+it orders) is a ``ConfigurationError`` naming the key. A state without these keys (the
+reference's, older shardstream's) resumes with the dataset's values, as the reference does.
+
 Every value is checked against the dataset before anything is sized by it.
 """
 
@@ -15,23 +24,38 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.stream import Stream
 from shardstream.errors import ConfigurationError
 from shardstream.format.index import ShardEntry
+from shardstream.sampling import (
+    BATCHING_METHODS,
+    SHUFFLE_ALGORITHMS,
+    ShuffleConfig,
+    stream_choices,
+)
+
+if TYPE_CHECKING:
+    from shardstream.dataset.prepared import PreparedDataset
 
 __all__ = [
     "MAX_CANONICAL_NODES",
+    "ORDER_SETTINGS",
     "SEED_LIMIT",
     "STATE_VERSION",
     "Resume",
+    "adopt_settings",
+    "check_layout",
     "check_state",
     "data_fingerprint",
     "dataset_fingerprint",
+    "dataset_order",
+    "order_settings",
+    "saved_order",
     "table_pins",
     "table_versions",
     "warn_moved_on",
@@ -49,6 +73,163 @@ MAX_CANONICAL_NODES = 1 << 16
 
 _REQUIRED = ("epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed")
 _FORCE = "load_state_dict(state, strict=False)"
+
+#: The dataset's settings, beyond ``shuffle_seed`` and ``num_canonical_nodes``, that decide
+#: which samples make up an epoch and their order: state key -> the dataset's attribute.
+ORDER_SETTINGS = {
+    "shuffle": "shuffle",
+    "shuffle_algo": "shuffle_algo",
+    "shuffle_block_size": "shuffle_block_size",
+    "batching_method": "batching_method",
+    "sampling_method": "sampling_method",
+    "sampling_granularity": "sampling_granularity",
+    "epoch_size": "requested_epoch_size",
+}
+
+
+def _is_count(value: Any, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+#: What each order setting may hold, said as the error says it.
+_ORDER_VALUES: dict[str, tuple[Any, str]] = {
+    "shuffle": (lambda v: isinstance(v, bool), "True or False"),
+    "shuffle_algo": (lambda v: v in SHUFFLE_ALGORITHMS, f"one of {sorted(SHUFFLE_ALGORITHMS)}"),
+    "shuffle_block_size": (lambda v: v is None or _is_count(v, 1), "an integer >= 1 or None"),
+    "batching_method": (lambda v: v in BATCHING_METHODS, f"one of {list(BATCHING_METHODS)}"),
+    "sampling_method": (lambda v: v in ("balanced", "fixed"), "'balanced' or 'fixed'"),
+    "sampling_granularity": (lambda v: _is_count(v, 1), "an integer >= 1"),
+    "epoch_size": (lambda v: v is None or _is_count(v, 1), "an integer >= 1 or None"),
+}
+
+
+def dataset_order(dataset: Any) -> dict[str, Any]:
+    """The dataset's own value of each of the :data:`ORDER_SETTINGS`, by state key."""
+    return {key: getattr(dataset, attribute) for key, attribute in ORDER_SETTINGS.items()}
+
+
+def order_settings(dataset: Any, choices: Sequence[int]) -> dict[str, Any]:
+    """The dataset's settings of the order, as a state dict records them.
+
+    ``choices``: the samples each stream contributes to an epoch (``choose_per_stream``).
+    ``global_batch_size`` (``None``: no ``batch_size`` yet) orders every batching method but
+    ``random``.
+    """
+    batch = dataset.batch_size
+    return {
+        **dataset_order(dataset),
+        "choose_per_stream": [int(count) for count in choices],
+        "global_batch_size": None if batch is None else batch * dataset.topology.world_size,
+    }
+
+
+def saved_order(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The order settings a state holds (none in the reference's), each checked.
+
+    Raises:
+        ConfigurationError: A setting holds a value no dataset takes; the message names it.
+    """
+    saved = {key: obj[key] for key in ORDER_SETTINGS if key in obj}
+    if not saved and "fingerprint" in obj:  # the reference's states are warned of by check_state
+        logger.warning(
+            "the state dict does not record the settings of the order (saved by an older "
+            "shardstream): it resumes with this dataset's %s, which must be the saved run's",
+            ", ".join(ORDER_SETTINGS),
+        )
+    for key, value in saved.items():
+        valid, expected = _ORDER_VALUES[key]
+        if not valid(value):
+            raise ConfigurationError(
+                f"the state dict's {key} is {value!r}; it must be {expected}: pass what "
+                "state_dict() returned, unchanged"
+            )
+    return saved
+
+
+def adopt_settings(dataset: Any, saved: Mapping[str, Any]) -> dict[str, str]:
+    """Give ``dataset`` the state's value of each setting in ``saved`` (state key -> value).
+
+    The shuffle's configuration is made again from the dataset's settings.
+
+    Returns:
+        The key of each value replaced, with a phrase saying so for :func:`warn_overrides` (a
+        dataset's ``None`` for ``num_canonical_nodes`` is no choice: replacing it is not told).
+    """
+    told = {}
+    for key, value in saved.items():
+        attribute = ORDER_SETTINGS.get(key, key)
+        given = getattr(dataset, attribute)
+        if given != value and not (key == "num_canonical_nodes" and given is None):
+            told[key] = f"{key}={value!r} overrides {key}={given!r}"
+        setattr(dataset, attribute, value)
+    dataset.shuffle_config = ShuffleConfig(
+        shuffle=dataset.shuffle, algo=dataset.shuffle_algo, seed=dataset.shuffle_seed,
+        block_size=dataset.shuffle_block_size,
+    )  # fmt: skip
+    return told
+
+
+def check_layout(
+    obj: Mapping[str, Any],
+    prepared: PreparedDataset,
+    order: Mapping[str, Any],
+    *,
+    global_batch: int,
+    strict: bool,
+) -> None:
+    """Refuse a state whose epoch this dataset would lay out otherwise, whatever it takes.
+
+    ``order`` holds the settings the dataset will resume with. With them, two things the
+    dataset cannot take from a state can still change the epoch: the streams' own weights
+    (``proportion``, ``repeat``, ``choose``: ``choose_per_stream``, the draw made again with
+    the state's ``epoch_size`` and seed), and, for every batching method but ``random``, the
+    global batch size (``batch_size`` times the ranks), which decides which samples share a
+    batch. ``random`` batching lays the epoch out alike for any global batch size.
+
+    Raises:
+        ConfigurationError: One differs (unless ``strict`` is ``False``: a warning), or a key
+            holds a bad value; the message names the key.
+    """
+    saved = obj.get("choose_per_stream")
+    if saved is not None:
+        if not isinstance(saved, Sequence) or not all(_is_count(count, 0) for count in saved):
+            raise ConfigurationError(
+                f"the state dict's choose_per_stream is {saved!r}; it must hold one count of "
+                "samples per stream: pass what state_dict() returned, unchanged"
+            )
+        sizes = [int(data.shard_sizes.sum()) for data in prepared.datasets]
+        weights = [stream.weight for stream in prepared.resolved]
+        size, seed = order["epoch_size"], order["shuffle_seed"]
+        now = stream_choices(sizes, weights, epoch_size=size, seed=seed).tolist()
+        if list(saved) != now:
+            _refuse(
+                f"the state dict's choose_per_stream is {list(saved)}, but this dataset's "
+                f"streams give {now} samples to an epoch: their weights (proportion, repeat, "
+                "choose) differ from the run that saved it, so its place names other samples",
+                "give the streams the weights the state was saved with",
+                strict,
+            )
+    batch, method = obj.get("global_batch_size"), order["batching_method"]
+    if batch is not None and not _is_count(batch, 1):
+        raise ConfigurationError(
+            f"the state dict's global_batch_size is {batch!r}; it must be an integer >= 1 or "
+            "None: pass what state_dict() returned, unchanged"
+        )
+    if batch is not None and global_batch and method != "random" and batch != global_batch:
+        _refuse(
+            f"the state dict's global_batch_size is {batch}, this dataset's is {global_batch} "
+            f"(batch_size times the ranks): with batching_method={method!r} it decides which "
+            "samples share a batch, so the state's place names other samples",
+            "resume with the global batch size the state was saved with",
+            strict,
+        )
+
+
+def _refuse(message: str, fix: str, strict: bool) -> None:
+    """Raise ``message`` with what to do, or (``strict=False``) warn and go on."""
+    if strict:
+        raise ConfigurationError(f"{message}; {fix}, or resume anyway with {_FORCE}")
+    logger.warning("%s; loading it anyway (strict=False)", message)
 
 
 @dataclass(frozen=True)
@@ -152,7 +333,8 @@ def check_state(
     if saved is None:
         logger.warning(
             "the state dict has no fingerprint (saved by mosaicml-streaming or an older "
-            "shardstream): it cannot be checked against this dataset (%s, %d samples)",
+            "shardstream): it cannot be checked against this dataset (%s, %d samples), nor "
+            "the dataset's settings of the order against the saved run's",
             fingerprint, num_samples,
         )  # fmt: skip
         _check_position(values["sample_in_epoch"], epoch_size, global_batch, strict)
@@ -248,15 +430,10 @@ def warn_moved_on(datasets: Sequence[Any], pins: Mapping[int, int]) -> None:
             )  # fmt: skip
 
 
-def warn_overrides(resume: Resume, *, shuffle_seed: int, num_canonical_nodes: int | None) -> None:
-    """Warn of each argument of the dataset the state's value replaces."""
-    if resume.shuffle_seed != shuffle_seed:
+def warn_overrides(told: Iterable[str]) -> None:
+    """Say in one WARNING which of the dataset's settings the state's values replaced."""
+    phrases = list(told)
+    if phrases:
         logger.warning(
-            "the state dict's shuffle_seed=%d overrides shuffle_seed=%d of the dataset, to "
-            "resume the saved order", resume.shuffle_seed, shuffle_seed,
-        )  # fmt: skip
-    if num_canonical_nodes is not None and resume.num_canonical_nodes != num_canonical_nodes:
-        logger.warning(
-            "the state dict's num_canonical_nodes=%d overrides num_canonical_nodes=%d of the "
-            "dataset, to resume the saved order", resume.num_canonical_nodes, num_canonical_nodes,
-        )  # fmt: skip
+            "the state dict's %s of the dataset, to resume the saved order", "; ".join(phrases)
+        )

@@ -405,8 +405,8 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
     def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
         """Where the job stands, for ``load_state_dict`` on any topology.
 
-        The reference's keys, plus ``version``, ``num_samples`` and ``fingerprint`` (of the
-        data: see :mod:`shardstream.dataset.resume_state`), which the reference ignores.
+        The reference's keys, plus the data's ``fingerprint`` and every setting of the order
+        (see :mod:`shardstream.dataset.resume_state`), which the reference ignores.
 
         Args:
             num_samples: Samples consumed in this epoch over all ranks, since this run started
@@ -426,13 +426,15 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             "num_samples": self.num_samples,
             "fingerprint": self._fingerprint(),
             "table_versions": saved_state.table_versions(self._prepare().datasets),
+            **saved_state.order_settings(self, self._prepare().choices.tolist()),
         }
 
     def load_state_dict(self, obj: Mapping[str, Any], *, strict: bool = True) -> None:
         """Resume where a state dict says, at the next iteration (on any topology).
 
-        Each value is checked against this dataset first. The state's ``shuffle_seed`` and
-        ``num_canonical_nodes`` replace the dataset's (a warning names both when they differ).
+        Each value is checked against this dataset first. The state's settings of the order
+        (seed, shuffle, sampling: :mod:`~shardstream.dataset.resume_state`) replace the
+        dataset's; one warning names each value replaced.
 
         Args:
             obj: What :meth:`state_dict` returned (or the reference's state dict).
@@ -441,10 +443,11 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
 
         Raises:
             ConfigurationError: The state lacks a key, holds a bad value, or was saved on other
-                data; the message names the key, or both datasets.
+                data or other stream weights; the message names the key, or both datasets.
         """
         if (pins := saved_state.table_pins(obj, self.streams)) != self.table_pins:
             self.table_pins, self._prepared = pins, None  # read the state's Delta versions
+        saved = saved_state.saved_order(obj)
         prepared = self._prepare()
         saved_state.warn_moved_on(prepared.datasets, pins)
         global_batch = (self.batch_size or 0) * self.topology.world_size
@@ -452,16 +455,14 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             obj, fingerprint=self._fingerprint(), num_samples=self.num_samples,
             epoch_size=int(prepared.choices.sum()), global_batch=global_batch, strict=strict,
         )  # fmt: skip
-        warn_overrides(
-            resume, shuffle_seed=self.shuffle_seed, num_canonical_nodes=self.num_canonical_nodes
-        )
-        self.num_canonical_nodes = resume.num_canonical_nodes
-        if resume.shuffle_seed != self.shuffle_seed:
-            self.shuffle_seed = resume.shuffle_seed
-            self.shuffle_config = ShuffleConfig(
-                shuffle=self.shuffle, algo=self.shuffle_algo, seed=self.shuffle_seed,
-                block_size=self.shuffle_block_size,
-            )  # fmt: skip
+        order = {**saved_state.dataset_order(self), "shuffle_seed": resume.shuffle_seed}
+        order |= {"num_canonical_nodes": resume.num_canonical_nodes, **saved}
+        saved_state.check_layout(obj, prepared, order, global_batch=global_batch, strict=strict)
+        told = saved_state.adopt_settings(self, order)  # all checked: nothing fails past here
+        if told.keys() & {"epoch_size", "shuffle_seed"}:
+            self._prepared = None  # the epoch's draw over the streams: seeded, of its size
+            self._prepare()
+        warn_overrides(told.values())
         self._initial_nodes = resume.initial_physical_nodes
         self._resume = EpochStart(resume.epoch, resume.sample_in_epoch)
         self._next_epoch = resume.epoch

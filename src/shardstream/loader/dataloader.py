@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from shardstream._torch import as_tensor, default_collate, require_torch
+from shardstream._torch import as_tensor, default_collate, default_convert, require_torch
 from shardstream.dataset.column_batch import BatchRefs, ColumnBatch
 from shardstream.dataset.streaming import StreamingDataset, reads_through_getitem
 from shardstream.errors import ConfigurationError
 from shardstream.format.read_policy import ReadPolicy
+from shardstream.loader.batch_count import Counted, CountingCollate, samples_in
 from shardstream.loader.result_pipe import widen_result_pipe
 from shardstream.loader.worker_watchdog import EndWithMain, MainProcess
 
@@ -32,9 +34,10 @@ class StreamingDataLoader(DataLoader[Any]):
     wait as in-memory files or sample ids. The dataset is used through its public batch
     protocol only (:attr:`StreamingDataset.batch_mode`, :meth:`StreamingDataset.iter_batches`,
     :meth:`StreamingDataset.read_batch`), and its workers are told the rank process they
-    read for (:attr:`StreamingDataset.rank_process`). It counts the
-    samples it has yielded this epoch; its state dict turns that into samples over every rank
-    (each rank yields the same number), so the job resumes exactly where it stopped, on any
+    read for (:attr:`StreamingDataset.rank_process`). It counts the samples it has yielded
+    this epoch as the dataset handed them over, whatever ``collate_fn`` makes of them
+    (:mod:`shardstream.loader.batch_count`); its state dict turns that into samples over every
+    rank (each rank yields the same number), so the job resumes exactly where it stopped, on any
     number of nodes, ranks or workers, at the cost of computing one epoch plan: nothing is
     replayed. The methods follow torchdata's ``StatefulDataLoader`` protocol, so Lightning and
     other trainers that look for them save and restore the loader's place in their
@@ -49,7 +52,9 @@ class StreamingDataLoader(DataLoader[Any]):
     """
 
     def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs, args = _by_name(args, kwargs), ()  # ``(ds, 32)`` reads as ``batch_size=32``
         self._device_batches = _collates_device_batches(dataset, args, kwargs)
+        self._one_by_one = _yields_samples_one_by_one(dataset, args, kwargs)
         if self._device_batches:
             # The dataset yields whole device batches as columns (decoded shard by shard, no
             # dict per sample), which cross from workers as plain lists; this loader collates
@@ -70,6 +75,15 @@ class StreamingDataLoader(DataLoader[Any]):
             object.__setattr__(self, "batch_size", batch_size)
             object.__setattr__(self, "drop_last", drop_last)
             self._drop_short, self._device_batch_size = drop_last, int(batch_size)
+        elif self._one_by_one:
+            # Batched by device batch in the workers, yielded item by item (batch_count).
+            del kwargs["batch_size"]
+            collate_fn = kwargs.pop("collate_fn", None) or default_convert()
+            super().__init__(
+                dataset, batch_size=dataset.batch_size, collate_fn=collate_fn, **kwargs
+            )
+            object.__setattr__(self, "batch_size", None)  # as the user set it, for len()
+            self._drop_short, self._device_batch_size = False, 0
         else:
             super().__init__(dataset, *args, **kwargs)
             self._drop_short, self._device_batch_size = False, 0  # torch drops short batches
@@ -88,32 +102,49 @@ class StreamingDataLoader(DataLoader[Any]):
             iterator = self._workers_ending_with_this_process()
             widen_result_pipe(iterator)  # a whole batch crosses from a worker in one write
             for batch in iterator:
-                if isinstance(batch, BatchRefs):  # a worker's batch of large samples: read here
-                    assert isinstance(dataset, StreamingDataset)
-                    batch = dataset.read_batch(batch)
-                if collate is not None:  # collated here, not in the worker: plain lists
-                    batch = (
-                        batch.collate(collate, to_tensor)
-                        if isinstance(batch, ColumnBatch)
-                        else collate(batch)
-                    )
-                length = _batch_length(batch)
-                if self._drop_short and length < self._device_batch_size:
-                    continue  # torch's drop_last: the epoch's short last batch
-                self.num_samples_yielded += length
+                # Counted as batch_count says: the samples handed over, not the collated shape.
+                if isinstance(batch, Counted) and batch.items:  # no batching: sample by sample
+                    for item in batch.batch:
+                        self.num_samples_yielded += 1
+                        yield item
+                    continue
+                if isinstance(batch, Counted):  # collated by torch, in the worker
+                    samples, batch = batch.samples, batch.batch
+                else:  # a device batch, collated here
+                    samples = samples_in(batch)
+                    if self._drop_short and samples < self._device_batch_size:
+                        continue  # torch's drop_last: the epoch's short last batch
+                    if isinstance(batch, BatchRefs):  # a worker's batch of large samples
+                        assert isinstance(dataset, StreamingDataset)
+                        batch = dataset.read_batch(batch)
+                    if collate is not None:  # collated here, not in the worker: plain lists
+                        batch = (
+                            batch.collate(collate, to_tensor)
+                            if isinstance(batch, ColumnBatch)
+                            else collate(batch)
+                        )
+                self.num_samples_yielded += samples
                 yield batch
         finally:
             if isinstance(dataset, StreamingDataset):
                 dataset.batch_mode = False
 
     def _workers_ending_with_this_process(self) -> Iterator[Any]:
-        """Torch's iterator, its workers started with a watchdog that ends them with us."""
-        init_fn = self.worker_init_fn
+        """Torch's iterator, its workers started with a watchdog that ends them with us.
+
+        Where torch collates, its batches come as :class:`Counted` (the user's collate_fn
+        wrapped for the time it takes torch to pass it to the iterator and its workers).
+        """
+        init_fn, collate_fn = self.worker_init_fn, self.collate_fn
         self.worker_init_fn = EndWithMain(MainProcess.current(), init_fn)
+        if not self._device_batches:  # torch collates: the count travels with each batch
+            self.collate_fn = CountingCollate(
+                collate_fn, batched=self._auto_collation, per_sample=self._one_by_one
+            )
         try:
             return super().__iter__()
         finally:
-            self.worker_init_fn = init_fn
+            self.worker_init_fn, self.collate_fn = init_fn, collate_fn
 
     def state_dict(self) -> dict[str, Any]:
         """The dataset's state after the samples this loader yielded, over every rank.
@@ -129,9 +160,17 @@ class StreamingDataLoader(DataLoader[Any]):
         """Resume from ``obj`` at the next ``iter(loader)``.
 
         ``strict=False`` loads a state saved on other data (see
-        :meth:`StreamingDataset.load_state_dict`).
+        :meth:`StreamingDataset.load_state_dict`). Persistent workers are ended: they hold
+        copies of the dataset made before the state's settings replaced its own, and the next
+        ``iter()`` starts them again.
         """
         self._streaming_dataset().load_state_dict(obj, strict=strict)
+        iterator = self._iterator
+        if iterator is not None:  # only persistent workers outlive an iteration
+            shutdown = getattr(iterator, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+            self._iterator = None
 
     def _streaming_dataset(self) -> StreamingDataset:
         if not isinstance(self.dataset, StreamingDataset):
@@ -140,6 +179,16 @@ class StreamingDataLoader(DataLoader[Any]):
                 f"{type(self.dataset).__name__}"
             )
         return self.dataset
+
+
+def _by_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The DataLoader's arguments after ``dataset``, all by name, as torch would bind them."""
+    if not args:
+        return kwargs
+    bound = inspect.signature(DataLoader.__init__).bind_partial(None, None, *args, **kwargs)
+    named = dict(bound.arguments)
+    del named["self"], named["dataset"]
+    return named
 
 
 def _collates_device_batches(dataset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -157,20 +206,20 @@ def _collates_device_batches(dataset: Any, args: tuple[Any, ...], kwargs: dict[s
     )
 
 
+def _yields_samples_one_by_one(dataset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether the user turned batching off (``batch_size=None``) on a dataset that plans it."""
+    return (
+        isinstance(dataset, StreamingDataset)
+        and dataset.batch_size is not None
+        and not args
+        and "batch_size" in kwargs
+        and kwargs["batch_size"] is None
+        and not kwargs.get("drop_last")  # torch refuses it without batching: let it say so
+        and kwargs.get("sampler") is None
+        and kwargs.get("batch_sampler") is None
+    )
+
+
 def _pass_through(batch: Any) -> Any:
     """The collate function of a loader whose dataset collates its own batches."""
     return batch
-
-
-def _batch_length(batch: Any) -> int:
-    """Samples in a collated batch: a mapping's first column, a tensor, or a sequence."""
-    if isinstance(batch, Mapping):
-        batch = next(iter(batch.values()), [])
-    elif (
-        isinstance(batch, (list, tuple))
-        and batch
-        and hasattr(batch[0], "__len__")
-        and not isinstance(batch[0], (str, bytes))
-    ):
-        batch = batch[0]
-    return len(batch)

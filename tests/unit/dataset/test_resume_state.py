@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.streaming_data import write_dataset
+from tests.streaming_data import ids_of, write_dataset
 
-from shardstream import StreamingDataLoader, StreamingDataset
+from shardstream import Stream, StreamingDataLoader, StreamingDataset
 from shardstream.dataset.resume_state import (
     MAX_CANONICAL_NODES,
     STATE_VERSION,
@@ -188,3 +188,193 @@ def test_overridden_canonical_nodes_are_a_warning_naming_both(
         "to resume the saved order"
     ]
     assert given.num_canonical_nodes == 4
+
+
+# --- the settings of the order --------------------------------------------------------------
+
+ORDER = {
+    "shuffle": True, "shuffle_algo": "py1e", "shuffle_block_size": None,
+    "batching_method": "random", "sampling_method": "balanced", "sampling_granularity": 1,
+    "epoch_size": 1000,
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def two_streams(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two streams of 1200 and 800 samples (ids 0.. and 1200..), ~40 samples a shard."""
+    root = tmp_path_factory.mktemp("two")
+    return write_dataset(root / "a", 1200), write_dataset(root / "b", 800, first=1200)
+
+
+def mixed(streams: tuple[Path, Path], proportions: tuple[float, float] = (0.5, 0.5), **kwargs: Any):
+    """Half of each stream's share drawn anew each epoch: every setting of the order counts."""
+    options: dict[str, Any] = {**ORDER, "batch_size": 8, "num_canonical_nodes": 2, **kwargs}
+    parts = [
+        Stream(local=str(root), proportion=p) for root, p in zip(streams, proportions, strict=True)
+    ]
+    return StreamingDataset(streams=parts, **options)
+
+
+def order_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.name == LOGGER and "overrides" in r.getMessage()
+    ]
+
+
+CHANGES = [
+    ("shuffle", True, False),
+    ("shuffle_algo", "py1e", "py1s"),
+    ("shuffle_block_size", 100, 300),
+    ("batching_method", "random", "stratified"),
+    ("sampling_method", "balanced", "fixed"),
+    ("sampling_granularity", 1, 50),
+    ("epoch_size", 1000, 1200),
+]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize(("key", "saved", "given"), CHANGES)
+def test_a_setting_of_the_order_changed_since_the_save_resumes_the_saved_order(
+    two_streams: tuple[Path, Path], caplog: pytest.LogCaptureFixture,
+    key: str, saved: Any, given: Any, workers: int,
+):  # fmt: skip
+    first = StreamingDataLoader(
+        mixed(two_streams, **{key: saved}), batch_size=8, num_workers=workers
+    )
+    batches = iter(first)
+    taken = ids_of(next(batches) for _ in range(5))
+    state = first.state_dict()
+    rest = ids_of(batches)
+    resumed_set = mixed(two_streams, **{key: given})
+    resumed = StreamingDataLoader(resumed_set, batch_size=8, num_workers=workers)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        resumed.load_state_dict(state)
+    again = ids_of(resumed)
+    assert set(taken).isdisjoint(again)  # nothing twice
+    assert again == rest  # the saved order, not the dataset's own
+    assert order_warnings(caplog) == [
+        f"the state dict's {key}={saved!r} overrides {key}={given!r} of the dataset, to resume "
+        "the saved order"
+    ]
+    assert state[key] == resumed_set.state_dict(0, from_beginning=False)[key] == saved
+
+
+def test_every_setting_changed_at_once_is_one_warning_and_the_saved_order(
+    two_streams: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+):
+    saved: dict[str, Any] = {key: value for key, value, _ in CHANGES}
+    given: dict[str, Any] = {key: value for key, _, value in CHANGES}
+    first = StreamingDataLoader(
+        mixed(two_streams, **saved, shuffle_seed=1), batch_size=8, num_workers=2
+    )
+    batches = iter(first)
+    for _ in range(3):
+        next(batches)
+    state = first.state_dict()
+    rest = ids_of(batches)
+    resumed = StreamingDataLoader(
+        mixed(two_streams, **given, shuffle_seed=2), batch_size=8, num_workers=2
+    )
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        resumed.load_state_dict(state)
+    (message,) = order_warnings(caplog)
+    for key, old, new in [*CHANGES, ("shuffle_seed", 1, 2)]:
+        assert f"{key}={old!r} overrides {key}={new!r}" in message
+    assert ids_of(resumed) == rest
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "pattern"),
+    [
+        ("shuffle_algo", "py9", r"shuffle_algo is 'py9'; it must be one of"),
+        ("batching_method", 3, r"batching_method is 3; it must be one of"),
+        ("shuffle", "yes", r"shuffle is 'yes'; it must be True or False"),
+        ("epoch_size", 0, r"epoch_size is 0; it must be an integer >= 1 or None"),
+        ("shuffle_block_size", True, r"shuffle_block_size is True"),
+        ("sampling_granularity", None, r"sampling_granularity is None"),
+        ("sampling_method", "rare", r"sampling_method is 'rare'"),
+        ("choose_per_stream", [500, "500"], r"choose_per_stream is \[500, '500'\]"),
+        ("global_batch_size", 0, r"global_batch_size is 0; it must be an integer >= 1"),
+    ],
+)
+def test_a_bad_setting_of_the_order_is_refused_by_name_and_changes_nothing(
+    two_streams: tuple[Path, Path], key: str, value: Any, pattern: str
+):
+    state = mixed(two_streams, shuffle_algo="py1s").state_dict(16, from_beginning=True)
+    ds = mixed(two_streams)
+    with pytest.raises(ConfigurationError, match=pattern):
+        ds.load_state_dict(state | {key: value})
+    assert (ds.shuffle_algo, ds.shuffle_config.algo) == ("py1e", "py1e")
+    assert ds.state_dict(0, from_beginning=False)["sample_in_epoch"] == 0
+
+
+def test_streams_weighted_otherwise_are_refused_naming_choose_per_stream(
+    two_streams: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+):
+    state = mixed(two_streams).state_dict(16, from_beginning=True)
+    assert state["choose_per_stream"] == [500, 500]
+    ds = mixed(two_streams, (0.7, 0.3), shuffle_algo="py1s")
+    with pytest.raises(
+        ConfigurationError, match=r"choose_per_stream is \[500, 500\].*\[700, 300\]"
+    ):
+        ds.load_state_dict(state)
+    assert ds.shuffle_algo == "py1s"  # a refused state changes nothing
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ds.load_state_dict(state, strict=False)
+    assert "loading it anyway (strict=False)" in caplog.text
+    assert ds.state_dict(0, from_beginning=False)["sample_in_epoch"] == 16
+
+
+def test_a_reference_state_resumes_with_the_dataset_s_own_settings(
+    two_streams: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+):
+    ds = mixed(two_streams, shuffle_algo="py1s")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ds.load_state_dict(reference_state(sample_in_epoch=16))
+    assert order_warnings(caplog) == []
+    assert ds.shuffle_algo == "py1s"
+
+
+@pytest.mark.parametrize("method", ["per_stream", "device_per_stream", "stratified"])
+def test_another_global_batch_size_is_refused_where_it_orders_the_epoch(
+    two_streams: tuple[Path, Path], caplog: pytest.LogCaptureFixture, method: str
+):
+    state = mixed(two_streams, batching_method=method).state_dict(80, from_beginning=True)
+    assert state["global_batch_size"] == 8
+    ds = mixed(two_streams, batching_method=method, batch_size=16)
+    with pytest.raises(ConfigurationError, match=r"global_batch_size is 8, this dataset's is 16"):
+        ds.load_state_dict(state)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        ds.load_state_dict(state, strict=False)
+    assert "loading it anyway (strict=False)" in caplog.text
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_random_batching_resumes_exactly_on_another_global_batch_size(
+    two_streams: tuple[Path, Path], workers: int
+):
+    first = StreamingDataLoader(mixed(two_streams), batch_size=8, num_workers=workers)
+    batches = iter(first)
+    taken = ids_of(next(batches) for _ in range(10))
+    state = first.state_dict()
+    rest = ids_of(batches)
+    resumed = StreamingDataLoader(mixed(two_streams, batch_size=16), batch_size=16)
+    resumed.load_state_dict(state)
+    again = ids_of(resumed)
+    assert set(taken).isdisjoint(again)
+    assert sorted(again) == sorted(rest)
+
+
+def test_a_state_of_an_older_shardstream_says_its_order_cannot_be_checked(
+    two_streams: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+):
+    state = mixed(two_streams).state_dict(16, from_beginning=True)
+    added = {*ORDER, "choose_per_stream", "global_batch_size"}
+    older = {key: value for key, value in state.items() if key not in added}
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        mixed(two_streams).load_state_dict(older)
+    assert "does not record the settings of the order" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        mixed(two_streams).load_state_dict(state)
+    assert caplog.text == ""

@@ -75,6 +75,7 @@ def test_batches_equal_torch_collating_each_sample(remote: Path, tmp_path: Path,
     assert set(ids) == set(range(SAMPLES))
 
 
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
 @pytest.mark.parametrize("workers", [0, 2])
 def test_token_arrays_in_large_batches_equal_torch_collating_each_sample(
     tmp_path: Path, workers: int
@@ -182,10 +183,12 @@ def test_large_values_from_workers_equal_torch_collating_each_sample(
     large_remote: Path, tmp_path: Path, workers: int
 ):
     plain = list(DataLoader(make(large_remote, tmp_path / "c"), batch_size=8, num_workers=workers))
-    fast = list(
-        StreamingDataLoader(make(large_remote, tmp_path / "c"), batch_size=8, num_workers=workers)
+    loader = StreamingDataLoader(
+        make(large_remote, tmp_path / "c"), batch_size=8, num_workers=workers
     )
+    fast = list(loader)
     assert len(fast) == len(plain) == 5
+    assert loader.state_dict()["sample_in_epoch"] == 37  # packed batches count their rows
     assert all(same_batch(a, b) for a, b in zip(fast, plain, strict=True))
     assert all(type(value) is bytes for batch in fast for value in batch["payload"])
     ids = torch.cat([batch["id"] for batch in fast]).tolist()
@@ -254,7 +257,9 @@ def test_batches_of_large_samples_leave_workers_as_ids_and_come_out_the_same(
             cache_limit=limit,
         )  # fmt: skip
         loader = StreamingDataLoader(ds, batch_size=32, num_workers=workers)
-        return [(batch["id"].tolist(), batch["payload"]) for batch in loader]
+        out = [(batch["id"].tolist(), batch["payload"]) for batch in loader]
+        assert loader.num_samples_yielded == 600  # batches handed over by id count their ids
+        return out
 
     expected = batches(0)
     read_here: list[int] = []
@@ -448,3 +453,23 @@ def test_a_plain_dataloader_s_forkserver_workers_share_the_rank_s_run_state(
     epoch = iter(plain)
     next(epoch)
     assert dataset.state_dict(8, from_beginning=False)["epoch"] == 1
+
+
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
+def test_a_state_loaded_after_an_epoch_reaches_persistent_workers(remote: Path, tmp_path: Path):
+    saved = StreamingDataLoader(
+        make(remote, tmp_path / "a", shuffle_algo="py1e", shuffle_seed=1), batch_size=8,
+        num_workers=2,
+    )  # fmt: skip
+    batches = iter(saved)
+    for _ in range(5):
+        next(batches)
+    state = saved.state_dict()
+    rest = [batch["id"].tolist() for batch in batches]
+    loader = StreamingDataLoader(
+        make(remote, tmp_path / "b", shuffle_algo="py1s", shuffle_seed=2), batch_size=8,
+        num_workers=2, persistent_workers=True,
+    )  # fmt: skip
+    list(loader)  # the workers start, holding the dataset as it was built
+    loader.load_state_dict(state)
+    assert [batch["id"].tolist() for batch in loader] == rest  # the state's seed and shuffle

@@ -166,8 +166,7 @@ class ShardEntry:
         if self.format == "mds":
             obj["column_sizes"] = list(self.column_sizes)
             return obj
-        if self.raw_meta is None:
-            raise IndexFormatError(f"a {self.format!r} shard entry needs its raw_meta file")
+        assert self.raw_meta is not None, "a split shard entry has its .meta file"
         obj["newline"] = self.newline
         obj["raw_meta"] = self.raw_meta.to_json()
         obj["zip_meta"] = None if self.zip_meta is None else self.zip_meta.to_json()

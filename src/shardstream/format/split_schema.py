@@ -26,8 +26,10 @@ from shardstream.errors import (
     MissingColumnError,
     SampleTypeError,
     SampleValueError,
+    ShardTooLargeError,
     UnencodableTextError,
 )
+from shardstream.format.mds import MAX_SHARD_BYTES
 
 __all__ = ["SPLIT_ENCODINGS", "SplitSchema"]
 
@@ -222,6 +224,10 @@ class SplitSchema:
             samples: Each sample's bytes, in order.
             sizes: Each sample's size.
             config: The config JSON (:meth:`config`, dumped with sorted keys).
+
+        Raises:
+            ShardTooLargeError: The data file would reach 4 GiB, past the reach of 32-bit
+                offsets.
         """
         header = b""
         if self.format != "json":
@@ -230,6 +236,12 @@ class SplitSchema:
         offsets = np.zeros(len(sizes) + 1, np.int64)
         np.cumsum(sizes, out=offsets[1:])
         offsets += len(header)
+        if offsets[-1] >= MAX_SHARD_BYTES:
+            raise ShardTooLargeError(
+                f"a {self.format} shard of {len(sizes)} samples would be {int(offsets[-1])} "
+                "bytes, but its offsets are 32-bit: keep size_limit under 4 GiB and each "
+                "sample well below it"
+            )
         count = np.uint32(len(sizes)).tobytes()
         meta = [count, offsets.astype("<u4").tobytes(), config]
         return ([header, *samples] if header else list(samples)), meta

@@ -108,7 +108,7 @@ class MDSWriter:
         limit = parse_bytes(size_limit, what="size_limit") if size_limit else 0
         if limit >= MAX_SHARD_BYTES:
             raise ConfigurationError(
-                f"size_limit={size_limit!r} is {limit} bytes; MDS offsets are 32-bit, so it must "
+                f"size_limit={size_limit!r} is {limit} bytes; shard offsets are 32-bit, so it must "
                 f"be under 4 GiB ({MAX_SHARD_BYTES} bytes). 64mb shards are a good default."
             )
         self._size_limit = limit or None

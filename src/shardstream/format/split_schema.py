@@ -10,7 +10,7 @@ The bytes are mosaicml-streaming's, so that its readers and ours read either lib
   config JSON (keys sorted), which is also the shard's ``index.json`` entry less its files.
 
 Column encodings are ``str``, ``int`` and ``float`` only (what the readers decode), and every
-value is checked so that a reader gets back exactly what was written (see ``encode_sample``).
+value is checked so that a reader gets back exactly what was written (see ``SplitSchema.encode_sample_sized``).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class SplitSchema:
         for name, encoding in columns.items():
             if not isinstance(name, str):
                 raise ConfigurationError(f"column names must be str, got {name!r}")
-            if encoding not in SPLIT_ENCODINGS:
+            if not isinstance(encoding, str) or encoding not in SPLIT_ENCODINGS:
                 raise ConfigurationError(
                     f"column {name!r} has encoding {encoding!r}; {format} shards hold only "
                     f"{', '.join(SPLIT_ENCODINGS)}: use MDSWriter for other encodings"

@@ -13,7 +13,7 @@ import copy
 import json
 from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from shardstream.errors import ConfigurationError
 from shardstream.format.index import ShardEntry
@@ -21,6 +21,8 @@ from shardstream.format.split_schema import SplitSchema
 from shardstream.writer.mds_writer import MDSWriter, Out
 
 __all__ = ["CSVWriter", "JSONWriter", "TSVWriter", "XSVWriter"]
+
+_Writer = TypeVar("_Writer", bound="_SplitWriter")
 
 
 class _SplitShards(MDSWriter):
@@ -150,7 +152,7 @@ class _SplitWriter:
         self._finished = True
         self._shards.finish()
 
-    def __enter__(self) -> _SplitWriter:
+    def __enter__(self: _Writer) -> _Writer:
         return self
 
     def __exit__(

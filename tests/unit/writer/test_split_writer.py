@@ -7,6 +7,7 @@ cutting, bad arguments and bad values, and uploads.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import struct
@@ -458,3 +459,23 @@ def test_a_failed_meta_upload_publishes_no_index(tmp_path: Path, use_store: Any)
     with pytest.raises(UploadError, match=r"shard\.00001\.csv\.meta"):
         write("csv", (str(tmp_path / "local"), str(remote)), 40, size_limit=300, retry=0)
     assert not (remote / "index.json").exists()
+
+
+# The reference's parameters and defaults (its constructors, then the **kwargs it accepts);
+# REQUIRED marks those without a default.
+REQUIRED = inspect.Parameter.empty
+REFERENCE_PARAMETERS = {
+    "columns": REQUIRED, "newline": "\n", "out": REQUIRED, "keep_local": False,
+    "compression": None, "hashes": None, "size_limit": 1 << 26, "progress_bar": False,
+    "max_workers": None, "retry": 2, "exist_ok": False,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_the_reference_parameters_and_defaults(fmt: str):
+    params = inspect.signature(FORMATS[fmt]).parameters
+    expected = {**REFERENCE_PARAMETERS, **({"separator": REQUIRED} if fmt == "xsv" else {})}
+    for name, default in expected.items():
+        assert params[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert params[name].default == default, name
+    assert ("separator" in params) == (fmt == "xsv")

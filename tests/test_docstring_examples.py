@@ -30,6 +30,10 @@ SECTIONS = ("Example:", "Examples:")
 RUNNABLE = (
     "shardstream.MDSWriter",
     "shardstream.LocalDataset",
+    "shardstream.JSONWriter",
+    "shardstream.XSVWriter",
+    "shardstream.CSVWriter",
+    "shardstream.TSVWriter",
     "shardstream.Encoding",
     "shardstream.get_encoding",
     "shardstream.merge_index",

@@ -12,7 +12,9 @@ import pytest
 import shardstream
 
 PUBLIC = [
+    "CSVWriter",
     "Encoding",
+    "JSONWriter",
     "LocalDataset",
     "MDSWriter",
     "ReadPolicy",
@@ -20,6 +22,8 @@ PUBLIC = [
     "StreamRegistry",
     "StreamingDataLoader",
     "StreamingDataset",
+    "TSVWriter",
+    "XSVWriter",
     "__version__",
     "dataframe_to_mds",
     "get_encoding",
@@ -61,7 +65,8 @@ def test_public_names_are_pinned():
 
 
 def test_public_classes_show_as_shardstream():
-    for name in ("Encoding", "LocalDataset", "MDSWriter", "Stream", "StreamingDataset"):
+    names = ("Encoding", "LocalDataset", "MDSWriter", "Stream", "StreamingDataset")
+    for name in (*names, "CSVWriter", "JSONWriter", "TSVWriter", "XSVWriter"):
         assert getattr(shardstream, name).__module__ == "shardstream"
 
 

@@ -16,7 +16,7 @@ from shardstream.compat import install_streaming_alias
 from shardstream.dataset import LocalDataset, Stream, StreamRegistry, streams_registry
 from shardstream.format.encodings import Encoding, get_encoding, register_encoding
 from shardstream.format.read_policy import ReadPolicy
-from shardstream.writer import MDSWriter, merge_index
+from shardstream.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter, merge_index
 
 if TYPE_CHECKING:
     from shardstream.converters import dataframe_to_mds
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from shardstream.loader import StreamingDataLoader, make_spark_converter
 
 __all__ = [
+    "CSVWriter",
     "Encoding",
+    "JSONWriter",
     "LocalDataset",
     "MDSWriter",
     "ReadPolicy",
@@ -32,6 +34,8 @@ __all__ = [
     "StreamRegistry",
     "StreamingDataLoader",
     "StreamingDataset",
+    "TSVWriter",
+    "XSVWriter",
     "__version__",
     "dataframe_to_mds",
     "get_encoding",
@@ -62,6 +66,9 @@ def __getattr__(name: str) -> Any:
 
 
 # Show public classes as shardstream.X in reprs and docs, not by the module that defines them.
-for _name in ("Encoding", "LocalDataset", "MDSWriter", "Stream", "StreamRegistry"):
+for _name in (
+    *("CSVWriter", "Encoding", "JSONWriter", "LocalDataset", "MDSWriter", "Stream"),
+    *("StreamRegistry", "TSVWriter", "XSVWriter"),
+):
     globals()[_name].__module__ = __name__
 del _name

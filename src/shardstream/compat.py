@@ -30,9 +30,12 @@ logger = logging.getLogger(__name__)
 #: The mosaicml-streaming version whose API the alias provides: its ``streaming.__version__``.
 REFERENCE_VERSION = "0.13.0"
 
+_SPLIT = "shardstream.writer.split_writer"
+_XSV = {"CSVWriter": _SPLIT, "TSVWriter": _SPLIT, "XSVWriter": _SPLIT}
+_WRITERS = {"JSONWriter": _SPLIT, "MDSWriter": "shardstream.writer.mds_writer", **_XSV}
 _TOP = {
+    **_WRITERS,
     "LocalDataset": "shardstream.dataset.local",
-    "MDSWriter": "shardstream.writer.mds_writer",
     "Stream": "shardstream.dataset.stream",
     "StreamingDataLoader": "shardstream.loader.dataloader",
     "StreamingDataset": "shardstream.dataset.streaming",
@@ -59,21 +62,17 @@ ALIASES: dict[str, dict[str, str]] = {
         "infer_dataframe_schema": "shardstream.converters.spark_types",
         "is_json_compatible": "shardstream.converters.spark_types",
     },
-    "streaming.base.format": {"MDSWriter": "shardstream.writer.mds_writer"},
+    "streaming.base.format": _WRITERS,
+    "streaming.base.format.json": {"JSONWriter": _SPLIT},
     "streaming.base.format.mds": {"MDSWriter": "shardstream.writer.mds_writer"},
+    "streaming.base.format.xsv": _XSV,
 }
 
 # Names of the reference that have no counterpart, and what to do instead.
-_NOT_PROVIDED = {
-    **dict.fromkeys(
-        ("CSVWriter", "JSONWriter", "TSVWriter", "XSVWriter"),
-        "shardstream writes MDS only (it reads csv, json, tsv and xsv shards): use MDSWriter",
-    ),
-    **dict.fromkeys(
-        ("multimodal", "text", "vision"),
-        "shardstream has no ready-made dataset classes: subclass StreamingDataset",
-    ),
-}
+_NOT_PROVIDED = dict.fromkeys(
+    ("multimodal", "text", "vision"),
+    "shardstream has no ready-made dataset classes: subclass StreamingDataset",
+)
 _MARK = "__shardstream_alias__"
 
 
@@ -101,8 +100,8 @@ def install_streaming_alias() -> list[str]:
     need the alias before they unpickle a dataset whose class is defined against
     ``streaming``. Calling it again does nothing.
 
-    Limits: only the names in ``shardstream.compat.ALIASES`` exist (``from streaming import
-    CSVWriter`` and modules such as ``streaming.base.shared`` fail naming what to use), the
+    Limits: only the names in ``shardstream.compat.ALIASES`` exist (``import streaming.text``
+    and modules such as ``streaming.base.shared`` fail naming what to use), the
     installed package's metadata is not faked
     (``importlib.metadata.version("mosaicml-streaming")`` still asks pip), and shardstream's
     own behaviour differs where docs/migrating-from-mosaicml-streaming.md says so.

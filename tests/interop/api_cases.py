@@ -86,6 +86,21 @@ def bad_values() -> dict[str, tuple[str, Any]]:
     }
 
 
+def split_bad_samples() -> dict[str, tuple[str, dict[str, str], dict[str, Any]]]:
+    """``{case: (writer, columns, sample)}``: samples the reference's text writers raise for."""
+    return {
+        "json_str_int": ("JSONWriter", {"c": "str"}, {"c": 1}),
+        "json_int_str": ("JSONWriter", {"c": "int"}, {"c": "1"}),
+        "json_int_float": ("JSONWriter", {"c": "int"}, {"c": 1.5}),
+        "json_float_int": ("JSONWriter", {"c": "float"}, {"c": 1}),
+        "json_missing": ("JSONWriter", {"c": "str", "d": "int"}, {"c": "x"}),
+        "csv_int_none": ("CSVWriter", {"c": "int"}, {"c": None}),
+        "csv_missing": ("CSVWriter", {"c": "int"}, {}),
+        "tsv_float_str": ("TSVWriter", {"c": "float"}, {"c": "0.5"}),
+        "xsv_str_bytes": ("XSVWriter", {"c": "str"}, {"c": b"x"}),
+    }
+
+
 def make_dataset(
     library: Any, job: dict[str, Any], name: str, weights: list[dict[str, Any]], **kwargs: Any
 ) -> Any:

@@ -125,12 +125,28 @@ def _table(i: int, rng: np.random.Generator) -> dict[str, Any]:
     return {"id": i, "name": f"name-{i}-" + "z" * int(rng.integers(0, 20)), "score": i / 4}
 
 
+# Text and numbers that test quoting, escaping and number formatting in the text formats; no
+# value holds ',', '|', a tab or a line break (the text formats cannot hold their delimiters).
+_TEXTS = ["", "plain", 'quote " backslash \\ slash /', "é✓ ünïcode", "emoji 😀", "ctrl \x01\x7f",
+          "single ' quote", '{"json": [1 2]}', "  spaces  ", "ß" * 50]  # fmt: skip
+_FLOATS = [0.0, -0.0, 1e-300, 1e22, 1 / 3, float("inf"), -1.5, 2.5e-8, 123456789.125]
+
+
+def _text(i: int, rng: np.random.Generator) -> dict[str, Any]:
+    return {
+        "id": (-1) ** i * 7 ** (i % 23),
+        "text": _TEXTS[i % len(_TEXTS)] + ("z" * int(rng.integers(0, 30)) if i % 3 else ""),
+        "score": _FLOATS[i % len(_FLOATS)],
+    }
+
+
 COLUMNS = {
     "all_encodings": ALL_ENCODINGS,
     "simple": {"id": "int", "text": "str", "vec": "ndarray"},
     "fixed": {"id": "int", "payload": "ndarray:uint8:100"},
     "sized": {"id": "int", "blob": "bytes"},
     "table": {"id": "int", "name": "str", "score": "float"},
+    "text": {"id": "int", "text": "str", "score": "float"},
 }
 
 
@@ -150,6 +166,8 @@ def make_samples(case: dict[str, Any]) -> list[dict[str, Any]]:
             samples.append(_sized(i, rng, case["sizes"]))
         elif kind == "table":
             samples.append(_table(i, rng))
+        elif kind == "text":
+            samples.append(_text(i, rng))
         else:
             raise ValueError(kind)
     return samples

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from shardstream import MDSWriter, merge_index
+from shardstream import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter, merge_index
 from shardstream.format.hashing import HASH_ALGORITHMS
 from shardstream.format.mds import MDSSchema
 from tests.interop.cases import COLUMNS, make_samples
@@ -75,7 +75,23 @@ SPLIT_CASES: list[dict[str, Any]] = [
      "writer": {"compression": "gz"}},
     {"name": "split_xsv", "format": "xsv", "generator": "table", "count": 20,
      "writer": {"compression": "zstd", "size_limit": 300}},
+    {"name": "split_json_text", "format": "json", "generator": "text", "count": 40,
+     "writer": {"newline": "\r\n", "hashes": ["md5", "xxh3_64"], "size_limit": "1kb"}},
+    {"name": "split_csv_text", "format": "csv", "generator": "text", "count": 40,
+     "writer": {"newline": "\r\n", "compression": "br:5", "size_limit": 700}},
+    {"name": "split_tsv_text", "format": "tsv", "generator": "text", "count": 40,
+     "writer": {"compression": "snappy", "hashes": ["sha1", "xxh64"], "size_limit": 900}},
+    {"name": "split_xsv_text", "format": "xsv", "generator": "text", "count": 40,
+     "writer": {"separator": ";;", "newline": "<EOL>\n", "compression": "bz2",
+                "size_limit": 800}},
+    # Each sample is over the limit: the reference first flushes an empty shard, shardstream
+    # does not (test_split_writers_never_write_an_empty_shard).
+    {"name": "split_json_tiny_limit", "format": "json", "generator": "table", "count": 4,
+     "writer": {"size_limit": 10}},
 ]  # fmt: skip
+WRITERS: dict[str, Any] = {
+    "json": JSONWriter, "csv": CSVWriter, "tsv": TSVWriter, "xsv": XSVWriter, "mds": MDSWriter,
+}  # fmt: skip
 
 
 @dataclass
@@ -96,9 +112,13 @@ def write_ours(case: dict[str, Any], out: Path) -> None:
     """Write a case with shardstream the way ref_worker.py writes it with the reference."""
     samples = make_samples(case)
     columns = COLUMNS[case["generator"]]
+    kwargs = dict(case["writer"])
+    if case.get("format") == "xsv":
+        kwargs.setdefault("separator", "|")
     parts = case.get("parts")
     if not parts:
-        with MDSWriter(out=str(out), columns=columns, **case["writer"]) as writer:
+        writer_cls = WRITERS[case.get("format", "mds")]
+        with writer_cls(out=str(out), columns=columns, **kwargs) as writer:
             for sample in samples:
                 writer.write(sample)
         return
@@ -136,7 +156,7 @@ def interop(tmp_path_factory: pytest.TempPathFactory) -> Interop:
     base = tmp_path_factory.mktemp("interop")
     result = Interop(base / "ours", base / "ref", base / "dumps")
     result.dumps.mkdir()
-    for case in MDS_CASES:
+    for case in MDS_CASES + SPLIT_CASES:
         write_ours(case, result.ours / case["name"])
     from tests.interop.test_interop import build_empty_shard_dataset
 

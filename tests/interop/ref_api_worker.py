@@ -24,6 +24,7 @@ from api_cases import (
     files_of,
     keys,
     shard_facts,
+    split_bad_samples,
 )
 
 
@@ -93,6 +94,17 @@ def weights(job: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _write_split(writer: str, columns: dict[str, str], sample: dict[str, Any]) -> None:
+    import streaming
+
+    kwargs = {"separator": "|"} if writer == "XSVWriter" else {}
+    with (
+        tempfile.TemporaryDirectory() as out,
+        getattr(streaming, writer)(out=out, columns=columns, **kwargs) as w,
+    ):
+        w.write(sample)
+
+
 def errors(job: dict[str, Any]) -> dict[str, Any]:
     from streaming import MDSWriter, StreamingDataset
 
@@ -106,6 +118,10 @@ def errors(job: dict[str, Any]) -> dict[str, Any]:
             for case, (spec, value) in bad_values().items()
         },
         "empty": _error(lambda: StreamingDataset(local=job["empty"], batch_size=4)),
+        "split_samples": {
+            case: _error(lambda w=writer, c=columns, s=sample: _write_split(w, c, s))
+            for case, (writer, columns, sample) in split_bad_samples().items()
+        },
     }
     tiny = _dataset(
         job,

@@ -25,7 +25,8 @@ def _write(case: dict[str, Any], out: str) -> None:
     kwargs = dict(case.get("writer", {}))
     columns = COLUMNS[case["generator"]]
     if fmt == "xsv":
-        writer_cls, kwargs["separator"] = XSVWriter, "|"
+        writer_cls = XSVWriter
+        kwargs.setdefault("separator", "|")
     else:
         writer_cls = writers[fmt]
     samples = make_samples(case)

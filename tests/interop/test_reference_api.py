@@ -34,6 +34,7 @@ from tests.interop.api_cases import (
     make_dataset,
     settled_weights,
     shard_facts,
+    split_bad_samples,
 )
 from tests.interop.conftest import reference_python
 
@@ -170,6 +171,22 @@ def test_a_bad_column_value_raises_what_the_reference_raises(
             writer.write({"c": value})
 
     raises_like(ref["errors"]["values"][case], write)
+
+
+@pytest.mark.parametrize("case", list(split_bad_samples()))
+def test_a_bad_sample_for_a_text_writer_raises_what_the_reference_raises(
+    setup: tuple[dict[str, Any], dict[str, Any]], case: str, tmp_path: Path
+):
+    _, ref = setup
+    writer, columns, sample = split_bad_samples()[case]
+    kwargs = {"separator": "|"} if writer == "XSVWriter" else {}
+
+    def write() -> None:
+        with getattr(shardstream, writer)(out=str(tmp_path), columns=columns, **kwargs) as out:
+            out.write(sample)
+
+    raises_like(ref["errors"]["split_samples"][case], write)
+    assert not (tmp_path / "index.json").exists()
 
 
 def test_an_empty_stream_and_a_starved_stratum_raise_what_the_reference_raises(

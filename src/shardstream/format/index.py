@@ -147,18 +147,10 @@ class ShardEntry:
         return self.zip_data or self.raw_data
 
     def to_json(self) -> dict[str, Any]:
-        """The entry as ``index.json`` stores it (MDS entries only)."""
-        if self.format != "mds":
-            raise IndexFormatError(
-                f"writing {self.format!r} shard entries is not supported: only 'mds' entries "
-                "can be written or merged"
-            )
-        return {
-            "column_encodings": list(self.columns.values()),
-            "column_names": list(self.columns),
-            "column_sizes": list(self.column_sizes),
+        """The entry as ``index.json`` stores it: exactly its format's keys (``_FORMAT_KEYS``)."""
+        obj: dict[str, Any] = {
             "compression": self.compression,
-            "format": "mds",
+            "format": self.format,
             "hashes": list(self.hashes),
             "raw_data": self.raw_data.to_json(),
             "samples": self.samples,
@@ -166,6 +158,21 @@ class ShardEntry:
             "version": INDEX_VERSION,
             "zip_data": None if self.zip_data is None else self.zip_data.to_json(),
         }
+        if self.format == "json":
+            obj["columns"] = dict(self.columns)
+        else:
+            obj["column_encodings"] = list(self.columns.values())
+            obj["column_names"] = list(self.columns)
+        if self.format == "mds":
+            obj["column_sizes"] = list(self.column_sizes)
+            return obj
+        assert self.raw_meta is not None, "a split shard entry has its .meta file"
+        obj["newline"] = self.newline
+        obj["raw_meta"] = self.raw_meta.to_json()
+        obj["zip_meta"] = None if self.zip_meta is None else self.zip_meta.to_json()
+        if self.format == "xsv":  # csv and tsv imply theirs
+            obj["separator"] = self.separator
+        return obj
 
     @classmethod
     def from_json(cls, obj: object, *, where: str) -> ShardEntry:

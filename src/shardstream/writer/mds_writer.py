@@ -115,8 +115,6 @@ class MDSWriter:
             raise ConfigurationError(
                 f"columns must be a non-empty dict of name to encoding, got {columns!r}"
             )
-        self._schema = MDSSchema(columns)
-        self._encode = self._schema.encode_sample_sized
         self._compression: Compression | None = (
             get_compression(compression) if compression else None
         )
@@ -124,10 +122,11 @@ class MDSWriter:
         limit = parse_bytes(size_limit, what="size_limit") if size_limit else 0
         if limit >= MAX_SHARD_BYTES:
             raise ConfigurationError(
-                f"size_limit={size_limit!r} is {limit} bytes; MDS offsets are 32-bit, so it must "
+                f"size_limit={size_limit!r} is {limit} bytes; shard offsets are 32-bit, so it must "
                 f"be under 4 GiB ({MAX_SHARD_BYTES} bytes). 64mb shards are a good default."
             )
         self._size_limit = limit or None
+        self._names = self._set_format(columns, compression or None)
         if not isinstance(retry, int) or retry < 0:
             raise ConfigurationError(f"retry must be a non-negative integer, got {retry!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
@@ -139,7 +138,7 @@ class MDSWriter:
         if extra_keys not in ("error", "drop"):
             raise ConfigurationError(f"extra_keys must be 'error' or 'drop', got {extra_keys!r}")
         # A sample that encoded has every column, so more keys than columns means extra keys.
-        self._max_keys = len(self._schema.names) if extra_keys == "error" else sys.maxsize
+        self._max_keys = len(self._names) if extra_keys == "error" else sys.maxsize
         self._local, self._remote = _split_out(out)
         self._source = None if source is None else dict(source)
         self._keep_local = keep_local
@@ -148,10 +147,6 @@ class MDSWriter:
         self._retry = retry
         self._timeout = float(timeout)
         self._exist_ok = exist_ok
-        self._config = self._schema.config_bytes(
-            compression=compression or None, hashes=self._hashes, size_limit=self._size_limit
-        )
-        self._shard_overhead = 8 + len(self._config)
         self._parts: list[bytes] = []
         self._sizes: list[int] = []
         self._shard_bytes = self._shard_overhead
@@ -207,7 +202,7 @@ class MDSWriter:
         if self._size_limit and self._sizes and self._shard_bytes + size > self._size_limit:
             self._flush()
         self._parts += parts
-        self._sizes.append(size - 4)
+        self._sizes.append(size - self._offset_bytes)
         self._shard_bytes += size
 
     def write_columns(self, columns: Mapping[str, Sequence[bytes]]) -> None:
@@ -392,10 +387,59 @@ class MDSWriter:
             )
         self._started = True
 
-    def _flush(self) -> None:
-        number = len(self._entries)
-        raw_name = shard_basename(number, self._token)
+    # What the shard format decides, in three hooks that the split-format writers
+    # (writer/split_writer.py) override: the columns and sample encoder, the bytes a sample's
+    # offset adds to its size, and the files and index entry of a shard.
+    _offset_bytes = 4  # an MDS sample's size counts its uint32 entry in the offset table
+
+    def _set_format(self, columns: Mapping[str, str], compression: str | None) -> list[str]:
+        """Check ``columns``, set the sample encoder and shard overhead; return the names."""
+        self._schema = MDSSchema(columns)
+        self._encode = self._schema.encode_sample_sized
+        self._config = self._schema.config_bytes(
+            compression=compression, hashes=self._hashes, size_limit=self._size_limit
+        )
+        self._shard_overhead = 8 + len(self._config)
+        return self._schema.names
+
+    def _write_shard(self, number: int) -> ShardEntry:
+        """Write the buffered samples as shard ``number``; return its index entry."""
         parts = [shard_header(self._config, self._sizes), *self._parts]
+        raw_info, zip_info = self._write_shard_file(shard_basename(number, self._token), parts)
+        return ShardEntry(
+            format="mds",
+            samples=len(self._sizes),
+            raw_data=raw_info,
+            zip_data=zip_info,
+            compression=None if self._compression is None else self._compression.name,
+            hashes=tuple(self._hashes),
+            size_limit=self._size_limit,
+            columns=self._schema.columns,
+            column_sizes=tuple(self._schema.sizes),
+        )
+
+    def _flush(self) -> None:
+        entry = self._write_shard(len(self._entries))
+        self._entries.append(entry)
+        logger.debug(
+            "wrote %s: %d samples, %d bytes",
+            entry.raw_data.basename,
+            entry.samples,
+            entry.raw_data.bytes,
+        )
+        self._parts = []
+        self._sizes = []
+        self._shard_bytes = self._shard_overhead
+        if self._progress is not None:
+            self._progress.update(1)
+
+    def _write_shard_file(
+        self, raw_name: str, parts: Sequence[bytes]
+    ) -> tuple[FileInfo, FileInfo | None]:
+        """Write one file of a shard, compressed if asked, and queue its upload.
+
+        Returns the file's ``raw_*`` and ``zip_*`` index entries (``None`` uncompressed).
+        """
         # The parts are never joined: a 64 MiB join faults in fresh pages every time.
         raw_info = FileInfo(raw_name, sum(map(len, parts)), self._digests(parts))
         zip_info = None
@@ -406,27 +450,9 @@ class MDSWriter:
             zip_name = f"{raw_name}.{self._compression.extension}"
             zip_info = FileInfo(zip_name, sum(map(len, zipped)), self._digests(zipped))
             self._write_file(zip_name, zipped)
-        self._entries.append(
-            ShardEntry(
-                format="mds",
-                samples=len(self._sizes),
-                raw_data=raw_info,
-                zip_data=zip_info,
-                compression=None if self._compression is None else self._compression.name,
-                hashes=tuple(self._hashes),
-                size_limit=self._size_limit,
-                columns=self._schema.columns,
-                column_sizes=tuple(self._schema.sizes),
-            )
-        )
-        logger.debug("wrote %s: %d samples, %d bytes", raw_name, len(self._sizes), raw_info.bytes)
-        self._parts = []
-        self._sizes = []
-        self._shard_bytes = self._shard_overhead
         if self._uploader is not None:
             self._uploader.submit((zip_info or raw_info).basename)
-        if self._progress is not None:
-            self._progress.update(1)
+        return raw_info, zip_info
 
     def _write_file(self, name: str, parts: Sequence[bytes]) -> None:
         """Write a shard or the index under a temporary name and rename it into place."""
@@ -458,11 +484,11 @@ class MDSWriter:
         raise type(exc)(message) from exc.__cause__ or exc
 
     def _raise_for_extra_keys(self, sample: Mapping[str, Any]) -> NoReturn:
-        extra = sorted(map(str, set(sample).difference(self._schema.names)))
+        extra = sorted(map(str, set(sample).difference(self._names)))
         number = self._samples_published() + len(self._sizes)
         raise UnknownColumnError(
             f"sample {number} (counting from 0) of {self._where} has keys that are not "
-            f"columns: {extra} (the columns are {self._schema.names}); add them to columns=, "
+            f"columns: {extra} (the columns are {self._names}); add them to columns=, "
             "leave them out of the sample, or pass extra_keys='drop' to drop them"
         )
 

@@ -44,9 +44,12 @@ logger = logging.getLogger(__name__)
 
 _WRITE_ID = r"[0-9a-f]{12}"
 #: A shard as shardstream (``shard.<token>.00000.mds``) or the reference names it, compressed
-#: (``.zstd``, ...) or not.
+#: (``.zstd``, ...) or not; the text formats' shards with their ``.meta`` files too.
 _EXTENSIONS = "|".join(map(re.escape, COMPRESSIONS))
-_SHARD = re.compile(rf"shard\.(?:{_WRITE_ID}\.)?\d{{5,}}\.mds(?:\.(?:{_EXTENSIONS}))?")
+_SHARD = re.compile(
+    rf"shard\.(?:{_WRITE_ID}\.)?\d{{5,}}\.(?:mds|(?:json|csv|tsv|xsv)(?:\.meta)?)"
+    rf"(?:\.(?:{_EXTENSIONS}))?"
+)
 #: The sub-folder a Spark task writes its partition to: ``part-<partition>-<attempt>-<token>``
 #: (without the token from versions that wrote none).
 SPARK_FOLDER = re.compile(rf"part-(\d+)-(\d+)(?:-({_WRITE_ID}))?")
@@ -57,9 +60,11 @@ def new_write_token() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def shard_basename(number: int, token: str | None) -> str:
+def shard_basename(number: int, token: str | None, shard_format: str = "mds") -> str:
     """The name of a write's shard ``number``: the reference's, with the write's token if any."""
-    return f"shard.{token}.{number:05}.mds" if token else f"shard.{number:05}.mds"
+    if token:
+        return f"shard.{token}.{number:05}.{shard_format}"
+    return f"shard.{number:05}.{shard_format}"
 
 
 def is_ours(key: str) -> bool:

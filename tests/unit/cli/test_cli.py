@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.cli_run import COLUMNS, run, write
 
-from shardstream import LocalDataset
+from shardstream import CSVWriter, JSONWriter, LocalDataset, TSVWriter, XSVWriter
 from shardstream.cli.main import EXIT_DATA_PROBLEMS, EXIT_FAILED, EXIT_USAGE
 
 
@@ -190,3 +191,36 @@ def test_convert_refuses_what_it_cannot_tell(tmp_path: Path):
     odd.write_bytes(b"?")
     done = run("convert", str(odd), str(tmp_path / "out"), check=EXIT_FAILED)
     assert "--from" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("writer", "kwargs"),
+    [(JSONWriter, {}), (CSVWriter, {}), (TSVWriter, {}), (XSVWriter, {"separator": "|"})],
+)
+def test_inspect_validate_and_head_read_what_the_split_writers_wrote(
+    tmp_path: Path, writer: Any, kwargs: dict[str, Any]
+):
+    root = tmp_path / "ds"
+    columns = {"id": "int", "name": "str", "score": "float"}
+    with writer(out=str(root), columns=columns, size_limit=200, compression="zstd",
+                hashes=["sha1"], **kwargs) as out:  # fmt: skip
+        for i in range(50):
+            out.write({"id": i, "name": f"name {i}", "score": i / 2})
+    fmt = writer(out="x", columns=columns, **kwargs).get_config()["format"]
+    summary = json.loads(run("inspect", str(root), "--json").stdout)
+    shards = summary["shards"]
+    assert shards > 2
+    assert summary["formats"] == {fmt: shards}
+    assert summary["samples"] == 50
+    assert sorted(c["name"] for c in summary["schemas"][0]["columns"]) == sorted(columns)
+    report = json.loads(run("validate", str(root), "--json", "-q").stdout)
+    # Every shard's data and .meta files have a digest, and every sample decodes.
+    assert (report["ok"], report["digests"], report["samples"]) == (True, 2 * shards, 50)
+    assert "name: 'name 1'" in run("head", str(root), "-n", "2").stdout
+    victim = root / f"shard.00001.{fmt}.meta.zstd"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    done = run("validate", str(root), "--json", "-q", check=EXIT_DATA_PROBLEMS)
+    problems = json.loads(done.stdout)["problems"]
+    assert [p["shard"] for p in problems] == [f"shard.00001.{fmt}"]

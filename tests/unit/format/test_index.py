@@ -351,9 +351,10 @@ def test_split_entries_check_their_keys_and_meta():
     )
 
 
-def test_split_entries_are_not_written():
-    with pytest.raises(IndexFormatError, match="writing 'json' shard entries is not supported"):
-        parse_one(split_entry("json")).to_json()
+@pytest.mark.parametrize("fmt", ["json", "csv", "tsv", "xsv"])
+def test_split_entries_are_written_back_as_read(fmt):
+    raw = split_entry(fmt)
+    assert parse_one(raw).to_json() == raw
 
 
 def test_entries_are_frozen():

@@ -10,7 +10,8 @@ The bytes are mosaicml-streaming's, so that its readers and ours read either lib
   config JSON (keys sorted), which is also the shard's ``index.json`` entry less its files.
 
 Column encodings are ``str``, ``int`` and ``float`` only (what the readers decode), and every
-value is checked so that a reader gets back exactly what was written (see ``SplitSchema.encode_sample_sized``).
+value is checked so that a reader gets back exactly what was written
+(``SplitSchema.encode_sample_sized``).
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ def test_shard_names_hold_the_write_token_only_for_a_store():
     assert shard_basename(3, None) == "shard.00003.mds"
     assert shard_basename(3, "0123456789ab") == "shard.0123456789ab.00003.mds"
     assert shard_basename(123456, "0123456789ab") == "shard.0123456789ab.123456.mds"
+    assert shard_basename(3, "0123456789ab", "csv") == "shard.0123456789ab.00003.csv"
 
 
 @pytest.mark.parametrize(
@@ -51,6 +52,11 @@ def test_shard_names_hold_the_write_token_only_for_a_store():
         ("shard.00000.mds", True),  # the reference's name
         ("shard.00000.mds.zstd", True),
         ("shard.0123456789ab.00007.mds.gz", True),
+        ("shard.0123456789ab.00007.json", True),  # the text writers' shards and .meta files
+        ("shard.00007.csv.meta.zstd", True),
+        ("shard.00007.xsv.meta", True),
+        ("shard.00007.txt", False),
+        ("shard.00007.meta", False),
         ("part-00003-17/shard.00000.mds", True),  # a Spark task's folder, old and new
         ("part-00003-17-0123456789ab/index.json", True),
         ("index.json", False),  # the root index is replaced, never deleted

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from shardstream import MDSWriter
+from shardstream.cache.index_sync import sync_index
 from shardstream.errors import (
     CredentialsError,
     DownloadTimeoutError,
@@ -323,3 +325,29 @@ def test_a_body_trickled_byte_by_byte_is_late_not_slow(faulty: Faulty, out: Path
     assert time.monotonic() - started < 2.0 + 0.5 + 2.0
     assert faulty.store.url(key) in str(info.value)
     assert os.listdir(out) == []
+
+
+@pytest.mark.usefixtures("no_backoff")
+def test_a_wrong_200_for_the_index_is_a_transfer_error_not_a_malformed_index(
+    faulty: Faulty, tmp_path: Path
+):
+    written = tmp_path / "written"
+    with MDSWriter(out=str(written), columns={"x": "int"}) as writer:
+        for x in range(5):
+            writer.write({"x": x})
+    for name in os.listdir(written):
+        faulty.put(name, (written / name).read_bytes())
+    options = DownloadOptions(retry=1)
+    # A gateway's page once: the index is fetched again and read.
+    faulty.proxy.inject("html200", count=1, method="GET", path_contains="index.json")
+    entries = sync_index(faulty.store, str(tmp_path / "a"), options)
+    assert entries is not None
+    assert sum(entry.samples for entry in entries) == 5
+    # Every answer a gateway's page: a transfer error naming the URL, not a malformed index.
+    faulty.proxy.inject("html200", count=10, method="GET", path_contains="index.json")
+    with pytest.raises(StorageError) as info:
+        sync_index(faulty.store, str(tmp_path / "b"), options)
+    message = str(info.value)
+    assert faulty.store.url("index.json") in message
+    assert "transfer error" in message
+    assert not (tmp_path / "b" / "index.json").exists()

@@ -26,13 +26,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import numpy as np
 
 from shardstream.errors import (
-    ConfigurationError,
     DownloadTimeoutError,
     ShardFormatError,
     StorageError,
@@ -41,6 +39,7 @@ from shardstream.storage import cancel
 from shardstream.storage._memory_budget import ByteBudget
 from shardstream.storage._workers import WorkerPool
 from shardstream.storage.base import ObjectInfo, ObjectStore
+from shardstream.storage.download_options import DownloadOptions
 from shardstream.storage.filesystems import is_local_disk
 from shardstream.storage.local import LocalStore, pwrite_all, temporary_sibling
 from shardstream.storage.retry import backoff_delays, is_transient
@@ -67,74 +66,21 @@ _BUDGET = ByteBudget(IN_FLIGHT_BYTES)
 _BUDGET_POLL_S = 0.05
 
 
-@dataclass(frozen=True)
-class DownloadOptions:
-    """How hard and how wide to try when downloading.
-
-    Attributes:
-        retry: Retries after a failed first attempt, for each request (``retry=2``: up to three
-            attempts); ``0`` tries once.
-        timeout: Seconds allowed for each request (a whole small object, one byte range, an
-            object's size and tag), enforced for every backend that answers requests (a folder
-            on a disk of this machine is copied, not requested). A store opened with
-            ``open_store(url, timeout=...)`` waits no longer than that at its sockets either,
-            so listings, uploads and abandoned requests end as soon. A server that stops
-            answering stalls a request at most ``timeout * (retry + 1)`` seconds, plus the
-            backoff between attempts (at most ``0.5 * (2**retry - 1)`` seconds).
-        part_size: Objects larger than this download as parallel byte ranges of this size.
-        concurrency: Byte ranges of one object in flight at once.
-
-    A node's shard cache bounds its downloads with download slots (``download_concurrency``
-    of them, over every process of the node), and :meth:`slot_share` decides how many
-    downloads one slot carries: a slot is ``concurrency`` requests. An object larger than
-    ``part_size`` uses them all, as parallel byte ranges, and holds its slot alone; an
-    object of at most ``part_size`` bytes is one request and holds one of them, so a slot
-    carries ``concurrency`` such downloads at once. Either way a slot has at most
-    ``concurrency`` requests and ``concurrency * part_size`` bytes in flight; small shards
-    are bound by round trips, not bytes, and a shuffled first batch over thousands of them
-    waits one round trip per ``slots * concurrency`` shards instead of per ``slots``.
-
-    Raises:
-        ConfigurationError: A value is out of range.
-    """
-
-    retry: int = 2
-    timeout: float = 60.0
-    part_size: int = 16 << 20
-    concurrency: int = 8
-
-    def __post_init__(self) -> None:
-        problems = [
-            f"{name}={value!r} must be an integer >= {minimum}"
-            for name, value, minimum in (
-                ("retry", self.retry, 0),
-                ("part_size", self.part_size, 1),
-                ("concurrency", self.concurrency, 1),
-            )
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum
-        ]
-        timeout = self.timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            problems.append(f"timeout={timeout!r} must be a positive number of seconds")
-        if problems:
-            raise ConfigurationError("DownloadOptions: " + "; ".join(problems))
-
-    def slot_share(self, size: int) -> int:
-        """How many downloads of objects of ``size`` bytes one download slot carries at once.
-
-        ``concurrency`` for an object fetched in one request (at most ``part_size`` bytes),
-        1 for one fetched as parallel byte ranges (it holds the slot alone).
-        """
-        return self.concurrency if size <= self.part_size else 1
-
-
 _DEFAULT = DownloadOptions()
 
 
-def fetch_bytes(store: ObjectStore, key: str, options: DownloadOptions = _DEFAULT) -> bytes:
+def fetch_bytes(
+    store: ObjectStore,
+    key: str,
+    options: DownloadOptions = _DEFAULT,
+    *,
+    expected_size: int | None = None,
+) -> bytes:
     """The whole object under ``key``, in one request, with the timeout and retries of ``options``.
 
     Meant for small objects such as ``index.json``; use :func:`download_file` for shards.
+    ``expected_size``: the size the caller knows the object has (from a listing); a body of
+    another length is a transfer error (:class:`_WrongBody`), retried.
 
     Raises:
         ObjectNotFoundError: No object under ``key`` (not retried).
@@ -143,7 +89,18 @@ def fetch_bytes(store: ObjectStore, key: str, options: DownloadOptions = _DEFAUL
         StorageError: The last attempt failed otherwise; the message names the URL, the attempts
             made and the last cause.
     """
-    return timed_request(lambda: store.get_bytes(key), options, f"reading {store.url(key)}")
+    url = store.url(key)
+    if expected_size is None:
+        return timed_request(lambda: store.get_bytes(key), options, f"reading {url}")
+    size = expected_size
+
+    def read_checked() -> bytes:
+        data = store.get_bytes(key)
+        if len(data) != size:
+            raise _wrong_body(url, 0, size, len(data), size)
+        return data
+
+    return timed_request(read_checked, options, f"reading {url}")
 
 
 def fetch_info(store: ObjectStore, key: str, options: DownloadOptions = _DEFAULT) -> ObjectInfo:
@@ -317,6 +274,14 @@ class _WrongBody(StorageError):
     """
 
 
+def _wrong_body(url: str, start: int, end: int, got: int, size: int) -> _WrongBody:
+    return _WrongBody(
+        f"bytes [{start}, {end}) of {url} came back as {got} bytes (the object is {size} "
+        f"bytes): a body cut short, or an answer that is not the object (a proxy's or "
+        f"gateway's page)"
+    )
+
+
 def _fetch_into(
     fd: int,
     store: ObjectStore,
@@ -360,11 +325,7 @@ def _fetch_into(
             return
         start, end = spans[index]
         if len(data) != end - start:
-            raise _WrongBody(
-                f"bytes [{start}, {end}) of {url} came back as {len(data)} "
-                f"bytes (the object is {size} bytes): a body cut short, or an answer that is "
-                f"not the object (a proxy's or gateway's page)"
-            )
+            raise _wrong_body(url, start, end, len(data), size)
         pwrite_all(fd, data, start)
 
     costs = [end - start for start, end in spans]

@@ -88,7 +88,7 @@ class S3Store:
             whether the bucket is named in ``SHARDSTREAM_S3_REQUESTER_PAYS``).
         connect_timeout: Seconds to wait for a connection.
         read_timeout: Seconds to wait for the server between two reads of a socket (align it
-            with :attr:`DownloadOptions.timeout <shardstream.storage.download.DownloadOptions>`
+            with :attr:`DownloadOptions.timeout <shardstream.storage.DownloadOptions>`
             so that a request abandoned by a download ends soon after).
         storage_options: More keyword arguments for ``s3fs.S3FileSystem``, which writes and
             lists (reads go through a botocore client with the same settings).

@@ -10,7 +10,10 @@ of) the real answer::
 
 Faults: ``status500`` / ``status503`` (an S3-style XML error), ``reset`` (a TCP reset before any
 answer), ``stall`` (hold the connection silent for ``stall_seconds``), ``truncate`` (the real
-answer's head and half of its body, then the connection closes).
+answer's head and half of its body, then the connection closes), ``trickle`` (the real answer,
+its body a byte every ``trickle_seconds``), ``html200`` (``200 OK`` with a gateway's HTML page
+instead of the object), ``short200`` (``200 OK`` with the first half of the real body, its
+``Content-Length`` saying so: a short body no client can tell from its headers).
 
 Each client connection carries one request: the proxy asks the server to close, and says so to
 the client, so no keep-alive connection outlives a fault.
@@ -28,7 +31,9 @@ from typing import Literal
 __all__ = ["HOST", "Fault", "FaultProxy", "Seen"]
 
 HOST = "127.0.0.1"
-Fault = Literal["status500", "status503", "reset", "stall", "truncate"]
+Fault = Literal[
+    "status500", "status503", "reset", "stall", "truncate", "trickle", "html200", "short200"
+]
 _REASONS = {
     500: ("Internal Server Error", "InternalError"),
     503: ("Service Unavailable", "SlowDown"),
@@ -52,6 +57,7 @@ class _Rule:
     method: str | None
     path_contains: str | None
     stall_seconds: float
+    trickle_seconds: float
 
     def matches(self, method: str, path: str) -> bool:
         if self.remaining <= 0:
@@ -107,10 +113,12 @@ class FaultProxy:
         method: str | None = None,
         path_contains: str | None = None,
         stall_seconds: float = 30.0,
+        trickle_seconds: float = 0.2,
     ) -> None:
         """Give the next ``count`` requests that match ``fault`` (rules apply in order)."""
         with self._lock:
-            self._rules.append(_Rule(fault, count, method, path_contains, stall_seconds))
+            rule = _Rule(fault, count, method, path_contains, stall_seconds, trickle_seconds)
+            self._rules.append(rule)
 
     def count(self, method: str | None = None, path_contains: str | None = None) -> int:
         """How many requests matched ``method`` and ``path_contains`` so far."""
@@ -121,6 +129,11 @@ class FaultProxy:
                 if (method is None or seen.method == method)
                 and (path_contains is None or path_contains in seen.path)
             )
+
+    def clear(self) -> None:
+        """Drop every rule not used up yet: the server recovers (stalls under way go on)."""
+        with self._lock:
+            self._rules.clear()
 
     def reset_counts(self) -> None:
         """Forget the requests seen so far (the rules stay)."""
@@ -157,10 +170,26 @@ class FaultProxy:
         if rule is not None and rule.fault in ("status500", "status503"):
             client.sendall(_error_response(500 if rule.fault == "status500" else 503, method))
             return
+        if rule is not None and rule.fault == "html200":
+            client.sendall(_gateway_page(method))
+            return
         response = self._forward(head, body)
+        split = response.index(b"\r\n\r\n") + 4
         if rule is not None and rule.fault == "truncate":
-            split = response.index(b"\r\n\r\n") + 4
             client.sendall(response[: split + (len(response) - split) // 2])
+            return
+        if rule is not None and rule.fault == "short200":
+            client.sendall(_short_ok(response[:split], response[split:]))
+            return
+        if rule is not None and rule.fault == "trickle":
+            client.sendall(response[:split])
+            for offset in range(split, len(response)):
+                if self._stop.wait(rule.trickle_seconds):
+                    return
+                try:
+                    client.sendall(response[offset : offset + 1])
+                except OSError:  # the client gave up on it
+                    return
             return
         client.sendall(response)
 
@@ -210,6 +239,31 @@ def _error_response(status: int, method: str) -> bytes:
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
     return head if method == "HEAD" else head + body
+
+
+def _gateway_page(method: str) -> bytes:
+    """``200 OK`` with an HTML page, as a captive portal or a misrouted gateway answers."""
+    body = b"<!DOCTYPE html><html><body><h1>Gateway</h1><p>Please sign in.</p></body></html>"
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    return head if method == "HEAD" else head + body
+
+
+def _short_ok(head: bytes, body: bytes) -> bytes:
+    """The answer as ``200 OK`` with half its body, its headers made to agree with that."""
+    short = body[: len(body) // 2]
+    lines = head.rstrip(b"\r\n").split(b"\r\n")
+    kept = [
+        line
+        for line in lines[1:]
+        if not _is_header(line, b"content-length")
+        and not _is_header(line, b"content-range")
+        and not _is_header(line, b"transfer-encoding")
+    ]
+    status = b"HTTP/1.1 200 OK"
+    return b"\r\n".join([status, *kept, f"Content-Length: {len(short)}".encode(), b"", b""]) + short
 
 
 class _Reader:

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from tests.writer_samples import COLUMNS, check_dataset, sample
@@ -26,7 +27,13 @@ from shardstream.errors import (
     StorageError,
     UploadError,
 )
-from shardstream.storage import AzureStore, DownloadOptions, download_file, open_store
+from shardstream.storage import (
+    AzureStore,
+    DownloadOptions,
+    download_file,
+    fetch_listing,
+    open_store,
+)
 
 from .faults import FaultProxy
 from .servers_gcs_azure import AzureServer
@@ -321,3 +328,28 @@ def test_a_key_from_the_environment_signs_the_requests(
     with pytest.raises(CredentialsError, match="from AZURE_STORAGE_ACCOUNT_KEY") as info:
         refused.get_bytes("f")
     assert WRONG_KEY not in str(info.value)
+
+
+@pytest.mark.parametrize("fault", ["html200", "short200"])
+def test_a_wrong_200_listing_or_body_is_a_transfer_error(
+    azure_env: AzureServer, tmp_path: Path, fault: Any
+):
+    """A gateway's page or a short body: retried and reported as a transfer error."""
+    upstream = urlsplit(azure_env.endpoint)
+    source = tmp_path / "f"
+    source.write_bytes(b"through the proxy")
+    with FaultProxy(int(upstream.port or 80)) as proxy:
+        endpoint = f"{proxy.endpoint}{upstream.path}"
+        connection = azure_env.connection_string.replace(azure_env.endpoint, endpoint)
+        store = AzureStore(azure_env.url("wrong"), connection_string=connection)
+        store.put_file(str(source), "f")
+        proxy.inject(fault, count=2, method="GET", path_contains="comp=list")
+        with pytest.raises(StorageError) as info:
+            fetch_listing(store, "", DownloadOptions(retry=1))
+        assert not isinstance(info.value, ObjectNotFoundError)
+        assert "transfer error" in str(info.value)
+        assert store.url("") in str(info.value)
+        proxy.inject(fault, count=2, method="GET", path_contains="/f")
+        dest = tmp_path / "copy"
+        assert download_file(store, "f", str(dest), DownloadOptions(retry=2), expected_size=17)
+        assert dest.read_bytes() == b"through the proxy"

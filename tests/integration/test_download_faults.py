@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from shardstream import MDSWriter
+from shardstream.cache.index_sync import sync_index
 from shardstream.errors import (
     CredentialsError,
     DownloadTimeoutError,
@@ -273,3 +275,79 @@ def test_retries_are_logged_with_the_url_and_the_cause(
     message = records[0].getMessage()
     assert faulty.store.url(key) in message
     assert "retry 1 of 2" in message
+
+
+# --- a 200 OK that is not the object --------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("no_backoff")
+@pytest.mark.parametrize("fault", ["html200", "short200"])
+def test_a_wrong_200_body_is_a_transfer_error_retried_then_reported(
+    faulty: Faulty, out: Path, fault: Any
+):
+    key, data = unique_key(), os.urandom(6000)
+    faulty.put(key, data)
+    # Retried: two wrong answers, then the object.
+    faulty.proxy.inject(fault, count=2, method="GET", path_contains=key)
+    dest = out / key
+    options = DownloadOptions(retry=2)
+    assert download_file(faulty.store, key, str(dest), options, expected_size=len(data)) == 6000
+    assert dest.read_bytes() == data
+    assert faulty.proxy.count("GET", key) == 3
+    # Every attempt wrong: reported as a transfer error naming the URL, never as a changed
+    # dataset (the store's HEAD says the object is the size the index says).
+    faulty.proxy.reset_counts()
+    faulty.proxy.inject(fault, count=3, method="GET", path_contains=key)
+    other = out / "again"
+    with pytest.raises(StorageError) as info:
+        download_file(faulty.store, key, str(other), options, expected_size=len(data))
+    message = str(info.value)
+    assert type(info.value) is StorageError, message
+    assert faulty.store.url(key) in message
+    assert "transfer error" in message
+    assert "after 3 attempts" in message
+    assert "dataset changed" not in message
+    assert faulty.proxy.count("GET", key) == 3
+    assert not other.exists()
+    assert sorted(os.listdir(out)) == [key]
+
+
+def test_a_body_trickled_byte_by_byte_is_late_not_slow(faulty: Faulty, out: Path):
+    key = unique_key()
+    faulty.put(key, os.urandom(2000))
+    faulty.proxy.inject("trickle", count=2, method="GET", path_contains=key, trickle_seconds=0.1)
+    options = DownloadOptions(retry=1, timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(DownloadTimeoutError) as info:
+        download_file(faulty.store, key, str(out / key), options, expected_size=2000)
+    # Each attempt's bytes keep coming (far within any socket timeout) but the whole body
+    # would take 200 s: two attempts of 1 s, at most 0.5 s of backoff, and slack.
+    assert time.monotonic() - started < 2.0 + 0.5 + 2.0
+    assert faulty.store.url(key) in str(info.value)
+    assert os.listdir(out) == []
+
+
+@pytest.mark.usefixtures("no_backoff")
+def test_a_wrong_200_for_the_index_is_a_transfer_error_not_a_malformed_index(
+    faulty: Faulty, tmp_path: Path
+):
+    written = tmp_path / "written"
+    with MDSWriter(out=str(written), columns={"x": "int"}) as writer:
+        for x in range(5):
+            writer.write({"x": x})
+    for name in os.listdir(written):
+        faulty.put(name, (written / name).read_bytes())
+    options = DownloadOptions(retry=1)
+    # A gateway's page once: the index is fetched again and read.
+    faulty.proxy.inject("html200", count=1, method="GET", path_contains="index.json")
+    entries = sync_index(faulty.store, str(tmp_path / "a"), options)
+    assert entries is not None
+    assert sum(entry.samples for entry in entries) == 5
+    # Every answer a gateway's page: a transfer error naming the URL, not a malformed index.
+    faulty.proxy.inject("html200", count=10, method="GET", path_contains="index.json")
+    with pytest.raises(StorageError) as info:
+        sync_index(faulty.store, str(tmp_path / "b"), options)
+    message = str(info.value)
+    assert faulty.store.url("index.json") in message
+    assert "transfer error" in message
+    assert not (tmp_path / "b" / "index.json").exists()

@@ -28,7 +28,13 @@ from shardstream.errors import (
     StorageError,
     UploadError,
 )
-from shardstream.storage import DownloadOptions, GCSStore, download_file, open_store
+from shardstream.storage import (
+    DownloadOptions,
+    GCSStore,
+    download_file,
+    fetch_listing,
+    open_store,
+)
 
 from . import servers_gcs_azure
 from .faults import FaultProxy
@@ -320,3 +326,26 @@ def test_a_server_that_cannot_start_fails_loudly_with_its_log(tmp_path: Path):
     with pytest.raises(pytest.fail.Exception, match="address already in use") as info:
         servers_gcs_azure._start("a server", command, tmp_path / "server.log", never_ready)
     assert "a server did not start (exit 3" in str(info.value)
+
+
+@pytest.mark.parametrize("fault", ["html200", "short200"])
+def test_a_wrong_200_listing_or_body_is_a_transfer_error(
+    gcs_env: GCSServer, tmp_path: Path, fault: Any
+):
+    """A gateway's page or a short body: retried and reported as a transfer error."""
+    upstream = int(gcs_env.endpoint.rsplit(":", 1)[1])
+    source = tmp_path / "f"
+    source.write_bytes(b"through the proxy")
+    with FaultProxy(upstream) as proxy:
+        store = GCSStore(gcs_env.url("wrong"), endpoint_url=proxy.endpoint, token="anon")  # noqa: S106
+        store.put_file(str(source), "f")
+        proxy.inject(fault, count=2, method="GET")
+        with pytest.raises(StorageError) as info:
+            fetch_listing(store, "", DownloadOptions(retry=1))
+        assert not isinstance(info.value, ObjectNotFoundError)
+        assert "transfer error" in str(info.value)
+        assert store.url("") in str(info.value)
+        proxy.inject(fault, count=2, method="GET", path_contains="alt=media")
+        dest = tmp_path / "copy"
+        assert download_file(store, "f", str(dest), DownloadOptions(retry=2), expected_size=17)
+        assert dest.read_bytes() == b"through the proxy"

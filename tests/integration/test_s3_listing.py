@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from shardstream.storage import S3Store
+from shardstream.errors import DownloadTimeoutError, ObjectNotFoundError, StorageError
+from shardstream.storage import DownloadOptions, S3Store, fetch_listing
+from shardstream.storage import download as download_module
 from shardstream.storage import s3 as s3_module
 
 from .conftest import S3Server
+from .faults import FaultProxy
 
 pytestmark = pytest.mark.s3
 
@@ -37,3 +42,74 @@ def test_list_info_reads_every_key_size_and_tag_across_pages(
         assert '"' not in info.etag
     assert sorted(store.list_info("n/")) == ["n/deep/x.bin"]
     assert store.list_info("nothing-here/") == {}
+
+
+def _proxied_store(s3_env: S3Server, proxy: FaultProxy, url: str) -> S3Store:
+    return S3Store(
+        url,
+        endpoint_url=proxy.endpoint,
+        key=s3_env.key,
+        secret=s3_env.secret,
+        read_timeout=30,  # a trickled page keeps every socket read within this
+    )
+
+
+def _seed(s3_env: S3Server, prefix: str, tmp_path: Path) -> str:
+    """Write :data:`KEYS` under a fresh prefix; its URL."""
+    url = s3_env.url(prefix)
+    direct = S3Store(url, endpoint_url=s3_env.endpoint, key=s3_env.key, secret=s3_env.secret)
+    source = tmp_path / "f.bin"
+    for number, key in enumerate(KEYS):
+        source.write_bytes(bytes([number]) * (number + 1))
+        direct.put_file(str(source), key)
+    return url
+
+
+@pytest.mark.parametrize("pages", ["list-type=2", "continuation-token"])
+def test_a_listing_is_bounded_as_a_whole_even_when_trickled(
+    s3_env: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pages: str
+):
+    """Every page of a listing, sent a byte at a time, falls under timeout and retry."""
+    url = _seed(s3_env, "trickled", tmp_path)
+    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 2)  # four pages
+    monkeypatch.setattr(download_module, "backoff_delays", lambda retries, rng: [0.0] * retries)
+    with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
+        store = _proxied_store(s3_env, proxy, url)
+        assert sorted(store.list_info()) == sorted(KEYS)  # warm: imports and the client
+        assert proxy.count("GET", "list-type=2") == 4
+        # Every page (or every page after the first) trickles: each read comes well within
+        # the socket timeout, a page takes minutes.
+        proxy.inject("trickle", count=100, method="GET", path_contains=pages)
+        options = DownloadOptions(retry=1, timeout=1.5)
+        started = time.monotonic()
+        with pytest.raises(DownloadTimeoutError) as info:
+            fetch_listing(store, "", options)
+        elapsed = time.monotonic() - started
+    # Two attempts of the whole listing, 1.5 s each, and slack: never the pages' minutes.
+    assert elapsed < 2 * 1.5 + 2.5
+    assert store.url("") in str(info.value)
+    assert "after 2 attempts" in str(info.value)
+
+
+@pytest.mark.parametrize("fault", ["html200", "short200"])
+def test_a_wrong_200_listing_page_is_a_transfer_error_not_an_empty_listing(
+    s3_env: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fault: Any
+):
+    url = _seed(s3_env, "wrong", tmp_path)
+    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 2)  # four pages
+    monkeypatch.setattr(download_module, "backoff_delays", lambda retries, rng: [0.0] * retries)
+    with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
+        store = _proxied_store(s3_env, proxy, url)
+        # The second page is wrong once: retried, and the listing is whole.
+        proxy.inject(fault, count=1, method="GET", path_contains="continuation-token")
+        assert sorted(fetch_listing(store, "", DownloadOptions(retry=1))) == sorted(KEYS)
+        # The first page is wrong every time: a transfer error, never an empty listing
+        # (which would read as "no such object" or "every object deleted").
+        proxy.inject(fault, count=2, method="GET", path_contains="list-type=2")
+        with pytest.raises(StorageError) as info:
+            fetch_listing(store, "", DownloadOptions(retry=1))
+    message = str(info.value)
+    assert not isinstance(info.value, ObjectNotFoundError), message
+    assert store.url("") in message
+    assert "after 2 attempts" in message
+    assert "transfer error" in message

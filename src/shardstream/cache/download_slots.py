@@ -24,11 +24,11 @@ import contextlib
 import errno
 import os
 import threading
-import time
 import weakref
 from collections.abc import Iterator
 
 from shardstream.cache.safe_paths import open_file
+from shardstream.storage import cancel
 
 try:  # POSIX; elsewhere slots exclude only the threads of one process (as locks.py says)
     import fcntl
@@ -88,7 +88,7 @@ class DownloadSlots:
                     with self._mutex:
                         self._give_back(place)
                 return
-            time.sleep(_POLL_S)
+            cancel.pause(_POLL_S)  # a reader that stopped early does not wait for a slot
 
     def _take(self, share: int) -> tuple[int, str | None] | None:
         """A free place, ``(slot, lane)`` (``lane`` ``None``: the whole slot), taken; or none."""

@@ -99,9 +99,10 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             return None  # the record says it all already: no rewrite on every start
         if index_current and old is not None:
             data = old
+            entries = parse_index(data, source=store.url(INDEX_BASENAME))
         else:
             data = fetch_bytes(store, INDEX_BASENAME, options)
-        entries = parse_index(data, source=store.url(INDEX_BASENAME))
+            data, entries = _parse_remote(store, data, listing[INDEX_BASENAME], options)
         previous = _parse_old(old, path) if old is not None and old != data else []
         if stale is not None:  # an entry that changed in the index goes too (HTTP: all we see)
             stale |= _changed_entry_sources(previous, entries)
@@ -126,6 +127,27 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
 def _generation(record: SourceRecord | None) -> int:
     """How many listings the record has had written (0: none, or no record)."""
     return 0 if record is None else record.generation
+
+
+def _parse_remote(
+    store: ObjectStore, data: bytes, listed: str, options: DownloadOptions
+) -> tuple[bytes, list[ShardEntry]]:
+    """The remote index as fetched, and parsed; fetched again if the answer was no index.
+
+    A ``200 OK`` body that is no index and not of the size listed (a gateway's page, a body
+    cut short) is a transfer error, not a malformed index: the index is fetched again, held
+    to the listed size, with the retries of ``options`` (:func:`fetch_bytes`). A body of the
+    listed size that is no index is the remote's own index, malformed.
+    """
+    url = store.url(INDEX_BASENAME)
+    try:
+        return data, parse_index(data, source=url)
+    except IndexFormatError:
+        size = listed.partition(":")[0]
+        if not size.isdigit() or int(size) == len(data):
+            raise
+    data = fetch_bytes(store, INDEX_BASENAME, options, expected_size=int(size))
+    return data, parse_index(data, source=url)
 
 
 def _list(store: ObjectStore, options: DownloadOptions) -> tuple[dict[str, str], bool]:

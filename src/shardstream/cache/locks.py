@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from shardstream.cache.safe_paths import open_file
 from shardstream.errors import CacheTimeoutError
+from shardstream.storage import cancel
 
 try:  # POSIX; Windows gets a lock that only excludes threads of one process (documented)
     import fcntl
@@ -89,7 +90,7 @@ class FileLock:
                         f"another process holds; if that process is stuck, stop it (a killed "
                         f"process releases its locks by itself)"
                     )
-                time.sleep(delay)
+                cancel.pause(delay)  # a reader that stopped early does not wait for the lock
                 delay = min(delay * 2, _MAX_POLL_S)
         except BaseException:
             os.close(fd)

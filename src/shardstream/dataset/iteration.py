@@ -33,6 +33,7 @@ from shardstream.format.mds_file import SampleFile, SampleRuns
 from shardstream.format.read_policy import ReadPolicy
 from shardstream.format.shard_view import ShardView
 from shardstream.sampling.distinct import first_occurrences
+from shardstream.storage.cancel import CancelScope
 
 __all__ = ["SampleReader"]
 
@@ -240,34 +241,40 @@ class SampleReader:
         opened = self.open
         opened.new_epoch()
         threads = self.policy.fetch_threads
-        with ThreadPoolExecutor(threads, thread_name_prefix="shardstream-fetch") as pool:
-            ahead = _LookAhead(pool, opened, self.cache)
-            try:
-                # The first batch is located alone: it need not wait for the search and sort
-                # over every sample of the plan (time to first batch); its look-ahead starts
-                # once it is out.
-                for first, part in ((True, ids[:width]), (False, ids[width:])):
-                    if not len(part):
-                        break
-                    shards, local, needed, needed_at = self._locate(part)
-                    rows = -(-len(part) // width)
-                    done_after: dict[int, list[int]] = {}
-                    if not first:  # the rest of the plan: let go of each shard after its last use
-                        done_after = _last_uses(shards, width, before=rows * 7 // 8)
-                        wanted = set(needed)
-                        for shard in [shard for shard in opened.shards() if shard not in wanted]:
-                            opened.release(shard)  # the first batch's, or an earlier epoch's
-                    ahead.plan(needed, needed_at)
-                    for row in range(rows):
-                        start, stop = row * width, min((row + 1) * width, len(part))
-                        ahead.submit(stop, stop + (0 if first else predownload))
-                        row_shards = shards[start:stop].tolist()
-                        views = {shard: ahead.take(shard) for shard in dict.fromkeys(row_shards)}
-                        yield LocatedBatch(row_shards, local[start:stop].tolist(), views)
-                        for shard in done_after.get(row, ()):
-                            opened.release(shard)
-            finally:
-                ahead.cancel()
+        # The fetch threads are given up on, never joined, when the walk ends (a reader that
+        # stops early must not wait for fetches ahead that wait on a silent server): their
+        # waits end with the scope (shardstream.storage.cancel), and with them their fetches.
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="shardstream-fetch")
+        scope = CancelScope()
+        ahead = _LookAhead(pool, scope, opened, self.cache)
+        try:
+            # The first batch is located alone: it need not wait for the search and sort
+            # over every sample of the plan (time to first batch); its look-ahead starts
+            # once it is out.
+            for first, part in ((True, ids[:width]), (False, ids[width:])):
+                if not len(part):
+                    break
+                shards, local, needed, needed_at = self._locate(part)
+                rows = -(-len(part) // width)
+                done_after: dict[int, list[int]] = {}
+                if not first:  # the rest of the plan: let go of each shard after its last use
+                    done_after = _last_uses(shards, width, before=rows * 7 // 8)
+                    wanted = set(needed)
+                    for shard in [shard for shard in opened.shards() if shard not in wanted]:
+                        opened.release(shard)  # the first batch's, or an earlier epoch's
+                ahead.plan(needed, needed_at)
+                for row in range(rows):
+                    start, stop = row * width, min((row + 1) * width, len(part))
+                    ahead.submit(stop, stop + (0 if first else predownload))
+                    row_shards = shards[start:stop].tolist()
+                    views = {shard: ahead.take(shard) for shard in dict.fromkeys(row_shards)}
+                    yield LocatedBatch(row_shards, local[start:stop].tolist(), views)
+                    for shard in done_after.get(row, ()):
+                        opened.release(shard)
+        finally:
+            scope.cancel()
+            ahead.cancel()
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _locate(
         self, batches: NDArray[np.int64]
@@ -288,8 +295,11 @@ class SampleReader:
 class _LookAhead:
     """The fetch threads' tasks: shards wanted now are fetched and opened, later ones fetched."""
 
-    def __init__(self, pool: ThreadPoolExecutor, opened: OpenShards, cache: ShardCache) -> None:
+    def __init__(
+        self, pool: ThreadPoolExecutor, scope: CancelScope, opened: OpenShards, cache: ShardCache
+    ) -> None:
         self._pool = pool
+        self._scope = scope
         self._opened = opened
         self._cache = cache
         self._pending: dict[int, Future[Any]] = {}
@@ -312,9 +322,9 @@ class _LookAhead:
             shard = self._needed[self._next]
             if shard not in opened and shard not in pending:
                 if self._needed_at[self._next] < current:
-                    pending[shard] = self._pool.submit(opened.open_in_pool, shard)
+                    pending[shard] = self._pool.submit(self._scope.run, opened.open_in_pool, shard)
                 elif not self._cache.is_present(shard):  # a stat, not a task
-                    pending[shard] = self._pool.submit(opened.fetch_in_pool, shard)
+                    pending[shard] = self._pool.submit(self._scope.run, opened.fetch_in_pool, shard)
             self._next += 1
 
     def take(self, shard: int) -> ShardView:

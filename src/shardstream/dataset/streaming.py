@@ -76,9 +76,10 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         split: A sub-folder holding the split's ``index.json``.
         download_retry: Retries after a failed download (``2``: up to three attempts).
         download_timeout: Seconds allowed for each request to the remote (the index check at
-            start-up, listings, each download request): a server that stops answering fails it
-            within ``download_timeout * (download_retry + 1)`` seconds plus the backoff between
-            attempts (at most ``0.5 * (2**download_retry - 1)`` seconds).
+            start-up, a listing as a whole, each download request), first byte to last: a
+            server that stops answering, or sends slowly, fails it within ``download_timeout *
+            (download_retry + 1)`` seconds plus the backoff between attempts (at most ``0.5 *
+            (2**download_retry - 1)`` seconds).
         validate_hash: Check shard files against this digest from the index.
         keep_zip: Keep compressed shards after decompressing them (a dataset read in place
             always keeps them).

@@ -11,7 +11,8 @@ requests in flight are capped process-wide (:data:`IN_FLIGHT_BYTES`, see
 
 Retries follow :func:`~shardstream.storage.retry.is_transient`: a missing object, refused
 credentials and bad arguments fail at once; network errors, server errors, short bodies and
-timeouts are tried again after an exponential, jittered delay.
+timeouts are tried again after an exponential, jittered delay. A body of another length than
+asked for is such a transfer error, never "the dataset changed" (see :class:`_WrongBody`).
 """
 
 from __future__ import annotations
@@ -25,20 +26,20 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import numpy as np
 
 from shardstream.errors import (
-    ConfigurationError,
     DownloadTimeoutError,
     ShardFormatError,
     StorageError,
 )
+from shardstream.storage import cancel
 from shardstream.storage._memory_budget import ByteBudget
 from shardstream.storage._workers import WorkerPool
 from shardstream.storage.base import ObjectInfo, ObjectStore
+from shardstream.storage.download_options import DownloadOptions
 from shardstream.storage.filesystems import is_local_disk
 from shardstream.storage.local import LocalStore, pwrite_all, temporary_sibling
 from shardstream.storage.retry import backoff_delays, is_transient
@@ -65,74 +66,21 @@ _BUDGET = ByteBudget(IN_FLIGHT_BYTES)
 _BUDGET_POLL_S = 0.05
 
 
-@dataclass(frozen=True)
-class DownloadOptions:
-    """How hard and how wide to try when downloading.
-
-    Attributes:
-        retry: Retries after a failed first attempt, for each request (``retry=2``: up to three
-            attempts); ``0`` tries once.
-        timeout: Seconds allowed for each request (a whole small object, one byte range, an
-            object's size and tag), enforced for every backend that answers requests (a folder
-            on a disk of this machine is copied, not requested). A store opened with
-            ``open_store(url, timeout=...)`` waits no longer than that at its sockets either,
-            so listings, uploads and abandoned requests end as soon. A server that stops
-            answering stalls a request at most ``timeout * (retry + 1)`` seconds, plus the
-            backoff between attempts (at most ``0.5 * (2**retry - 1)`` seconds).
-        part_size: Objects larger than this download as parallel byte ranges of this size.
-        concurrency: Byte ranges of one object in flight at once.
-
-    A node's shard cache bounds its downloads with download slots (``download_concurrency``
-    of them, over every process of the node), and :meth:`slot_share` decides how many
-    downloads one slot carries: a slot is ``concurrency`` requests. An object larger than
-    ``part_size`` uses them all, as parallel byte ranges, and holds its slot alone; an
-    object of at most ``part_size`` bytes is one request and holds one of them, so a slot
-    carries ``concurrency`` such downloads at once. Either way a slot has at most
-    ``concurrency`` requests and ``concurrency * part_size`` bytes in flight; small shards
-    are bound by round trips, not bytes, and a shuffled first batch over thousands of them
-    waits one round trip per ``slots * concurrency`` shards instead of per ``slots``.
-
-    Raises:
-        ConfigurationError: A value is out of range.
-    """
-
-    retry: int = 2
-    timeout: float = 60.0
-    part_size: int = 16 << 20
-    concurrency: int = 8
-
-    def __post_init__(self) -> None:
-        problems = [
-            f"{name}={value!r} must be an integer >= {minimum}"
-            for name, value, minimum in (
-                ("retry", self.retry, 0),
-                ("part_size", self.part_size, 1),
-                ("concurrency", self.concurrency, 1),
-            )
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum
-        ]
-        timeout = self.timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            problems.append(f"timeout={timeout!r} must be a positive number of seconds")
-        if problems:
-            raise ConfigurationError("DownloadOptions: " + "; ".join(problems))
-
-    def slot_share(self, size: int) -> int:
-        """How many downloads of objects of ``size`` bytes one download slot carries at once.
-
-        ``concurrency`` for an object fetched in one request (at most ``part_size`` bytes),
-        1 for one fetched as parallel byte ranges (it holds the slot alone).
-        """
-        return self.concurrency if size <= self.part_size else 1
-
-
 _DEFAULT = DownloadOptions()
 
 
-def fetch_bytes(store: ObjectStore, key: str, options: DownloadOptions = _DEFAULT) -> bytes:
+def fetch_bytes(
+    store: ObjectStore,
+    key: str,
+    options: DownloadOptions = _DEFAULT,
+    *,
+    expected_size: int | None = None,
+) -> bytes:
     """The whole object under ``key``, in one request, with the timeout and retries of ``options``.
 
     Meant for small objects such as ``index.json``; use :func:`download_file` for shards.
+    ``expected_size``: the size the caller knows the object has (from a listing); a body of
+    another length is a transfer error (:class:`_WrongBody`), retried.
 
     Raises:
         ObjectNotFoundError: No object under ``key`` (not retried).
@@ -141,7 +89,18 @@ def fetch_bytes(store: ObjectStore, key: str, options: DownloadOptions = _DEFAUL
         StorageError: The last attempt failed otherwise; the message names the URL, the attempts
             made and the last cause.
     """
-    return timed_request(lambda: store.get_bytes(key), options, f"reading {store.url(key)}")
+    url = store.url(key)
+    if expected_size is None:
+        return timed_request(lambda: store.get_bytes(key), options, f"reading {url}")
+    size = expected_size
+
+    def read_checked() -> bytes:
+        data = store.get_bytes(key)
+        if len(data) != size:
+            raise _wrong_body(url, 0, size, len(data), size)
+        return data
+
+    return timed_request(read_checked, options, f"reading {url}")
 
 
 def fetch_info(store: ObjectStore, key: str, options: DownloadOptions = _DEFAULT) -> ObjectInfo:
@@ -159,26 +118,20 @@ def fetch_info(store: ObjectStore, key: str, options: DownloadOptions = _DEFAULT
 def fetch_listing(
     store: ObjectStore, prefix: str = "", options: DownloadOptions = _DEFAULT
 ) -> dict[str, ObjectInfo]:
-    """``store.list_info(prefix)``, tried again after transient failures as a download is.
+    """``store.list_info(prefix)``, as one request: the deadline and retries of ``options``.
 
-    Each of the listing's requests is bounded by the timeout the store was opened with
-    (``open_store(url, timeout=...)``), not the listing as a whole: its pages are many.
+    A listing is bounded as a whole, as :func:`timed_request` bounds any request: each attempt,
+    every page of it, must end within ``options.timeout``, and a late or failed attempt is
+    tried again from its start, so the listing ends within ``timeout * (retry + 1)`` seconds
+    plus the backoff, however many pages it has and however slowly a server sends them. A
+    prefix too large to list within ``timeout`` needs a larger ``timeout``.
 
     Raises:
         UnsupportedURLError: The store has no listing (not retried).
-        StorageError: The last attempt failed.
+        DownloadTimeoutError: The last attempt ran past ``options.timeout``.
+        StorageError: The last attempt failed otherwise.
     """
-    delays: list[float] = []  # drawn on the first failure only
-    for attempt in range(options.retry + 1):
-        try:
-            return store.list_info(prefix)
-        except OSError as exc:  # noqa: PERF203 - one try per attempt is the point
-            if attempt == options.retry or not is_transient(exc):
-                raise
-            logger.warning("listing %s failed (%s); retrying", store.url(prefix), exc)
-            delays = delays or backoff_delays(options.retry, _rng())
-            time.sleep(delays[attempt])
-    raise AssertionError("unreachable")
+    return timed_request(lambda: store.list_info(prefix), options, f"listing {store.url(prefix)}")
 
 
 def timed_request(call: Callable[[], T], options: DownloadOptions, action: str) -> T:
@@ -186,6 +139,8 @@ def timed_request(call: Callable[[], T], options: DownloadOptions, action: str) 
 
     ``call`` runs in a worker thread and is abandoned at the deadline, so a silent server
     cannot hold the caller longer than ``options`` allow, whatever the backend's SDK does.
+    The deadline counts from the attempt's start to its last byte, so a body trickled slowly
+    is late too, and a call of many requests (a listing's pages) is bounded as a whole.
 
     Args:
         call: The request, e.g. ``lambda: store.info(key)``.
@@ -233,12 +188,14 @@ def download_file(
         The number of bytes written.
 
     Raises:
-        ShardFormatError: The object's size differs from ``expected_size`` (not retried).
+        ShardFormatError: The store says the object's size differs from ``expected_size``
+            (not retried; a body of the wrong length alone is a transfer error, see
+            :class:`_WrongBody`).
         ObjectNotFoundError: No object under ``key`` (not retried).
         CredentialsError: The store refused the credentials (not retried).
         DownloadTimeoutError: A request's last attempt ran past ``options.timeout``.
-        StorageError: A request's last attempt failed otherwise; the message names the URL, the
-            attempts made and the last cause.
+        StorageError: A request's last attempt failed otherwise (a body of the wrong length
+            included); the message names the URL, the attempts made and the last cause.
         OSError: ``dest`` could not be written.
     """
     url = store.url(key)
@@ -306,6 +263,25 @@ def _size_error(url: str, size: int, expected_size: int) -> ShardFormatError:
     )
 
 
+class _WrongBody(StorageError):
+    """An answer whose body is not the bytes asked for: a transfer error, tried again.
+
+    The one rule for what a body says: a ``200 OK`` whose body has another length than the
+    bytes asked for (a gateway's HTML page, a body cut short with headers that agree) proves
+    nothing about the object, only about this transfer, so it is retried as any transfer
+    error is and, after the last retry, reported as one. Only the store's own word on the
+    object (its size, asked with a HEAD) can say the dataset changed.
+    """
+
+
+def _wrong_body(url: str, start: int, end: int, got: int, size: int) -> _WrongBody:
+    return _WrongBody(
+        f"bytes [{start}, {end}) of {url} came back as {got} bytes (the object is {size} "
+        f"bytes): a body cut short, or an answer that is not the object (a proxy's or "
+        f"gateway's page)"
+    )
+
+
 def _fetch_into(
     fd: int,
     store: ObjectStore,
@@ -319,9 +295,12 @@ def _fetch_into(
     """Fill the first ``size`` bytes of ``fd`` with the object, in one request or in ranges.
 
     ``known``: ``size`` comes from the caller, not from the store, and the object's whole body
-    (one GET) is checked against it; a different length is a :class:`ShardFormatError`.
+    (one GET) is checked against it; a body of another length is a transfer error
+    (:class:`_WrongBody`), and if every attempt gets one, the store is asked the object's
+    size: :class:`ShardFormatError` if that differs too, else the transfer error.
     ``check``: ``size`` comes from the caller and an object read in ranges is asked for its
-    size beside them (a HEAD in flight with the GETs), with the same error when it differs.
+    size beside them (a HEAD in flight with the GETs); a different size is a
+    :class:`ShardFormatError`.
     """
     url = store.url(key)
     if size == 0 and not known:
@@ -345,16 +324,23 @@ def _fetch_into(
                 raise _size_error(url, data.size, size)
             return
         start, end = spans[index]
-        if known and len(data) != size:  # a whole body, as the client checked it
-            raise _size_error(url, len(data), size)
         if len(data) != end - start:
-            raise StorageError(
-                f"reading {url}: bytes [{start}, {end}) came back as {len(data)} bytes (the "
-                f"object is {size} bytes): a short body, or the object changed meanwhile"
-            )
+            raise _wrong_body(url, start, end, len(data), size)
         pwrite_all(fd, data, start)
 
-    _gather(requests, deliver, options, action, costs=[end - start for start, end in spans])
+    costs = [end - start for start, end in spans]
+    try:
+        _gather(requests, deliver, options, action, costs=costs)
+    except StorageError as exc:
+        if not (known and isinstance(exc.__cause__, _WrongBody)):
+            raise
+        try:  # every body was wrong: the store says whether the object is what the index says
+            actual = timed_request(lambda: store.info(key), options, f"checking {url}").size
+        except StorageError:
+            raise exc from exc.__cause__
+        if actual != size:
+            raise _size_error(url, actual, size) from exc
+        raise
 
 
 def _range_reader(store: ObjectStore, key: str, start: int, end: int) -> Callable[[], bytes]:
@@ -373,13 +359,16 @@ class _Attempt(Generic[T]):
         self,
         index: int,
         call: Callable[[], T],
-        outcomes: queue.SimpleQueue[_Attempt[T]],
+        outcomes: queue.SimpleQueue[_Attempt[T] | None],
         cost: int = 0,
+        budget: ByteBudget | None = None,
     ) -> None:
         self.index = index
         self.value: T | None = None
         self.error: BaseException | None = None
         self.cost = cost
+        # Given back where it was taken, however late an abandoned attempt ends.
+        self._budget = _BUDGET if budget is None else budget
         self._call = call
         self._outcomes = outcomes
         self._lock = threading.Lock()
@@ -399,14 +388,14 @@ class _Attempt(Generic[T]):
             abandoned = self._abandoned
         if abandoned:  # nobody waits for it: drop the value and free its share at once
             self.value = None
-            _BUDGET.give_back(self.cost)
+            self._budget.give_back(self.cost)
             return
         self._outcomes.put(self)
 
     def settle(self) -> None:
         """The waiting thread is done with this outcome: drop its value, free its share."""
         self.value = None
-        _BUDGET.give_back(self.cost)
+        self._budget.give_back(self.cost)
 
     def abandon(self) -> None:
         """The waiting thread gives up on this attempt; its share is freed when it ends."""
@@ -435,7 +424,8 @@ def _gather(
         The first non-transient error as it is; after the last retry of a request,
         DownloadTimeoutError when that attempt timed out, else StorageError.
     """
-    outcomes: queue.SimpleQueue[_Attempt[T]] = queue.SimpleQueue()
+    outcomes: queue.SimpleQueue[_Attempt[T] | None] = queue.SimpleQueue()
+    budget = _BUDGET
     ready: deque[int] = deque(range(len(requests)))
     waiting: list[tuple[float, int]] = []  # (when, index): retries sleeping off their backoff
     in_flight: dict[_Attempt[T], float] = {}  # attempt -> deadline
@@ -463,60 +453,66 @@ def _gather(
         )
         heapq.heappush(waiting, (time.monotonic() + delay, index))
 
-    try:
-        while ready or waiting or in_flight:
-            now = time.monotonic()
-            while waiting and waiting[0][0] <= now:
-                ready.append(heapq.heappop(waiting)[1])
-            short = False  # a ready request waits for room in the memory budget
-            while ready and len(in_flight) < options.concurrency:
-                index = ready[0]
-                cost = 0 if costs is None else costs[index]
-                if cost and not _BUDGET.try_take(cost):
-                    short = True
-                    break
-                ready.popleft()
-                attempt = _Attempt(index, requests[index], outcomes, cost)
-                in_flight[attempt] = time.monotonic() + options.timeout
-                attempt.start()
-            if short and not in_flight:  # only others' requests hold the budget
-                _BUDGET.wait(_BUDGET_POLL_S)
-                continue
-            wake = min([*in_flight.values(), *(when for when, _ in waiting[:1])], default=now)
-            if short:
-                wake = min(wake, now + _BUDGET_POLL_S)
-            done = _next_outcome(outcomes, wake)
-            if done is None:
+    scope = cancel.current()
+    watching = scope.watch(outcomes) if scope is not None else contextlib.nullcontext()
+    with watching:
+        try:
+            while ready or waiting or in_flight:
+                cancel.check()  # the reader that wanted this stopped: abandon it all (below)
                 now = time.monotonic()
-                for attempt, deadline in list(in_flight.items()):
-                    if deadline <= now:
-                        del in_flight[attempt]  # its late outcome is ignored below
-                        attempt.abandon()
-                        failed(
-                            attempt.index,
-                            TimeoutError(f"no answer within the {options.timeout:g} s timeout"),
-                        )
-                continue
-            if done not in in_flight:
-                continue
-            del in_flight[done]
-            try:
-                if done.error is not None:
-                    failed(done.index, done.error)
+                while waiting and waiting[0][0] <= now:
+                    ready.append(heapq.heappop(waiting)[1])
+                short = False  # a ready request waits for room in the memory budget
+                while ready and len(in_flight) < options.concurrency:
+                    index = ready[0]
+                    cost = 0 if costs is None else costs[index]
+                    if cost and not budget.try_take(cost):
+                        short = True
+                        break
+                    ready.popleft()
+                    attempt = _Attempt(index, requests[index], outcomes, cost, budget)
+                    in_flight[attempt] = time.monotonic() + options.timeout
+                    attempt.start()
+                if short and not in_flight:  # only others' requests hold the budget
+                    budget.wait(_BUDGET_POLL_S)
                     continue
+                wake = min([*in_flight.values(), *(when for when, _ in waiting[:1])], default=now)
+                if short:
+                    wake = min(wake, now + _BUDGET_POLL_S)
+                done = _next_outcome(outcomes, wake)
+                if done is None:
+                    now = time.monotonic()
+                    for attempt, deadline in list(in_flight.items()):
+                        if deadline <= now:
+                            del in_flight[attempt]  # its late outcome is ignored below
+                            attempt.abandon()
+                            failed(
+                                attempt.index,
+                                TimeoutError(f"no answer within the {options.timeout:g} s timeout"),
+                            )
+                    continue
+                if done not in in_flight:
+                    continue
+                del in_flight[done]
                 try:
-                    deliver(done.index, done.value)  # type: ignore[arg-type]
-                except StorageError as exc:
-                    failed(done.index, exc)
-            finally:
-                done.settle()
-    finally:
-        for attempt in in_flight:  # a failure ended the download: nobody waits for these
-            attempt.abandon()
+                    if done.error is not None:
+                        failed(done.index, done.error)
+                        continue
+                    try:
+                        deliver(done.index, done.value)  # type: ignore[arg-type]
+                    except StorageError as exc:
+                        failed(done.index, exc)
+                finally:
+                    done.settle()
+        finally:
+            for attempt in in_flight:  # a failure ended the download: nobody waits for these
+                attempt.abandon()
 
 
-def _next_outcome(outcomes: queue.SimpleQueue[_Attempt[T]], wake: float) -> _Attempt[T] | None:
-    """The next finished attempt, or ``None`` once the clock reaches ``wake``."""
+def _next_outcome(
+    outcomes: queue.SimpleQueue[_Attempt[T] | None], wake: float
+) -> _Attempt[T] | None:
+    """The next finished attempt, or ``None`` once the clock reaches ``wake`` (or on a cancel)."""
     try:
         return outcomes.get(timeout=max(0.0, wake - time.monotonic()))
     except queue.Empty:
@@ -526,19 +522,24 @@ def _next_outcome(outcomes: queue.SimpleQueue[_Attempt[T]], wake: float) -> _Att
 def _final_error(
     action: str, attempts: int, error: BaseException, options: DownloadOptions
 ) -> StorageError:
+    """The error of a request whose every attempt failed in transfer (only those are retried)."""
     message = (
         f"{action} failed after {attempts} attempt{'s' if attempts > 1 else ''} "
-        f"(retry={options.retry}, timeout={options.timeout:g} s): {_describe(error)}"
+        f"(retry={options.retry}, timeout={options.timeout:g} s), a transfer error each time; "
+        f"the last: {_describe(error)}"
     )
     if isinstance(error, TimeoutError):
         return DownloadTimeoutError(
             message + ". Raise DownloadOptions.timeout or retry for a slow store."
         )
-    return StorageError(message + ". Check the store, or raise DownloadOptions.retry.")
+    return StorageError(
+        message + ". Check the store and the network to it, or raise DownloadOptions.retry."
+    )
 
 
 def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
+    public = next(kind for kind in type(error).__mro__ if not kind.__name__.startswith("_"))
+    return f"{public.__name__}: {error}"
 
 
 def _rng() -> np.random.Generator:

@@ -88,7 +88,7 @@ class S3Store:
             whether the bucket is named in ``SHARDSTREAM_S3_REQUESTER_PAYS``).
         connect_timeout: Seconds to wait for a connection.
         read_timeout: Seconds to wait for the server between two reads of a socket (align it
-            with :attr:`DownloadOptions.timeout <shardstream.storage.download.DownloadOptions>`
+            with :attr:`DownloadOptions.timeout <shardstream.storage.DownloadOptions>`
             so that a request abandoned by a download ends soon after).
         storage_options: More keyword arguments for ``s3fs.S3FileSystem``, which writes and
             lists (reads go through a botocore client with the same settings).
@@ -269,7 +269,11 @@ class S3Store:
                 # A server that ignores EncodingType does not echo it (botocore reads it so).
                 encoded = page.get("EncodingType") == "url"
                 raw = page.get(_RAW_LISTING)
-                listed = _listed_objects(raw, encoded) if raw is not None else _parsed_objects(page)
+                listed = (
+                    _listed_objects(raw, encoded, self.url(prefix))
+                    if raw is not None
+                    else list(_parsed_objects(page))
+                )
                 for name, size, etag in listed:
                     key = name[len(root) :]
                     if key and not key.endswith("/"):  # "folder" markers are no objects
@@ -471,11 +475,35 @@ def _keep_raw_listing(
     response_dict["body"] = _CONTENTS.sub(b"", body)
 
 
-def _listed_objects(page: bytes, encoded: bool) -> Iterator[tuple[str, int, str | None]]:
-    """``(key, size, etag)`` of each object of a ListObjectsV2 page; ``encoded``: URL-encoded."""
+def _listed_objects(page: bytes, encoded: bool, url: str) -> list[tuple[str, int, str | None]]:
+    """``(key, size, etag)`` of each object of a ListObjectsV2 page; ``encoded``: URL-encoded.
+
+    Raises:
+        StorageError: The ``200 OK`` answer is no listing page (a gateway's HTML page, a body
+            cut short): a transfer error, retried as one; read as a page of no keys, it would
+            end the listing early and every later object would seem deleted.
+    """
     # The page comes from the store the caller named, parsed as botocore parses it (expat
     # refuses entity expansion attacks).
-    for element in ElementTree.fromstring(page):  # noqa: S314
+    try:
+        root = ElementTree.fromstring(page)  # noqa: S314
+    except ElementTree.ParseError as exc:
+        raise _not_a_listing(url, page, f"not XML ({exc})") from exc
+    name = root.tag.rpartition("}")[2]
+    if name != "ListBucketResult":
+        raise _not_a_listing(url, page, f"a <{name}> document")
+    return list(_objects(root, encoded))
+
+
+def _not_a_listing(url: str, page: bytes, what: str) -> StorageError:
+    return StorageError(
+        f"listing {url} failed: a transfer error: the server answered 200 OK with "
+        f"{len(page)} bytes that are no listing page but {what}"
+    )
+
+
+def _objects(root: ElementTree.Element, encoded: bool) -> Iterator[tuple[str, int, str | None]]:
+    for element in root:
         if element.tag.rpartition("}")[2] != "Contents":
             continue
         fields = {child.tag.rpartition("}")[2]: child.text or "" for child in element}

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+import time
+from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from shardstream.cache.download_slots import DownloadSlots
 from shardstream.cache.locks import try_lock_file
+from shardstream.storage.cancel import CancelScope
 
 
 def _child_takes(slots: DownloadSlots, share: int, result: multiprocessing.Queue[bool]) -> None:
@@ -93,3 +98,21 @@ def test_threads_of_a_process_share_a_slot_lane_by_lane(tmp_path: Path) -> None:
         thread.join()
     assert most[0] == 6
     assert slots._take(1) is not None
+
+
+def test_a_wait_for_a_slot_ends_when_its_scope_is_cancelled(tmp_path: Path) -> None:
+    slots = DownloadSlots(str(tmp_path / ".shardstream"), 1)
+    scope = CancelScope()
+
+    def wait_for_a_slot() -> None:
+        with slots.hold(1):
+            raise AssertionError("the only slot is held")
+
+    with slots.hold(1):
+        threading.Timer(0.2, scope.cancel).start()
+        started = time.monotonic()
+        with pytest.raises(CancelledError):
+            scope.run(wait_for_a_slot)
+        assert time.monotonic() - started < 1.5
+    with slots.hold(1):  # the cancelled wait took nothing
+        pass

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 import pytest
 
 from shardstream.cache.locks import FileLock, try_lock_file
+from shardstream.storage.cancel import CancelScope
 
 
 def linger(ready: str, seconds: float) -> None:
@@ -68,3 +71,17 @@ def test_a_child_does_not_hold_its_parents_locks(tmp_path: Path):
     assert try_lock_file(path) is None
     lock.release()
     assert try_lock_file(path) is not None
+
+
+def test_a_wait_for_a_lock_ends_when_its_scope_is_cancelled(tmp_path: Path):
+    path, lock = held(tmp_path)
+    scope = CancelScope()
+    threading.Timer(0.2, scope.cancel).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(CancelledError):
+            scope.run(FileLock(path).acquire, timeout=30)
+    finally:
+        lock.release()
+    assert time.monotonic() - started < 1.5
+    assert try_lock_file(path) is not None  # the cancelled wait took nothing

@@ -25,6 +25,7 @@ from shardstream.storage import (
     download_file,
     fetch_bytes,
     fetch_info,
+    fetch_listing,
     timed_request,
 )
 from shardstream.storage import download as download_module
@@ -310,6 +311,81 @@ def test_timed_request_bounds_any_call():
     assert timed_request(lambda: 7, DownloadOptions(), "asking") == 7
 
 
+class PagedStore(MemoryStore):
+    """A store whose listing comes in pages, each taking ``page_seconds``."""
+
+    def __init__(self, objects: dict[str, bytes], pages: int, page_seconds: float) -> None:
+        super().__init__(objects)
+        self.pages = pages
+        self.page_seconds = page_seconds
+        self.listings = 0
+
+    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
+        self.listings += 1
+        for _ in range(self.pages):
+            time.sleep(self.page_seconds)  # each page well within any per-request timeout
+        return super().list_info(prefix)
+
+
+def test_a_listing_is_bounded_as_a_whole_not_per_page():
+    store = PagedStore({"a": b"x"}, pages=20, page_seconds=0.05)  # one second in all
+    options = DownloadOptions(retry=1, timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(DownloadTimeoutError, match=r"listing mem://bucket/ failed after 2 att"):
+        fetch_listing(store, "", options)
+    assert time.monotonic() - started < 2 * 0.3 + 0.5
+    assert store.listings == 2
+    # Within the timeout, it is a listing as before.
+    quick = PagedStore({"a": b"x", "b": b"yy"}, pages=3, page_seconds=0.01)
+    assert fetch_listing(quick, "", options) == {"a": ObjectInfo(1), "b": ObjectInfo(2)}
+
+
+GATEWAY_PAGE = b"<!DOCTYPE html><html><body>Please sign in</body></html>"
+
+
+def wrong_bodies(times: int) -> Hook:
+    """The first ``times`` GETs answer with a gateway's page instead of the object."""
+
+    def hook(called: str, number: int) -> bytes | None:
+        if called == "get_bytes" and number <= times:
+            return GATEWAY_PAGE
+        return None
+
+    return hook
+
+
+def test_a_wrong_body_is_a_transfer_error_retried_then_reported(tmp_path: Path):
+    store = MemoryStore({"k": DATA}, wrong_bodies(2))
+    size = len(DATA)
+    download_file(store, "k", str(tmp_path / "k"), DownloadOptions(retry=2), expected_size=size)
+    assert (tmp_path / "k").read_bytes() == DATA
+    assert store.calls["get_bytes"] == 3
+    store = MemoryStore({"k": DATA}, wrong_bodies(3))
+    with pytest.raises(StorageError) as info:
+        download_file(store, "k", str(tmp_path / "j"), DownloadOptions(retry=2), expected_size=size)
+    message = str(info.value)
+    assert type(info.value) is StorageError, message  # neither ShardFormatError nor not found
+    assert "mem://bucket/k" in message
+    assert "after 3 attempts" in message
+    assert "transfer error" in message
+    assert "dataset changed" not in message
+    assert store.calls == {"info": 1, "get_bytes": 3, "get_range": 0}  # the HEAD: same size
+    assert os.listdir(tmp_path) == ["k"]
+
+
+def test_a_wrong_body_and_no_answer_to_the_head_is_still_a_transfer_error(tmp_path: Path):
+    def hook(called: str, number: int) -> bytes | None:
+        if called == "info":
+            raise ConnectionResetError("reset")
+        return GATEWAY_PAGE
+
+    store = MemoryStore({"k": DATA}, hook)
+    with pytest.raises(StorageError, match="reading mem://bucket/k failed after 1 attempt") as info:
+        download_file(store, "k", str(tmp_path / "k"), DownloadOptions(retry=0), expected_size=5)
+    assert type(info.value) is StorageError
+    assert "came back as" in str(info.value)
+
+
 def test_a_late_answer_of_an_abandoned_attempt_is_never_written(tmp_path: Path):
     finished = threading.Event()
 
@@ -351,17 +427,20 @@ def test_a_known_size_skips_the_size_request(tmp_path: Path):
     store = MemoryStore({"k": DATA})
     download_file(store, "k", str(tmp_path / "k"), expected_size=len(DATA))
     assert store.calls == {"info": 0, "get_bytes": 1, "get_range": 0}
+    # A body of another length is a transfer error, retried; when every body is, the
+    # store's own size (one HEAD) says that the dataset changed.
     with pytest.raises(ShardFormatError, match=r"mem://bucket/k holds 10240 bytes where 10 were"):
         download_file(store, "k", str(tmp_path / "j"), DownloadOptions(retry=3), expected_size=10)
-    assert store.calls["get_bytes"] == 2  # not retried
+    assert store.calls["get_bytes"] == 1 + 4
+    assert store.calls["info"] == 1
     # Larger than one part: the size is asked beside the byte ranges (no round trip before
     # them), and a mismatch fails the download and leaves no file.
     with pytest.raises(ShardFormatError, match="holds 10240 bytes where 99 were"):
         download_file(
             store, "k", str(tmp_path / "j"), DownloadOptions(part_size=9), expected_size=99
         )
-    assert store.calls["info"] == 1
-    assert store.calls["get_bytes"] == 2
+    assert store.calls["info"] == 2
+    assert store.calls["get_bytes"] == 5
     assert os.listdir(tmp_path) == ["k"]
 
 

@@ -406,8 +406,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
     def state_dict(self, num_samples: int, from_beginning: bool) -> dict[str, Any]:
         """Where the job stands, for ``load_state_dict`` on any topology.
 
-        The reference's keys, plus the data's ``fingerprint`` and every setting of the order
-        (see :mod:`shardstream.dataset.resume_state`), which the reference ignores.
+        The reference's keys, plus the data's fingerprint and the order's settings (ignored by it).
 
         Args:
             num_samples: Samples consumed in this epoch over all ranks, since this run started

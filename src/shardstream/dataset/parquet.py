@@ -83,11 +83,16 @@ class ParquetDataset:
             if snapshot is None
             else _delta_partitioning(snapshot)
         )
+        if filters is not None:  # terms on partition columns compare values of their types
+            filters = filters.typed(dict(zip(partitioning.names, partitioning.types, strict=True)))
         kept = [
             number
             for number in range(len(layouts))
             if filters is None or filters.may_match(partitioning.row(number))
         ]
+        self.filters = filters
+        #: How many files the filters left out.
+        self.filtered_out = len(layouts) - len(kept)
         self.layouts = [layouts[number] for number in kept]
         self._files = None if snapshot is None else [snapshot.files[number] for number in kept]
         self.partitioning = Partitioning(
@@ -225,6 +230,30 @@ class ParquetDataset:
                 )
                 table = table.append_column(name, values)
         return table if self.columns is None else table.select(self.columns)
+
+    def why_empty(self) -> str:
+        """Why the dataset has no rows, for the error that a stream holds none.
+
+        The filters are named when they left out every file: an empty result is theirs, not
+        the folder's.
+        """
+        if self.filtered_out and not self.layouts:
+            assert self.filters is not None
+            terms = [list(group) for group in self.filters.conjunctions]
+            return (
+                f"the filters {terms[0] if len(terms) == 1 else terms} keep none of its "
+                f"{self.filtered_out} files (by their partition values); check the filters' "
+                f"values against the partition values, or leave the stream out"
+            )
+        if self.snapshot is not None:
+            return (
+                f"version {self.snapshot.version} of the Delta table has no rows. Read another "
+                "version (version=), or leave the stream out"
+            )
+        return (
+            f"its folder {self.root} has no Parquet rows. Write rows to it (is the split "
+            "right?), or leave the stream out"
+        )
 
     def release(self, shard: int) -> None:
         """Forget row group ``shard``'s view; it is read again on next use.

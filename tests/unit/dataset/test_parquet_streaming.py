@@ -12,6 +12,7 @@ import contextlib
 import re
 import shutil
 import tempfile
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,12 @@ from tests.parquet_data import FILES, ROWS, write_parquet
 from tests.streaming_data import global_batches, ids_of, write_dataset
 
 from shardstream import Stream, StreamingDataLoader, StreamingDataset
-from shardstream.errors import ConfigurationError, ShardFormatError, ShardNotFoundError
+from shardstream.errors import (
+    ConfigurationError,
+    EmptyStreamError,
+    ShardFormatError,
+    ShardNotFoundError,
+)
 
 GROUPS = sum(-(-rows // group) for rows, group in FILES)
 
@@ -357,3 +363,26 @@ def test_filters_on_an_mds_stream_are_refused(tmp_path: Path):
     with pytest.raises(ConfigurationError, match="apply to Parquet streams only"):
         StreamingDataset(streams=[Stream(local=str(mds), filters=[("a", "=", 1)])],
                          batch_size=4).prepare()  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("term", "kind"),
+    [(("year", ">=", "next year"), "int64"), (("kind", "=", date(2026, 11, 1)), "string")],
+)
+def test_a_filter_value_not_of_its_partition_type_is_an_error_naming_the_type(
+    partitioned: Path, term: tuple[str, str, object], kind: str
+):
+    stream = Stream(local=str(partitioned), filters=[term])
+    with pytest.raises(
+        ConfigurationError, match=rf"'{term[0]}' is a partition column of type {kind}"
+    ):
+        StreamingDataset(streams=[stream], batch_size=4).prepare()
+
+
+def test_a_filter_that_keeps_no_file_says_the_filter_did_it(partitioned: Path):
+    stream = Stream(local=str(partitioned), filters=[("year", ">", "2030")])
+    with pytest.raises(
+        EmptyStreamError, match=r"filters \[\('year', '>', 2030\)\] keep none of its 6 files"
+    ) as caught:
+        StreamingDataset(streams=[stream], batch_size=4).prepare()
+    assert "split" not in str(caught.value)

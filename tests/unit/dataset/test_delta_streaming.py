@@ -8,10 +8,12 @@ import sys
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from tests.delta_data import (
+    add_file,
     delete_with_vector,
     rename_column,
     rows,
@@ -28,6 +30,7 @@ from shardstream.errors import (
     ConfigurationError,
     EmptyStreamError,
     MissingDependencyError,
+    ShardFormatError,
     TableVersionError,
     UnsupportedTableError,
 )
@@ -296,3 +299,27 @@ def test_a_filter_that_keeps_no_file_says_the_filter_did_it(by_day: Path):
     ) as caught:
         filtered(by_day, [("day", ">", "2027-01-01")]).prepare()
     assert "split" not in str(caught.value)
+
+
+def test_a_file_whose_column_type_the_schema_does_not_read_is_refused_by_name(tmp_path: Path):
+    root = tmp_path / "t"
+    write(root, rows(0, 10, year=2020))
+    other = rows(10, 5, year=2020).set_column(0, "id", pa.array([str(i) for i in range(10, 15)]))
+    add_file(root, "foreign.parquet", other)
+    with pytest.raises(
+        ShardFormatError, match=r"column 'id' is string in foreign.parquet, .* its type int64"
+    ):
+        delta(root).prepare()
+    assert len(list(delta(root, columns=["name"]))) == 15  # a projection without it reads
+
+
+def test_a_file_of_a_narrower_type_is_read_widened_to_the_schema(tmp_path: Path):
+    root = tmp_path / "t"
+    write(root, rows(0, 10, year=2020))
+    narrow = rows(10, 5, year=2020).cast(
+        pa.schema([("id", pa.int32()), ("name", pa.string()), ("year", pa.int64())])
+    )
+    add_file(root, "narrow.parquet", narrow)
+    rows_read = list(delta(root, shuffle=False))
+    assert sorted(int(row["id"]) for row in rows_read) == list(range(15))
+    assert {type(row["id"]) for row in rows_read} == {np.int64}

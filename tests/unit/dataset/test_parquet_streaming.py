@@ -16,6 +16,7 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -386,3 +387,51 @@ def test_a_filter_that_keeps_no_file_says_the_filter_did_it(partitioned: Path):
     ) as caught:
         StreamingDataset(streams=[stream], batch_size=4).prepare()
     assert "split" not in str(caught.value)
+
+
+def two_files(root: Path, second: pa.Table) -> Path:
+    """``part-0.parquet`` of ids 0-9 (``x`` int64) and ``part-1.parquet`` holding ``second``."""
+    root.mkdir()
+    first = pa.table({"id": pa.array(range(10), pa.int64()), "x": pa.array(range(10), pa.int64())})
+    pq.write_table(first, root / "part-0.parquet")
+    pq.write_table(second, root / "part-1.parquet")
+    return root
+
+
+@pytest.mark.parametrize("fetched", [False, True])
+@pytest.mark.parametrize("kind", [pa.string(), pa.int32(), pa.float64()])
+def test_a_column_of_another_type_in_a_later_file_is_refused_before_the_first_batch(
+    tmp_path: Path, kind: pa.DataType, fetched: bool
+):
+    ids = pa.array(range(10, 20), pa.int64())
+    values = pa.array(range(10), pa.int64()).cast(kind)
+    root = two_files(tmp_path / "ds", pa.table({"id": ids, "x": values}))
+    where = {"remote": str(root), "local": str(tmp_path / "c")} if fetched else {"local": str(root)}
+    ds = StreamingDataset(**where, batch_size=4, columns=["x"])  # type: ignore[arg-type]
+    with pytest.raises(
+        ShardFormatError,
+        match=rf"column 'x' is {kind} in part-1.parquet but int64 in part-0.parquet",
+    ):
+        ds.prepare()
+
+
+def test_types_that_differ_only_in_layout_read_as_one(tmp_path: Path):
+    root = tmp_path / "ds"
+    root.mkdir()
+    for number, kind in enumerate(
+        [pa.string(), pa.large_string(), pa.dictionary(pa.int32(), pa.string())]
+    ):
+        ids = pa.array(range(5 * number, 5 * number + 5), pa.int64())
+        labels = pa.array([f"row-{i}" for i in ids.to_pylist()]).cast(kind)
+        pq.write_table(pa.table({"id": ids, "label": labels}), root / f"part-{number}.parquet")
+    ds = StreamingDataset(local=str(root), batch_size=5)
+    assert sorted((int(row["id"]), row["label"]) for row in ds) == [
+        (i, f"row-{i}") for i in range(15)
+    ]
+
+
+def test_a_column_left_out_by_the_projection_may_differ(tmp_path: Path):
+    root = two_files(tmp_path / "ds", pa.table({"id": pa.array(range(10, 20), pa.int64()),
+                                                "x": pa.array(["a"] * 10)}))  # fmt: skip
+    ds = StreamingDataset(local=str(root), batch_size=5, columns=["id"])
+    assert sorted(int(row["id"]) for row in ds) == list(range(20))

@@ -181,7 +181,7 @@ class SampleReader:
         unless ``wait``.
         """
         runs = None
-        if rows and self.policy.reads_files(self.open.held):
+        if rows and (self.policy.reads_files(self.open.held) or _all_read_runs(rows)):
             runs = self._file_runs(rows)
         if runs is None:
             yield from reads.finish()
@@ -331,6 +331,11 @@ class _LookAhead:
         """Cancel the tasks not started."""
         for future in self._pending.values():
             future.cancel()
+
+
+def _all_read_runs(rows: list[LocatedBatch]) -> bool:
+    """Whether every shard of the batches reads its shuffled samples as runs of its file."""
+    return all(view.reads_runs for row in rows for view in row.views.values())
 
 
 def _sample_files(views: dict[int, ShardView]) -> dict[int, SampleFile] | None:

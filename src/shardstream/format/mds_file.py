@@ -38,6 +38,8 @@ class MDSFileView(ShardSamples):
         samples: The sample count the index records.
         source: The file's path or URL, named in errors.
         zero_copy: Return ``bytes`` columns as memoryviews (of values read into memory).
+        runs: Read a batch's samples as runs, one ``pread`` a run, decoded at once
+            (``ReadPolicy.reads_runs``: small samples), not one by one.
 
     Raises:
         ShardFormatError: The header or offset table is truncated or inconsistent.
@@ -55,6 +57,7 @@ class MDSFileView(ShardSamples):
         *,
         source: str,
         zero_copy: bool = False,
+        runs: bool = False,
     ) -> None:
         table = min(file.size, 4 * (samples + 2))
         head = file.read(table, 0, source) if file.size >= 8 else b""
@@ -67,6 +70,7 @@ class MDSFileView(ShardSamples):
         self.get = get
         self._row = row
         self._columns = len(schema.names)
+        self._runs = SampleFile(file, offsets, schema, source) if runs else None
 
     @property
     def names(self) -> list[str]:
@@ -90,12 +94,27 @@ class MDSFileView(ShardSamples):
     get_many_views = get_many
 
     def read_columns(self, indices: Sequence[int], *, views: bool = False) -> list[ColumnValues]:
-        """Samples ``indices`` as one list per column (``views`` changes nothing here)."""
+        """Samples ``indices`` as columns (``views`` changes nothing here).
+
+        Read as runs (:func:`read_samples`) when the view was opened for ``runs``, else one
+        by one.
+        """
+        if self._runs is not None and len(indices) > 1:
+            picked = np.asarray(indices, np.int64)
+            return read_samples([self._runs], np.zeros(len(picked), np.int64), picked)
         return list(self.get_many(indices))
 
+    @property
+    def reads_runs(self) -> bool:
+        """Whether the view was opened for ``runs`` (small samples)."""
+        return self._runs is not None
+
     def sample_file(self) -> SampleFile | None:
-        """``None``: samples are read one by one, straight into their values."""
-        return None
+        """The file, for reading runs of samples, when opened for ``runs``.
+
+        Else ``None``: large samples are read one by one, straight into their values.
+        """
+        return self._runs
 
     def let_go(self, first: int, stop: int) -> None:
         """Nothing is mapped: nothing to let go."""

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from shardstream.cache import CacheStream
 from shardstream.cache import sync_index as _sync_index
 from shardstream.cache.delta_log import LOG_FOLDER, read_snapshot
+from shardstream.cache.folder_access import require_writable
 from shardstream.cache.parquet_index import (
     local_file_layouts,
     local_layouts,
@@ -84,6 +85,8 @@ def _open(
     allow_unsafe_types: bool,
     policy: ReadPolicy,
 ) -> StreamData:
+    if store is not None:  # before the first write into the cache folder
+        require_writable(stream.local, remote=stream.remote or store.url(""))
     if stream.format == "delta" or (
         stream.format is None and _no_index(stream) and _local_log(stream)
     ):

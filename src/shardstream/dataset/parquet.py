@@ -335,8 +335,9 @@ def _check_types(
 ) -> None:
     """Each file holds each column it is read for in the dataset's type (``reads_as``).
 
-    The dataset's type is the first file's (Parquet) or the schema's (Delta). A footer is
-    parsed only for a pair of type names not seen before: most files repeat the first's.
+    The dataset's type is the first file's (Parquet) or the schema's (Delta). Files whose
+    columns and types repeat an earlier file's are not looked at again, and a footer is parsed
+    only for a pair of type names not seen before.
 
     Raises:
         ShardFormatError: A file holds a column in another type; it names the file, the
@@ -348,7 +349,11 @@ def _check_types(
     wanted_names = dict(zip(first.columns, first.types, strict=True))
     wanted_types: dict[str, Any] = {}
     verdicts: dict[tuple[str, str], bool] = {}
+    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()  # files' columns and types
     for layout in layouts:
+        if (layout.columns, layout.types) in seen:
+            continue  # a file like one checked already
+        seen.add((layout.columns, layout.types))
         held_names = dict(zip(layout.columns, layout.types, strict=True))
         held_types: dict[str, Any] = {}
         for name in columns or (layout.columns if snapshot is None else snapshot.names):

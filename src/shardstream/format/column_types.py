@@ -18,7 +18,8 @@ The rule:
   hold a type the schema widens (Delta's type widening): a narrower integer, a ``float`` or an
   integer for a ``double``, a decimal of no more digits either side of the point (or an
   integer) for a decimal, a date or a timestamp of any unit or zone for a timestamp; nested
-  types field by field.
+  types field by field, a struct's fields by name (in any order, those a file lacks null:
+  fields added later).
 
 Pure: Arrow types in (``pyarrow``, imported lazily), a verdict out.
 """
@@ -56,9 +57,13 @@ def reads_as(held: Any, wanted: Any, *, widen: bool = False) -> bool:
         return reads_as(held.value_type, wanted.value_type, widen=widen)
     if t.is_struct(held) and t.is_struct(wanted):
         names = [field.name for field in held]
-        return names == [field.name for field in wanted] and all(
-            reads_as(held.field(k).type, wanted.field(k).type, widen=widen)
-            for k in range(len(names))
+        wanted_names = [field.name for field in wanted]
+        if widen:  # cast by name: fields in any order, those the file lacks null
+            fits = set(names) <= set(wanted_names) and len(set(names)) == len(names)
+        else:
+            fits = names == wanted_names
+        return fits and all(
+            reads_as(held.field(name).type, wanted.field(name).type, widen=widen) for name in names
         )
     if t.is_map(held) and t.is_map(wanted):
         return reads_as(held.key_type, wanted.key_type, widen=widen) and reads_as(

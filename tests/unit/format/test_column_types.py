@@ -36,6 +36,11 @@ def test_layouts_of_one_type_read_as_it(held: pa.DataType, wanted: pa.DataType):
         (pa.timestamp("ns"), pa.timestamp("us", tz="UTC")),
         (pa.list_(pa.int16()), pa.list_(pa.int64())),
         (pa.struct([("a", pa.int8())]), pa.struct([("a", pa.int32())])),
+        (
+            pa.struct([("b", pa.int8()), ("a", pa.int8())]),
+            pa.struct([("a", pa.int8()), ("b", pa.int8())]),
+        ),
+        (pa.struct([("a", pa.int8())]), pa.struct([("a", pa.int8()), ("added", pa.string())])),
     ],
 )
 def test_widenings_read_only_where_the_rows_are_cast(held: pa.DataType, wanted: pa.DataType):

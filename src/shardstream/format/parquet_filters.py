@@ -11,9 +11,10 @@ partition values alone (terms on other columns count as true), so whole files ar
 
 A term on a partition column compares values of the column's type: :meth:`Filters.typed` reads
 each such term's value as that type once, before any file is matched, as deltalake's partition
-filters and pyarrow's partitioning do (``"2026-11-01"`` is a date for a ``date32`` column, ``"7"``
-an integer for an ``int64`` one). A value that is not of the type and does not read as it is an
-error naming the column and its type: it would otherwise match no file, silently.
+filters do (``"2026-11-01"`` is a date for a ``date32`` column, ``"7"`` an integer for an
+``int64`` one; pyarrow refuses to compare text with a number or a date). A value that is not of
+the type and does not read as it is an error naming the column and its type, as in both: it
+would otherwise match no file, silently.
 
 Pure: numpy and the standard library only.
 """

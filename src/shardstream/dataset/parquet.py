@@ -60,9 +60,12 @@ class ParquetDataset:
             partition values, deletions and logical columns apply.
 
     Raises:
-        ConfigurationError: A projected column is missing from a file, or a partition folder
-            names a column the files hold.
-        ShardFormatError: The files do not share their columns or their partition folders.
+        ConfigurationError: A projected column is missing from a file, a partition folder
+            names a column the files hold, or a filter's value on a partition column does not
+            read as the column's type (:meth:`Filters.typed`).
+        ShardFormatError: The files do not share their columns or their partition folders,
+            or a file holds a column read in a type the dataset does not read it as
+            (:mod:`shardstream.format.column_types`).
     """
 
     def __init__(

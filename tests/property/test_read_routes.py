@@ -275,6 +275,8 @@ def test_every_route_yields_the_reference_batches(
                 route = {**options, "zero_copy": zero_copy, "read_policy": ROUTES[name]}
                 in_place = StreamingDataset(local=str(remote), num_canonical_nodes=1, **route)
                 assert_same_batches(expected, by_batches(in_place), zero_copy=zero_copy)
+                in_place = StreamingDataset(local=str(remote), num_canonical_nodes=1, **route)
+                assert_same_batches(expected, by_samples(in_place), zero_copy=zero_copy)
 
 
 # --- the parametrized part: DataLoader workers under every start method -----------------------

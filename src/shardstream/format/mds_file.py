@@ -11,14 +11,16 @@ read, into one buffer, for batches whose pages must not be mapped.
 
 from __future__ import annotations
 
+import array
 import mmap
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from shardstream.errors import ShardFormatError
 from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.mds import MDSSchema, ShardSamples, parse_offsets
 from shardstream.format.shard_file import CAN_PREAD, SampleFile, ShardFile, cut_short
@@ -269,3 +271,27 @@ class SampleRuns:
         decoder = self.sources[0].schema.columns_decoder()
         decode = decoder.bind(stage, memoryview(stage), self.staged, again)
         return decode(range(len(ids)))
+
+    def samples(self, stage: bytes | mmap.mmap) -> Iterator[dict[str, Any]]:
+        """The samples as dicts, in the order given, decoded from the buffer ``stage``.
+
+        Each is what its view's ``get`` returns.
+
+        Raises:
+            ShardFormatError: A sample is corrupt (decoded again from its file, which names
+                it).
+        """
+        first = self.sources[0]
+        positions = array.array("q", self.staged.tobytes())
+        get = first.schema.sample_getter(stage, memoryview(stage), positions, "the read samples")
+        pairs = zip(self.which.tolist(), self.indices.tolist(), strict=True)
+        for k, (number, index) in enumerate(pairs):
+            try:
+                sample = get(k)
+            except ShardFormatError:  # decoded again from its file: the error names it
+                source = self.sources[number]
+                file_get = source.schema.file_getters(
+                    source.file, source.offsets.tolist(), source.source
+                )[0]
+                sample = file_get(index)
+            yield sample

@@ -16,6 +16,7 @@ Claiming ``local=`` for a remote therefore:
 * adopts (marks) a folder that an earlier version cached a remote in: its ``.shardstream``
   holds that version's record of the remote (``source.json``, or the older ``index.stamp``),
   which is written nowhere else;
+* refuses a folder this process cannot write (:mod:`~shardstream.cache.folder_access`);
 * refuses, with :class:`~shardstream.errors.CacheFolderError` naming both paths, any other
   folder: one holding files but no marker, one holding a dataset of its own, and, whatever it
   holds, one that is (after resolving links) the remote itself, inside it, or above it.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from shardstream.cache.folder_access import require_writable
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.safe_paths import read_file, write_file
 from shardstream.errors import CacheFolderError
@@ -91,6 +93,7 @@ def claim_cache_folder(local: str, remote: str, split: str = "") -> None:
     if split:
         _check_apart(local[: -len(split) - 1], remote[: -len(split) - 1])
     _check_apart(local, remote)
+    require_writable(local, remote=remote)  # before the marker, the first write
     if is_cache_folder(local):
         return
     try:

@@ -66,6 +66,9 @@ class ShardFiles:
             )
         self.root = root
         self._cache_root = cache_root or None
+        # The files under ``root`` are the reader's own copies only in a remote's cache folder
+        # (``cache_root`` is ``root``); else they are the dataset's, read in place.
+        self.in_place = cache_root is None or os.path.realpath(cache_root) != os.path.realpath(root)
         self.validate_hash = validate_hash
         self.policy = policy or ReadPolicy()
 
@@ -94,7 +97,11 @@ class ShardFiles:
             assert schema is not None
             data = self._buffer(entry, entry.raw_data, entry.zip_data, samples=entry.samples)
             if isinstance(data, ShardFile):
-                return MDSFileView(data, schema, entry.samples, source=source)
+                runs = self.policy.reads_runs(len(data), entry.samples)
+                return MDSFileView(
+                    data, schema, entry.samples, source=source, zero_copy=self.zero_copy,
+                    runs=runs,
+                )  # fmt: skip
             return MDSShardView(
                 data,
                 schema,
@@ -141,7 +148,7 @@ class ShardFiles:
         """
         path = self.uncompressed_path(raw, zipped)
         if zipped is None:
-            buffer = self._map(path, samples)
+            buffer = self._map(path, samples, shared=self.in_place)
             self._check(entry, raw, buffer, path)
             return buffer
         try:
@@ -151,7 +158,7 @@ class ShardFiles:
             if exc.errno not in _NOT_A_FILE:
                 raise
         zip_path = os.path.join(self.root, zipped.basename)
-        packed = self._map(zip_path)
+        packed = self._map(zip_path, shared=self.in_place)
         assert not isinstance(packed, ShardFile)  # no samples were given
         self._check(entry, zipped, packed, zip_path)
         assert entry.compression is not None
@@ -171,13 +178,17 @@ class ShardFiles:
             ) from exc
         return self._map(path, samples)
 
-    def _map(self, path: str, samples: int = 0) -> Opened:
-        """A whole file, read-only: read into memory, memory-mapped, or open for ``pread``."""
+    def _map(self, path: str, samples: int = 0, *, shared: bool = False) -> Opened:
+        """A whole file, read-only: read into memory, memory-mapped, or open for ``pread``.
+
+        ``shared``: the file is the dataset's, read in place, and never mapped
+        (:meth:`ReadPolicy.opening` says why).
+        """
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             try:
                 size = os.fstat(fd).st_size
-                how = self.policy.opening(size, samples, can_pread=CAN_PREAD)
+                how = self.policy.opening(size, samples, can_pread=CAN_PREAD, shared=shared)
                 if how == "whole":
                     return _read_whole(fd, size)
                 if how == "pread":

@@ -76,8 +76,17 @@ class SampleReader:
     def samples(
         self, ids: NDArray[np.int64], batch_size: int, *, predownload: int
     ) -> Iterator[dict[str, Any]]:
-        """Yield the samples of ``ids`` (device batches of ``batch_size``, in order) one by one."""
+        """Yield the samples of ``ids`` (device batches of ``batch_size``, in order) one by one.
+
+        A batch whose shards all read their samples as runs (small samples read in place:
+        ``ShardView.reads_runs``) is read first, one ``pread`` a run of adjacent samples, then
+        decoded sample by sample; any other sample is its view's ``get``.
+        """
         for shards, local, views in self._walk(ids, batch_size, predownload):
+            runs = _batch_runs(shards, local, views)
+            if runs is not None:
+                yield from runs.samples(runs.read())
+                continue
             getters = {shard: view.get for shard, view in views.items()}
             for shard, index in zip(shards, local, strict=True):
                 yield getters[shard](index)
@@ -182,7 +191,7 @@ class SampleReader:
         unless ``wait``.
         """
         runs = None
-        if rows and self.policy.reads_files(self.open.held):
+        if rows and (self.policy.reads_files(self.open.held) or _all_read_runs(rows)):
             runs = self._file_runs(rows)
         if runs is None:
             yield from reads.finish()
@@ -341,6 +350,25 @@ class _LookAhead:
         """Cancel the tasks not started."""
         for future in self._pending.values():
             future.cancel()
+
+
+def _batch_runs(
+    shards: Sequence[int], local: Sequence[int], views: dict[int, ShardView]
+) -> SampleRuns | None:
+    """One batch's samples as reads of their files, when every shard reads runs; else ``None``."""
+    if not shards or not all(view.reads_runs for view in views.values()):
+        return None
+    files = _sample_files(views)
+    if files is None:
+        return None
+    unique, which = np.unique(np.asarray(shards, np.int64), return_inverse=True)
+    picked = np.asarray(local, np.int64)
+    return SampleRuns([files[s] for s in unique.tolist()], which.astype(np.int64), picked)
+
+
+def _all_read_runs(rows: list[LocatedBatch]) -> bool:
+    """Whether every shard of the batches reads its shuffled samples as runs of its file."""
+    return all(view.reads_runs for row in rows for view in row.views.values())
 
 
 def _sample_files(views: dict[int, ShardView]) -> dict[int, SampleFile] | None:

@@ -25,11 +25,14 @@ __all__ = ["LocalDataset", "check_empty_shards"]
 class LocalDataset:
     """A map-style dataset over a local MDS dataset (``index.json`` plus shards).
 
-    Shards are opened on first use and memory-mapped, so reading a sample costs no system call;
-    compressed shards are decompressed once into ``cache_dir``. The dataset folder is only
-    read, never written to (it may be read-only). ``len(ds)`` is the total sample count,
-    ``ds[i]`` a sample dict, and ``ds[a:b]`` or ``ds[[i, j]]`` a list of them. Works as a
-    map-style dataset for ``torch.utils.data.DataLoader``. Nothing is read until first use.
+    Shards are opened on first use: read whole up to 8 MiB, else read with ``pread`` (the
+    folder is read in place, and another process may cut a file short while it is open: a
+    mapped file would then kill the process with ``SIGBUS``); compressed shards are
+    decompressed once into ``cache_dir``, and those copies are memory-mapped. The dataset
+    folder is only read, never written to (it may be read-only). ``len(ds)`` is the total
+    sample count, ``ds[i]`` a sample dict, and ``ds[a:b]`` or ``ds[[i, j]]`` a list of them.
+    Works as a map-style dataset for ``torch.utils.data.DataLoader``. Nothing is read until
+    first use.
 
     Args:
         local: The dataset folder.
@@ -40,9 +43,10 @@ class LocalDataset:
             ``index.json``; made when a compressed shard is first read).
         validate_hash: Check each shard file against this digest from the index when first opened.
         allow_unsafe_types: Allow reading ``pkl`` columns, which can execute code.
-        zero_copy: Return ``bytes`` columns as read-only memoryviews into the memory-mapped
-            shard instead of ``bytes`` copies: no copy per sample, which matters for large
-            values. A view keeps its shard mapped while it lives.
+        zero_copy: Return ``bytes`` columns as read-only memoryviews instead of ``bytes``
+            copies: into the memory-mapped shard for a decompressed copy (no copy per sample,
+            which matters for large values; a view keeps its shard mapped while it lives),
+            into the bytes read for a shard read in place.
         entries: The index, already parsed from this folder's ``index.json`` (it is not read
             again).
         policy: How shard files are opened (its ``zero_copy`` replaces ``zero_copy``).

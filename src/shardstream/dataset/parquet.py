@@ -30,6 +30,7 @@ import numpy as np
 from shardstream._optional import require
 from shardstream.cache.parquet_files import RowGroupFetcher, read_row_group, row_group_basename
 from shardstream.errors import ConfigurationError, ShardFormatError
+from shardstream.format.column_types import reads_as
 from shardstream.format.delta_snapshot import DeltaSnapshot, assemble
 from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.format.parquet_filters import Filters
@@ -59,9 +60,12 @@ class ParquetDataset:
             partition values, deletions and logical columns apply.
 
     Raises:
-        ConfigurationError: A projected column is missing from a file, or a partition folder
-            names a column the files hold.
-        ShardFormatError: The files do not share their columns or their partition folders.
+        ConfigurationError: A projected column is missing from a file, a partition folder
+            names a column the files hold, or a filter's value on a partition column does not
+            read as the column's type (:meth:`Filters.typed`).
+        ShardFormatError: The files do not share their columns or their partition folders,
+            or a file holds a column read in a type the dataset does not read it as
+            (:mod:`shardstream.format.column_types`).
     """
 
     def __init__(
@@ -83,11 +87,16 @@ class ParquetDataset:
             if snapshot is None
             else _delta_partitioning(snapshot)
         )
+        if filters is not None:  # terms on partition columns compare values of their types
+            filters = filters.typed(dict(zip(partitioning.names, partitioning.types, strict=True)))
         kept = [
             number
             for number in range(len(layouts))
             if filters is None or filters.may_match(partitioning.row(number))
         ]
+        self.filters = filters
+        #: How many files the filters left out.
+        self.filtered_out = len(layouts) - len(kept)
         self.layouts = [layouts[number] for number in kept]
         self._files = None if snapshot is None else [snapshot.files[number] for number in kept]
         self.partitioning = Partitioning(
@@ -99,6 +108,7 @@ class ParquetDataset:
             _check_columns(self.layouts, self.columns, self.source, self.partitioning.names)
         else:
             _check_table_columns(snapshot, self.columns)
+        _check_types(self.layouts, self.columns, self.source, snapshot)
         # The columns read from the files; partition columns are appended after reading.
         self._file_columns = (
             None
@@ -226,6 +236,30 @@ class ParquetDataset:
                 table = table.append_column(name, values)
         return table if self.columns is None else table.select(self.columns)
 
+    def why_empty(self) -> str:
+        """Why the dataset has no rows, for the error that a stream holds none.
+
+        The filters are named when they left out every file: an empty result is theirs, not
+        the folder's.
+        """
+        if self.filtered_out and not self.layouts:
+            assert self.filters is not None
+            terms = [list(group) for group in self.filters.conjunctions]
+            return (
+                f"the filters {terms[0] if len(terms) == 1 else terms} keep none of its "
+                f"{self.filtered_out} files (by their partition values); check the filters' "
+                f"values against the partition values, or leave the stream out"
+            )
+        if self.snapshot is not None:
+            return (
+                f"version {self.snapshot.version} of the Delta table has no rows. Read another "
+                "version (version=), or leave the stream out"
+            )
+        return (
+            f"its folder {self.root} has no Parquet rows. Write rows to it (is the split "
+            "right?), or leave the stream out"
+        )
+
     def release(self, shard: int) -> None:
         """Forget row group ``shard``'s view; it is read again on next use.
 
@@ -294,6 +328,88 @@ def _check_table_columns(snapshot: DeltaSnapshot, columns: list[str] | None) -> 
             f"columns={columns!r}: {missing} not in version {snapshot.version} of the Delta "
             f"table {snapshot.table}, whose columns are {names}"
         )
+
+
+def _check_types(
+    layouts: list[ParquetFileLayout],
+    columns: list[str] | None,
+    source: str,
+    snapshot: DeltaSnapshot | None,
+) -> None:
+    """Each file holds each column it is read for in the dataset's type (``reads_as``).
+
+    The dataset's type is the first file's (Parquet) or the schema's (Delta). Files whose
+    columns and types repeat an earlier file's are not looked at again, and a footer is parsed
+    only for a pair of type names not seen before.
+
+    Raises:
+        ShardFormatError: A file holds a column in another type; it names the file, the
+            column and both types.
+    """
+    if not layouts:
+        return
+    first = layouts[0]
+    wanted_names = dict(zip(first.columns, first.types, strict=True))
+    wanted_types: dict[str, Any] = {}
+    verdicts: dict[tuple[str, str], bool] = {}
+    seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = set()  # files' columns and types
+    for layout in layouts:
+        if (layout.columns, layout.types) in seen:
+            continue  # a file like one checked already
+        seen.add((layout.columns, layout.types))
+        held_names = dict(zip(layout.columns, layout.types, strict=True))
+        held_types: dict[str, Any] = {}
+        for name in columns or (layout.columns if snapshot is None else snapshot.names):
+            if snapshot is None:
+                physical, wanted = name, wanted_names.get(name)
+            else:
+                column = snapshot.column(name)
+                physical, wanted = column.physical, None if column.partition else str(column.type)
+            held = held_names.get(physical)
+            if held is None or wanted is None:
+                continue  # a partition column, or a Delta column the file predates: nulls
+            verdict = verdicts.get((held, wanted))
+            if verdict is None:
+                if held == wanted:
+                    verdict = True
+                else:
+                    held_types = held_types or _arrow_types(layout)
+                    if snapshot is None:
+                        wanted_types = wanted_types or _arrow_types(first)
+                    want = wanted_types[name] if snapshot is None else column.type
+                    verdict = reads_as(held_types[physical], want, widen=snapshot is not None)
+                verdicts[(held, wanted)] = verdict
+            if not verdict:
+                raise _type_error(source, layout, name, held, wanted, first, snapshot)
+
+
+def _arrow_types(layout: ParquetFileLayout) -> dict[str, Any]:
+    """A file's top-level columns and their ``pyarrow`` types, from its footer."""
+    schema = parse_metadata(layout.footer, source=layout.key).schema.to_arrow_schema()
+    return dict(zip(schema.names, schema.types, strict=True))
+
+
+def _type_error(
+    source: str,
+    layout: ParquetFileLayout,
+    name: str,
+    held: str,
+    wanted: str,
+    first: ParquetFileLayout,
+    snapshot: DeltaSnapshot | None,
+) -> ShardFormatError:
+    if snapshot is None:
+        return ShardFormatError(
+            f"{source}: column {name!r} is {held} in {layout.key} but {wanted} in {first.key}; "
+            "the files of a dataset must hold each column in one type (none is promoted): "
+            "rewrite the files with one type, or leave the column out with columns=[...]"
+        )
+    return ShardFormatError(
+        f"{source}: column {name!r} is {held} in {layout.key}, which version "
+        f"{snapshot.version} of the Delta table does not read as its type {wanted} (nor "
+        "widen to it); the file was not written for this table's schema: rewrite it, or "
+        "leave the column out with columns=[...]"
+    )
 
 
 def _check_columns(

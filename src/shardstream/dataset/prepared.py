@@ -178,13 +178,12 @@ def _check_empty_remote_shards(
 
 def _empty(number: int, stream: ResolvedStream, data: StreamData) -> EmptyStreamError:
     """The error for a stream without samples: which, and where its index is."""
+    what = f"stream {number} ({stream.remote or stream.local}) holds no samples"
     if isinstance(data, ParquetDataset):
-        where = f"its folder {stream.local} has no Parquet rows"
-    else:
-        index = os.path.join(stream.local, INDEX_BASENAME)
-        where = f"its index {index} lists {len(data.shards)} shards and no samples"
+        return EmptyStreamError(f"{what}: {data.why_empty()}")
+    index = os.path.join(stream.local, INDEX_BASENAME)
     return EmptyStreamError(
-        f"stream {number} ({stream.remote or stream.local}) holds no samples: {where}. "
+        f"{what}: its index {index} lists {len(data.shards)} shards and no samples. "
         "Write samples to it (is the split right?), or leave the stream out"
     )
 

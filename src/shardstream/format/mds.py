@@ -383,6 +383,7 @@ class MDSShardView(ShardSamples):
         self._get_many_views: Callable[[Sequence[int]], list[ColumnValues]] | None = None
 
     grouped_decode = True
+    reads_runs = False  # mapped or in memory: read from the mapping while few bytes are open
 
     @property
     def names(self) -> list[str]:

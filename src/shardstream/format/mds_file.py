@@ -11,14 +11,16 @@ read, into one buffer, for batches whose pages must not be mapped.
 
 from __future__ import annotations
 
+import array
 import mmap
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from shardstream.errors import ShardFormatError
 from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.mds import MDSSchema, ShardSamples, parse_offsets
 from shardstream.format.shard_file import CAN_PREAD, SampleFile, ShardFile, cut_short
@@ -38,6 +40,8 @@ class MDSFileView(ShardSamples):
         samples: The sample count the index records.
         source: The file's path or URL, named in errors.
         zero_copy: Return ``bytes`` columns as memoryviews (of values read into memory).
+        runs: Read a batch's samples as runs, one ``pread`` a run, decoded at once
+            (``ReadPolicy.reads_runs``: small samples), not one by one.
 
     Raises:
         ShardFormatError: The header or offset table is truncated or inconsistent.
@@ -55,6 +59,7 @@ class MDSFileView(ShardSamples):
         *,
         source: str,
         zero_copy: bool = False,
+        runs: bool = False,
     ) -> None:
         table = min(file.size, 4 * (samples + 2))
         head = file.read(table, 0, source) if file.size >= 8 else b""
@@ -67,6 +72,7 @@ class MDSFileView(ShardSamples):
         self.get = get
         self._row = row
         self._columns = len(schema.names)
+        self._runs = SampleFile(file, offsets, schema, source) if runs else None
 
     @property
     def names(self) -> list[str]:
@@ -90,12 +96,27 @@ class MDSFileView(ShardSamples):
     get_many_views = get_many
 
     def read_columns(self, indices: Sequence[int], *, views: bool = False) -> list[ColumnValues]:
-        """Samples ``indices`` as one list per column (``views`` changes nothing here)."""
+        """Samples ``indices`` as columns (``views`` changes nothing here).
+
+        Read as runs (:func:`read_samples`) when the view was opened for ``runs``, else one
+        by one.
+        """
+        if self._runs is not None and len(indices) > 1:
+            picked = np.asarray(indices, np.int64)
+            return read_samples([self._runs], np.zeros(len(picked), np.int64), picked)
         return list(self.get_many(indices))
 
+    @property
+    def reads_runs(self) -> bool:
+        """Whether the view was opened for ``runs`` (small samples)."""
+        return self._runs is not None
+
     def sample_file(self) -> SampleFile | None:
-        """``None``: samples are read one by one, straight into their values."""
-        return None
+        """The file, for reading runs of samples, when opened for ``runs``.
+
+        Else ``None``: large samples are read one by one, straight into their values.
+        """
+        return self._runs
 
     def let_go(self, first: int, stop: int) -> None:
         """Nothing is mapped: nothing to let go."""
@@ -250,3 +271,27 @@ class SampleRuns:
         decoder = self.sources[0].schema.columns_decoder()
         decode = decoder.bind(stage, memoryview(stage), self.staged, again)
         return decode(range(len(ids)))
+
+    def samples(self, stage: bytes | mmap.mmap) -> Iterator[dict[str, Any]]:
+        """The samples as dicts, in the order given, decoded from the buffer ``stage``.
+
+        Each is what its view's ``get`` returns.
+
+        Raises:
+            ShardFormatError: A sample is corrupt (decoded again from its file, which names
+                it).
+        """
+        first = self.sources[0]
+        positions = array.array("q", self.staged.tobytes())
+        get = first.schema.sample_getter(stage, memoryview(stage), positions, "the read samples")
+        pairs = zip(self.which.tolist(), self.indices.tolist(), strict=True)
+        for k, (number, index) in enumerate(pairs):
+            try:
+                sample = get(k)
+            except ShardFormatError:  # decoded again from its file: the error names it
+                source = self.sources[number]
+                file_get = source.schema.file_getters(
+                    source.file, source.offsets.tolist(), source.source
+                )[0]
+                sample = file_get(index)
+            yield sample

@@ -9,12 +9,22 @@ Two uses: :meth:`Filters.may_match` says whether a file can hold a passing row f
 partition values alone (terms on other columns count as true), so whole files are skipped;
 :meth:`Filters.row_mask` decides each row of a batch.
 
-Pure: numpy only.
+A term on a partition column compares values of the column's type: :meth:`Filters.typed` reads
+each such term's value as that type once, before any file is matched, as deltalake's partition
+filters do (``"2026-11-01"`` is a date for a ``date32`` column, ``"7"`` an integer for an
+``int64`` one; pyarrow refuses to compare text with a number or a date). A value that is not of
+the type and does not read as it is an error naming the column and its type, as in both: it
+would otherwise match no file, silently.
+
+Pure: numpy and the standard library only.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +85,30 @@ class Filters:
         """Every column a term names."""
         return {term[0] for group in self.conjunctions for term in group}
 
+    def typed(self, types: Mapping[str, str]) -> Filters:
+        """These filters with each term on a column of ``types`` holding a value of its type.
+
+        Args:
+            types: The partition columns' Arrow types, as text (``'int64'``, ``'date32[day]'``,
+                ``'timestamp[us, tz=UTC]'``, ``'string'``...).
+
+        Raises:
+            ConfigurationError: A value is not of its column's type and does not read as one
+                (text on a number column that is not a number, a date on a text column...).
+
+        Example:
+            >>> day = Filters.parse([("day", ">=", "2026-11-01")]).typed({"day": "date32[day]"})
+            >>> day.may_match({"day": dt.date(2026, 11, 2)})
+            True
+        """
+        return Filters(
+            tuple(
+                tuple(_typed_term(term, types[term[0]]) if term[0] in types else term
+                      for term in group)
+                for group in self.conjunctions
+            )
+        )  # fmt: skip
+
     def may_match(self, known: Mapping[str, Any]) -> bool:
         """Whether rows with the ``known`` values (partition columns) can pass."""
         return any(
@@ -120,6 +154,89 @@ def _term(term: Any) -> Term:
             raise ConfigurationError(f"filter {term!r}: {op!r} needs a list or set of values")
         value = frozenset(value)
     return (column, op, value)
+
+
+def _typed_term(term: Term, kind: str) -> Term:
+    """``term`` with its value (each value of ``in``) read as the Arrow type ``kind``."""
+    column, op, value = term
+    if op in ("in", "not in"):
+        return (column, op, frozenset(_typed_value(term, item, kind) for item in value))
+    return (column, op, _typed_value(term, value, kind))
+
+
+def _typed_value(term: Term, value: Any, kind: str) -> Any:
+    try:
+        return _as_type(value, kind)
+    except (ValueError, TypeError, ArithmeticError):
+        raise ConfigurationError(
+            f"filter {term!r}: {term[0]!r} is a partition column of type {kind}, and "
+            f"{value!r} ({type(value).__name__}) is not one and does not read as one; give "
+            f"{_EXAMPLES.get(_family(kind), 'a value of that type')}"
+        ) from None
+
+
+# What a filter value of each kind of column may be, for the error that a value is not one.
+_EXAMPLES = {
+    "int": "an int, or text of one ('7')",
+    "float": "a number, or text of one ('1.5')",
+    "bool": "True or False, or 'true' or 'false'",
+    "date": "a datetime.date, or ISO text ('2026-11-01')",
+    "timestamp": "a datetime.datetime, or ISO text ('2026-11-01T12:00:00')",
+    "decimal": "a Decimal or int, or text of one ('1.20')",
+    "string": "text (as the values are written in the folder names)",
+}
+_INTEGER_TYPE = re.compile(r"u?int(8|16|32|64)")
+
+
+def _family(kind: str) -> str:
+    if _INTEGER_TYPE.fullmatch(kind):
+        return "int"
+    if kind in ("halffloat", "float", "double"):
+        return "float"
+    if kind in ("string", "large_string", "string_view"):
+        return "string"
+    for family in ("bool", "date", "timestamp", "decimal"):
+        if kind.startswith(family):
+            return family
+    return "other"
+
+
+def _as_type(value: Any, kind: str) -> Any:
+    """``value`` as a value of the Arrow type ``kind`` (``None`` stays: it matches nothing).
+
+    Raises:
+        ValueError: It is not of the type and does not read as one.
+    """
+    family = _family(kind)
+    if value is None or family == "other":
+        return value
+    if isinstance(value, np.generic):
+        value = value.item()
+    text = isinstance(value, str)
+    number = isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool)
+    if family == "int" and (number or text):
+        return int(value) if text else value
+    if family == "float" and (number or text):
+        return float(value) if text else value
+    if family == "decimal" and (number or text):
+        return decimal.Decimal(value) if text else value
+    if family == "bool" and (isinstance(value, bool) or text):
+        if text and value.lower() not in ("true", "false"):
+            raise ValueError("neither 'true' nor 'false'")
+        return value.lower() == "true" if text else value
+    if family == "date" and (text or type(value) is dt.date):
+        return dt.date.fromisoformat(value) if text else value
+    if family == "timestamp" and (text or isinstance(value, dt.datetime)):
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if text else value
+        zoned = "tz=" in kind  # an instant: naive text is UTC; a local time: instants in UTC
+        if zoned and when.tzinfo is None:
+            return when.replace(tzinfo=dt.timezone.utc)
+        if not zoned and when.tzinfo is not None:
+            return when.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return when
+    if family == "string" and text:
+        return value
+    raise ValueError("not of the type")
 
 
 def _holds(term: Term, value: Any) -> bool:

@@ -46,6 +46,7 @@ class RowGroupView:
 
     in_memory = True
     grouped_decode = False  # decoded whole already: one call or many cost the same
+    reads_runs = False
 
     def __len__(self) -> int:
         return self._rows

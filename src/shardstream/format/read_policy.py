@@ -122,10 +122,23 @@ class ReadPolicy:
 
     # --- opening a shard --------------------------------------------------------------------
 
-    def opening(self, file_bytes: int, samples: int, *, can_pread: bool) -> ShardOpening:
-        """How to open an MDS shard file of ``samples`` samples (0: not an MDS data file)."""
+    def opening(
+        self, file_bytes: int, samples: int, *, can_pread: bool, shared: bool = False
+    ) -> ShardOpening:
+        """How to open an MDS shard file of ``samples`` samples (0: not an MDS data file).
+
+        ``shared``: the file is not the reader's own copy but the dataset's, read in place,
+        which another process may cut short or rewrite while it is open (``cp`` over it
+        truncates it first). Such a file is never mapped: touching a mapped page past a file's
+        new end kills the process with ``SIGBUS``, where a ``pread`` comes back short and is
+        reported as a ``ShardFormatError`` naming the file. An MDS data file is read with
+        ``pread``, any other file whole. Where there is no ``pread`` (Windows), a mapped
+        file cannot be truncated, and mapping stays.
+        """
         if file_bytes <= self.read_whole_bytes:
             return "whole"
+        if shared and can_pread:
+            return "pread" if samples else "whole"
         if (
             can_pread
             and samples
@@ -134,6 +147,16 @@ class ReadPolicy:
         ):
             return "pread"
         return "map"
+
+    def reads_runs(self, file_bytes: int, samples: int) -> bool:
+        """Whether a shard opened for ``pread`` reads each batch's samples as runs.
+
+        A run of adjacent samples takes one ``pread`` into a buffer decoded at once (as
+        :meth:`reads_files` does for mapped shards). Shards of small samples are opened for
+        ``pread`` only when shared (:meth:`opening`); a system call per sample would cost
+        them more than decoding does.
+        """
+        return not self.zero_copy and file_bytes < self.pread_mean_bytes * samples
 
     # --- reading and decoding batches -------------------------------------------------------
 

@@ -98,5 +98,6 @@ def cut_short(source: str, got: int, size: int, offset: int) -> ShardFormatError
     """The error of a read that came back short: the file shrank while open."""
     return ShardFormatError(
         f"{source}: read {got} of {size} bytes at offset {offset}: the file was cut short "
-        "while open; delete it so it is fetched again"
+        "while open (another process truncated or rewrote it): restore it and start again "
+        "(a cache's copy: delete it so it is fetched again)"
     )

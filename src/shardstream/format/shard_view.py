@@ -47,6 +47,15 @@ class ShardView(Protocol):
     def grouped_decode(self) -> bool:
         """Whether decoding many samples in one :meth:`read_columns` call saves time."""
 
+    @property
+    def reads_runs(self) -> bool:
+        """Whether shuffled samples are read from :meth:`sample_file` whatever is open.
+
+        ``True`` for a shard of small samples read with ``pread`` (data read in place is never
+        mapped): there is no mapping to read them from, and a read a run (ahead, in a thread)
+        costs them less than a read a sample.
+        """
+
     def __len__(self) -> int:
         """Samples in the shard."""
 
@@ -65,8 +74,9 @@ class ShardView(Protocol):
     def sample_file(self) -> SampleFile | None:
         """The shard's file open for reading runs of samples into one buffer, if it can be.
 
-        Only a mapped MDS shard has one: its shuffled samples can then be read without
-        touching (and so without counting in resident memory) the mapping's pages.
+        Only an MDS shard has one: a mapped one, whose shuffled samples can then be read
+        without touching (and so without counting in resident memory) the mapping's pages,
+        and one read with ``pread`` that :attr:`reads_runs`.
         """
 
     def let_go(self, first: int, stop: int) -> None:

@@ -78,6 +78,7 @@ class SplitShardView:
             self._columns.append((name, decoder))
 
     grouped_decode = False
+    reads_runs = False
 
     def __len__(self) -> int:
         return len(self._offsets) - 1

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tracemalloc
 from dataclasses import replace
 from pathlib import Path
@@ -348,7 +350,8 @@ PREAD_MEAN = NO_READ_WHOLE.pread_mean_bytes
 def test_large_samples_are_read_not_mapped(tmp_path: Path, size: int, zero_copy: bool, kind):
     entries, schema = make_large(tmp_path, size=size)
     policy = NO_READ_WHOLE.replace(zero_copy=zero_copy)
-    view = ShardFiles(str(tmp_path), policy=policy).open(entries[0], schema)
+    # A cache's copy (the cache folder is the folder): data read in place is never mapped.
+    view = ShardFiles(str(tmp_path), str(tmp_path), policy=policy).open(entries[0], schema)
     assert type(view) is kind
     assert [bytes(view.get(i)["blob"]) for i in range(8)] == [bytes([i]) * size for i in range(8)]
 
@@ -383,7 +386,7 @@ def test_reading_large_samples_does_not_grow_resident_memory(tmp_path: Path):
     assert entries[0].raw_data.bytes > 8 << 20  # the real sizes, nothing patched
     grown = {}
     for zero_copy in (False, True):
-        with LocalDataset(str(tmp_path), zero_copy=zero_copy) as ds:
+        with LocalDataset(str(tmp_path), zero_copy=zero_copy, cache_dir=str(tmp_path)) as ds:
             before = rss_file_kib()
             for batch in range(0, len(ds), 64):
                 ids = list(range(batch, min(batch + 64, len(ds))))
@@ -413,3 +416,42 @@ def test_a_damaged_dataset_read_in_place_is_never_to_be_deleted(
     assert str(damaged) in message
     assert "delete" not in message
     assert "restore the file" in message
+
+
+# --- data read in place may change under the reader ------------------------------------------
+
+#: Reads a dataset in place in a child process, cuts its first shard short after the first
+#: sample, reads on, and prints the error: a mapped shard would kill the child with SIGBUS.
+CUT_SHORT_READER = """
+import os, sys
+from shardstream import ReadPolicy, StreamingDataset
+from shardstream.errors import ShardFormatError
+root, shard, shuffle, zero_copy = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
+policy = ReadPolicy(read_whole_bytes=0, zero_copy=zero_copy)  # as shards over 8 MiB are opened
+ds = StreamingDataset(local=root, batch_size=8, shuffle=shuffle, read_policy=policy)
+samples = iter(ds)
+next(samples)
+os.truncate(shard, 100)  # cp over the shard truncates it first
+try:
+    print("read", sum(1 for _ in samples))
+except ShardFormatError as exc:
+    print("ShardFormatError:", exc)
+"""
+
+
+@pytest.mark.parametrize(("shuffle", "zero_copy"), [(False, False), (True, False), (False, True)])
+def test_a_shard_cut_short_while_read_in_place_is_a_format_error_not_sigbus(
+    tmp_path: Path, shuffle: bool, zero_copy: bool
+):
+    root = tmp_path / "ds"
+    with MDSWriter(out=root, columns={"id": "int", "blob": "bytes"}, size_limit=1 << 20) as w:
+        for i in range(2000):
+            w.write({"id": i, "blob": bytes([i % 256]) * 1000})
+    shard = root / "shard.00000.mds"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    args = [str(root), str(shard), str(int(shuffle)), str(int(zero_copy))]
+    child = subprocess.run([sys.executable, "-c", CUT_SHORT_READER, *args], env=env,
+                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert child.returncode == 0, (child.returncode, child.stderr[-2000:])  # -7: SIGBUS
+    assert f"ShardFormatError: {shard}" in child.stdout, child.stdout
+    assert "cut short" in child.stdout

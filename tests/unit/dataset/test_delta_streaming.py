@@ -5,13 +5,16 @@ from __future__ import annotations
 import collections
 import logging
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from tests.delta_data import (
+    add_file,
     delete_with_vector,
     rename_column,
     rows,
@@ -25,7 +28,9 @@ from tests.streaming_data import global_batches, ids_of
 from shardstream import Stream, StreamingDataLoader, StreamingDataset
 from shardstream.errors import (
     ConfigurationError,
+    EmptyStreamError,
     MissingDependencyError,
+    ShardFormatError,
     TableVersionError,
     UnsupportedTableError,
 )
@@ -254,3 +259,64 @@ def test_partition_values_that_are_escaped_in_paths(tmp_path: Path):
     table = pa.table({"id": pa.array(range(4), pa.int64()), "kind": values})
     write(root, table, partition_by=["kind"])
     assert sorted((int(s["id"]), s["kind"]) for s in delta(root)) == list(enumerate(values))
+
+
+@pytest.fixture
+def by_day(tmp_path: Path) -> Path:
+    """Ids 0-9 partitioned by a date column ``day``, 2026-10-29 to 2026-11-02, two a day."""
+    root = tmp_path / "by_day"
+    days = [date(2026, 10, 29) + timedelta(days=i // 2) for i in range(10)]
+    write(root, pa.table({"id": pa.array(range(10), pa.int64()), "day": days}),
+          partition_by=["day"])  # fmt: skip
+    return root
+
+
+def filtered(root: Path, filters: list[tuple[str, str, object]]) -> StreamingDataset:
+    stream = Stream(local=str(root), format="delta", filters=filters)
+    return StreamingDataset(streams=[stream], batch_size=4)
+
+
+@pytest.mark.parametrize("value", ["2026-11-01", date(2026, 11, 1)])
+def test_text_filters_on_a_date_partition_read_as_dates_as_deltalake_does(
+    by_day: Path, value: object
+):
+    kept = DeltaTable(str(by_day)).file_uris(file_pruning_predicate=[("day", ">=", "2026-11-01")])
+    wanted = sorted(i for uri in kept for i in pq.read_table(uri).column("id").to_pylist())
+    assert sorted(ids(filtered(by_day, [("day", ">=", value)]))) == wanted == [6, 7, 8, 9]
+
+
+def test_a_filter_value_that_is_no_date_names_the_column_type(by_day: Path):
+    with pytest.raises(ConfigurationError, match=r"'day' is a partition column of type date32"):
+        filtered(by_day, [("day", ">=", "Nov 1")]).prepare()
+
+
+def test_a_filter_that_keeps_no_file_says_the_filter_did_it(by_day: Path):
+    with pytest.raises(
+        EmptyStreamError, match=r"filters \[\('day', '>'.*keep none of its 5 files"
+    ) as caught:
+        filtered(by_day, [("day", ">", "2027-01-01")]).prepare()
+    assert "split" not in str(caught.value)
+
+
+def test_a_file_whose_column_type_the_schema_does_not_read_is_refused_by_name(tmp_path: Path):
+    root = tmp_path / "t"
+    write(root, rows(0, 10, year=2020))
+    other = rows(10, 5, year=2020).set_column(0, "id", pa.array([str(i) for i in range(10, 15)]))
+    add_file(root, "foreign.parquet", other)
+    with pytest.raises(
+        ShardFormatError, match=r"column 'id' is string in foreign.parquet, .* its type int64"
+    ):
+        delta(root).prepare()
+    assert len(list(delta(root, columns=["name"]))) == 15  # a projection without it reads
+
+
+def test_a_file_of_a_narrower_type_is_read_widened_to_the_schema(tmp_path: Path):
+    root = tmp_path / "t"
+    write(root, rows(0, 10, year=2020))
+    narrow = rows(10, 5, year=2020).cast(
+        pa.schema([("id", pa.int32()), ("name", pa.string()), ("year", pa.int64())])
+    )
+    add_file(root, "narrow.parquet", narrow)
+    rows_read = list(delta(root, shuffle=False))
+    assert sorted(int(row["id"]) for row in rows_read) == list(range(15))
+    assert {type(row["id"]) for row in rows_read} == {np.int64}

@@ -12,9 +12,11 @@ import contextlib
 import re
 import shutil
 import tempfile
+from datetime import date
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
@@ -23,7 +25,12 @@ from tests.parquet_data import FILES, ROWS, write_parquet
 from tests.streaming_data import global_batches, ids_of, write_dataset
 
 from shardstream import Stream, StreamingDataLoader, StreamingDataset
-from shardstream.errors import ConfigurationError, ShardFormatError, ShardNotFoundError
+from shardstream.errors import (
+    ConfigurationError,
+    EmptyStreamError,
+    ShardFormatError,
+    ShardNotFoundError,
+)
 
 GROUPS = sum(-(-rows // group) for rows, group in FILES)
 
@@ -357,3 +364,74 @@ def test_filters_on_an_mds_stream_are_refused(tmp_path: Path):
     with pytest.raises(ConfigurationError, match="apply to Parquet streams only"):
         StreamingDataset(streams=[Stream(local=str(mds), filters=[("a", "=", 1)])],
                          batch_size=4).prepare()  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("term", "kind"),
+    [(("year", ">=", "next year"), "int64"), (("kind", "=", date(2026, 11, 1)), "string")],
+)
+def test_a_filter_value_not_of_its_partition_type_is_an_error_naming_the_type(
+    partitioned: Path, term: tuple[str, str, object], kind: str
+):
+    stream = Stream(local=str(partitioned), filters=[term])
+    with pytest.raises(
+        ConfigurationError, match=rf"'{term[0]}' is a partition column of type {kind}"
+    ):
+        StreamingDataset(streams=[stream], batch_size=4).prepare()
+
+
+def test_a_filter_that_keeps_no_file_says_the_filter_did_it(partitioned: Path):
+    stream = Stream(local=str(partitioned), filters=[("year", ">", "2030")])
+    with pytest.raises(
+        EmptyStreamError, match=r"filters \[\('year', '>', 2030\)\] keep none of its 6 files"
+    ) as caught:
+        StreamingDataset(streams=[stream], batch_size=4).prepare()
+    assert "split" not in str(caught.value)
+
+
+def two_files(root: Path, second: pa.Table) -> Path:
+    """``part-0.parquet`` of ids 0-9 (``x`` int64) and ``part-1.parquet`` holding ``second``."""
+    root.mkdir()
+    first = pa.table({"id": pa.array(range(10), pa.int64()), "x": pa.array(range(10), pa.int64())})
+    pq.write_table(first, root / "part-0.parquet")
+    pq.write_table(second, root / "part-1.parquet")
+    return root
+
+
+@pytest.mark.parametrize("fetched", [False, True])
+@pytest.mark.parametrize("kind", [pa.string(), pa.int32(), pa.float64()])
+def test_a_column_of_another_type_in_a_later_file_is_refused_before_the_first_batch(
+    tmp_path: Path, kind: pa.DataType, fetched: bool
+):
+    ids = pa.array(range(10, 20), pa.int64())
+    values = pa.array(range(10), pa.int64()).cast(kind)
+    root = two_files(tmp_path / "ds", pa.table({"id": ids, "x": values}))
+    where = {"remote": str(root), "local": str(tmp_path / "c")} if fetched else {"local": str(root)}
+    ds = StreamingDataset(**where, batch_size=4, columns=["x"])  # type: ignore[arg-type]
+    with pytest.raises(
+        ShardFormatError,
+        match=rf"column 'x' is {kind} in part-1.parquet but int64 in part-0.parquet",
+    ):
+        ds.prepare()
+
+
+def test_types_that_differ_only_in_layout_read_as_one(tmp_path: Path):
+    root = tmp_path / "ds"
+    root.mkdir()
+    for number, kind in enumerate(
+        [pa.string(), pa.large_string(), pa.dictionary(pa.int32(), pa.string())]
+    ):
+        ids = pa.array(range(5 * number, 5 * number + 5), pa.int64())
+        labels = pa.array([f"row-{i}" for i in ids.to_pylist()]).cast(kind)
+        pq.write_table(pa.table({"id": ids, "label": labels}), root / f"part-{number}.parquet")
+    ds = StreamingDataset(local=str(root), batch_size=5)
+    assert sorted((int(row["id"]), row["label"]) for row in ds) == [
+        (i, f"row-{i}") for i in range(15)
+    ]
+
+
+def test_a_column_left_out_by_the_projection_may_differ(tmp_path: Path):
+    root = two_files(tmp_path / "ds", pa.table({"id": pa.array(range(10, 20), pa.int64()),
+                                                "x": pa.array(["a"] * 10)}))  # fmt: skip
+    ds = StreamingDataset(local=str(root), batch_size=5, columns=["id"])
+    assert sorted(int(row["id"]) for row in ds) == list(range(20))

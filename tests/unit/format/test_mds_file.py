@@ -26,7 +26,7 @@ from tests.memory import HAS_PROC_STATUS, rss_file_kib
 
 from shardstream.errors import ShardFormatError
 from shardstream.format.mds import MDSSchema, MDSShardView
-from shardstream.format.mds_file import MDSFileView, ShardFile, read_samples
+from shardstream.format.mds_file import MDSFileView, SampleRuns, ShardFile, read_samples
 from shardstream.format.sample_codec import SPLIT_READ_BYTES
 
 
@@ -430,3 +430,29 @@ def test_read_samples_leaves_the_mapping_unread(tmp_path: Path):
         view.release()
     assert grown["read_samples"] < 2 << 10, grown  # KiB: the offset table, a few pages of code
     assert grown["get_many"] > 16 << 10, grown  # the control: the pages read stay mapped
+
+
+def test_a_batch_read_as_runs_decodes_each_sample_as_its_view_gets_it(tmp_path: Path):
+    paths = [tmp_path / f"s{n}.mds" for n in range(2)]
+    for n, path in enumerate(paths):
+        path.write_bytes(shard_bytes([sample(10 * n + k) for k in range(6)]))
+    views = [file_view(path, 6, runs=True) for path in paths]
+    files = [view.sample_file() for view in views]
+    assert all(view.reads_runs for view in views)
+    which, indices = np.array([1, 0, 0, 1, 0]), np.array([5, 0, 1, 2, 3])
+    runs = SampleRuns([file for file in files if file is not None], which, indices)
+    assert len(runs.sources) == 2
+    got = list(runs.samples(runs.read()))
+    expected = [views[n].get(k) for n, k in zip(which.tolist(), indices.tolist(), strict=True)]
+    assert len(got) == len(expected)
+    assert all(same(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_a_corrupt_sample_of_a_batch_read_as_runs_names_its_file(tmp_path: Path):
+    path = corrupt_shard(tmp_path / "bad.mds")
+    view = file_view(path, 6, runs=True)
+    file = view.sample_file()
+    assert file is not None
+    runs = SampleRuns([file], np.zeros(3, np.int64), np.array([3, 4, 5]))
+    with pytest.raises(ShardFormatError, match=rf"{path}, sample 4"):
+        list(runs.samples(runs.read()))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import operator
+import re
+from datetime import date, datetime, timezone
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -81,3 +84,60 @@ def test_row_mask_is_the_or_of_ands_and_may_match_never_skips_a_passing_row(
     for (a, _), passed in zip(rows, mask, strict=True):
         if passed:  # "a" as a partition column: its file is never skipped
             assert keep.may_match({"a": a})
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "value"),
+    [
+        ("int64", "7", 7),
+        ("int32", "-3", -3),
+        ("double", "1.5", 1.5),
+        ("bool", "TRUE", True),
+        ("date32[day]", "2026-11-01", date(2026, 11, 1)),
+        ("timestamp[us]", "2026-11-01T12:00:00", datetime(2026, 11, 1, 12)),
+        ("timestamp[us, tz=UTC]", "2026-11-01T12:00:00Z",
+         datetime(2026, 11, 1, 12, tzinfo=timezone.utc)),
+        ("decimal128(5, 2)", "1.20", Decimal("1.20")),
+        ("string", "2026-11-01", "2026-11-01"),
+    ],
+)  # fmt: skip
+def test_text_on_a_typed_partition_column_reads_as_its_type(kind: str, text: str, value: Any):
+    for op, matches in [("=", True), ("!=", False), ("in", True)]:
+        wanted: Any = [text] if op == "in" else text
+        keep = Filters.parse([("p", op, wanted)]).typed({"p": kind})
+        assert keep.may_match({"p": value}) is matches, (kind, op)
+
+
+def test_timestamps_of_either_zone_kind_compare_in_utc():
+    zoned = Filters.parse([("t", ">=", datetime(2026, 1, 1, 12))]).typed(
+        {"t": "timestamp[us, tz=UTC]"}
+    )
+    assert zoned.may_match({"t": datetime(2026, 1, 1, 12, tzinfo=timezone.utc)})
+    local = Filters.parse([("t", "<", "2026-01-01T13:00:00+02:00")]).typed({"t": "timestamp[us]"})
+    assert local.may_match({"t": datetime(2026, 1, 1, 10, 59)})
+    assert not local.may_match({"t": datetime(2026, 1, 1, 11)})
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [
+        ("int64", "x"),
+        ("int64", "1.5"),
+        ("date32[day]", "yesterday"),
+        ("date32[day]", datetime(2026, 1, 1)),
+        ("bool", "yes"),
+        ("string", date(2026, 11, 1)),
+        ("string", 2024),
+        ("timestamp[us]", date(2026, 1, 1)),
+    ],
+)
+def test_a_value_that_does_not_read_as_the_column_type_is_an_error_naming_it(kind: str, value: Any):
+    with pytest.raises(
+        ConfigurationError, match=rf"'p' is a partition column of type {re.escape(kind)}"
+    ):
+        Filters.parse([[("q", "=", 1)], [("p", "in", ["2026-01-01", value])]]).typed({"p": kind})
+
+
+def test_terms_on_other_columns_are_left_as_given():
+    keep = Filters.parse([("p", "=", "1"), ("q", "=", "x")]).typed({"p": "int64"})
+    assert keep.conjunctions == ((("p", "=", 1), ("q", "=", "x")),)

@@ -306,8 +306,10 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
         for i in range(count):
             writer.write({"id": i, "tokens": np.full(tokens, i % 65536, np.uint16)})
 
+    cache = tmp_path / "cache"  # a cache's copies are mapped; data read in place never is
+
     def batches(workers: int) -> list[tuple[list[int], Any]]:
-        ds = StreamingDataset(local=str(root), batch_size=256, shuffle=shuffle)
+        ds = StreamingDataset(remote=str(root), local=str(cache), batch_size=256, shuffle=shuffle)
         loader = StreamingDataLoader(ds, batch_size=256, num_workers=workers)
         return [(batch["id"].tolist(), batch["tokens"]) for batch in loader]
 
@@ -350,7 +352,7 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
         assert dropped == []
         return
     assert read_here == [256] * len(got)  # every batch comes as its ids
-    shard_files = {str(root / f"shard.0000{k}.mds") for k in range(2)}
+    shard_files = {str(cache / f"shard.0000{k}.mds") for k in range(2)}
     if shuffle:  # read from the files, about one read a sample; nothing mapped or dropped
         assert dropped == []
         assert [samples for _, samples, _ in from_files] == read_here

@@ -51,7 +51,7 @@ class LocalDataset:
             again).
         policy: How shard files are opened (its ``zero_copy`` replaces ``zero_copy``).
         check_empty: Open the shards the index says hold no samples when the index is loaded
-            (:func:`check_empty_shards`). A reader whose shard files are fetched on demand
+            (``check_empty_shards``). A reader whose shard files are fetched on demand
             passes ``False`` and checks them through its cache.
 
     Example:

@@ -84,8 +84,9 @@ def claim_cache_folder(local: str, remote: str, split: str = "") -> None:
             the ones that must not overlap.
 
     Raises:
-        CacheFolderError: ``local`` overlaps the remote, or is a folder the library did not
-            create (files without the marker, or a dataset of its own); the message names
+        CacheFolderError: ``local`` overlaps the remote, is a folder the library did not
+            create (files without the marker, or a dataset of its own), or is no folder and
+            none can be made there (a file, a link to a missing folder); the message names
             both paths and says what to do.
     """
     if split:
@@ -98,16 +99,32 @@ def claim_cache_folder(local: str, remote: str, split: str = "") -> None:
     except FileNotFoundError:
         names = []
     except NotADirectoryError:
-        raise CacheFolderError(
-            f"local={local} is a file, not a folder, so it cannot cache {remote}: pass local= "
-            f"a new or empty folder (or leave local= out: each remote then gets its own)"
-        ) from None
+        raise _not_a_folder(local, remote) from None
     others = [name for name in names if name != STATE_FOLDER]
     # The marker is written before anything else: files seen here with the marker there now
     # are another process's claim that began after the check above.
     if others and not is_cache_folder(local) and not _legacy_cache(local):
         raise _not_ours(local, remote, others)
-    mark_cache_folder(local)
+    try:
+        mark_cache_folder(local)
+    except (FileExistsError, FileNotFoundError, NotADirectoryError):
+        # A link to a missing folder (an unmounted disk), or a file on the way: what the
+        # folder would be is not known, so nothing is created through it.
+        raise _not_a_folder(local, remote) from None
+
+
+def _not_a_folder(local: str, remote: str) -> CacheFolderError:
+    if os.path.isfile(local):
+        why = "it is a file"
+    elif os.path.islink(local):
+        why = f"it is a link to {os.readlink(local)}, which is no folder"
+    else:
+        why = "a path above it is a file, or a link to a missing folder"
+    return CacheFolderError(
+        f"local={local} is not a folder and none can be made there ({why}), so it cannot "
+        f"cache {remote}: pass local= a new or empty folder (or leave local= out: each remote "
+        f"then gets its own)"
+    )
 
 
 def _legacy_cache(local: str) -> bool:

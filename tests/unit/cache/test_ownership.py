@@ -176,3 +176,30 @@ def test_ranks_starting_together_on_a_new_folder_all_claim_it(remote: Path, tmp_
         rank.join(120)
         assert rank.exitcode == 0
     assert (local / STATE_FOLDER / MARKER).is_file()
+
+
+@pytest.mark.parametrize("kind", ["file", "under a file", "dangling link", "under a dangling link"])
+def test_a_local_that_cannot_be_a_folder_is_refused_naming_it(
+    remote: Path, tmp_path: Path, kind: str
+):
+    # e03e338: a link to nothing (a folder on an unmounted disk) raised a bare FileExistsError,
+    # and a path under a file was said to be a file itself.
+    afile, link = tmp_path / "afile", tmp_path / "link"
+    afile.write_text("mine")
+    link.symlink_to(tmp_path / "unmounted" / "cache")
+    local = {
+        "file": afile,
+        "under a file": afile / "cache",
+        "dangling link": link,
+        "under a dangling link": link / "cache",
+    }[kind]
+    message = refused(remote, local)
+    why = {
+        "file": "it is a file",
+        "under a file": "a path above it is a file, or a link to a missing folder",
+        "dangling link": f"it is a link to {tmp_path / 'unmounted' / 'cache'}, which is no folder",
+        "under a dangling link": "a path above it is a file, or a link to a missing folder",
+    }[kind]
+    assert f"is not a folder and none can be made there ({why})" in message
+    assert afile.read_text() == "mine"
+    assert not (tmp_path / "unmounted").exists()  # nothing created through the link

@@ -43,13 +43,14 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _WRITE_ID = r"[0-9a-f]{12}"
-#: A shard as shardstream (``shard.<token>.00000.mds``) or the reference names it, compressed
-#: (``.zstd``, ...) or not.
 _EXTENSIONS = "|".join(map(re.escape, COMPRESSIONS))
-_SHARD = re.compile(rf"shard\.(?:{_WRITE_ID}\.)?\d{{5,}}\.mds(?:\.(?:{_EXTENSIONS}))?")
+#: A shard as shardstream (``shard.<token>.00000.mds``) or the reference names it, compressed
+#: (``.zstd``, ...) or not. Writers make ASCII names only: ``re.ASCII``, or ``\d`` would take
+#: the digits of any script.
+_SHARD = re.compile(rf"shard\.(?:{_WRITE_ID}\.)?\d{{5,}}\.mds(?:\.(?:{_EXTENSIONS}))?", re.ASCII)
 #: The sub-folder a Spark task writes its partition to: ``part-<partition>-<attempt>-<token>``
 #: (without the token from versions that wrote none).
-SPARK_FOLDER = re.compile(rf"part-(\d+)-(\d+)(?:-({_WRITE_ID}))?")
+SPARK_FOLDER = re.compile(rf"part-(\d+)-(\d+)(?:-({_WRITE_ID}))?", re.ASCII)
 
 
 def new_write_token() -> str:

@@ -106,11 +106,20 @@ def claim_cache_folder(local: str, remote: str, split: str = "") -> None:
     if others and not is_cache_folder(local) and not _legacy_cache(local):
         raise _not_ours(local, remote, others)
     try:
-        mark_cache_folder(local)
+        os.makedirs(local, exist_ok=True)
     except (FileExistsError, FileNotFoundError, NotADirectoryError):
         # A link to a missing folder (an unmounted disk), or a file on the way: what the
         # folder would be is not known, so nothing is created through it.
         raise _not_a_folder(local, remote) from None
+    try:
+        mark_cache_folder(local)
+    except (NotADirectoryError, IsADirectoryError):
+        raise CacheFolderError(
+            f"local={local} holds a {STATE_FOLDER} that shardstream did not make ({STATE_FOLDER} "
+            f"is not a folder, or {STATE_FOLDER}/{MARKER} not a file), so it is not used to "
+            f"cache {remote}: pass local= a new or empty folder (or leave local= out: each "
+            f"remote then gets its own)"
+        ) from None
 
 
 def _not_a_folder(local: str, remote: str) -> CacheFolderError:

@@ -203,3 +203,23 @@ def test_a_local_that_cannot_be_a_folder_is_refused_naming_it(
     assert f"is not a folder and none can be made there ({why})" in message
     assert afile.read_text() == "mine"
     assert not (tmp_path / "unmounted").exists()  # nothing created through the link
+
+
+@pytest.mark.parametrize("kind", ["state file", "marker folder"])
+def test_a_state_folder_shardstream_did_not_make_is_refused_naming_it(
+    remote: Path, tmp_path: Path, kind: str
+):
+    # e03e338: a bare IsADirectoryError (marker a folder), or NotADirectoryError.
+    local = tmp_path / "work"
+    local.mkdir()
+    if kind == "state file":
+        (local / STATE_FOLDER).write_text("mine")
+    else:
+        (local / STATE_FOLDER / MARKER).mkdir(parents=True)
+    before = snapshot(local)
+    message = refused(remote, local)
+    assert f"holds a {STATE_FOLDER} that shardstream did not make" in message
+    assert snapshot(local) == before
+    assert sorted(p.name for p in local.rglob("*")) == sorted(
+        [STATE_FOLDER] + ([MARKER] if kind == "marker folder" else [])
+    )

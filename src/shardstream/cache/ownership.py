@@ -15,7 +15,7 @@ Claiming ``local=`` for a remote therefore:
 * accepts a marked folder;
 * adopts (marks) a folder that an earlier version cached a remote in: its ``.shardstream``
   holds that version's record of the remote (``source.json``, or the older ``index.stamp``),
-  which is written nowhere else;
+  which is written nowhere else, as a regular file of this user's reached through no link;
 * refuses, with :class:`~shardstream.errors.CacheFolderError` naming both paths, any other
   folder: one holding files but no marker, one holding a dataset of its own, and, whatever it
   holds, one that is (after resolving links) the remote itself, inside it, or above it.
@@ -57,11 +57,7 @@ def marker_path(folder: str) -> str:
 
 def is_cache_folder(folder: str) -> bool:
     """Whether ``folder`` holds the marker (a regular file of this user's, not a link)."""
-    try:
-        read_file(marker_path(folder), root=folder)
-    except (OSError, CacheFolderError):
-        return False
-    return True
+    return _readable(marker_path(folder), folder)
 
 
 def mark_cache_folder(folder: str) -> None:
@@ -137,11 +133,22 @@ def _not_a_folder(local: str, remote: str) -> CacheFolderError:
 
 
 def _legacy_cache(local: str) -> bool:
-    """Whether an earlier version recorded a remote it cached in ``local`` (so: ours)."""
-    state = os.path.join(local, STATE_FOLDER)
-    if os.path.islink(state) or not os.path.isdir(state):
+    """Whether an earlier version recorded a remote it cached in ``local`` (so: ours).
+
+    The record counts only as :func:`~shardstream.cache.safe_paths.read_file` reads it: a
+    regular file of this user's, reached through no link, as an earlier version wrote it.
+    """
+    return any(
+        _readable(os.path.join(local, STATE_FOLDER, name), local) for name in _LEGACY_RECORDS
+    )
+
+
+def _readable(path: str, root: str) -> bool:
+    try:
+        read_file(path, root=root)
+    except (OSError, CacheFolderError):
         return False
-    return any(os.path.isfile(os.path.join(state, name)) for name in _LEGACY_RECORDS)
+    return True
 
 
 def _not_ours(local: str, remote: str, names: list[str]) -> CacheFolderError:

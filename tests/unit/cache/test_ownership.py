@@ -223,3 +223,17 @@ def test_a_state_folder_shardstream_did_not_make_is_refused_naming_it(
     assert sorted(p.name for p in local.rglob("*")) == sorted(
         [STATE_FOLDER] + ([MARKER] if kind == "marker folder" else [])
     )
+
+
+def test_an_earlier_versions_record_planted_as_a_link_adopts_nothing(remote: Path, tmp_path: Path):
+    # Whoever can write in a shared folder could plant .shardstream/source.json as a link to
+    # any file: e03e338 took it for an earlier version's record, marked the folder, and cached
+    # into it. Only a record this user wrote there, a regular file, counts (safe_paths' rule).
+    shared = tmp_path / "shared"
+    (shared / STATE_FOLDER).mkdir(parents=True)
+    (shared / "notes.txt").write_text("mine")
+    elsewhere = tmp_path / "source.json"
+    elsewhere.write_text("{}")
+    (shared / STATE_FOLDER / SOURCE_RECORD).symlink_to(elsewhere)
+    refused(remote, shared)
+    assert not (shared / STATE_FOLDER / MARKER).exists()

@@ -30,9 +30,10 @@ import numpy as np
 from shardstream._optional import require
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import FileLock
-from shardstream.cache.provenance import identity, read_record
-from shardstream.cache.safe_paths import read_file, write_file
+from shardstream.cache.provenance import identity, read_record, read_state_document
+from shardstream.cache.safe_paths import write_file
 from shardstream.errors import (
+    ConfigurationError,
     ShardNotFoundError,
     TableVersionError,
     UnsupportedTableError,
@@ -363,7 +364,7 @@ def _mirror(
     lock = FileLock(os.path.join(state, "delta-log.lock"))
     with lock.hold(timeout=options.timeout * (options.retry + 1) + 60, what="the Delta log"):
         record_path = os.path.join(state, _COPIED)
-        copied = _copied(record_path)
+        copied = _copied(record_path, table)
         before = dict(copied)
         fetched = 0
         try:
@@ -398,13 +399,31 @@ def _mirror(
     return root
 
 
-def _copied(path: str) -> dict[str, str]:
-    """The identity each copied log file was fetched from, by key (none: nothing trusted)."""
-    try:
-        document = json.loads(read_file(path))
-        return {str(key): str(tag) for key, tag in document["files"].items()}
-    except FileNotFoundError:
+def _copied(path: str, table: str) -> dict[str, str]:
+    """The identity each copied log file was fetched from, by key (none: nothing trusted).
+
+    The record is read as :func:`~shardstream.cache.provenance.read_state_document` says: a
+    key that ``check_key`` refuses (absolute, climbing with ``..``) is dropped, so no file
+    outside the copy is ever deleted, nor kept, on the record's word.
+    """
+    document = read_state_document(path)
+    if document is None:
         return {}  # a copy made before identities were kept is fetched again, once
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        logger.warning("ignoring the unreadable %s (%s): the log is fetched again", path, exc)
+    try:
+        files = {str(key): str(tag) for key, tag in document["files"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        logger.warning("ignoring the malformed %s (%s): the log is fetched again", path, exc)
         return {}
+    kept = {key: tag for key, tag in files.items() if _names_a_copy(key, table)}
+    if len(kept) < len(files):
+        logger.warning("ignoring keys of %s that name no file of the table: %s", path, table)
+    return kept
+
+
+def _names_a_copy(key: str, table: str) -> bool:
+    """Whether ``key`` names a file under the copy's root, as ``check_key`` accepts."""
+    try:
+        check_key(key, table)
+    except ConfigurationError:
+        return False
+    return True

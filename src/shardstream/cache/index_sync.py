@@ -15,6 +15,9 @@ record, and the recorded listing unlike its own, lists again under the lock, so 
 recorded listing is newer than the one it replaces. No wall-clock time is recorded or compared,
 so an NTP step, or a state folder written under another node's skewed clock, cannot make a
 stale cache look current.
+
+An index is checked against the listing it came with before anything is sized by it: each
+file's size must be the listed object's (:func:`_check_sizes`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,12 @@ from shardstream.cache.locks import FileLock
 from shardstream.cache.provenance import SourceRecord, drop_stale_files, identity, read_record
 from shardstream.cache.safe_paths import read_file
 from shardstream.cache.shard_files import shard_file_pairs
-from shardstream.errors import IndexFormatError, ObjectNotFoundError, UnsupportedURLError
+from shardstream.errors import (
+    IndexFormatError,
+    ObjectNotFoundError,
+    ShardFormatError,
+    UnsupportedURLError,
+)
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index
 from shardstream.storage import (
     DownloadOptions,
@@ -66,6 +74,7 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
         ObjectNotFoundError: The remote has no ``index.json``.
         StorageError: The remote could not be listed, or its index read, after every retry.
         IndexFormatError: The remote index is malformed.
+        ShardFormatError: The index gives a file another size than the listing does.
     """
     state = os.path.join(local, STATE_FOLDER)
     path = os.path.join(local, INDEX_BASENAME)
@@ -103,6 +112,8 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
         else:
             data = fetch_bytes(store, INDEX_BASENAME, options)
             data, entries = _parse_remote(store, data, listing[INDEX_BASENAME], options)
+        if complete:
+            _check_sizes(entries, listing, store.url(INDEX_BASENAME))
         previous = _parse_old(old, path) if old is not None and old != data else []
         if stale is not None:  # an entry that changed in the index goes too (HTTP: all we see)
             stale |= _changed_entry_sources(previous, entries)
@@ -122,6 +133,33 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             SourceRecord(remote, listing, complete, _generation(record) + 1).write(state)
         logger.info("checked %s (%d shards)", store.url(INDEX_BASENAME), len(entries))
         return entries
+
+
+def _check_sizes(entries: list[ShardEntry], listing: dict[str, str], source: str) -> None:
+    """Refuse an index whose files the store lists at other sizes, before it sizes anything.
+
+    The rule for an index's claims about a remote's files: the size it gives each stored file
+    (a shard's compressed file when it has one) must be the size the listing gives the object.
+    The sample counts it claims are bounded by those sizes (``format.index.most_samples``), so
+    a lying index can neither size an epoch nor a download beyond what the store holds. A file
+    the listing lacks is left to its fetch, which names it.
+
+    Raises:
+        ShardFormatError: A file's size differs from its index entry's; the message names the
+            shard and both sizes.
+    """
+    for number, entry in enumerate(entries):
+        for raw, zipped in shard_file_pairs(entry):
+            stored = zipped or raw
+            tag = listing.get(stored.basename)
+            listed = None if tag is None else tag.split(":", 1)[0]
+            if listed is not None and listed != str(stored.bytes):
+                raise ShardFormatError(
+                    f"{source}, shard {number} ({stored.basename}): the index says the file is "
+                    f"{stored.bytes} bytes, but the store lists {listed} bytes: the file is cut "
+                    "short or replaced, or the index is corrupt or of other files; rewrite the "
+                    "dataset (or upload the file again)"
+                )
 
 
 def _generation(record: SourceRecord | None) -> int:

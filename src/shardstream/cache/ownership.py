@@ -15,7 +15,7 @@ Claiming ``local=`` for a remote therefore:
 * accepts a marked folder;
 * adopts (marks) a folder that an earlier version cached a remote in: its ``.shardstream``
   holds that version's record of the remote (``source.json``, or the older ``index.stamp``),
-  which is written nowhere else;
+  which is written nowhere else, as a regular file of this user's reached through no link;
 * refuses a folder this process cannot write (:mod:`~shardstream.cache.folder_access`);
 * refuses, with :class:`~shardstream.errors.CacheFolderError` naming both paths, any other
   folder: one holding files but no marker, one holding a dataset of its own, and, whatever it
@@ -59,11 +59,7 @@ def marker_path(folder: str) -> str:
 
 def is_cache_folder(folder: str) -> bool:
     """Whether ``folder`` holds the marker (a regular file of this user's, not a link)."""
-    try:
-        read_file(marker_path(folder), root=folder)
-    except (OSError, CacheFolderError):
-        return False
-    return True
+    return _readable(marker_path(folder), folder)
 
 
 def mark_cache_folder(folder: str) -> None:
@@ -86,8 +82,9 @@ def claim_cache_folder(local: str, remote: str, split: str = "") -> None:
             the ones that must not overlap.
 
     Raises:
-        CacheFolderError: ``local`` overlaps the remote, or is a folder the library did not
-            create (files without the marker, or a dataset of its own); the message names
+        CacheFolderError: ``local`` overlaps the remote, is a folder the library did not
+            create (files without the marker, or a dataset of its own), or is no folder and
+            none can be made there (a file, a link to a missing folder); the message names
             both paths and says what to do.
     """
     if split:
@@ -101,24 +98,60 @@ def claim_cache_folder(local: str, remote: str, split: str = "") -> None:
     except FileNotFoundError:
         names = []
     except NotADirectoryError:
-        raise CacheFolderError(
-            f"local={local} is a file, not a folder, so it cannot cache {remote}: pass local= "
-            f"a new or empty folder (or leave local= out: each remote then gets its own)"
-        ) from None
+        raise _not_a_folder(local, remote) from None
     others = [name for name in names if name != STATE_FOLDER]
     # The marker is written before anything else: files seen here with the marker there now
     # are another process's claim that began after the check above.
     if others and not is_cache_folder(local) and not _legacy_cache(local):
         raise _not_ours(local, remote, others)
-    mark_cache_folder(local)
+    try:
+        os.makedirs(local, exist_ok=True)
+    except (FileExistsError, FileNotFoundError, NotADirectoryError):
+        # A link to a missing folder (an unmounted disk), or a file on the way: what the
+        # folder would be is not known, so nothing is created through it.
+        raise _not_a_folder(local, remote) from None
+    try:
+        mark_cache_folder(local)
+    except (NotADirectoryError, IsADirectoryError):
+        raise CacheFolderError(
+            f"local={local} holds a {STATE_FOLDER} that shardstream did not make ({STATE_FOLDER} "
+            f"is not a folder, or {STATE_FOLDER}/{MARKER} not a file), so it is not used to "
+            f"cache {remote}: pass local= a new or empty folder (or leave local= out: each "
+            f"remote then gets its own)"
+        ) from None
+
+
+def _not_a_folder(local: str, remote: str) -> CacheFolderError:
+    if os.path.isfile(local):
+        why = "it is a file"
+    elif os.path.islink(local):
+        why = f"it is a link to {os.readlink(local)}, which is no folder"
+    else:
+        why = "a path above it is a file, or a link to a missing folder"
+    return CacheFolderError(
+        f"local={local} is not a folder and none can be made there ({why}), so it cannot "
+        f"cache {remote}: pass local= a new or empty folder (or leave local= out: each remote "
+        f"then gets its own)"
+    )
 
 
 def _legacy_cache(local: str) -> bool:
-    """Whether an earlier version recorded a remote it cached in ``local`` (so: ours)."""
-    state = os.path.join(local, STATE_FOLDER)
-    if os.path.islink(state) or not os.path.isdir(state):
+    """Whether an earlier version recorded a remote it cached in ``local`` (so: ours).
+
+    The record counts only as :func:`~shardstream.cache.safe_paths.read_file` reads it: a
+    regular file of this user's, reached through no link, as an earlier version wrote it.
+    """
+    return any(
+        _readable(os.path.join(local, STATE_FOLDER, name), local) for name in _LEGACY_RECORDS
+    )
+
+
+def _readable(path: str, root: str) -> bool:
+    try:
+        read_file(path, root=root)
+    except (OSError, CacheFolderError):
         return False
-    return any(os.path.isfile(os.path.join(state, name)) for name in _LEGACY_RECORDS)
+    return True
 
 
 def _not_ours(local: str, remote: str, names: list[str]) -> CacheFolderError:

@@ -16,6 +16,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from shardstream.cache.layout import shard_lock_path
 from shardstream.cache.locks import FileLock
@@ -25,7 +26,14 @@ from shardstream.errors import CacheConflictError
 from shardstream.format.index import ShardEntry
 from shardstream.storage.base import ObjectInfo
 
-__all__ = ["SOURCE_RECORD", "SourceRecord", "drop_stale_files", "identity", "read_record"]
+__all__ = [
+    "SOURCE_RECORD",
+    "SourceRecord",
+    "drop_stale_files",
+    "identity",
+    "read_record",
+    "read_state_document",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -90,23 +98,45 @@ class SourceRecord:
         write_file(os.path.join(state, SOURCE_RECORD), [json.dumps(document).encode()])
 
 
-def read_record(state: str) -> SourceRecord | None:
-    """The record saved in the state folder ``state``; ``None`` if none (or unreadable)."""
-    path = os.path.join(state, SOURCE_RECORD)
+def read_state_document(path: str) -> dict[str, Any] | None:
+    """A JSON record the cache keeps in a state folder; ``None`` if there is none or it is not one.
+
+    The rule for every such record (``source.json``, ``delta-log.json``): it is the cache's own
+    file, but it is read as untrusted, as a listing is. A file that is not a JSON object (cut
+    short, edited, nested past the parser's limit, numbers too large) is ignored with a
+    warning, so what it vouched for is fetched again, and never fails a start. Its readers
+    check each value before use: a number must be an integer, and a key names a file only
+    once ``check_key`` accepts it.
+    """
     try:
         document = json.loads(read_file(path))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
-        logger.warning("ignoring the unreadable cache record %s (%s)", path, exc)
+    except (OSError, ValueError, RecursionError) as exc:
+        logger.warning("ignoring the unreadable cache record %s (%s)", path, type(exc).__name__)
         return None
+    if not isinstance(document, dict):
+        logger.warning("ignoring the malformed cache record %s", path)
+        return None
+    return document
+
+
+def read_record(state: str) -> SourceRecord | None:
+    """The record saved in the state folder ``state``; ``None`` if none (or unreadable)."""
+    path = os.path.join(state, SOURCE_RECORD)
+    document = read_state_document(path)
+    if document is None:
+        return None
+    generation = document.get("generation", 0)  # records of earlier versions: 0
     try:
+        if not isinstance(generation, int) or isinstance(generation, bool):
+            raise TypeError(generation)  # compared for equality only: an integer, or nothing
         objects = document["objects"]
         record = SourceRecord(
             remote=str(document["remote"]),
             objects={str(key): str(value) for key, value in objects.items()},
             complete=bool(document["complete"]),
-            generation=int(document.get("generation", 0)),  # records of earlier versions: 0
+            generation=generation,
         )
     except (KeyError, TypeError, ValueError, AttributeError):
         logger.warning("ignoring the malformed cache record %s", path)

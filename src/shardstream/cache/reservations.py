@@ -16,7 +16,8 @@ import os
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import try_lock_file
 from shardstream.cache.safe_paths import read_file
-from shardstream.format.index import ShardEntry
+from shardstream.errors import IndexFormatError, UnsafePathError
+from shardstream.format.index import ShardEntry, safe_basename
 
 __all__ = ["record", "remove_temporaries", "reserved_bytes"]
 
@@ -58,7 +59,7 @@ def reserved_bytes(folder: str, own: str | None) -> int:
             continue
         try:  # its holder died mid-fetch: drop the reservation and the half-written files
             text = os.pread(stale.fd, 1 << 16, 0).decode(errors="replace").split()
-            if len(text) == 2:
+            if len(text) == 2 and _names_a_shard(text[1]):
                 remove_temporaries(os.path.join(folder, text[1]))
             os.ftruncate(stale.fd, 0)
         finally:
@@ -72,6 +73,19 @@ def remove_temporaries(path: str) -> None:
     for temporary in glob.glob(os.path.join(glob.escape(folder), f".{glob.escape(name)}.tmp-*")):
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
+
+
+def _names_a_shard(name: str) -> bool:
+    """Whether a lock's record names a shard file in the cache folder, as an index may.
+
+    A record is read back as untrusted (anyone who could write the lock may have left it, or
+    it was cut short): a name that is absolute or climbs with ``..`` names no file to delete.
+    """
+    try:
+        safe_basename(name, where="a shard lock's record")
+    except (UnsafePathError, IndexFormatError):
+        return False
+    return True
 
 
 def _reservation(data: bytes) -> int:

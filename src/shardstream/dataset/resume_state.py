@@ -91,13 +91,24 @@ def _is_count(value: Any, low: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 
+def _is_name(value: Any, names: Iterable[str]) -> bool:
+    # The type first: a list or a dict is no name, and looking it up in a set would raise.
+    return isinstance(value, str) and value in names
+
+
 #: What each order setting may hold, said as the error says it.
 _ORDER_VALUES: dict[str, tuple[Any, str]] = {
     "shuffle": (lambda v: isinstance(v, bool), "True or False"),
-    "shuffle_algo": (lambda v: v in SHUFFLE_ALGORITHMS, f"one of {sorted(SHUFFLE_ALGORITHMS)}"),
+    "shuffle_algo": (
+        lambda v: _is_name(v, SHUFFLE_ALGORITHMS),
+        f"one of {sorted(SHUFFLE_ALGORITHMS)}",
+    ),
     "shuffle_block_size": (lambda v: v is None or _is_count(v, 1), "an integer >= 1 or None"),
-    "batching_method": (lambda v: v in BATCHING_METHODS, f"one of {list(BATCHING_METHODS)}"),
-    "sampling_method": (lambda v: v in ("balanced", "fixed"), "'balanced' or 'fixed'"),
+    "batching_method": (
+        lambda v: _is_name(v, BATCHING_METHODS),
+        f"one of {list(BATCHING_METHODS)}",
+    ),
+    "sampling_method": (lambda v: _is_name(v, ("balanced", "fixed")), "'balanced' or 'fixed'"),
     "sampling_granularity": (lambda v: _is_count(v, 1), "an integer >= 1"),
     "epoch_size": (lambda v: v is None or _is_count(v, 1), "an integer >= 1 or None"),
 }
@@ -302,9 +313,9 @@ def check_state(
             "what state_dict() returned, unchanged"
         )
     version = obj.get("version", 1)
-    if not isinstance(version, int) or isinstance(version, bool) or version > STATE_VERSION:
+    if not _is_count(version, 1) or version > STATE_VERSION:
         raise ConfigurationError(
-            f"the state dict's version is {version!r}; this shardstream reads versions up to "
+            f"the state dict's version is {version!r}; this shardstream reads versions 1 to "
             f"{STATE_VERSION}: load it with the shardstream that saved it, or a newer one"
         )
     for key, limit in (("epoch", SEED_LIMIT - 1), ("shuffle_seed", SEED_LIMIT)):

@@ -229,6 +229,14 @@ class LocalStore:
         """Whether a file (not a folder) exists under ``key``."""
         return os.path.isfile(self._path(key))
 
+    def list_temporaries(self) -> list[str]:
+        """The keys of the temporary siblings under the root (copies under way, or killed).
+
+        :meth:`list` leaves them out; a writer deletes those of its own files that a killed
+        writer left (:func:`shardstream.writer.publish.remove_unnamed`).
+        """
+        return sorted(key for key, _ in self._walk(temporaries=True))
+
     def list(self, prefix: str = "") -> list[str]:
         """The keys of the files under the root that start with ``prefix``, sorted.
 
@@ -247,8 +255,11 @@ class LocalStore:
                         found[key] = _file_info(status)
         return found
 
-    def _walk(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
-        """Each file's key and entry, as ``os.walk`` finds them (links to folders not followed)."""
+    def _walk(self, *, temporaries: bool = False) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """Each file's key and entry, as ``os.walk`` finds them (links to folders not followed).
+
+        The files, or with ``temporaries`` the temporary siblings alone.
+        """
         pending = [("", self.root)]
         while pending:
             base, folder = pending.pop()
@@ -261,7 +272,7 @@ class LocalStore:
                     pending.append((f"{base}{entry.name}/", entry.path))
                 elif entry.is_dir():  # a link to a folder: neither a file nor followed
                     continue
-                elif not is_temporary(entry.name):
+                elif is_temporary(entry.name) is temporaries:
                     yield base + entry.name, entry
 
     def _path(self, key: str) -> str:

@@ -11,8 +11,10 @@ The rule, stated here once and followed by :class:`~shardstream.MDSWriter` and
 3. It publishes ``index.json`` last, naming only its own shards, once all of them are in place.
    Until then readers see the old dataset whole; a write that dies never publishes an index.
 4. Once its index is published, and only then, it deletes what earlier writes left
-   (:func:`remove_unnamed`): the shards the old index named, and those of writes that died. Only
-   files named as shardstream or mosaicml-streaming name shards are deleted; other files stay.
+   (:func:`remove_unnamed`): the shards the old index named, and those of writes that died,
+   with (a plain folder as the store) the temporary copies a killed writer was making of its
+   files. Only files named as shardstream or mosaicml-streaming name shards (and the
+   temporaries of those and of ``index.json``) are deleted; other files stay.
 
 A local folder (no remote) keeps the reference's names, ``shard.00000.mds``: ``exist_ok=True``
 empties it first, so a rewrite that dies leaves no ``index.json`` and readers a clear error.
@@ -28,7 +30,7 @@ from collections.abc import Callable, Collection
 from shardstream.errors import DatasetExistsError
 from shardstream.format.compression import COMPRESSIONS
 from shardstream.format.index import INDEX_BASENAME
-from shardstream.storage import ObjectStore
+from shardstream.storage import LocalStore, ObjectStore
 from shardstream.storage.base import Remover
 
 __all__ = [
@@ -43,16 +45,18 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _WRITE_ID = r"[0-9a-f]{12}"
-#: A shard as shardstream (``shard.<token>.00000.mds``) or the reference names it, compressed
-#: (``.zstd``, ...) or not; the text formats' shards with their ``.meta`` files too.
 _EXTENSIONS = "|".join(map(re.escape, COMPRESSIONS))
+#: A shard as shardstream (``shard.<token>.00000.mds``) or the reference names it, compressed
+#: (``.zstd``, ...) or not; the text formats' shards with their ``.meta`` files too. Writers
+#: make ASCII names only: ``re.ASCII``, or ``\d`` would take the digits of any script.
 _SHARD = re.compile(
     rf"shard\.(?:{_WRITE_ID}\.)?\d{{5,}}\.(?:mds|(?:json|csv|tsv|xsv)(?:\.meta)?)"
-    rf"(?:\.(?:{_EXTENSIONS}))?"
+    rf"(?:\.(?:{_EXTENSIONS}))?",
+    re.ASCII,
 )
 #: The sub-folder a Spark task writes its partition to: ``part-<partition>-<attempt>-<token>``
 #: (without the token from versions that wrote none).
-SPARK_FOLDER = re.compile(rf"part-(\d+)-(\d+)(?:-({_WRITE_ID}))?")
+SPARK_FOLDER = re.compile(rf"part-(\d+)-(\d+)(?:-({_WRITE_ID}))?", re.ASCII)
 
 
 def new_write_token() -> str:
@@ -79,6 +83,15 @@ def is_ours(key: str) -> bool:
     return SPARK_FOLDER.fullmatch(folder) is not None and (
         name == INDEX_BASENAME or _SHARD.fullmatch(name) is not None
     )
+
+
+def _is_our_temporary(key: str) -> bool:
+    """Whether ``key`` is the temporary sibling of a file a writer makes, index included."""
+    folder, _, name = key.rpartition("/")
+    final = name[1 : name.rindex(".tmp-")]  # temporary_sibling's ``.{name}.tmp-{token}``
+    if not folder:
+        return final == INDEX_BASENAME or is_ours(final)
+    return is_ours(f"{folder}/{final}")
 
 
 def check_destination(
@@ -123,6 +136,8 @@ def remove_unnamed(store: ObjectStore, keep: Callable[[str], bool] | Collection[
     kept = keep if callable(keep) else set(keep).__contains__
     try:
         stale = [key for key in store.list() if is_ours(key) and not kept(key)]
+        if isinstance(store, LocalStore):  # copies a killed writer left, which no listing shows
+            stale += [key for key in store.list_temporaries() if _is_our_temporary(key)]
         if stale and isinstance(store, Remover):
             logger.info("deleting %d files of earlier writes from %s", len(stale), store.url(""))
             for key in stale:

@@ -109,3 +109,50 @@ def test_log_copies_are_fetched_once_when_tagged_and_each_time_when_not(tmp_path
     assert after == before  # unchanged: nothing fetched again
     _mirror(untagged, listing, str(cache), DownloadOptions(), str(table))
     assert set(untagged.gets) == commits
+
+
+# --- the record of copies is read as untrusted ---------------------------------------------------
+
+
+def copied_once(tmp_path: Path) -> tuple[Any, Path, Path, Path]:
+    """A table's log copied once into a cache: the store, table, cache and record path."""
+    table, cache = tmp_path / "table", tmp_path / "cache"
+    write(table, rows(10, 40))
+    store = open_store(str(table))
+    _mirror(store, store.list_info(""), str(cache), DownloadOptions(), str(table))
+    return store, table, cache, cache / ".shardstream" / "delta-log.json"
+
+
+def test_a_record_naming_a_file_outside_the_copy_deletes_nothing_there(tmp_path: Path):
+    # delta-log.json lies (edited, corrupted, restored from elsewhere): a key that climbs out of
+    # the copy named a file the next start deleted, as a key no longer in the table.
+    store, table, cache, record = copied_once(tmp_path)
+    victim = tmp_path / "notes.txt"
+    victim.write_text("mine")
+    document = json.loads(record.read_text())
+    document["files"]["../../../notes.txt"] = "4:x"
+    document["files"]["/" + str(victim).lstrip("/")] = "4:x"
+    record.write_text(json.dumps(document))
+    _mirror(store, store.list_info(""), str(cache), DownloadOptions(), str(table))
+    assert victim.read_text() == "mine"
+    assert stream_ids(table, cache) == list(range(10, 50))  # and the table reads as before
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"version": 1, "files": [1, 2]}',
+        '{"version": 1, "files": {"_delta_log/x.json": Infinity}}',
+        "[" * 100_000 + "]" * 100_000,  # nested past the parser's recursion limit
+        "\xff\xfe not json",
+    ],
+    ids=["list", "infinity", "deep", "bytes"],
+)
+def test_a_malformed_record_of_copies_is_ignored_and_the_log_fetched_again(
+    tmp_path: Path, text: str
+):
+    store, table, cache, record = copied_once(tmp_path)
+    record.write_bytes(text.encode("utf-8", "surrogateescape"))
+    _mirror(store, store.list_info(""), str(cache), DownloadOptions(), str(table))
+    copied = json.loads(record.read_text())["files"]
+    assert set(copied) == {f"_delta_log/{p.name}" for p in (table / "_delta_log").iterdir()}

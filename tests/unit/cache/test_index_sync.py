@@ -13,7 +13,7 @@ import pytest
 from shardstream import MDSWriter, StreamingDataset
 from shardstream.cache import sync_index
 from shardstream.cache.provenance import SOURCE_RECORD, read_record
-from shardstream.errors import CacheConflictError
+from shardstream.errors import CacheConflictError, ShardFormatError
 from shardstream.storage import DownloadOptions
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.local import LocalStore
@@ -319,3 +319,58 @@ def test_a_rewrite_in_place_that_restores_the_modification_times_is_noticed(tmp_
             before.st_mtime_ns,
         )
     assert texts(remote, local) == [f"{label}-{i:04d}" for i in range(30)]
+
+
+@pytest.mark.parametrize(
+    "generation",
+    ["Infinity", "-Infinity", "NaN", '"12"', "true", "-7", "1e400", "9" * 5000],
+)
+def test_a_record_whose_generation_lies_is_ignored_or_compared_never_a_crash(
+    tmp_path: Path, generation: str
+):
+    # source.json is the cache's own file, but read as untrusted: a generation that is not an
+    # integer makes the record malformed (its files are then not trusted), and any integer is
+    # only compared for equality, so none can crash a start or hide a rewrite.
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "aaa")
+    assert texts(remote, local)[0] == "aaa-0000"
+    path = local / ".shardstream" / SOURCE_RECORD
+    text = path.read_text()
+    document = json.loads(text)
+    path.write_text(
+        text.replace(f'"generation": {document["generation"]}', f'"generation": {generation}')
+    )
+    assert texts(remote, local)[0] == "aaa-0000"
+    label = rewrite_with_the_same_index(remote)
+    assert texts(remote, local) == [f"{label}-{i:04d}" for i in range(30)]
+
+
+def test_a_record_nested_past_the_parsers_limit_is_ignored(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "aaa")
+    assert texts(remote, local)[0] == "aaa-0000"
+    (local / ".shardstream" / SOURCE_RECORD).write_text("[" * 100_000 + "]" * 100_000)
+    label = rewrite_with_the_same_index(remote)
+    assert texts(remote, local) == [f"{label}-{i:04d}" for i in range(30)]
+
+
+def test_an_index_whose_shard_sizes_the_listing_belies_is_refused_before_any_plan(
+    tmp_path: Path,
+):
+    # A lying index (or one of other files) claims a shard far larger than the object the
+    # store lists, with samples to match: e03e338 sized the epoch by the claim (a billion
+    # samples: gigabytes of ids) before the shard was fetched and found short.
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "aaa")
+    index = json.loads((remote / "index.json").read_text())
+    shard = index["shards"][1]
+    name, real = shard["raw_data"]["basename"], shard["raw_data"]["bytes"]
+    shard["samples"], shard["raw_data"]["bytes"] = 10**6, 4 * 10**6 + 100
+    (remote / "index.json").write_text(json.dumps(index))
+    dataset = StreamingDataset(remote=str(remote), local=str(local), batch_size=1)
+    with pytest.raises(ShardFormatError) as caught:
+        len(dataset)
+    message = str(caught.value)
+    assert f"shard 1 ({name})" in message
+    assert f"{4 * 10**6 + 100} bytes" in message
+    assert f"lists {real} bytes" in message

@@ -176,3 +176,64 @@ def test_ranks_starting_together_on_a_new_folder_all_claim_it(remote: Path, tmp_
         rank.join(120)
         assert rank.exitcode == 0
     assert (local / STATE_FOLDER / MARKER).is_file()
+
+
+@pytest.mark.parametrize("kind", ["file", "under a file", "dangling link", "under a dangling link"])
+def test_a_local_that_cannot_be_a_folder_is_refused_naming_it(
+    remote: Path, tmp_path: Path, kind: str
+):
+    # e03e338: a link to nothing (a folder on an unmounted disk) raised a bare FileExistsError,
+    # and a path under a file was said to be a file itself.
+    afile, link = tmp_path / "afile", tmp_path / "link"
+    afile.write_text("mine")
+    link.symlink_to(tmp_path / "unmounted" / "cache")
+    local = {
+        "file": afile,
+        "under a file": afile / "cache",
+        "dangling link": link,
+        "under a dangling link": link / "cache",
+    }[kind]
+    message = refused(remote, local)
+    why = {
+        "file": "it is a file",
+        "under a file": "a path above it is a file, or a link to a missing folder",
+        "dangling link": f"it is a link to {tmp_path / 'unmounted' / 'cache'}, which is no folder",
+        "under a dangling link": "a path above it is a file, or a link to a missing folder",
+    }[kind]
+    assert f"is not a folder and none can be made there ({why})" in message
+    assert afile.read_text() == "mine"
+    assert not (tmp_path / "unmounted").exists()  # nothing created through the link
+
+
+@pytest.mark.parametrize("kind", ["state file", "marker folder"])
+def test_a_state_folder_shardstream_did_not_make_is_refused_naming_it(
+    remote: Path, tmp_path: Path, kind: str
+):
+    # e03e338: a bare IsADirectoryError (marker a folder), or NotADirectoryError.
+    local = tmp_path / "work"
+    local.mkdir()
+    if kind == "state file":
+        (local / STATE_FOLDER).write_text("mine")
+    else:
+        (local / STATE_FOLDER / MARKER).mkdir(parents=True)
+    before = snapshot(local)
+    message = refused(remote, local)
+    assert f"holds a {STATE_FOLDER} that shardstream did not make" in message
+    assert snapshot(local) == before
+    assert sorted(p.name for p in local.rglob("*")) == sorted(
+        [STATE_FOLDER] + ([MARKER] if kind == "marker folder" else [])
+    )
+
+
+def test_an_earlier_versions_record_planted_as_a_link_adopts_nothing(remote: Path, tmp_path: Path):
+    # Whoever can write in a shared folder could plant .shardstream/source.json as a link to
+    # any file: e03e338 took it for an earlier version's record, marked the folder, and cached
+    # into it. Only a record this user wrote there, a regular file, counts (safe_paths' rule).
+    shared = tmp_path / "shared"
+    (shared / STATE_FOLDER).mkdir(parents=True)
+    (shared / "notes.txt").write_text("mine")
+    elsewhere = tmp_path / "source.json"
+    elsewhere.write_text("{}")
+    (shared / STATE_FOLDER / SOURCE_RECORD).symlink_to(elsewhere)
+    refused(remote, shared)
+    assert not (shared / STATE_FOLDER / MARKER).exists()

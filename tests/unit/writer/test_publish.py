@@ -69,6 +69,10 @@ def test_shard_names_hold_the_write_token_only_for_a_store():
         ("0/index.json", False),
         ("part-00003-17/notes.txt", False),
         ("deep/part-00003-17/shard.00000.mds", False),
+        # Digits of other scripts match Python's \d: no writer writes them (e03e338 deleted).
+        ("shard.\u0660\u0660\u0660\u0660\u0660.mds", False),
+        ("shard.\uff10\uff10\uff10\uff10\uff10.mds", False),
+        ("part-\u0663-\u0661/index.json", False),
     ],
 )
 def test_only_files_named_as_writers_name_them_are_ours(key: str, ours: bool):
@@ -191,3 +195,25 @@ def test_a_failed_delete_is_logged_not_raised(tmp_path: Path, caplog: pytest.Log
     remove_unnamed(store, set())
     assert (tmp_path / "shard.00000.mds").exists()
     assert "could not delete the files of earlier writes" in caplog.text
+
+
+def test_the_copies_a_killed_writer_left_in_a_folder_store_go_with_the_next_rewrite(
+    tmp_path: Path,
+):
+    # A writer killed while it copied a shard into a plain-folder store leaves the copy's
+    # temporary sibling, which no listing shows: e03e338 kept it for ever, rewrite after rewrite.
+    remote = tmp_path / "remote"
+    write((str(tmp_path / "a"), str(remote)), 30)
+    killed = [
+        ".shard.0123456789ab.00003.mds.tmp-0123456789ab",  # a dead write's shard, half copied
+        ".index.json.tmp-0123456789ab",  # its index, half copied
+        "part-00001-00000/.shard.00000.mds.tmp-0123456789ab",
+    ]
+    users = [".notes.txt.tmp-0123456789ab", "0/.shard.00000.mds.tmp-0123456789ab"]
+    for name in killed + users:
+        (remote / name).parent.mkdir(exist_ok=True)
+        (remote / name).write_bytes(b"half")
+    write((str(tmp_path / "b"), str(remote)), 12, first=500, exist_ok=True)
+    assert ids(remote) == list(range(500, 512))
+    assert [name for name in killed if (remote / name).exists()] == []
+    assert all((remote / name).read_bytes() == b"half" for name in users)

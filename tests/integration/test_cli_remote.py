@@ -57,10 +57,15 @@ def test_a_kept_cache_serves_no_file_of_a_dataset_since_rewritten(s3_env: S3Serv
     url, cache, env = s3_env.url("cli-rewritten"), tmp_path / "cache", env_of(s3_env)
 
     def labelled(label: str) -> None:
-        columns = {"id": "int", "text": "str"}
-        with MDSWriter(out=url, columns=columns, size_limit=400, exist_ok=True) as writer:
+        # Written locally (the reference's names) and copied up file by file, as the reference
+        # or a sync tool does: shardstream's own writer names each write's shards anew.
+        columns, folder = {"id": "int", "text": "str"}, tmp_path / label
+        with MDSWriter(out=str(folder), columns=columns, size_limit=400) as writer:
             for i in range(30):
                 writer.write({"id": i, "text": f"{label}-{i:04d}"})
+        store = open_store(url)
+        for name in sorted(os.listdir(folder)):
+            store.put_file(str(folder / name), name)
 
     labelled("aaa")
     first = run("head", url, "-n", "30", "--cache", str(cache), env=env).stdout

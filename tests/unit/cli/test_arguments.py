@@ -119,7 +119,7 @@ def test_convert_refuses_a_bad_option_before_its_bar(
         ("inspect", ["--retry", "-1"], "--retry: must be 0 or more"),
     ],
 )
-def test_reading_commands_refuse_a_bad_option(data: Path, command: str, args: list, says: str):
+def test_reading_commands_refuse_a_bad_option(data: Path, command: str, args: list[str], says: str):
     assert says in usage_error(run(command, str(data / "ds"), *args, check=None), command)
 
 

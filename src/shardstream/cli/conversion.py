@@ -20,7 +20,8 @@ from shardstream.cli.arguments import (
 from shardstream.cli.source import open_source
 from shardstream.converters.image_folder import IMAGE_ENCODINGS
 from shardstream.errors import ConfigurationError
-from shardstream.storage import is_remote
+from shardstream.storage import is_remote, open_store
+from shardstream.writer.publish import check_destination
 
 __all__ = ["register"]
 
@@ -87,6 +88,10 @@ def _run(args: argparse.Namespace) -> int:
     from shardstream import converters
 
     kind = args.kind or _guess(args.source)
+    if not args.exist_ok:
+        # The writer's refusal of a destination that holds files, before any bar (or Spark)
+        # starts: the writer itself starts at the first row.
+        check_destination(open_store(args.out), exist_ok=False, hint="--exist-ok")
     # Each value was checked as the command line was parsed (shardstream.cli.arguments).
     writer: dict[str, Any] = {
         "compression": args.compression,

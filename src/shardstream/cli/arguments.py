@@ -28,10 +28,12 @@ from shardstream.units import parse_bytes
 __all__ = [
     "byte_size",
     "column_encodings",
+    "column_names",
     "compression",
     "count",
     "dataset_root",
     "delimiter",
+    "folder",
     "hash_names",
     "output_root",
     "positive_seconds",
@@ -129,6 +131,23 @@ def _column_items(text: str) -> list[str]:
         else:
             items.append(part)
     return items
+
+
+def column_names(text: str) -> list[str]:
+    """Comma-separated column names, none empty."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has an empty column name; write e.g. --columns text,label"
+        )
+    return names
+
+
+def folder(text: str) -> str:
+    """A local folder to keep files in (made when missing), never an existing file."""
+    if os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"{text} is a file: name a folder (new or existing)")
+    return text
 
 
 def delimiter(text: str) -> str:

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.shard_files import shard_file_pairs
-from shardstream.cli.arguments import count
+from shardstream.cli.arguments import count, folder
 from shardstream.cli.source import (
     DatasetSource,
     add_dataset_arguments,
@@ -55,7 +55,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--max-batches", type=count(1), help="stop each pass after this many batches"
     )
     parser.add_argument("--no-shuffle", action="store_true")
-    parser.add_argument("--cache", help="cache folder for a remote dataset")
+    parser.add_argument("--cache", type=folder, help="cache folder for a remote dataset")
     parser.add_argument(
         "--download-concurrency",
         type=count(1),

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from shardstream.cli.arguments import count
+from shardstream.cli.arguments import column_names, count, folder
 from shardstream.cli.source import (
     DatasetSource,
     add_dataset_arguments,
@@ -47,8 +47,10 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     head.add_argument(
         "-n", "--samples", type=count(0), default=5, help="how many (0 or more; default 5)"
     )
-    head.add_argument("--columns", help="comma-separated columns to show (default: all)")
-    head.add_argument("--cache", help="keep downloaded shards in this folder")
+    head.add_argument(
+        "--columns", type=column_names, help="comma-separated columns to show (default: all)"
+    )
+    head.add_argument("--cache", type=folder, help="keep downloaded shards in this folder")
     head.add_argument(
         "--allow-unsafe-types", action="store_true", help="decode pkl columns (runs code)"
     )
@@ -150,7 +152,7 @@ def _format(summary: dict[str, Any]) -> str:
 
 
 def _head(args: argparse.Namespace) -> int:
-    wanted = None if args.columns is None else [c.strip() for c in args.columns.split(",")]
+    wanted = args.columns  # names, checked when parsed; against the dataset's below
     with open_source(
         args.url, args.cache, progress=not args.quiet, options=download_options(args),
         split=args.split,

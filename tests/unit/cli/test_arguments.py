@@ -117,9 +117,14 @@ def test_convert_refuses_a_bad_option_before_its_bar(
         ("simulate", ["--cache-limit", "lots"], "--cache-limit: size='lots' is not a size"),
         ("validate", ["--timeout", "0"], "--timeout: must be more than 0 seconds"),
         ("inspect", ["--retry", "-1"], "--retry: must be 0 or more"),
+        ("head", ["--columns", "id,,text"], "--columns: 'id,,text' has an empty column name"),
+        ("head", ["--cache", "{data}/table.csv"], "table.csv is a file: name a folder"),
+        ("validate", ["--cache", "{data}/table.csv"], "table.csv is a file: name a folder"),
+        ("bench", ["--cache", "{data}/table.csv"], "table.csv is a file: name a folder"),
     ],
 )
 def test_reading_commands_refuse_a_bad_option(data: Path, command: str, args: list[str], says: str):
+    args = [arg.format(data=data) for arg in args]
     assert says in usage_error(run(command, str(data / "ds"), *args, check=None), command)
 
 

@@ -75,6 +75,59 @@ _NOT_PROVIDED = dict.fromkeys(
 )
 _MARK = "__shardstream_alias__"
 
+# The reference's modules that the alias does not provide, by prefix (the longest one that
+# matches names the module): what a user of each imports or does instead.
+_MODULE_ADVICE = {
+    "streaming._version": "read streaming.__version__ (the alias sets it) or "
+    "shardstream.__version__",
+    "streaming.base.array": "StreamingDataset and LocalDataset index themselves (ds[i])",
+    "streaming.base.batching": "pass batching_method= to StreamingDataset",
+    "streaming.base.compression": "shardstream.format.compression (MDSWriter(compression=...))",
+    "streaming.base.constant": "StreamingDataset's arguments (the reference's constants are "
+    "its own)",
+    "streaming.base.converters.dataframe_to_mds": "import dataframe_to_mds from "
+    "streaming.base.converters (or shardstream.converters)",
+    "streaming.base.distributed": "shardstream.dataset.world (ranks from torch.distributed "
+    "and the environment)",
+    "streaming.base.format.base": "shardstream.format (the shard format) and MDSWriter",
+    "streaming.base.format.index": "shardstream.format.index",
+    "streaming.base.format.json": "StreamingDataset, which reads json shards as they are",
+    "streaming.base.format.xsv": "StreamingDataset, which reads csv, tsv and xsv shards as "
+    "they are",
+    "streaming.base.format.mds.encodings": "shardstream.register_encoding and "
+    "shardstream.get_encoding",
+    "streaming.base.format.mds.reader": "LocalDataset, which reads MDS shards",
+    "streaming.base.format.mds.writer": "import MDSWriter from streaming.base.format.mds",
+    "streaming.base.hashing": "shardstream.format.hashing (MDSWriter(hashes=...))",
+    "streaming.base.partition": "pass partition_algo= to StreamingDataset",
+    "streaming.base.registry_utils": "shardstream.StreamRegistry and shardstream.streams_registry",
+    "streaming.base.sampling": "pass sampling_method= to StreamingDataset",
+    "streaming.base.shared": "nothing: shardstream keeps no shared memory (ranks and workers "
+    "coordinate through locked files); delete the import",
+    "streaming.base.shuffle": "pass shuffle_algo= to StreamingDataset",
+    "streaming.base.spanner": "StreamingDataset, which maps sample ids to shards itself",
+    "streaming.base.storage": "shardstream.storage (open_store, download_file); "
+    "MDSWriter(out='s3://...') uploads",
+    "streaming.base.world": "shardstream.dataset.world (ranks from torch.distributed and the "
+    "environment)",
+    "streaming.multimodal": "subclass StreamingDataset (shardstream has no ready-made datasets); "
+    "convert with shardstream convert or MDSWriter",
+    "streaming.text": "subclass StreamingDataset (shardstream has no ready-made datasets); "
+    "convert with shardstream convert or MDSWriter",
+    "streaming.vision": "subclass StreamingDataset (shardstream has no ready-made datasets); "
+    "convert with shardstream convert or MDSWriter",
+}
+
+
+def _module_advice(fullname: str) -> str:
+    """What to use instead of the reference's module ``fullname``: the longest prefix's advice."""
+    parts = fullname.split(".")
+    for end in range(len(parts), 0, -1):
+        advice = _MODULE_ADVICE.get(".".join(parts[:end]))
+        if advice is not None:
+            return advice
+    return _NOT_PROVIDED.get(parts[-1], f"it provides {', '.join(ALIASES)} only")
+
 
 def clean_stale_shared_memory() -> None:
     """Do nothing: shardstream leaves no shared memory behind to clean.
@@ -150,11 +203,11 @@ def _is_streaming(name: str) -> bool:
 
 def _module(name: str, names: dict[str, str]) -> types.ModuleType:
     """An alias module whose attributes load from shardstream on first use."""
-    package = any(other.startswith(name + ".") for other in ALIASES)
     module = types.ModuleType(name, f"shardstream standing in for mosaicml-streaming's {name}.")
-    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=package)
-    if package:
-        module.__path__ = []
+    # Every alias module is a package, so that the import of any submodule reaches _Refuser
+    # (a plain module's would fail first, with Python's generic "is not a package").
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+    module.__path__ = []
     setattr(module, _MARK, True)
     module.__all__ = sorted(names)  # type: ignore[attr-defined]
 
@@ -183,8 +236,7 @@ class _Refuser:
     ) -> None:
         if not _is_streaming(fullname):
             return None
-        leaf = fullname.rpartition(".")[2]
-        hint = _NOT_PROVIDED.get(leaf, f"it provides {', '.join(ALIASES)} only")
+        hint = _module_advice(fullname)
         raise StreamingAliasError(
             f"{fullname} is not provided by shardstream's streaming alias: {hint}. Import "
             "from shardstream directly, or run without install_streaming_alias()",

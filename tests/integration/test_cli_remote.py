@@ -161,3 +161,24 @@ def test_progress_of_uploads_and_downloads(s3_env: S3Server, tmp_path: Path):
     assert "downloaded" in checked.stderr
     assert stored > 20_000  # several shards, so the bars had something to count
     assert "downloaded" not in run("validate", url, "-q", env=env).stderr
+
+
+def test_a_remote_delta_table_is_read_at_its_latest_version(s3_env: S3Server, tmp_path: Path):
+    import pyarrow as pa
+
+    deltalake = pytest.importorskip("deltalake")
+    table = tmp_path / "table"
+    deltalake.write_deltalake(str(table), pa.table({"a": [1, 2, 3]}))
+    deltalake.write_deltalake(str(table), pa.table({"a": [7, 8]}), mode="overwrite")
+    url = s3_env.url("cli-delta")
+    store = open_store(url)
+    for path in sorted(table.rglob("*")):
+        if path.is_file():
+            store.put_file(str(path), path.relative_to(table).as_posix())
+    env = env_of(s3_env)
+    summary = json.loads(run("inspect", url, "--json", env=env).stdout)
+    assert (summary["format"], summary["version"], summary["samples"]) == ("delta", 1, 2)
+    assert "Delta table, version 1" in run("inspect", url, env=env).stdout
+    head = run("head", url, "-q", env=env).stdout
+    assert "a: 7" in head
+    assert "a: 1" not in head

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.shard_files import shard_file_pairs
+from shardstream.cli.arguments import count, folder
 from shardstream.cli.source import (
     DatasetSource,
     add_dataset_arguments,
@@ -47,14 +48,18 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "to the store. Example: shardstream bench s3://bucket/my-ds --workers 4 --epochs 2",
     )
     add_dataset_arguments(parser)
-    parser.add_argument("--batch-size", type=int, default=256, help="per-device batch (256)")
-    parser.add_argument("--workers", type=int, default=0, help="DataLoader workers (0)")
-    parser.add_argument("--epochs", type=int, default=1, help="passes over the data (1)")
-    parser.add_argument("--max-batches", type=int, help="stop each pass after this many batches")
-    parser.add_argument("--no-shuffle", action="store_true")
-    parser.add_argument("--cache", help="cache folder for a remote dataset")
+    parser.add_argument("--batch-size", type=count(1), default=256, help="per-device batch (256)")
+    parser.add_argument("--workers", type=count(0), default=0, help="DataLoader workers (0)")
+    parser.add_argument("--epochs", type=count(1), default=1, help="passes over the data (1)")
     parser.add_argument(
-        "--download-concurrency", type=int, help="downloads at once (StreamingDataset's default)"
+        "--max-batches", type=count(1), help="stop each pass after this many batches"
+    )
+    parser.add_argument("--no-shuffle", action="store_true")
+    parser.add_argument("--cache", type=folder, help="cache folder for a remote dataset")
+    parser.add_argument(
+        "--download-concurrency",
+        type=count(1),
+        help="downloads at once (StreamingDataset's default)",
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(run=_run)

@@ -8,9 +8,20 @@ import os
 from typing import Any
 
 from shardstream._optional import require
+from shardstream.cli.arguments import (
+    byte_size,
+    column_encodings,
+    compression,
+    delimiter,
+    hash_names,
+    output_root,
+    table_version,
+)
 from shardstream.cli.source import open_source
+from shardstream.converters.image_folder import IMAGE_ENCODINGS
 from shardstream.errors import ConfigurationError
-from shardstream.storage import is_remote
+from shardstream.storage import is_remote, open_store
+from shardstream.writer.publish import check_destination
 
 __all__ = ["register"]
 
@@ -30,22 +41,32 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "shardstream convert events/ out/ --from spark --spark-format orc",
     )
     parser.add_argument("source", help="a file, a folder or a glob")
-    parser.add_argument("out", help="the new dataset's root: a folder or a URL")
+    parser.add_argument("out", type=output_root, help="the new dataset's root: a folder or a URL")
     parser.add_argument("--from", dest="kind", choices=SOURCES, help="the kind of SOURCE")
-    parser.add_argument("--compression", default="zstd", help="shard compression ('zstd'; 'none')")
-    parser.add_argument("--hashes", default="", help="comma-separated digests to record")
-    parser.add_argument("--size-limit", default="64mb", help="shard size limit ('64mb')")
+    parser.add_argument(
+        "--compression", type=compression, default="zstd", help="shard compression ('zstd'; 'none')"
+    )
+    parser.add_argument(
+        "--hashes", type=hash_names, default="", help="comma-separated digests to record"
+    )
+    parser.add_argument(
+        "--size-limit", type=byte_size, default="64mb", help="shard size limit ('64mb')"
+    )
     parser.add_argument(
         "--columns",
+        type=column_encodings,
         help="the columns to write and their encodings, comma-separated name:encoding "
         "(e.g. 'img:jpeg,y:int8'; default: every column, encodings inferred)",
     )
     parser.add_argument(
         "--skip-nulls", action="store_true", help="drop rows with nulls instead of failing"
     )
-    parser.add_argument("--delimiter", default=",", help="CSV delimiter (',')")
+    parser.add_argument("--delimiter", type=delimiter, default=",", help="CSV delimiter (',')")
     parser.add_argument(
-        "--image-encoding", default="bytes", help="images: bytes (as stored), jpeg, png or pil"
+        "--image-encoding",
+        default="bytes",
+        choices=IMAGE_ENCODINGS,
+        help="images: bytes (as stored), jpeg, png or pil",
     )
     parser.add_argument(
         "--spark-format", default="parquet", help="--from spark: spark.read.format (parquet)"
@@ -56,6 +77,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--version",
         dest="table_version",
+        type=table_version,
         help="--from delta: the table version, a number or an ISO 8601 time (default: latest)",
     )
     parser.add_argument("--exist-ok", action="store_true", help="write into a non-empty OUT")
@@ -66,13 +88,18 @@ def _run(args: argparse.Namespace) -> int:
     from shardstream import converters
 
     kind = args.kind or _guess(args.source)
+    if not args.exist_ok:
+        # The writer's refusal of a destination that holds files, before any bar (or Spark)
+        # starts: the writer itself starts at the first row.
+        check_destination(open_store(args.out), exist_ok=False, hint="--exist-ok")
+    # Each value was checked as the command line was parsed (shardstream.cli.arguments).
     writer: dict[str, Any] = {
-        "compression": None if args.compression.lower() == "none" else args.compression,
-        "hashes": [h for h in args.hashes.split(",") if h] or None,
+        "compression": args.compression,
+        "hashes": args.hashes,
         "size_limit": args.size_limit,
         "exist_ok": args.exist_ok,
     }
-    columns = _columns(args.columns)
+    columns = args.columns
     progress = not args.quiet
     on_null = "skip" if args.skip_nulls else "error"
     if kind == "images":
@@ -83,10 +110,8 @@ def _run(args: argparse.Namespace) -> int:
     elif kind == "spark":
         written = _spark(args, columns, writer, on_null, progress)
     elif kind == "delta":
-        version = args.table_version
         written = converters.delta_to_mds(
-            args.source, args.out,
-            version=int(version) if version and version.isdigit() else version, columns=columns,
+            args.source, args.out, version=args.table_version, columns=columns,
             on_null="skip" if args.skip_nulls else "error", progress=progress,
             progress_bar=progress and is_remote(args.out), **writer,
         )  # fmt: skip
@@ -181,18 +206,3 @@ def _paths(source: str, kind: str) -> list[str]:
             "path, or pass --from with the kind of files it holds"
         )
     return found
-
-
-def _columns(text: str | None) -> dict[str, str] | None:
-    if not text:
-        return None
-    columns = {}
-    for item in text.split(","):
-        name, sep, encoding = item.partition(":")
-        if not sep or not name.strip() or not encoding.strip():
-            raise ConfigurationError(
-                f"--columns item {item!r} is not name:encoding; write e.g. "
-                "--columns text:str,label:int"
-            )
-        columns[name.strip()] = encoding.strip()
-    return columns

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from shardstream.cli.arguments import column_names, count, folder
 from shardstream.cli.source import (
     DatasetSource,
     add_dataset_arguments,
@@ -31,7 +32,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         description="Summarise a dataset from its index.json: nothing else is downloaded. "
         "Example: shardstream inspect s3://bucket/my-ds",
     )
-    add_dataset_arguments(inspect)
+    add_dataset_arguments(inspect, parquet_file=True)
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
     inspect.set_defaults(run=_inspect)
 
@@ -43,9 +44,13 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "Example: shardstream head s3://bucket/my-ds -n 3",
     )
     add_dataset_arguments(head)
-    head.add_argument("-n", "--samples", type=int, default=5, help="how many (default 5)")
-    head.add_argument("--columns", help="comma-separated columns to show (default: all)")
-    head.add_argument("--cache", help="keep downloaded shards in this folder")
+    head.add_argument(
+        "-n", "--samples", type=count(0), default=5, help="how many (0 or more; default 5)"
+    )
+    head.add_argument(
+        "--columns", type=column_names, help="comma-separated columns to show (default: all)"
+    )
+    head.add_argument("--cache", type=folder, help="keep downloaded shards in this folder")
     head.add_argument(
         "--allow-unsafe-types", action="store_true", help="decode pkl columns (runs code)"
     )
@@ -73,8 +78,12 @@ def describe(source: DatasetSource) -> dict[str, Any]:
         )
         for entry in entries
     )
+    snapshot = None if source.parquet is None else source.parquet.snapshot
     return {
         "url": source.url,
+        "format": source.format,
+        # A Delta table: the version read (the latest) and the latest when it was read.
+        **({} if snapshot is None else {"version": snapshot.version, "latest": snapshot.latest}),
         "shards": len(entries),
         "samples": sum(samples),
         "formats": dict(Counter(entry.format for entry in entries)),
@@ -111,6 +120,7 @@ def _inspect(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
         return 0
     print(f"dataset      {summary['url']}")
+    print(f"format       {_format(summary)}")
     formats = ", ".join(f"{name} ({count})" for name, count in summary["formats"].items())
     print(f"shards       {summary['shards']:,}  ({formats or 'none'})")
     print(f"samples      {summary['samples']:,}")
@@ -134,14 +144,21 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _format(summary: dict[str, Any]) -> str:
+    """The dataset's format in words; a Delta table's with its version."""
+    if summary["format"] == "delta":
+        return f"Delta table, version {summary['version']} (the latest)"
+    return {"mds": "MDS", "parquet": "Parquet"}[summary["format"]]
+
+
 def _head(args: argparse.Namespace) -> int:
-    wanted = None if args.columns is None else [c.strip() for c in args.columns.split(",")]
+    wanted = args.columns  # names, checked when parsed; against the dataset's below
     with open_source(
         args.url, args.cache, progress=not args.quiet, options=download_options(args),
         split=args.split,
     ) as source:  # fmt: skip
         _check_columns(wanted, source)
-        total = min(max(args.samples, 0), source.samples)
+        total = min(args.samples, source.samples)
         shard, seen = 0, 0
         while seen < total:  # fetch only the shards that hold the first samples
             source.fetch(shard)

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from shardstream._version import __version__
 from shardstream.cli import benchmark, conversion, info, merging, simulation, validation
@@ -47,9 +48,19 @@ _CLI_TERMS = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose refusal of a command line is one line on stderr (exit 2).
+
+    Its sub-commands' parsers are of this class too (argparse makes them of the parent's).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every sub-command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="shardstream",
         description="Turn data into MDS shards, look inside datasets, check and merge them, "
         "and see how a cluster will read them.",

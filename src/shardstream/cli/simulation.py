@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream._optional import require
+from shardstream.cli.arguments import byte_size, count
 from shardstream.cli.source import add_dataset_arguments, download_options, open_source
 from shardstream.errors import ConfigurationError
 from shardstream.sampling import DEFAULT_SHUFFLE_ALGORITHM, SHUFFLE_ALGORITHMS, ShuffleConfig
@@ -33,7 +34,7 @@ from shardstream.sampling.simulation import (
     shards_per_batch,
     step_batches,
 )
-from shardstream.units import format_bytes, parse_bytes
+from shardstream.units import format_bytes
 
 __all__ = ["register", "simulate"]
 
@@ -49,27 +50,32 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--workers 4 --batch-size 32 --cache-limit 50gb --plot sim.png",
     )
     add_dataset_arguments(parser)
-    parser.add_argument("--nodes", type=int, default=1, help="physical nodes (default 1)")
-    parser.add_argument("--ranks-per-node", type=int, default=8, help="ranks per node (8)")
-    parser.add_argument("--workers", type=int, default=8, help="DataLoader workers per rank (8)")
-    parser.add_argument("--batch-size", type=int, default=32, help="per-device batch (32)")
+    parser.add_argument("--nodes", type=count(1), default=1, help="physical nodes (default 1)")
+    parser.add_argument("--ranks-per-node", type=count(1), default=8, help="ranks per node (8)")
+    parser.add_argument(
+        "--workers", type=count(1), default=8, help="DataLoader workers per rank (8)"
+    )
+    parser.add_argument("--batch-size", type=count(1), default=32, help="per-device batch (32)")
     parser.add_argument(
         "--num-canonical-nodes",
-        type=int,
+        type=count(1),
         help="default: as StreamingDataset's (the nodes; 64 x that for py1s and py2s)",
     )
     parser.add_argument(
         "--shuffle-algo", default=DEFAULT_SHUFFLE_ALGORITHM, choices=sorted(SHUFFLE_ALGORITHMS)
     )
     parser.add_argument("--no-shuffle", action="store_true", help="simulate shuffle=False")
-    parser.add_argument("--shuffle-block-size", type=int, help="default: the algorithm's")
-    parser.add_argument("--seed", type=int, default=9176, help="shuffle_seed (9176)")
-    parser.add_argument("--epoch", type=int, default=0)
+    parser.add_argument("--shuffle-block-size", type=count(1), help="default: the algorithm's")
+    parser.add_argument("--seed", type=count(0), default=9176, help="shuffle_seed (9176)")
+    parser.add_argument("--epoch", type=count(0), default=0)
     parser.add_argument(
-        "--cache-limit", help="each node's cache_limit, e.g. '50gb' (default: no limit)"
+        "--cache-limit",
+        type=byte_size,
+        help="each node's cache_limit, e.g. '50gb' (default: no limit)",
     )
     parser.add_argument(
         "--bandwidth",
+        type=byte_size,
         default="1gb",
         help="download bandwidth per node per second, for the time to first batch ('1gb')",
     )
@@ -126,13 +132,7 @@ def simulate(
 
 
 def _run(args: argparse.Namespace) -> int:
-    for name in ("nodes", "ranks_per_node", "workers", "batch_size"):
-        if getattr(args, name) < 1:
-            raise ConfigurationError(
-                f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}"
-            )
-    cache_limit = None if args.cache_limit is None else parse_bytes(args.cache_limit)
-    bandwidth = parse_bytes(args.bandwidth, what="--bandwidth")
+    cache_limit, bandwidth = args.cache_limit, args.bandwidth  # bytes, checked when parsed
     if args.plot:
         _check_plot_path(args.plot)
     with open_source(args.url, options=download_options(args), split=args.split) as source:

@@ -19,20 +19,22 @@ from typing import Any
 
 from tqdm import tqdm
 
+from shardstream.cache.delta_log import LOG_FOLDER, read_snapshot
 from shardstream.cache.index_sync import sync_index
 from shardstream.cache.parquet_index import (
     is_parquet_key,
-    list_parquet,
+    local_file_layouts,
     local_layouts,
+    parquet_files,
     sync_layouts,
 )
 from shardstream.cache.safe_paths import read_file
 from shardstream.cache.shard_files import shard_file_pairs
+from shardstream.cli.arguments import count, dataset_root, positive_seconds
 from shardstream.dataset import LocalDataset
 from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.splits import local_splits, remote_splits, split_advice
 from shardstream.errors import (
-    ConfigurationError,
     ObjectNotFoundError,
     ShardNotFoundError,
     UnsupportedURLError,
@@ -42,6 +44,7 @@ from shardstream.storage import (
     DownloadOptions,
     ObjectStore,
     download_file,
+    fetch_listing,
     is_remote,
     local_path,
     open_store,
@@ -50,27 +53,31 @@ from shardstream.storage import (
 __all__ = ["DatasetSource", "add_dataset_arguments", "open_source", "stored_files"]
 
 
-def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
-    """The dataset a command reads: its root, a split below it, and how to download it."""
+def add_dataset_arguments(parser: argparse.ArgumentParser, *, parquet_file: bool = False) -> None:
+    """The dataset a command reads: its root, a split below it, and how to download it.
+
+    With ``parquet_file``, the root may also be one local Parquet file.
+    """
     parser.add_argument(
-        "url", help="the dataset root: a folder (MDS or Parquet) or a URL (s3://, gs://, ...)"
+        "url",
+        type=dataset_root(parquet_file=parquet_file),
+        help="the dataset root: a folder (MDS, Parquet or Delta) or a URL (s3://, gs://, ...)"
+        + ("; or one Parquet file" if parquet_file else ""),
     )
     parser.add_argument("--split", default="", help="the split (sub-folder) to read, e.g. train")
     parser.add_argument(
-        "--retry", type=int, default=2, help="retries of each failed download request (2)"
+        "--retry", type=count(0), default=2, help="retries of each failed download request (2)"
     )
     parser.add_argument(
-        "--timeout", type=float, default=60.0, help="seconds each download request may take (60)"
+        "--timeout",
+        type=positive_seconds,
+        default=60.0,
+        help="seconds each download request may take (60)",
     )
 
 
 def download_options(args: argparse.Namespace) -> DownloadOptions:
-    """The command line's retries and timeout."""
-    if args.retry < 0 or args.timeout <= 0:
-        raise ConfigurationError(
-            f"--retry must be 0 or more and --timeout more than 0, got --retry {args.retry} "
-            f"--timeout {args.timeout:g}"
-        )
+    """The command line's retries and timeout (checked as they were parsed)."""
     return DownloadOptions(retry=args.retry, timeout=args.timeout)
 
 
@@ -82,10 +89,37 @@ class DatasetSource:
     entries: list[ShardEntry]
     local: str
     store: ObjectStore | None = None
-    progress: Any = None  # a tqdm bar of bytes downloaded, or None
+    progress: bool = False  # draw a bar of bytes downloaded (on the first download)
     options: DownloadOptions = field(default_factory=DownloadOptions)
     parquet: ParquetDataset | None = None  # Parquet files: read in place, or row groups fetched
     _fetched: set[int] = field(default_factory=set)
+    _bar: Any = None
+
+    @property
+    def format(self) -> str:
+        """What the dataset is: ``mds``, ``parquet`` or ``delta`` (a table's version)."""
+        if self.parquet is None:
+            return "mds"
+        return "parquet" if self.parquet.snapshot is None else "delta"
+
+    def _count(self, size: int) -> None:
+        """Count downloaded bytes.
+
+        The bar is drawn at the first, so a command that refuses its arguments (or reads
+        nothing) draws none.
+        """
+        if not self.progress:
+            return
+        if self._bar is None:
+            self._bar = tqdm(
+                desc="downloaded", unit="B", unit_scale=True, leave=False, dynamic_ncols=True
+            )
+        self._bar.update(size)
+
+    def close(self) -> None:
+        """Remove the bar, if one was drawn."""
+        if self._bar is not None:
+            self._bar.close()
 
     def fetch(self, shard: int) -> None:
         """Make the stored files of shard ``shard`` present locally (no-op for a local folder)."""
@@ -96,8 +130,7 @@ class DatasetSource:
             entry = self.entries[shard]
             fetcher.fetch(self.store, entry, os.path.join(self.local, entry.raw_data.basename),
                           self.options)  # fmt: skip
-            if self.progress is not None:
-                self.progress.update(entry.raw_data.bytes)
+            self._count(entry.raw_data.bytes)
             self._fetched.add(shard)
             return
         for info in stored_files(self.entries[shard]):
@@ -107,8 +140,7 @@ class DatasetSource:
                     continue
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             download_file(self.store, info.basename, dest, self.options, expected_size=info.bytes)
-            if self.progress is not None:
-                self.progress.update(info.bytes)
+            self._count(info.bytes)
         self._fetched.add(shard)
 
     def drop(self, shard: int) -> None:
@@ -166,9 +198,11 @@ def open_source(
 
     A remote dataset's files are downloaded into ``cache`` (default: a temporary folder).
 
-    A dataset without ``index.json`` that holds ``*.parquet`` files is read as the library
-    streams it: each row group is a shard (fetched alone from a remote). With ``progress``, a
-    remote dataset's downloads show a bar of bytes (on stderr).
+    A dataset without ``index.json`` is read as the library streams it: the latest version of
+    a Delta table where a ``_delta_log/`` is, else its ``*.parquet`` files; each row group is
+    a shard (fetched alone from a remote). A local ``url`` may also be one Parquet file. With
+    ``progress``, a remote dataset's downloads show a bar of bytes (on stderr), drawn at the
+    first download.
 
     Raises:
         ShardNotFoundError / ObjectNotFoundError: There is no ``index.json`` at ``url`` (the
@@ -179,19 +213,9 @@ def open_source(
     root, split = url, split.strip("/")
     url = root.rstrip("/") + "/" + split if split else root
     if not is_remote(url):
-        local = local_path(url)
-        path = os.path.join(local, INDEX_BASENAME)
-        try:
-            with open(path, "rb") as handle:
-                entries = parse_index(handle.read(), source=path)
-        except FileNotFoundError as exc:
-            parquet = _local_parquet(local)
-            if parquet is None:
-                advice = split_advice(split, local_splits(local_path(root)), flag="--split")
-                raise ShardNotFoundError(_no_index(local, advice)) from exc
-            yield DatasetSource(url, parquet.shards, local, parquet=parquet)
-            return
-        yield DatasetSource(url, entries, local)
+        source = _open_local(url, root, split, options)
+        source.progress = progress
+        yield source
         return
     store = open_store(url, timeout=options.timeout)
     with contextlib.ExitStack() as stack:
@@ -205,17 +229,56 @@ def open_source(
             synced = sync_index(store, cache, options)
             entries = synced if synced is not None else _cached_index(cache)
         except ObjectNotFoundError as exc:
-            parquet = _remote_parquet(store, cache, options)
+            parquet = _remote_table(url, store, cache, options)
             if parquet is None:
                 advice = split_advice(split, remote_splits(root, options), flag="--split")
                 raise ObjectNotFoundError(_no_index(url, advice)) from exc
             entries = parquet.shards
-        bar = None
-        if progress:
-            bar = stack.enter_context(
-                tqdm(desc="downloaded", unit="B", unit_scale=True, leave=False, dynamic_ncols=True)
-            )
-        yield DatasetSource(url, entries, cache, store, bar, options, parquet)
+        source = DatasetSource(url, entries, cache, store, progress, options, parquet)
+        stack.callback(source.close)
+        yield source
+
+
+def _open_local(url: str, root: str, split: str, options: DownloadOptions) -> DatasetSource:
+    """A local dataset, read in place; or one Parquet file.
+
+    As a stream reads a folder: MDS where ``index.json`` is, else the latest version of a
+    Delta table, else Parquet files.
+    """
+    local = local_path(url)
+    if os.path.isfile(local):  # one Parquet file (the arguments' types refused other files)
+        folder, name = os.path.split(os.path.abspath(local))
+        one = ParquetDataset(folder, local_file_layouts(folder, [name]), source=url)
+        return DatasetSource(url, one.shards, folder, parquet=one)
+    path = os.path.join(local, INDEX_BASENAME)
+    try:
+        with open(path, "rb") as handle:
+            entries = parse_index(handle.read(), source=path)
+        return DatasetSource(url, entries, local)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        parquet: ParquetDataset | None = (
+            _delta(url, None, local, options)
+            if os.path.isdir(os.path.join(local, LOG_FOLDER))
+            else _local_parquet(local)
+        )
+        if parquet is None:
+            advice = split_advice(split, local_splits(local_path(root)), flag="--split")
+            raise ShardNotFoundError(_no_index(local, advice)) from exc
+        return DatasetSource(url, parquet.shards, local, parquet=parquet)
+
+
+def _delta(
+    url: str, store: ObjectStore | None, local: str, options: DownloadOptions
+) -> ParquetDataset:
+    """The latest version of the Delta table at ``url`` (remote: its log copied into ``local``)."""
+    snapshot, infos = read_snapshot(url, store, local, None, options)
+    keys = [file.key for file in snapshot.files]
+    if store is None:
+        layouts = local_file_layouts(local, keys)
+    else:
+        assert infos is not None
+        layouts = sync_layouts(store, local, options, infos) if keys else []
+    return ParquetDataset(local, layouts, cached=store is not None, source=url, snapshot=snapshot)
 
 
 def _local_parquet(local: str) -> ParquetDataset | None:
@@ -227,14 +290,17 @@ def _local_parquet(local: str) -> ParquetDataset | None:
     return None
 
 
-def _remote_parquet(
-    store: ObjectStore, cache: str, options: DownloadOptions
+def _remote_table(
+    url: str, store: ObjectStore, cache: str, options: DownloadOptions
 ) -> ParquetDataset | None:
-    """The remote's Parquet files (footers read into ``cache``), or ``None`` when it has none."""
+    """The remote's Delta table or Parquet files (footers read into ``cache``), or ``None``."""
     try:
-        listed = list_parquet(store, options)
+        every = fetch_listing(store, "", options)
     except UnsupportedURLError:  # a store that cannot list (HTTP) holds no Parquet folder
         return None
+    if any(key.startswith(LOG_FOLDER + "/") for key in every):
+        return _delta(url, store, cache, options)
+    listed = parquet_files(every)
     if not listed:
         return None
     layouts = sync_layouts(store, cache, options, listed)

@@ -13,6 +13,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from shardstream.cli.arguments import folder
 from shardstream.cli.source import (
     DatasetSource,
     add_dataset_arguments,
@@ -53,6 +54,7 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_dataset_arguments(parser)
     parser.add_argument(
         "--cache",
+        type=folder,
         help="download remote shards into this folder and keep them (default: a temporary "
         "folder, each shard deleted once checked)",
     )

@@ -14,13 +14,14 @@ from shardstream.errors import ConfigurationError
 from shardstream.storage import is_remote, local_path, open_store
 from shardstream.writer.mds_writer import MDSWriter
 
-__all__ = ["CLASSES_FILE", "IMAGE_EXTENSIONS", "image_folder_to_mds"]
+__all__ = ["CLASSES_FILE", "IMAGE_ENCODINGS", "IMAGE_EXTENSIONS", "image_folder_to_mds"]
 
 logger = logging.getLogger(__name__)
 
 CLASSES_FILE = "classes.json"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-_ENCODINGS = ("bytes", "jpeg", "png", "pil")
+#: How an image column may be stored (``image_encoding``).
+IMAGE_ENCODINGS = ("bytes", "jpeg", "png", "pil")
 
 
 def image_folder_to_mds(
@@ -64,9 +65,9 @@ def image_folder_to_mds(
         image_folder_to_mds("/tmp/flowers", "/tmp/my-ds", image_encoding="jpeg")
         sample = LocalDataset("/tmp/my-ds")[0]  # image, label, class_name, path
     """
-    if image_encoding not in _ENCODINGS:
+    if image_encoding not in IMAGE_ENCODINGS:
         raise ConfigurationError(
-            f"image_encoding must be one of {_ENCODINGS}, got {image_encoding!r}"
+            f"image_encoding must be one of {IMAGE_ENCODINGS}, got {image_encoding!r}"
         )
     top = os.fspath(root)
     if not os.path.isdir(top):

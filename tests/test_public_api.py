@@ -116,6 +116,7 @@ PETASTORM = [
     "Unischema",
     "UnischemaField",
     "decimal_friendly_collate",
+    "edit_field",
     "in_intersection",
     "in_lambda",
     "in_negate",
@@ -127,6 +128,8 @@ PETASTORM = [
     "make_reader",
     "make_spark_converter",
     "register_delete_dir_handler",
+    "tf_tensors",
+    "transform_schema",
 ]
 
 

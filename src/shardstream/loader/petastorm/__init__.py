@@ -1,7 +1,8 @@
 """Petastorm's reader API over shardstream: change the import line, keep the code.
 
 ``from petastorm import make_reader, make_batch_reader, TransformSpec``,
-``from petastorm.tf_utils import make_petastorm_dataset``,
+``from petastorm.tf_utils import make_petastorm_dataset, tf_tensors``,
+``from petastorm.transform import transform_schema, edit_field``,
 ``from petastorm.pytorch import DataLoader``, ``from petastorm.predicates import in_lambda``
 and ``from petastorm.spark import make_spark_converter`` all become
 ``from shardstream.loader.petastorm import ...``. The readers stream the Parquet folder with
@@ -21,7 +22,8 @@ from shardstream.loader.petastorm.predicates import (
 )
 from shardstream.loader.petastorm.pytorch import DataLoader, decimal_friendly_collate
 from shardstream.loader.petastorm.reader import Reader
-from shardstream.loader.petastorm.tf_utils import make_petastorm_dataset
+from shardstream.loader.petastorm.tf_utils import make_petastorm_dataset, tf_tensors
+from shardstream.loader.petastorm.transform import edit_field, transform_schema
 from shardstream.loader.petastorm.unischema import Unischema, UnischemaField
 from shardstream.loader.spark_converter import (
     SparkDatasetConverter,
@@ -40,6 +42,7 @@ __all__ = [
     "Unischema",
     "UnischemaField",
     "decimal_friendly_collate",
+    "edit_field",
     "in_intersection",
     "in_lambda",
     "in_negate",
@@ -51,4 +54,6 @@ __all__ = [
     "make_reader",
     "make_spark_converter",
     "register_delete_dir_handler",
+    "tf_tensors",
+    "transform_schema",
 ]

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from shardstream._optional import require
-from shardstream.errors import ConfigurationError, ShardFormatError
+from shardstream.errors import ConfigurationError, NoMatchingFieldsError, ShardFormatError
 from shardstream.loader.fields import Field
 
 __all__ = [
@@ -155,7 +155,8 @@ def select_fields(schema: Unischema, wanted: Sequence[Any] | None) -> list[str]:
     """The names ``schema_fields`` selects: fields, names or regular expressions (full match).
 
     Raises:
-        ConfigurationError: Nothing matches, or a field that is not the schema's.
+        NoMatchingFieldsError: Nothing matches (a ``RuntimeError``, as Petastorm raises).
+        ConfigurationError: A field that is not the schema's.
     """
     if wanted is None:
         return list(schema.fields)
@@ -181,7 +182,7 @@ def select_fields(schema: Unischema, wanted: Sequence[Any] | None) -> list[str]:
                 f"UnischemaFields"
             )
     if not chosen:
-        raise ConfigurationError(
+        raise NoMatchingFieldsError(
             f"no field matches schema_fields={list(wanted)!r}; the dataset's fields are "
             f"{', '.join(schema.fields)}"
         )

@@ -13,6 +13,11 @@ types and ``dtype``, ``Decimal``, ``OrderedDict``, a few builtin types) and maps
 stand-in of its own (:mod:`shardstream.loader.petastorm.unischema`,
 :mod:`shardstream.loader.petastorm.codecs`), whose constructors only store values. Any other
 name is refused with :class:`~shardstream.errors.UnsafePickleError`, before anything is called.
+
+Petastorm 0.4-0.7 made ``UnischemaField`` a plain namedtuple, and importing pyspark patched
+every namedtuple to pickle as ``pyspark.serializers._restore(name, fields, values)``, a call
+that builds a namedtuple class of any name. That name maps to :func:`_restore`, which builds a
+``UnischemaField`` and nothing else.
 """
 
 from __future__ import annotations
@@ -108,6 +113,8 @@ def allowed_global(module: str, name: str) -> Any:
             found = _BUILTINS.get(name)
         elif (module, name) in (("copyreg", "_reconstructor"), ("copy_reg", "_reconstructor")):
             found = _reconstructor
+        elif (module, name) == ("pyspark.serializers", "_restore"):
+            found = _restore
     if found is None:
         raise UnsafePickleError(
             f"the dataset's Unischema metadata names {module}.{name}, which shardstream does "
@@ -137,6 +144,28 @@ def _reconstructor(cls: Any, base: Any, state: Any) -> Any:
     if base is tuple and cls is UnischemaField:
         return UnischemaField(*state)
     raise UnsafePickleError(f"the Unischema metadata rebuilds {cls!r} from {base!r}")
+
+
+def _restore(name: Any, fields: Any, values: Any) -> UnischemaField:
+    """``pyspark.serializers._restore`` (Petastorm 0.4-0.7's fields) for a UnischemaField alone.
+
+    Raises:
+        UnsafePickleError: It rebuilds another namedtuple, or fields a UnischemaField lacks.
+    """
+    names = tuple(fields) if isinstance(fields, (tuple, list)) else ()
+    if name != "UnischemaField" or not all(isinstance(n, str) for n in names):
+        raise UnsafePickleError(
+            f"the Unischema metadata rebuilds a namedtuple {name!r} with pyspark's _restore; "
+            f"only Petastorm's UnischemaField is loaded"
+        )
+    unknown = [n for n in names if n not in UnischemaField._fields]
+    required = ("name", "numpy_dtype", "shape")
+    if unknown or not set(required) <= set(names) or not isinstance(values, tuple):
+        raise UnsafePickleError(
+            f"the Unischema metadata rebuilds a UnischemaField with the fields {names!r}; "
+            f"Petastorm's are {UnischemaField._fields!r}"
+        )
+    return UnischemaField(**dict(zip(names, values, strict=True)))
 
 
 def load_unischema(data: bytes, *, source: str) -> Unischema:

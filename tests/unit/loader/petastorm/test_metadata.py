@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import sys
@@ -20,13 +21,15 @@ from tests.petastorm_data import (
     ScalarCodec,
     Unischema,
     UnischemaField,
+    hello_row,
     hello_schema,
+    legacy_pickled,
     pickled,
     write_hello,
 )
 
 from shardstream.errors import ShardFormatError, UnsafePickleError
-from shardstream.loader.petastorm import codecs
+from shardstream.loader.petastorm import codecs, make_reader
 from shardstream.loader.petastorm import unischema as stand_ins
 from shardstream.loader.petastorm.metadata import load_unischema, read_unischema
 from shardstream.storage import LocalStore
@@ -152,3 +155,37 @@ def test_a_common_metadata_without_a_unischema_gives_none(tmp_path: Path):
 
 def test_the_key_is_petastorms():
     assert UNISCHEMA_KEY == b"dataset-toolkit.unischema.v1"
+
+
+def test_petastorm_0_4_to_0_7_fields_restored_by_pyspark_load():
+    data = legacy_pickled(hello_schema())
+    assert b"cpyspark.serializers\n_restore\n" in data  # as those versions stored it
+    assert b"UnischemaField" in data
+    assert b"petastorm.unischema\nUnischemaField" not in data
+    schema = load_unischema(data, source="t")
+    assert list(schema.fields) == list(hello_schema().fields)
+    image = schema.fields["image"]
+    assert isinstance(image, stand_ins.UnischemaField)
+    assert (image.numpy_dtype, image.shape, image.nullable) == (np.uint8, (8, 6, 3), False)
+    assert isinstance(image.codec, codecs.CompressedImageCodec)
+
+
+def test_a_petastorm_0_4_dataset_reads_with_make_reader(tmp_path: Path):
+    root = write_hello(tmp_path / "old", 12, metadata=legacy_pickled(hello_schema()))
+    with make_reader(str(root), shuffle_row_groups=False) as reader:
+        rows = list(reader)
+    assert sorted(int(row.id) for row in rows) == list(range(12))
+    for row in rows:
+        np.testing.assert_array_equal(row.image, hello_row(int(row.id))["image"])
+
+
+Evil = collections.namedtuple("Evil", ["name", "numpy_dtype", "shape"])
+# A field of another shape under UnischemaField's name.
+OddField = collections.namedtuple("UnischemaField", ["name", "numpy_dtype", "shape", "code"])  # type: ignore[name-match]
+
+
+def test_pysparks_restore_builds_no_other_namedtuple():
+    with pytest.raises(UnsafePickleError, match="namedtuple 'Evil'"):
+        load_unischema(legacy_pickled(Evil("x", np.int32, ()), (Evil,)), source="t")
+    with pytest.raises(UnsafePickleError, match="with the fields"):
+        load_unischema(legacy_pickled(OddField("x", np.int32, (), 1), (OddField,)), source="t")

@@ -28,7 +28,7 @@ from shardstream.loader.petastorm import (
 IMAGE_SIZE = (32, 16, 3)
 
 
-def test_schema() -> Unischema:
+def petastorm_test_schema() -> Unischema:
     """Petastorm's ``TestSchema``."""
     from pyspark.sql.types import DecimalType, ShortType
 
@@ -87,7 +87,7 @@ def create_test_dataset(
     spark: Any, url: str, rows: range, num_files: int = 2
 ) -> list[dict[str, Any]]:
     """Write the test dataset at ``url`` as Petastorm's helper does; return its rows."""
-    schema = test_schema()
+    schema = petastorm_test_schema()
     data = [random_row(i) for i in rows]
     with materialize_dataset(spark, url, schema):
         encoded = [dict_to_spark_row(schema, row) for row in data]

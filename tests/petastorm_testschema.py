@@ -84,12 +84,12 @@ def random_row(id_num: int) -> dict[str, Any]:
 
 
 def create_test_dataset(
-    spark: Any, url: str, rows: range, num_files: int = 2
+    spark: Any, url: str, rows: range, num_files: int = 2, use_summary_metadata: bool = False
 ) -> list[dict[str, Any]]:
     """Write the test dataset at ``url`` as Petastorm's helper does; return its rows."""
     schema = petastorm_test_schema()
     data = [random_row(i) for i in rows]
-    with materialize_dataset(spark, url, schema):
+    with materialize_dataset(spark, url, schema, use_summary_metadata=use_summary_metadata):
         encoded = [dict_to_spark_row(schema, row) for row in data]
         frame = spark.createDataFrame(encoded, schema.as_spark_schema()).sort("id")
         frame.coalesce(num_files).write.option("compression", "none") \

@@ -177,6 +177,19 @@ def test_with_one_shot_iterator(synthetic_dataset: Synthetic, reader_factory: An
 
 
 @pytest.mark.parametrize("reader_factory", [dummy, thread, process])
+def test_with_dataset_repeat(synthetic_dataset: Synthetic, reader_factory: Any):
+    with tf.Graph().as_default(), reader_factory(synthetic_dataset.url) as reader:
+        dataset = make_petastorm_dataset(reader).repeat(2)
+        iterator = dataset.make_one_shot_iterator().get_next()
+        match_str = "Running multiple iterations over make_petastorm_dataset is not recommend"
+        # Around the whole pass: tf.data reads ahead, so the second pass may start (and warn)
+        # while the first one's last rows are fetched.
+        with tf.Session() as sess, pytest.warns(UserWarning, match=match_str):
+            ids = [int(sess.run(iterator).id) for _ in range(2 * len(synthetic_dataset.data))]
+        assert sorted(ids) == sorted(list(range(len(synthetic_dataset.data))) * 2)
+
+
+@pytest.mark.parametrize("reader_factory", [dummy, thread, process])
 def test_with_dataset_repeat_after_cache(synthetic_dataset: Synthetic, reader_factory: Any):
     epochs = 3
     url = synthetic_dataset.url

@@ -4,7 +4,8 @@ Each element is what the reader yields, as a namedtuple of tensors: one row (``m
 or one batch (``make_batch_reader``, each tensor's first dimension the rows). Types TensorFlow
 lacks are converted as Petastorm converts them: ``uint16`` to ``int32``, ``uint32`` to
 ``int64``, dates and times to ``int64`` nanoseconds since 1970, decimals to text. The reader is
-read once: repeat with its ``num_epochs``, not ``Dataset.repeat``.
+read once per pass: a second pass (``Dataset.repeat``) resets it, with Petastorm's
+``UserWarning`` that the reader's ``num_epochs`` is the cheaper way.
 
 The dataset is made as Petastorm makes it, by ``tf.compat.v1``'s ``Dataset``: a TF2 dataset
 (``model.fit``, ``as_numpy_iterator``) that also has TF1's ``output_shapes``, ``output_types``
@@ -15,6 +16,7 @@ code: it reads the reader from a ``py_func`` each time the graph runs.
 from __future__ import annotations
 
 import datetime
+import warnings
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -28,6 +30,11 @@ from shardstream.loader.petastorm.unischema import as_field
 
 __all__ = ["make_petastorm_dataset", "tf_tensors"]
 
+_RESET_WARNING = (
+    "Running multiple iterations over make_petastorm_dataset is not recommend for performance "
+    "issue: each pass reads the reader again; use the reader's num_epochs, or Dataset.cache() "
+    "before repeat()"
+)
 #: The name of the shuffling queue's size op, as Petastorm names it.
 RANDOM_SHUFFLING_QUEUE_SIZE = "random_shuffling_queue_size"
 
@@ -66,11 +73,9 @@ def make_petastorm_dataset(reader: Any) -> Any:
     signature = element(*(_spec(field, batched, tf) for field in fields))
 
     def rows() -> Iterator[Any]:
-        if reader.last_row_consumed:
-            raise RuntimeError(
-                "make_petastorm_dataset reads its reader once: use the reader's num_epochs to "
-                "read more epochs, not Dataset.repeat"
-            )
+        if reader.last_row_consumed:  # a second pass: Petastorm resets the reader, and warns
+            warnings.warn(_RESET_WARNING, UserWarning, stacklevel=2)
+            reader.reset()
         for row in reader:
             yield element(*(_sanitize(f, value) for f, value in zip(fields, row, strict=True)))
 

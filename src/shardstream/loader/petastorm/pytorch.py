@@ -99,8 +99,9 @@ class DataLoader:
                 f"the last pass over this DataLoader failed ({self._error!r}); make a new reader"
             )
         if self._in_iter:
-            raise RuntimeError(
-                "a pass over this DataLoader is running: finish it before starting another"
+            raise RuntimeError(  # Petastorm's words, which its users match
+                "You must finish a full pass of Petastorm DataLoader before making another pass "
+                "from the beginning: a pass over this DataLoader is running"
             )
         if self._passes:
             self.reader.reset()

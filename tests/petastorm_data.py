@@ -128,6 +128,49 @@ def pickled(schema: Unischema, protocol: int | None = None) -> bytes:
         return pickle.dumps(schema, protocol=protocol)
 
 
+def _restore(name: str, fields: tuple[str, ...], values: tuple[Any, ...]) -> Any:
+    """Never called: it marks where pyspark's ``_restore`` goes in a legacy pickle."""
+    raise AssertionError("written by name only")
+
+
+_PurePickler: Any = pickle._Pickler  # the pure-Python pickler: its save() can be overridden
+
+
+class _LegacyPickler(_PurePickler):  # type: ignore[misc]
+    """Pickles as Petastorm 0.4-0.7 under pyspark's namedtuple patch, in protocol 0.
+
+    With pyspark imported, each namedtuple pickled as ``pyspark.serializers._restore(name,
+    fields, values)``; UnischemaField was a plain namedtuple then, so each field did so.
+    """
+
+    def __init__(self, file: io.BytesIO, namedtuples: tuple[type, ...]) -> None:
+        super().__init__(file, protocol=0)
+        self._namedtuples = namedtuples
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, self._namedtuples):
+            row: Any = obj
+            return _restore, (type(row).__name__, type(row)._fields, tuple(row))
+        return NotImplemented
+
+    def save(self, obj: Any, save_persistent_id: bool = True) -> None:
+        if obj is not _restore:
+            super().save(obj, save_persistent_id)
+        elif id(obj) in self.memo:
+            self.write(self.get(self.memo[id(obj)][0]))
+        else:
+            self.write(pickle.GLOBAL + b"pyspark.serializers\n_restore\n")
+            self.memoize(obj)
+
+
+def legacy_pickled(schema: Any, namedtuples: tuple[type, ...] = (UnischemaField,)) -> bytes:
+    """``schema`` pickled as Petastorm 0.4-0.7 stored it (``pyspark.serializers._restore``)."""
+    memfile = io.BytesIO()
+    with petastorm_modules():
+        _LegacyPickler(memfile, namedtuples).dump(schema)
+    return memfile.getvalue()
+
+
 def hello_schema() -> Unischema:
     """Petastorm's HelloWorld schema, with every codec, and a partition field ``part``."""
     from pyspark.sql.types import DoubleType, IntegerType, StringType

@@ -112,15 +112,21 @@ def test_the_check_for_heavy_modules_can_fail():
 
 
 PETASTORM = [
+    "CompressedImageCodec",
+    "CompressedNdarrayCodec",
     "ConverterDataLoader",
     "DataLoader",
+    "NdarrayCodec",
     "PredicateBase",
     "Reader",
+    "ScalarCodec",
     "SparkDatasetConverter",
     "TransformSpec",
     "Unischema",
     "UnischemaField",
     "decimal_friendly_collate",
+    "dict_to_spark_row",
+    "edit_field",
     "in_intersection",
     "in_lambda",
     "in_negate",
@@ -131,7 +137,10 @@ PETASTORM = [
     "make_petastorm_dataset",
     "make_reader",
     "make_spark_converter",
+    "materialize_dataset",
     "register_delete_dir_handler",
+    "tf_tensors",
+    "transform_schema",
 ]
 
 

@@ -8,6 +8,7 @@ mosaicml-streaming raises in its place, so that code written against it still ca
     ├── MissingDependencyError(ImportError)      an optional extra is not installed
     ├── StreamingAliasError(ImportError)         the streaming alias cannot stand in (compat)
     ├── ConfigurationError(ValueError)           a bad argument (size limit, compression name, ...)
+    │   └── NoMatchingFieldsError(RuntimeError)  a Petastorm reader's schema_fields match nothing
     ├── UnknownEncodingError(ValueError)         a column encoding name nobody registered
     ├── SampleEncodingError(TypeError)           a value does not fit its column's encoding
     │   ├── SampleTypeError(AttributeError)      a value of a type the encoding does not take
@@ -67,6 +68,7 @@ __all__ = [
     "IndexFormatError",
     "MissingColumnError",
     "MissingDependencyError",
+    "NoMatchingFieldsError",
     "ObjectNotFoundError",
     "SampleEncodingError",
     "SampleKeyError",
@@ -113,6 +115,13 @@ class StreamingAliasError(ShardstreamError, ImportError):
 
 class ConfigurationError(ShardstreamError, ValueError):
     """An argument has a value shardstream cannot use; the message says which and why."""
+
+
+class NoMatchingFieldsError(ConfigurationError, RuntimeError):
+    """A Petastorm reader's ``schema_fields`` match no field of the dataset.
+
+    A ``RuntimeError``, as Petastorm raises, and still a :class:`ConfigurationError`.
+    """
 
 
 class UnknownEncodingError(ShardstreamError, ValueError):

@@ -91,6 +91,8 @@ def as_transform_spec(spec: Any) -> TransformSpec | None:
 
 def _edited(field: Any) -> Field:
     """A Petastorm edit field (a 4-tuple or a ``UnischemaField``) as a :class:`Field`."""
+    if isinstance(field, Field):  # one a TransformSpec made already
+        return field
     if hasattr(field, "numpy_dtype"):  # UnischemaField: name, numpy_dtype, shape, codec, nullable
         name, dtype, shape, nullable = field.name, field.numpy_dtype, field.shape, field.nullable
     elif isinstance(field, (tuple, list)) and len(field) == 4:

@@ -1,7 +1,10 @@
 """Petastorm's reader API over shardstream: change the import line, keep the code.
 
 ``from petastorm import make_reader, make_batch_reader, TransformSpec``,
-``from petastorm.tf_utils import make_petastorm_dataset``,
+``from petastorm.tf_utils import make_petastorm_dataset, tf_tensors``,
+``from petastorm.transform import transform_schema, edit_field``, the writing side
+(``from petastorm.etl.dataset_metadata import materialize_dataset``,
+``from petastorm.unischema import dict_to_spark_row`` and ``from petastorm.codecs import ...``),
 ``from petastorm.pytorch import DataLoader``, ``from petastorm.predicates import in_lambda``
 and ``from petastorm.spark import make_spark_converter`` all become
 ``from shardstream.loader.petastorm import ...``. The readers stream the Parquet folder with
@@ -9,7 +12,14 @@ and ``from petastorm.spark import make_spark_converter`` all become
 """
 
 from shardstream.loader.epoch_loader import ConverterDataLoader
+from shardstream.loader.petastorm.codecs import (
+    CompressedImageCodec,
+    CompressedNdarrayCodec,
+    NdarrayCodec,
+    ScalarCodec,
+)
 from shardstream.loader.petastorm.make import make_batch_reader, make_reader
+from shardstream.loader.petastorm.materialize import dict_to_spark_row, materialize_dataset
 from shardstream.loader.petastorm.predicates import (
     PredicateBase,
     in_intersection,
@@ -21,7 +31,8 @@ from shardstream.loader.petastorm.predicates import (
 )
 from shardstream.loader.petastorm.pytorch import DataLoader, decimal_friendly_collate
 from shardstream.loader.petastorm.reader import Reader
-from shardstream.loader.petastorm.tf_utils import make_petastorm_dataset
+from shardstream.loader.petastorm.tf_utils import make_petastorm_dataset, tf_tensors
+from shardstream.loader.petastorm.transform import edit_field, transform_schema
 from shardstream.loader.petastorm.unischema import Unischema, UnischemaField
 from shardstream.loader.spark_converter import (
     SparkDatasetConverter,
@@ -31,15 +42,21 @@ from shardstream.loader.spark_converter import (
 from shardstream.loader.transform_spec import TransformSpec
 
 __all__ = [
+    "CompressedImageCodec",
+    "CompressedNdarrayCodec",
     "ConverterDataLoader",
     "DataLoader",
+    "NdarrayCodec",
     "PredicateBase",
     "Reader",
+    "ScalarCodec",
     "SparkDatasetConverter",
     "TransformSpec",
     "Unischema",
     "UnischemaField",
     "decimal_friendly_collate",
+    "dict_to_spark_row",
+    "edit_field",
     "in_intersection",
     "in_lambda",
     "in_negate",
@@ -50,5 +67,8 @@ __all__ = [
     "make_petastorm_dataset",
     "make_reader",
     "make_spark_converter",
+    "materialize_dataset",
     "register_delete_dir_handler",
+    "tf_tensors",
+    "transform_schema",
 ]

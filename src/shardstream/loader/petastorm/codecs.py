@@ -1,4 +1,4 @@
-"""Petastorm's column codecs, as the stand-ins a Unischema pickle is loaded into.
+"""Petastorm's column codecs: the stand-ins a Unischema pickle is loaded into, and writers.
 
 A Petastorm dataset stores, beside its Parquet files, its Unischema pickled: each field names its
 codec object, and the codec names a ``pyspark.sql.types`` type. shardstream never loads those
@@ -13,6 +13,14 @@ here), and decodes what Petastorm's codecs encoded:
   back (OpenCV decodes to BGR and Petastorm reverses the channels).
 
 Arrays are loaded with ``allow_pickle=False``: an object array is refused, not unpickled.
+
+``encode`` writes what Petastorm's ``encode`` writes, for ``dict_to_spark_row``: the same
+``np.save`` and ``np.savez_compressed`` bytes, the same Python scalars, and PNG or JPEG files of
+the same pixels (Pillow encodes them where Petastorm uses OpenCV, so the file bytes differ but
+a PNG decodes to the very pixels either way). A value that does not fit its field (another
+dtype, a shape the field's does not allow, an array where a scalar goes) raises
+:class:`~shardstream.errors.SampleValueError`, a ``ValueError`` and ``TypeError`` both, as
+Petastorm raises one or the other.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from shardstream._optional import require
-from shardstream.errors import ShardFormatError
+from shardstream.errors import SampleValueError, ShardFormatError
 
 __all__ = [
     "SPARK_TYPE_NAMES",
@@ -91,9 +99,13 @@ class SparkType(_StandIn):
     """
 
     type_name = "DataType"
+    state: dict[str, Any]
 
-    def __init__(self) -> None:
-        self.state: dict[str, Any] = {}
+    def __new__(cls, *args: Any) -> SparkType:
+        """A type without attributes (a pickle makes it so, then sets those it holds)."""
+        made = super().__new__(cls)
+        made.state = {}
+        return made
 
     def __setstate__(self, state: Any) -> None:
         if not isinstance(state, dict):
@@ -163,13 +175,46 @@ class ScalarCodec(_StandIn):
     def __init__(self, spark_type: Any = None) -> None:
         self._spark_type = spark_type
 
+    def encode(self, field: Any, value: Any) -> Any:
+        """``value`` as the Python scalar Spark stores for the codec's type.
+
+        Raises:
+            SampleValueError: An array or sequence, a field with a shape, or a non-text value
+                for ``StringType``.
+        """
+        if hasattr(value, "__len__") and not isinstance(value, str) and np.shape(value) != ():
+            raise SampleValueError(
+                f"field {field.name!r}: ScalarCodec takes a scalar, got {type(value).__name__}"
+            )
+        if field.shape:
+            raise SampleValueError(
+                f"field {field.name!r}: a ScalarCodec field's shape must be (), not {field.shape}"
+            )
+        kind = _type_name(self._spark_type)
+        if kind in ("ByteType", "ShortType", "IntegerType", "LongType"):
+            return int(value)
+        if kind in ("FloatType", "DoubleType"):
+            return float(value)
+        if kind == "BooleanType":
+            return bool(value)
+        if kind == "StringType":
+            if not isinstance(value, str):
+                raise SampleValueError(
+                    f"field {field.name!r}: StringType takes text, got {type(value).__name__}"
+                )
+            return str(value)
+        return value
+
     def decode(self, field: Any, value: Any) -> Any:
         """``value`` as the field's NumPy type."""
         return cast_scalar(field.numpy_dtype, value)
 
     def spark_dtype(self) -> Any:
-        """The stored Spark type (a :class:`SparkType`)."""
+        """The Spark type it stores (a ``pyspark.sql.types`` one, or its :class:`SparkType`)."""
         return self._spark_type
+
+    def __str__(self) -> str:
+        return f"ScalarCodec({_type_name(self._spark_type)}())"
 
 
 class NdarrayCodec(_StandIn):
@@ -179,9 +224,26 @@ class NdarrayCodec(_StandIn):
         array = NdarrayCodec().decode(field, stored_bytes)
     """
 
+    def encode(self, field: Any, value: Any) -> bytearray:
+        """The bytes of ``np.save(value)``, once ``value`` fits the field.
+
+        Raises:
+            SampleValueError: Not an array of the field's type and shape.
+        """
+        memfile = io.BytesIO()
+        np.save(memfile, _checked_array(field, value))
+        return bytearray(memfile.getvalue())
+
     def decode(self, field: Any, value: Any) -> Any:
         """The array ``np.save`` wrote into ``value``."""
         return np.load(io.BytesIO(value), allow_pickle=False)
+
+    def spark_dtype(self) -> Any:
+        """``BinaryType()``."""
+        return _binary_type()
+
+    def __str__(self) -> str:
+        return "NdarrayCodec()"
 
 
 class CompressedNdarrayCodec(_StandIn):
@@ -191,10 +253,27 @@ class CompressedNdarrayCodec(_StandIn):
         array = CompressedNdarrayCodec().decode(field, stored_bytes)
     """
 
+    def encode(self, field: Any, value: Any) -> bytearray:
+        """The bytes of ``np.savez_compressed(arr=value)``, once ``value`` fits the field.
+
+        Raises:
+            SampleValueError: Not an array of the field's type and shape.
+        """
+        memfile = io.BytesIO()
+        np.savez_compressed(memfile, arr=_checked_array(field, value))
+        return bytearray(memfile.getvalue())
+
     def decode(self, field: Any, value: Any) -> Any:
         """The array ``arr`` of the ``.npz`` bytes ``value``."""
         with np.load(io.BytesIO(value), allow_pickle=False) as archive:
             return archive["arr"]
+
+    def spark_dtype(self) -> Any:
+        """``BinaryType()``."""
+        return _binary_type()
+
+    def __str__(self) -> str:
+        return "CompressedNdarrayCodec()"
 
 
 class CompressedImageCodec(_StandIn):
@@ -215,6 +294,36 @@ class CompressedImageCodec(_StandIn):
         self._image_codec = "." + image_codec
         self._quality = quality
 
+    @property
+    def image_codec(self) -> str:
+        """``'png'`` or ``'jpeg'``."""
+        return self._image_codec.lstrip(".")
+
+    def encode(self, field: Any, value: Any) -> bytearray:
+        """The image file of the pixels ``value``: ``(H, W)`` grey or ``(H, W, 3)`` RGB.
+
+        Raises:
+            SampleValueError: Not an array of the field's type and shape, or not an image's.
+        """
+        pixels = _checked_array(field, value, exact_dtype=True)
+        if pixels.ndim != 2 and (pixels.ndim != 3 or pixels.shape[2] != 3):
+            raise SampleValueError(
+                f"field {field.name!r}: an image is (H, W) or (H, W, 3), got {pixels.shape}"
+            )
+        image_module = require("PIL.Image", extra="images", purpose="Encoding Petastorm images")
+        memfile = io.BytesIO()
+        kind = "JPEG" if self.image_codec in ("jpeg", "jpg") else self.image_codec.upper()
+        options = {"quality": self._quality} if kind == "JPEG" else {}
+        image_module.fromarray(pixels).save(memfile, format=kind, **options)
+        return bytearray(memfile.getvalue())
+
+    def spark_dtype(self) -> Any:
+        """``BinaryType()``."""
+        return _binary_type()
+
+    def __str__(self) -> str:
+        return f"CompressedImageCodec('{self.image_codec}', {self._quality})"
+
     def decode(self, field: Any, value: Any) -> Any:
         """The pixels of the image file ``value``: ``(H, W, 3)`` RGB or ``(H, W)`` grey.
 
@@ -234,3 +343,41 @@ class CompressedImageCodec(_StandIn):
                     f"image codec holds (H, W) grey or (H, W, 3) colour images only"
                 )
             return np.array(image)
+
+
+def _type_name(spark_type: Any) -> str:
+    """The ``pyspark.sql.types`` class name of a Spark type or of its stand-in."""
+    if isinstance(spark_type, SparkType):
+        return spark_type.type_name
+    return type(spark_type).__name__
+
+
+def _binary_type() -> Any:
+    types = require("pyspark.sql.types", extra="spark", purpose="Petastorm's codecs")
+    return types.BinaryType()
+
+
+def _checked_array(field: Any, value: Any, *, exact_dtype: bool = False) -> Any:
+    """``value``, an array of the field's NumPy type and shape (``None`` matching any size).
+
+    Raises:
+        SampleValueError: It is not, as Petastorm's codecs refuse it.
+    """
+    if not isinstance(value, np.ndarray):
+        raise SampleValueError(
+            f"field {field.name!r}: expected an ndarray of {field.numpy_dtype}, got "
+            f"{type(value).__name__}"
+        )
+    wanted = np.dtype(field.numpy_dtype) if exact_dtype else field.numpy_dtype
+    if (value.dtype if exact_dtype else value.dtype.type) != wanted:
+        raise SampleValueError(
+            f"field {field.name!r}: expected an ndarray of {field.numpy_dtype}, got {value.dtype}"
+        )
+    shape = tuple(field.shape)
+    if len(shape) != value.ndim or any(
+        want and got and want != got for want, got in zip(shape, value.shape, strict=True)
+    ):
+        raise SampleValueError(
+            f"field {field.name!r}: expected the shape {shape} (None: any size), got {value.shape}"
+        )
+    return value

@@ -89,10 +89,12 @@ def make_reader(
     storage_options: Mapping[str, Any] | None = None,
     zmq_copy_buffers: bool = True,
     filesystem: Any = None,
+    convert_early_to_numpy: bool = False,
 ) -> Reader:
     """A reader of one namedtuple per row, each field decoded by its Petastorm codec.
 
-    Petastorm's arguments, in its order. The dataset is a Petastorm dataset (its Unischema is
+    Petastorm's arguments, in its order (Petastorm 0.13's signature, so positional calls bind
+    as there). The dataset is a Petastorm dataset (its Unischema is
     read from ``_common_metadata``, safely: see docs/petastorm.md) or any Parquet folder (its
     schema is inferred, as Petastorm infers it). Partition folders (``year=2024/``) give
     columns.
@@ -132,6 +134,7 @@ def make_reader(
             shardstream store (a warning says so).
         zmq_copy_buffers: Ignored.
         filesystem: Not supported: give a URL.
+        convert_early_to_numpy: Ignored: rows are NumPy values as soon as they are decoded.
 
     Returns:
         A :class:`Reader`: iterate it, in a ``with`` block.
@@ -146,7 +149,7 @@ def make_reader(
                 print(row.id, row.image.shape)
     """
     del pyarrow_serialize, results_queue_size, zmq_copy_buffers, hdfs_driver
-    del cache_row_size_estimate, cache_extra_settings
+    del cache_row_size_estimate, cache_extra_settings, convert_early_to_numpy
     return _open(
         dataset_url, schema_fields, reader_pool_type, workers_count, seed,
         shuffle_rows or shuffle_row_groups, shuffle_row_drop_partitions, predicate,
@@ -161,6 +164,7 @@ def make_batch_reader(
     schema_fields: Any = None,
     reader_pool_type: str = "thread",
     workers_count: int = 10,
+    results_queue_size: int = 50,
     seed: int | None = None,
     shuffle_rows: bool = False,
     shuffle_row_groups: bool = True,
@@ -182,6 +186,7 @@ def make_batch_reader(
     storage_options: Mapping[str, Any] | None = None,
     zmq_copy_buffers: bool = True,
     filesystem: Any = None,
+    convert_early_to_numpy: bool = False,
 ) -> Reader:
     """A reader of batches: namedtuples with one NumPy array per field, a row group's worth each.
 
@@ -197,6 +202,7 @@ def make_batch_reader(
         schema_fields: Names or regular expressions of the fields to read (``None``: all).
         reader_pool_type: See :func:`make_reader`.
         workers_count: See :func:`make_reader`.
+        results_queue_size: Ignored.
         seed: See :func:`make_reader`.
         shuffle_rows: See :func:`make_reader`.
         shuffle_row_groups: See :func:`make_reader`.
@@ -218,6 +224,7 @@ def make_batch_reader(
         storage_options: See :func:`make_reader`.
         zmq_copy_buffers: Ignored.
         filesystem: See :func:`make_reader`.
+        convert_early_to_numpy: Ignored, as in :func:`make_reader`.
 
     Returns:
         A :class:`Reader` of batches.
@@ -231,7 +238,8 @@ def make_batch_reader(
             for batch in reader:
                 train_on(batch.user_id, batch.score)
     """
-    del zmq_copy_buffers, hdfs_driver, cache_row_size_estimate, cache_extra_settings
+    del results_queue_size, zmq_copy_buffers, hdfs_driver, cache_row_size_estimate
+    del cache_extra_settings, convert_early_to_numpy
     return _open(
         dataset_url_or_urls, schema_fields, reader_pool_type, workers_count, seed,
         shuffle_rows or shuffle_row_groups, shuffle_row_drop_partitions, predicate,

@@ -13,11 +13,17 @@ types and ``dtype``, ``Decimal``, ``OrderedDict``, a few builtin types) and maps
 stand-in of its own (:mod:`shardstream.loader.petastorm.unischema`,
 :mod:`shardstream.loader.petastorm.codecs`), whose constructors only store values. Any other
 name is refused with :class:`~shardstream.errors.UnsafePickleError`, before anything is called.
+
+Petastorm 0.4-0.7 made ``UnischemaField`` a plain namedtuple, and importing pyspark patched
+every namedtuple to pickle as ``pyspark.serializers._restore(name, fields, values)``, a call
+that builds a namedtuple class of any name. That name maps to :func:`_restore`, which builds a
+``UnischemaField`` and nothing else.
 """
 
 from __future__ import annotations
 
 import collections
+import copyreg
 import io
 import logging
 import pickle
@@ -27,17 +33,31 @@ from typing import Any
 import numpy as np
 
 from shardstream._optional import require
-from shardstream.errors import ObjectNotFoundError, ShardFormatError, UnsafePickleError
+from shardstream.errors import (
+    ConfigurationError,
+    ObjectNotFoundError,
+    ShardFormatError,
+    UnsafePickleError,
+)
 from shardstream.loader.petastorm import codecs
 from shardstream.loader.petastorm.unischema import Unischema, UnischemaField
 from shardstream.storage import ObjectStore, fetch_bytes
 
-__all__ = ["COMMON_METADATA", "UNISCHEMA_KEY", "load_unischema", "read_unischema"]
+__all__ = [
+    "COMMON_METADATA",
+    "ROW_GROUPS_PER_FILE_KEY",
+    "UNISCHEMA_KEY",
+    "dump_unischema",
+    "load_unischema",
+    "read_unischema",
+]
 
 logger = logging.getLogger(__name__)
 
 #: The key of the pickled Unischema in ``_common_metadata``'s key-value metadata.
 UNISCHEMA_KEY = b"dataset-toolkit.unischema.v1"
+#: The key of the row-group count of each file (JSON), which Petastorm's own reader needs.
+ROW_GROUPS_PER_FILE_KEY = b"dataset-toolkit.num_row_groups_per_file.v1"
 #: The metadata file Petastorm writes.
 COMMON_METADATA = "_common_metadata"
 
@@ -65,6 +85,7 @@ _NUMPY_TYPES: dict[str, type] = {
 _NUMPY_TYPES.update(
     string_=np.bytes_, unicode_=np.str_, bool8=np.bool_, float_=np.float64, complex_=np.complex128
 )
+_NUMPY_TYPES["bool"] = np.bool_  # NumPy 2 pickles np.bool_ by this name
 _BUILTINS: dict[str, type] = {
     kind.__name__: kind
     for kind in (
@@ -108,6 +129,8 @@ def allowed_global(module: str, name: str) -> Any:
             found = _BUILTINS.get(name)
         elif (module, name) in (("copyreg", "_reconstructor"), ("copy_reg", "_reconstructor")):
             found = _reconstructor
+        elif (module, name) == ("pyspark.serializers", "_restore"):
+            found = _restore
     if found is None:
         raise UnsafePickleError(
             f"the dataset's Unischema metadata names {module}.{name}, which shardstream does "
@@ -133,10 +156,32 @@ def _reconstructor(cls: Any, base: Any, state: Any) -> Any:
     if cls not in stand_ins and not (isinstance(cls, type) and issubclass(cls, codecs.SparkType)):
         raise UnsafePickleError(f"the Unischema metadata rebuilds {cls!r}, which is not loaded")
     if base is object:
-        return object.__new__(cls)
+        return cls.__new__(cls)
     if base is tuple and cls is UnischemaField:
         return UnischemaField(*state)
     raise UnsafePickleError(f"the Unischema metadata rebuilds {cls!r} from {base!r}")
+
+
+def _restore(name: Any, fields: Any, values: Any) -> UnischemaField:
+    """``pyspark.serializers._restore`` (Petastorm 0.4-0.7's fields) for a UnischemaField alone.
+
+    Raises:
+        UnsafePickleError: It rebuilds another namedtuple, or fields a UnischemaField lacks.
+    """
+    names = tuple(fields) if isinstance(fields, (tuple, list)) else ()
+    if name != "UnischemaField" or not all(isinstance(n, str) for n in names):
+        raise UnsafePickleError(
+            f"the Unischema metadata rebuilds a namedtuple {name!r} with pyspark's _restore; "
+            f"only Petastorm's UnischemaField is loaded"
+        )
+    unknown = [n for n in names if n not in UnischemaField._fields]
+    required = ("name", "numpy_dtype", "shape")
+    if unknown or not set(required) <= set(names) or not isinstance(values, tuple):
+        raise UnsafePickleError(
+            f"the Unischema metadata rebuilds a UnischemaField with the fields {names!r}; "
+            f"Petastorm's are {UnischemaField._fields!r}"
+        )
+    return UnischemaField(**dict(zip(names, values, strict=True)))
 
 
 def load_unischema(data: bytes, *, source: str) -> Unischema:
@@ -200,3 +245,61 @@ def _key_value(data: bytes, *, source: str) -> dict[bytes, bytes]:
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise ShardFormatError(f"{source} is not a Parquet metadata file: {exc}") from exc
     return dict(schema.metadata or {})
+
+
+# Each stand-in class pickles under the name Petastorm's own class has; np.bool_ under the name
+# NumPy 1 and 2 both know (NumPy 2 would write numpy.bool, which NumPy 1 lacks).
+_PETASTORM_NAMES: dict[type, tuple[str, str]] = {
+    kind: (module, name) for module, names in _PETASTORM.items() for name, kind in names.items()
+}
+_PETASTORM_NAMES[np.bool_] = ("numpy", "bool_")
+_PurePickler: Any = pickle._Pickler  # the pure-Python pickler, whose save() can be extended
+
+
+class _PetastormPickler(_PurePickler):  # type: ignore[misc]
+    """Pickles shardstream's stand-ins under Petastorm's and pyspark's names."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, codecs.SparkType):  # a type loaded from a schema: the real type's
+            return copyreg.__newobj__, (type(obj),), dict(obj.state) or None  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def save(self, obj: Any, save_persistent_id: bool = True) -> None:
+        target = None
+        if isinstance(obj, type):
+            target = _PETASTORM_NAMES.get(obj)
+            if target is None and issubclass(obj, codecs.SparkType):
+                target = ("pyspark.sql.types", obj.type_name)
+        if target is None:
+            super().save(obj, save_persistent_id)
+        elif id(obj) in self.memo:
+            self.write(self.get(self.memo[id(obj)][0]))
+        else:
+            module, name = target
+            if self.proto >= 4:
+                self.save(module)
+                self.save(name)
+                self.write(pickle.STACK_GLOBAL)
+            else:
+                self.write(pickle.GLOBAL + f"{module}\n{name}\n".encode("ascii"))
+            self.memoize(obj)
+
+
+def dump_unischema(schema: Unischema, protocol: int = 4) -> bytes:
+    """``schema`` pickled as Petastorm's ``materialize_dataset`` pickles it.
+
+    Its classes are named as Petastorm's own (``petastorm.unischema.Unischema``,
+    ``petastorm.codecs.NdarrayCodec``...), so Petastorm reads it, and so does
+    :func:`load_unischema`.
+
+    Raises:
+        ConfigurationError: ``schema`` is not a :class:`Unischema`.
+    """
+    if not isinstance(schema, Unischema):
+        raise ConfigurationError(
+            f"the schema must be a shardstream.loader.petastorm.Unischema, got "
+            f"{type(schema).__name__}"
+        )
+    memfile = io.BytesIO()
+    _PetastormPickler(memfile, protocol=protocol).dump(schema)
+    return memfile.getvalue()

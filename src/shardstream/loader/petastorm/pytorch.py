@@ -27,7 +27,11 @@ _WIDENED = {np.dtype("uint16"): np.int32, np.dtype("uint32"): np.int64, np.dtype
 
 
 def decimal_friendly_collate(batch: Sequence[Any]) -> Any:
-    """Torch's ``default_collate``, leaving decimals, text and bytes as lists.
+    """Torch's ``default_collate``, leaving decimals, text and bytes as the sequence given.
+
+    As Petastorm's: a batch of dicts collates per key (each key's values a list), a batch of
+    tuples per position (each position's values the tuple ``zip`` makes), so a tuple row's
+    text comes back as a tuple and a dict row's as a list.
 
     Example:
         import numpy as np
@@ -35,14 +39,15 @@ def decimal_friendly_collate(batch: Sequence[Any]) -> Any:
         batch = decimal_friendly_collate([{"x": np.float32(1), "id": "a"},
                                           {"x": np.float32(2), "id": "b"}])
         assert batch["id"] == ["a", "b"] and batch["x"].tolist() == [1.0, 2.0]
+        assert decimal_friendly_collate([("a", 1), ("b", 2)])[0] == ("a", "b")
     """
     first = batch[0]
     if isinstance(first, (Decimal, str, bytes)):
-        return list(batch)
+        return batch
     if isinstance(first, Mapping):
         return {key: decimal_friendly_collate([row[key] for row in batch]) for key in first}
     if isinstance(first, Sequence) and not isinstance(first, np.ndarray):
-        return [decimal_friendly_collate(list(column)) for column in zip(*batch, strict=True)]
+        return [decimal_friendly_collate(column) for column in zip(*batch, strict=True)]
     return default_collate()(batch)
 
 
@@ -94,8 +99,9 @@ class DataLoader:
                 f"the last pass over this DataLoader failed ({self._error!r}); make a new reader"
             )
         if self._in_iter:
-            raise RuntimeError(
-                "a pass over this DataLoader is running: finish it before starting another"
+            raise RuntimeError(  # Petastorm's words, which its users match
+                "You must finish a full pass of Petastorm DataLoader before making another pass "
+                "from the beginning: a pass over this DataLoader is running"
             )
         if self._passes:
             self.reader.reset()

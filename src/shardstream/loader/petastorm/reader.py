@@ -9,6 +9,7 @@ loads it reads that batch again and skips those, so it resumes exactly, mid-batc
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -23,9 +24,10 @@ __all__ = ["Reader"]
 class Reader:
     """Petastorm's ``Reader``: an iterator over rows or batches, and a context manager.
 
-    Made by :func:`make_reader` and :func:`make_batch_reader`. Iterating runs the reader's
-    epochs once; :meth:`reset` runs them again once all was read. Leaving the ``with`` block
-    (or :meth:`stop`) stops it, and its worker processes exit.
+    Made by :func:`make_reader` and :func:`make_batch_reader`. Any number of threads may call
+    ``next()`` on one reader, as on Petastorm's: each item goes to one of them. Iterating runs
+    the reader's epochs once; :meth:`reset` runs them again once all was read. Leaving the
+    ``with`` block (or :meth:`stop`) stops it, and its worker processes exit.
 
     Args:
         epochs: The batches of decoded rows, over the epochs (``None``: no data).
@@ -67,6 +69,7 @@ class Reader:
         self._state: dict[str, Any] | None = None  # the loader's, before the current batch
         self._taken = 0  # outputs of the current batch handed out
         self._skip = 0  # outputs of the first batch to skip (resumed mid-batch)
+        self._lock = threading.Lock()  # one thread at a time takes the next item
 
     @property
     def diagnostics(self) -> dict[str, Any]:
@@ -82,13 +85,14 @@ class Reader:
                 "this reader was stopped (its with block ended, or stop() was called): make a "
                 "new one with make_reader or make_batch_reader to read again"
             )
-        if self._iterator is None:
-            self._iterator = self._outputs_of_epochs()
-        try:
-            return next(self._iterator)
-        except StopIteration:
-            self.last_row_consumed = True
-            raise
+        with self._lock:
+            if self._iterator is None:
+                self._iterator = self._outputs_of_epochs()
+            try:
+                return next(self._iterator)
+            except StopIteration:
+                self.last_row_consumed = True
+                raise
 
     def next(self) -> Any:
         """The next row or batch (Petastorm's Python 2 spelling)."""

@@ -1,15 +1,22 @@
-"""Petastorm's ``make_petastorm_dataset``: a reader as a ``tf.data.Dataset``.
+"""Petastorm's ``make_petastorm_dataset`` and ``tf_tensors``: a reader in TensorFlow.
 
 Each element is what the reader yields, as a namedtuple of tensors: one row (``make_reader``)
 or one batch (``make_batch_reader``, each tensor's first dimension the rows). Types TensorFlow
 lacks are converted as Petastorm converts them: ``uint16`` to ``int32``, ``uint32`` to
 ``int64``, dates and times to ``int64`` nanoseconds since 1970, decimals to text. The reader is
-read once: repeat with its ``num_epochs``, not ``Dataset.repeat``.
+read once per pass: a second pass (``Dataset.repeat``) resets it, with Petastorm's
+``UserWarning`` that the reader's ``num_epochs`` is the cheaper way.
+
+The dataset is made as Petastorm makes it, by ``tf.compat.v1``'s ``Dataset``: a TF2 dataset
+(``model.fit``, ``as_numpy_iterator``) that also has TF1's ``output_shapes``, ``output_types``
+and ``make_one_shot_iterator()``, so code written for either runs. ``tf_tensors`` is TF1 graph
+code: it reads the reader from a ``py_func`` each time the graph runs.
 """
 
 from __future__ import annotations
 
 import datetime
+import warnings
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -20,9 +27,16 @@ from shardstream._optional import require
 from shardstream.errors import ConfigurationError
 from shardstream.loader.fields import Field
 from shardstream.loader.petastorm.unischema import as_field
-from shardstream.loader.tf_dataset import with_one_shot_iterator
 
-__all__ = ["make_petastorm_dataset"]
+__all__ = ["make_petastorm_dataset", "tf_tensors"]
+
+_RESET_WARNING = (
+    "Running multiple iterations over make_petastorm_dataset is not recommend for performance "
+    "issue: each pass reads the reader again; use the reader's num_epochs, or Dataset.cache() "
+    "before repeat()"
+)
+#: The name of the shuffling queue's size op, as Petastorm names it.
+RANDOM_SHUFFLING_QUEUE_SIZE = "random_shuffling_queue_size"
 
 _EPOCH = np.datetime64("1970-01-01T00:00:00", "ns")
 _WIDENED: dict[np.dtype[Any], np.dtype[Any]] = {
@@ -38,7 +52,8 @@ def make_petastorm_dataset(reader: Any) -> Any:
         reader: A reader from :func:`make_reader` or :func:`make_batch_reader`.
 
     Returns:
-        The dataset; it also has TF1's ``make_one_shot_iterator()``.
+        The dataset (a ``tf.compat.v1`` one: TF1's ``output_shapes``, ``output_types`` and
+        ``make_one_shot_iterator()`` work on it too).
 
     Raises:
         MissingDependencyError: TensorFlow is not installed (``shardstream[tf]``).
@@ -58,16 +73,72 @@ def make_petastorm_dataset(reader: Any) -> Any:
     signature = element(*(_spec(field, batched, tf) for field in fields))
 
     def rows() -> Iterator[Any]:
-        if reader.last_row_consumed:
-            raise RuntimeError(
-                "make_petastorm_dataset reads its reader once: use the reader's num_epochs to "
-                "read more epochs, not Dataset.repeat"
-            )
+        if reader.last_row_consumed:  # a second pass: Petastorm resets the reader, and warns
+            warnings.warn(_RESET_WARNING, UserWarning, stacklevel=2)
+            reader.reset()
         for row in reader:
             yield element(*(_sanitize(f, value) for f, value in zip(fields, row, strict=True)))
 
-    dataset = tf.data.Dataset.from_generator(rows, output_signature=signature)
-    return with_one_shot_iterator(dataset, tf)
+    return tf.compat.v1.data.Dataset.from_generator(rows, output_signature=signature)
+
+
+def tf_tensors(reader: Any, shuffling_queue_capacity: int = 0, min_after_dequeue: int = 0) -> Any:
+    """A namedtuple of graph tensors that read the reader's next row (or batch) when run.
+
+    Petastorm's TF1 bridge: each ``session.run`` of them takes one item from the reader, so it
+    is used in a graph (``tf.compat.v1``, eager execution off, or inside a ``tf.Graph``).
+    The end of the reader is ``tf.errors.OutOfRangeError``.
+
+    Args:
+        reader: A reader from :func:`make_reader` or :func:`make_batch_reader`.
+        shuffling_queue_capacity: Above 0, rows pass through a ``RandomShuffleQueue`` this
+            large, filled by a queue runner (``tf.train.start_queue_runners``).
+        min_after_dequeue: The rows the queue keeps after each dequeue.
+
+    Returns:
+        The reader's schema's namedtuple, of tensors with the fields' static shapes.
+
+    Raises:
+        MissingDependencyError: TensorFlow is not installed (``shardstream[tf]``).
+        ConfigurationError: The reader yields NGrams, or a batch reader with a shuffling queue
+            (a batch is a row group already; Petastorm refuses it too).
+
+    Example:
+        import tensorflow.compat.v1 as tf
+
+        with tf.Graph().as_default(), make_reader("/data/hello_world") as reader:
+            row = tf_tensors(reader)
+            with tf.Session() as session:
+                first = session.run(row)
+    """
+    tf = require("tensorflow", extra="tf", purpose="tf_tensors")
+    v1 = tf.compat.v1
+    if getattr(reader, "ngram", None):
+        raise ConfigurationError("tf_tensors does not support NGram readers")
+    batched = bool(reader.batched_output)
+    if batched and shuffling_queue_capacity > 0:
+        raise ConfigurationError(
+            "shuffling_queue_capacity cannot be used with a batch reader: each batch is a row "
+            "group already; shuffle with the reader's shuffle_rows"
+        )
+    fields = [as_field(field) for field in reader.schema.fields.values()]
+    specs = [_spec(field, batched, tf) for field in fields]
+    dtypes = [spec.dtype for spec in specs]
+
+    def next_item(_: Any) -> list[Any]:
+        item = next(reader)  # StopIteration ends the graph's input: OutOfRangeError
+        return [_sanitize(f, value) for f, value in zip(fields, item, strict=True)]
+
+    tensors = v1.py_func(next_item, [tf.constant(1)], dtypes)
+    if shuffling_queue_capacity > 0:
+        queue = v1.RandomShuffleQueue(shuffling_queue_capacity, min_after_dequeue, dtypes)
+        queue.size(name=RANDOM_SHUFFLING_QUEUE_SIZE)
+        v1.train.add_queue_runner(v1.train.QueueRunner(queue, [queue.enqueue(tensors)]))
+        dequeued = queue.dequeue()
+        tensors = dequeued if isinstance(dequeued, (list, tuple)) else [dequeued]  # one field
+    for tensor, spec in zip(tensors, specs, strict=True):
+        tensor.set_shape(spec.shape)
+    return reader.schema.namedtuple_type()(*tensors)
 
 
 def _spec(field: Field, batched: bool, tf: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from shardstream._optional import require
-from shardstream.errors import ConfigurationError, ShardFormatError
+from shardstream.errors import ConfigurationError, NoMatchingFieldsError, ShardFormatError
 from shardstream.loader.fields import Field
 
 __all__ = [
@@ -77,6 +77,19 @@ class Unischema:
             (field.name, field) for field in fields
         )
 
+    def __getstate__(self) -> dict[str, Any]:
+        # What Petastorm's own Unischema holds: the fields again as attributes (its syntax sugar),
+        # so Petastorm reading a schema written here has them too.
+        return {
+            "_name": self._name,
+            "_fields": self._fields,
+            **{
+                name: field
+                for name, field in self._fields.items()
+                if name.isidentifier() and not name.startswith("_") and not hasattr(Unischema, name)
+            },
+        }
+
     def __setstate__(self, state: Any) -> None:
         # What Petastorm's pickle holds: its name and an OrderedDict of fields (and, as
         # attributes, the fields again, which are not needed).
@@ -112,6 +125,37 @@ class Unischema:
     def __repr__(self) -> str:
         listed = "".join(f"  {field!r},\n" for field in self._fields.values())
         return f"Unischema({self._name}, [\n{listed}])"
+
+    def as_spark_schema(self) -> Any:
+        """The ``pyspark.sql.types.StructType`` Spark writes this schema's rows with.
+
+        A field with a codec takes its codec's Spark type; one without, the Spark type of its
+        NumPy scalar type, as in Petastorm.
+
+        Raises:
+            ConfigurationError: A field without a codec that is an array, or of a NumPy type
+                with no Spark type.
+
+        Example:
+            rows = sc.parallelize(range(10)).map(lambda i: dict_to_spark_row(schema, row(i)))
+            spark.createDataFrame(rows, schema.as_spark_schema()).write.parquet(url)
+        """
+        types = require("pyspark.sql.types", extra="spark", purpose="Unischema.as_spark_schema")
+        return types.StructType(
+            [
+                types.StructField(field.name, _spark_type(field, types), bool(field.nullable))
+                for field in self._fields.values()
+            ]
+        )
+
+    def create_schema_view(self, fields: Sequence[Any]) -> Unischema:
+        """The schema of ``fields`` (UnischemaFields or regular expressions), Petastorm's way.
+
+        Raises:
+            NoMatchingFieldsError: Nothing matches.
+            ConfigurationError: A field that is not this schema's.
+        """
+        return self.view(select_fields(self, fields))
 
     def view(self, names: Sequence[str]) -> Unischema:
         """The schema of only ``names``, in this schema's order."""
@@ -151,11 +195,33 @@ class Unischema:
 _NAMEDTUPLES: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 
+def _spark_type(field: UnischemaField, types: Any) -> Any:
+    """The Spark type of ``field``'s column (its codec's, or its NumPy type's)."""
+    if field.codec is not None:
+        return field.codec.spark_dtype()
+    numpy_to_spark = {
+        np.int8: types.ByteType(), np.uint8: types.ShortType(), np.int16: types.ShortType(),
+        np.uint16: types.IntegerType(), np.int32: types.IntegerType(),
+        np.int64: types.LongType(), np.float32: types.FloatType(),
+        np.float64: types.DoubleType(), np.bytes_: types.StringType(),
+        np.str_: types.StringType(), np.bool_: types.BooleanType(),
+    }  # fmt: skip
+    found = numpy_to_spark.get(field.numpy_dtype) if field.shape == () else None
+    if found is None:
+        raise ConfigurationError(
+            f"field {field.name!r} ({getattr(field.numpy_dtype, '__name__', field.numpy_dtype)}, "
+            f"shape {field.shape}) has no codec and no Spark type of its own: give it a codec "
+            f"(ScalarCodec for a scalar, NdarrayCodec for an array)"
+        )
+    return found
+
+
 def select_fields(schema: Unischema, wanted: Sequence[Any] | None) -> list[str]:
     """The names ``schema_fields`` selects: fields, names or regular expressions (full match).
 
     Raises:
-        ConfigurationError: Nothing matches, or a field that is not the schema's.
+        NoMatchingFieldsError: Nothing matches (a ``RuntimeError``, as Petastorm raises).
+        ConfigurationError: A field that is not the schema's.
     """
     if wanted is None:
         return list(schema.fields)
@@ -181,7 +247,7 @@ def select_fields(schema: Unischema, wanted: Sequence[Any] | None) -> list[str]:
                 f"UnischemaFields"
             )
     if not chosen:
-        raise ConfigurationError(
+        raise NoMatchingFieldsError(
             f"no field matches schema_fields={list(wanted)!r}; the dataset's fields are "
             f"{', '.join(schema.fields)}"
         )

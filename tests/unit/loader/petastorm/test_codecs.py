@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from PIL import Image
 
-from shardstream.errors import ShardFormatError
+from shardstream.errors import SampleValueError, ShardFormatError
 from shardstream.loader.petastorm.codecs import (
     CompressedImageCodec,
     CompressedNdarrayCodec,
@@ -118,3 +118,86 @@ def test_spark_types_pickle_by_name(name: str):
 
     made = spark_type(name, {"a": 1})
     assert pickle.loads(pickle.dumps(made)) == made
+
+
+def field_of(array: np.ndarray, name: str = "x") -> UnischemaField:
+    return UnischemaField(name, array.dtype.type, array.shape, None, False)
+
+
+@given(arrays)
+def test_ndarray_encode_writes_np_saves_bytes_and_decodes_back(array: np.ndarray):
+    saved = io.BytesIO()
+    np.save(saved, array)
+    encoded = NdarrayCodec().encode(field_of(array), array)
+    assert bytes(encoded) == saved.getvalue()  # Petastorm's bytes, exactly
+    np.testing.assert_array_equal(NdarrayCodec().decode(FIELD, encoded), array)
+
+
+@given(arrays)
+def test_compressed_ndarray_encode_is_an_npz_with_arr(array: np.ndarray):
+    encoded = CompressedNdarrayCodec().encode(field_of(array), array)
+    with np.load(io.BytesIO(encoded), allow_pickle=False) as archive:
+        assert archive.files == ["arr"]
+        np.testing.assert_array_equal(archive["arr"], array)
+
+
+@pytest.mark.parametrize("shape", [(5, 7, 3), (5, 7)])
+def test_png_images_encode_to_the_same_pixels(shape: tuple[int, ...]):
+    pixels = np.random.default_rng(3).integers(0, 256, shape, dtype=np.uint8)
+    field = UnischemaField("image", np.uint8, (None, None, 3)[: len(shape)], None, False)
+    codec = CompressedImageCodec("png")
+    encoded = codec.encode(field, pixels)
+    assert bytes(encoded[:8]) == b"\x89PNG\r\n\x1a\n"
+    np.testing.assert_array_equal(codec.decode(field, encoded), pixels)
+    assert str(codec) == "CompressedImageCodec('png', 80)"
+
+
+def test_jpeg_images_encode_at_the_quality_given():
+    gradient = np.add.outer(np.arange(16), np.arange(16)).astype(np.uint8) * 8
+    pixels = np.stack([gradient, gradient.T, 255 - gradient], axis=-1)
+    field = UnischemaField("image", np.uint8, (16, 16, 3), None, False)
+    low, high = (CompressedImageCodec("jpeg", q).encode(field, pixels) for q in (10, 95))
+    assert bytes(low[:2]) == b"\xff\xd8"
+    assert len(low) < len(high)
+    decoded = CompressedImageCodec("jpeg").decode(field, high)
+    assert np.abs(decoded.astype(int) - pixels).mean() < 4
+
+
+@pytest.mark.parametrize(
+    ("codec", "value", "field"),
+    [
+        (NdarrayCodec(), np.zeros(3, np.float64), UnischemaField("x", np.float32, (3,))),
+        (NdarrayCodec(), np.zeros(3, np.float32), UnischemaField("x", np.float32, (4,))),
+        (NdarrayCodec(), [1.0, 2.0], UnischemaField("x", np.float32, (None,))),
+        (CompressedNdarrayCodec(), np.zeros((2, 2), np.int8), UnischemaField("x", np.int8, (2,))),
+        (CompressedImageCodec(), np.zeros((4, 4, 4), np.uint8),
+         UnischemaField("x", np.uint8, (4, 4, 4))),
+        (CompressedImageCodec(), np.zeros((4, 4), np.int16), UnischemaField("x", np.uint8, (4, 4))),
+        (ScalarCodec(spark_type("IntegerType")), np.arange(2), UnischemaField("x", np.int32, ())),
+        (ScalarCodec(spark_type("IntegerType")), 1, UnischemaField("x", np.int32, (1,))),
+        (ScalarCodec(spark_type("StringType")), 7, UnischemaField("x", np.str_, ())),
+    ],
+)  # fmt: skip
+def test_values_that_do_not_fit_the_field_are_refused_naming_it(codec, value, field):
+    with pytest.raises(SampleValueError, match="field 'x'") as caught:
+        codec.encode(field, value)
+    assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, TypeError)
+
+
+def test_scalars_encode_as_sparks_python_values():
+    field = UnischemaField("x", np.int32, ())
+    for name, value, expected in [
+        ("IntegerType", np.int32(7), 7), ("LongType", np.int64(2**40), 2**40),
+        ("DoubleType", np.float32(0.5), 0.5), ("BooleanType", np.bool_(True), True),
+        ("StringType", np.str_("a"), "a"), ("DecimalType", Decimal("1.5"), Decimal("1.5")),
+    ]:  # fmt: skip
+        encoded = ScalarCodec(spark_type(name)).encode(field, value)
+        assert encoded == expected
+        assert type(encoded) is type(expected)
+    from pyspark.sql.types import ShortType
+
+    real = ScalarCodec(ShortType())  # a real pyspark type, as users write schemas
+    assert real.encode(field, np.int32(3)) == 3
+    assert real.spark_dtype() == ShortType()
+    assert str(real) == "ScalarCodec(ShortType())"

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from tests.petastorm_data import hello_row, hello_schema, write_hello
 
-from shardstream.errors import ConfigurationError
+from shardstream.errors import ConfigurationError, NoMatchingFieldsError
 from shardstream.loader.petastorm import (
     TransformSpec,
     UnischemaField,
@@ -111,6 +111,37 @@ def test_schema_fields_take_names_patterns_and_fields(hello: str):
         assert_decoded(row)
     with pytest.raises(ConfigurationError, match="no field matches"):
         make_reader(hello, schema_fields=["nothing.*"])
+
+
+@pytest.mark.parametrize("make", [make_reader, make_batch_reader])
+def test_schema_fields_matching_nothing_raise_petastorms_runtime_error(hello: str, make: Any):
+    # Petastorm's users catch RuntimeError; ValueError (ConfigurationError) still catches it too.
+    with pytest.raises(RuntimeError, match="no field matches") as caught:
+        make(hello, schema_fields=["nothing.*"])
+    assert isinstance(caught.value, NoMatchingFieldsError)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_positional_arguments_bind_as_in_petastorm(hello: str):
+    # Petastorm 0.13: make_reader(url, schema_fields, reader_pool_type, workers_count,
+    # pyarrow_serialize, results_queue_size, seed, shuffle_rows, ...); make_batch_reader has
+    # no pyarrow_serialize, so results_queue_size is its 5th and seed its 6th.
+    with make_batch_reader(hello, ["id"], "dummy", 1, 7, 123, True) as reader:
+        shuffled = batch_ids(list(reader))
+    with make_batch_reader(hello, schema_fields=["id"], seed=123, shuffle_rows=True) as reader:
+        assert batch_ids(list(reader)) == shuffled
+    with make_batch_reader(hello, ["id"], "dummy", 1, 7, 124, True) as reader:
+        assert batch_ids(list(reader)) != shuffled
+    with make_reader(hello, ["id"], "dummy", 1, False, 7, 123, True) as reader:
+        assert ids(list(reader)) == shuffled
+
+
+@pytest.mark.parametrize("make", [make_reader, make_batch_reader])
+def test_convert_early_to_numpy_is_taken(hello: str, make: Any):
+    with make(hello, schema_fields=["id"], convert_early_to_numpy=True) as reader:
+        rows = list(reader)
+    expected = list(range(ROWS))
+    assert sorted(ids(rows) if make is make_reader else batch_ids(rows)) == expected
 
 
 def test_a_row_predicate_sees_decoded_fields_and_a_batch_one_a_dataframe(hello: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import sys
@@ -20,15 +21,17 @@ from tests.petastorm_data import (
     ScalarCodec,
     Unischema,
     UnischemaField,
+    hello_row,
     hello_schema,
+    legacy_pickled,
     pickled,
     write_hello,
 )
 
 from shardstream.errors import ShardFormatError, UnsafePickleError
-from shardstream.loader.petastorm import codecs
+from shardstream.loader.petastorm import codecs, make_reader
 from shardstream.loader.petastorm import unischema as stand_ins
-from shardstream.loader.petastorm.metadata import load_unischema, read_unischema
+from shardstream.loader.petastorm.metadata import dump_unischema, load_unischema, read_unischema
 from shardstream.storage import LocalStore
 
 
@@ -152,3 +155,83 @@ def test_a_common_metadata_without_a_unischema_gives_none(tmp_path: Path):
 
 def test_the_key_is_petastorms():
     assert UNISCHEMA_KEY == b"dataset-toolkit.unischema.v1"
+
+
+def test_petastorm_0_4_to_0_7_fields_restored_by_pyspark_load():
+    data = legacy_pickled(hello_schema())
+    assert b"cpyspark.serializers\n_restore\n" in data  # as those versions stored it
+    assert b"UnischemaField" in data
+    assert b"petastorm.unischema\nUnischemaField" not in data
+    schema = load_unischema(data, source="t")
+    assert list(schema.fields) == list(hello_schema().fields)
+    image = schema.fields["image"]
+    assert isinstance(image, stand_ins.UnischemaField)
+    assert (image.numpy_dtype, image.shape, image.nullable) == (np.uint8, (8, 6, 3), False)
+    assert isinstance(image.codec, codecs.CompressedImageCodec)
+
+
+def test_a_petastorm_0_4_dataset_reads_with_make_reader(tmp_path: Path):
+    root = write_hello(tmp_path / "old", 12, metadata=legacy_pickled(hello_schema()))
+    with make_reader(str(root), shuffle_row_groups=False) as reader:
+        rows = list(reader)
+    assert sorted(int(row.id) for row in rows) == list(range(12))
+    for row in rows:
+        np.testing.assert_array_equal(row.image, hello_row(int(row.id))["image"])
+
+
+Evil = collections.namedtuple("Evil", ["name", "numpy_dtype", "shape"])
+# A field of another shape under UnischemaField's name.
+OddField = collections.namedtuple("UnischemaField", ["name", "numpy_dtype", "shape", "code"])  # type: ignore[name-match]
+
+
+def test_pysparks_restore_builds_no_other_namedtuple():
+    with pytest.raises(UnsafePickleError, match="namedtuple 'Evil'"):
+        load_unischema(legacy_pickled(Evil("x", np.int32, ()), (Evil,)), source="t")
+    with pytest.raises(UnsafePickleError, match="with the fields"):
+        load_unischema(legacy_pickled(OddField("x", np.int32, (), 1), (OddField,)), source="t")
+
+
+def written_schema() -> stand_ins.Unischema:
+    from pyspark.sql.types import DecimalType, IntegerType
+
+    return stand_ins.Unischema("Written", [
+        stand_ins.UnischemaField("id", np.int32, (), codecs.ScalarCodec(IntegerType()), False),
+        stand_ins.UnischemaField("ok", np.bool_, (), None, True),
+        stand_ins.UnischemaField("d", Decimal, (), codecs.ScalarCodec(DecimalType(10, 2))),
+        stand_ins.UnischemaField("m", np.float32, (None, 3), codecs.NdarrayCodec(), False),
+        stand_ins.UnischemaField("z", np.int8, (2,), codecs.CompressedNdarrayCodec(), False),
+        stand_ins.UnischemaField("im", np.uint8, (4, 4, 3), codecs.CompressedImageCodec("jpeg", 90),
+                                 True),
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("protocol", [0, 2, 4, 5])
+def test_a_written_schema_names_petastorms_classes_and_loads_back(protocol: int):
+    data = dump_unischema(written_schema(), protocol)
+    for name in (
+        b"petastorm.unischema",
+        b"Unischema",
+        b"UnischemaField",
+        b"petastorm.codecs",
+        b"ScalarCodec",
+        b"CompressedImageCodec",
+        b"pyspark.sql.types",
+        b"bool_",
+    ):
+        assert name in data  # fmt: skip
+    assert b"shardstream" not in data
+    loaded = load_unischema(data, source="t")
+    assert list(loaded.fields) == ["id", "ok", "d", "m", "z", "im"]
+    assert loaded.fields["ok"].numpy_dtype is np.bool_
+    assert loaded.fields["d"].codec.spark_dtype().state == {
+        "precision": 10, "scale": 2, "hasPrecisionInfo": True,
+    }  # fmt: skip
+    assert loaded.fields["im"].codec._quality == 90
+    assert loaded.id is loaded.fields["id"]  # the attributes Petastorm's schema pickles too
+    assert dump_unischema(loaded, protocol) == data or protocol < 2  # a loaded one writes alike
+
+
+def test_numpy_2s_name_of_bool_loads():
+    assert load_unischema(pickled(Unischema("B", [UnischemaField("b", np.bool_, ())])),
+                          source="t").fields["b"].numpy_dtype is np.bool_  # fmt: skip
+    assert b"numpy\nbool\n" in pickle.dumps(np.bool_, protocol=0)  # what NumPy 2 writes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +118,15 @@ def test_bad_arguments_are_refused(tmp_path: Path):
         DataLoader(object(), batch_size=0)
     with pytest.raises(ConfigurationError, match="shuffling_queue_capacity"):
         DataLoader(object(), shuffling_queue_capacity=-1)
+
+
+def test_decimal_friendly_collate_hands_text_back_as_the_sequence_given():
+    # Petastorm returns the batch itself: zip's tuples for tuple rows, lists for dict rows.
+    by_position = decimal_friendly_collate([("a", Decimal("1.5"), 1), ("b", Decimal("2"), 2)])
+    assert by_position[0] == ("a", "b")
+    assert by_position[1] == (Decimal("1.5"), Decimal("2"))
+    assert by_position[2].tolist() == [1, 2]
+    by_key = decimal_friendly_collate([{"s": b"x"}, {"s": b"y"}])
+    assert by_key["s"] == [b"x", b"y"]
+    given = (Decimal(1), Decimal(2))
+    assert decimal_friendly_collate(given) is given

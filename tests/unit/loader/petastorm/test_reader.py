@@ -69,3 +69,26 @@ def test_a_state_dict_loads_before_the_first_row_only(hello: str):
             reader.load_state_dict({"epoch": 0})
         assert reader.diagnostics == {}
         assert reader.ngram is None
+
+
+def test_many_threads_share_one_reader_and_each_row_goes_to_one(hello: str):
+    # Petastorm's test_multithreaded_reads: next() from several threads at once.
+    import threading
+
+    taken: list[int] = []
+    errors: list[BaseException] = []
+
+    def drain(reader: Any) -> None:
+        try:
+            taken.extend(int(row.id) for row in reader)
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    with make_reader(hello, schema_fields=["id"], num_epochs=2) as reader:
+        threads = [threading.Thread(target=drain, args=(reader,)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    assert sorted(taken) == sorted(list(range(ROWS)) * 2)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ from shardstream.format.mds_file import SampleFile, SampleRuns
 from shardstream.format.read_policy import ReadPolicy
 from shardstream.format.shard_view import ShardView
 from shardstream.sampling.distinct import first_occurrences
-from shardstream.storage.cancel import CancelScope
+from shardstream.storage.cancel import LET_GO_S, CancelScope
 
 __all__ = ["SampleReader"]
 
@@ -252,7 +252,8 @@ class SampleReader:
         threads = self.policy.fetch_threads
         # The fetch threads are given up on, never joined, when the walk ends (a reader that
         # stops early must not wait for fetches ahead that wait on a silent server): their
-        # waits end with the scope (shardstream.storage.cancel), and with them their fetches.
+        # waits end with the scope (shardstream.storage.cancel), and with them their fetches,
+        # which are given a moment to clear their records and temporaries.
         pool = ThreadPoolExecutor(threads, thread_name_prefix="shardstream-fetch")
         scope = CancelScope()
         ahead = _LookAhead(pool, scope, opened, self.cache)
@@ -347,9 +348,9 @@ class _LookAhead:
         return view
 
     def cancel(self) -> None:
-        """Cancel the tasks not started."""
-        for future in self._pending.values():
-            future.cancel()
+        """Cancel the tasks not started; give those running :data:`LET_GO_S` to let go."""
+        running = [future for future in self._pending.values() if not future.cancel()]
+        wait(running, timeout=LET_GO_S)
 
 
 def _batch_runs(

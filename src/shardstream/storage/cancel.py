@@ -22,7 +22,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
 from typing import Any, TypeVar
 
-__all__ = ["CancelScope", "check", "pause"]
+__all__ = ["LET_GO_S", "CancelScope", "check", "pause"]
+
+#: How long whoever cancels waits for the cancelled work to let go (its waits end at once, so
+#: it drops its locks, records and temporaries within moments); work still running then is
+#: stuck in a call no wait of ours can end, and is left behind, never joined.
+LET_GO_S = 1.0
 
 T = TypeVar("T")
 

@@ -350,20 +350,7 @@ class CSVWriter(_ImpliedSeparatorWriter):
     format implies it). Values may not hold a comma or ``newline`` (no quoting, as in
     mosaicml-streaming).
 
-    Args:
-        columns: Column name to encoding: ``"str"``, ``"int"`` or ``"float"``.
-        newline: Text after each sample; not empty.
-        out: Where the dataset goes: a local folder, a URL (written to a temporary folder and
-            uploaded), or a ``(local, remote)`` pair (written to ``local``, uploaded to ``remote``).
-        keep_local: With a remote ``out``, keep the local copy after uploading.
-        compression: ``None``, or a compression such as ``"zstd"`` or ``"zstd:7"`` (the data
-            and ``.meta`` files are compressed alike).
-        hashes: Digests to record for every file, e.g. ``["sha1", "xxh64"]`` (sorted, unique).
-        size_limit: Start a new shard before a sample that would make the current one's samples
-            larger than this many bytes (an int, or a string such as ``"64mb"``). ``None`` or
-            ``0`` means one shard. Must be under 4 GiB.
-        progress_bar, max_workers, retry, exist_ok, timeout, extra_keys, source: As for
-            :class:`~shardstream.MDSWriter`.
+    It takes the arguments of :class:`XSVWriter` but ``separator``.
 
     Example:
         columns = {"name": "str", "price": "float"}
@@ -381,20 +368,7 @@ class TSVWriter(_ImpliedSeparatorWriter):
     An :class:`XSVWriter` whose separator is a tab (not stored in ``index.json``: the format
     implies it). Values may not hold a tab or ``newline``.
 
-    Args:
-        columns: Column name to encoding: ``"str"``, ``"int"`` or ``"float"``.
-        newline: Text after each sample; not empty.
-        out: Where the dataset goes: a local folder, a URL (written to a temporary folder and
-            uploaded), or a ``(local, remote)`` pair (written to ``local``, uploaded to ``remote``).
-        keep_local: With a remote ``out``, keep the local copy after uploading.
-        compression: ``None``, or a compression such as ``"zstd"`` or ``"zstd:7"`` (the data
-            and ``.meta`` files are compressed alike).
-        hashes: Digests to record for every file, e.g. ``["sha1", "xxh64"]`` (sorted, unique).
-        size_limit: Start a new shard before a sample that would make the current one's samples
-            larger than this many bytes (an int, or a string such as ``"64mb"``). ``None`` or
-            ``0`` means one shard. Must be under 4 GiB.
-        progress_bar, max_workers, retry, exist_ok, timeout, extra_keys, source: As for
-            :class:`~shardstream.MDSWriter`.
+    It takes the arguments of :class:`XSVWriter` but ``separator``.
 
     Example:
         columns = {"word": "str", "count": "int"}

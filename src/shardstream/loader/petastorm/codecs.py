@@ -210,7 +210,7 @@ class ScalarCodec(_StandIn):
         return cast_scalar(field.numpy_dtype, value)
 
     def spark_dtype(self) -> Any:
-        """The Spark type it stores (a ``pyspark.sql.types`` one, or its :class:`SparkType`)."""
+        """The Spark type it stores (a ``pyspark.sql.types`` one, or its ``SparkType`` stand-in)."""
         return self._spark_type
 
     def __str__(self) -> str:

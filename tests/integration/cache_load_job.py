@@ -2,7 +2,8 @@
 
 Run as ``python cache_load_job.py --rank R --world-size W ...`` (no process group: the rank and
 the job's shape are given explicitly, as a launcher without environment variables would). Writes
-``<out>/rank<R>.json``: the ids of each epoch, the seconds each epoch took, and the largest
+``<out>/rank<R>.json``: the ids of each epoch, the seconds each epoch took, the CPU seconds it
+took (this process and its DataLoader workers, which end with each epoch), and the largest
 size the cache folder's shard files reached while it sampled them.
 """
 
@@ -29,6 +30,12 @@ def shard_bytes(folder: str) -> int:
     return total
 
 
+def cpu_time() -> float:
+    """CPU seconds of this process and of its children that have ended (the epoch's workers)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     for name in ("--remote", "--cache", "--out", "--cache-limit"):
@@ -53,15 +60,17 @@ def main() -> None:
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    epochs, seconds = [], []
+    epochs, seconds, cpu_seconds = [], [], []
     for _ in range(args.epochs):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), cpu_time()
         epochs.append([int(i) for batch in loader for i in batch["id"]])
         seconds.append(time.perf_counter() - started)
+        cpu_seconds.append(cpu_time() - cpu_started)
     done.set()
     watcher.join()
     with open(os.path.join(args.out, f"rank{args.rank}.json"), "w") as handle:
-        json.dump({"epochs": epochs, "seconds": seconds, "peak_shard_bytes": peak}, handle)
+        json.dump({"epochs": epochs, "seconds": seconds, "cpu_seconds": cpu_seconds,
+                   "peak_shard_bytes": peak}, handle)  # fmt: skip
 
 
 if __name__ == "__main__":

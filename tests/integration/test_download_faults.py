@@ -177,8 +177,9 @@ def test_a_stall_past_the_timeout_fails_in_about_timeout_times_attempts(faulty: 
     with pytest.raises(DownloadTimeoutError) as info:
         download_file(faulty.store, key, str(out / key), options)
     elapsed = time.monotonic() - started
-    # Two attempts of 0.5 s each, plus at most 0.5 s of backoff before the retry, plus slack.
-    assert 1.0 <= elapsed < 1.0 + 0.5 + 1.5
+    # Each attempt waited out its timeout (a lower bound: load only lengthens it), and the
+    # download gave up long before either stall of 20 s ended (a loose bound: the point).
+    assert 1.0 <= elapsed < 15.0
     assert isinstance(info.value, TimeoutError)
     assert isinstance(info.value, StorageError)
     assert faulty.store.url(key) in str(info.value)
@@ -194,7 +195,8 @@ def test_a_stalled_request_is_abandoned_and_retried(faulty: Faulty, out: Path):
     faulty.proxy.inject("stall", count=1, method="GET", path_contains=key, stall_seconds=20)
     started = time.monotonic()
     download_file(faulty.store, key, str(out / key), DownloadOptions(retry=1, timeout=0.5))
-    assert time.monotonic() - started < 3.0
+    assert faulty.proxy.count("GET", key) == 2  # the stalled GET, then its retry
+    assert time.monotonic() - started < 15.0  # a loose bound: the stall was not waited out
     assert (out / key).read_bytes() == data
     assert os.listdir(out) == [key]
 
@@ -221,18 +223,26 @@ def test_truncated_bodies_never_produce_a_file_under_the_final_name(
 # --- answers that do not change are not retried ---------------------------------------------------
 
 
-def test_missing_objects_are_not_retried(faulty: Faulty, out: Path):
+def test_missing_objects_are_not_retried(
+    faulty: Faulty, out: Path, monkeypatch: pytest.MonkeyPatch
+):
     key = unique_key()
     with pytest.raises(ObjectNotFoundError) as info:
         download_file(faulty.store, key, str(out / key), DownloadOptions(retry=0))
     once = faulty.proxy.count(path_contains=key)
     assert once >= 1
     faulty.proxy.reset_counts()
-    started = time.monotonic()
+    drawn: list[int] = []  # the backoff plans drawn: one per request that is to be retried
+
+    def delays(retries: int, rng: object) -> list[float]:
+        drawn.append(retries)
+        return [0.0] * retries
+
+    monkeypatch.setattr(download_module, "backoff_delays", delays)
     with pytest.raises(ObjectNotFoundError):
         download_file(faulty.store, key, str(out / key), DownloadOptions(retry=4))
     assert faulty.proxy.count(path_contains=key) == once  # retry=4 asked no more
-    assert time.monotonic() - started < 2.0  # and slept no backoff
+    assert drawn == []  # and waited no backoff
     assert faulty.store.url(key) in str(info.value)
     faulty.proxy.reset_counts()
     with pytest.raises(ObjectNotFoundError):
@@ -321,8 +331,9 @@ def test_a_body_trickled_byte_by_byte_is_late_not_slow(faulty: Faulty, out: Path
     with pytest.raises(DownloadTimeoutError) as info:
         download_file(faulty.store, key, str(out / key), options, expected_size=2000)
     # Each attempt's bytes keep coming (far within any socket timeout) but the whole body
-    # would take 200 s: two attempts of 1 s, at most 0.5 s of backoff, and slack.
-    assert time.monotonic() - started < 2.0 + 0.5 + 2.0
+    # would take 200 s: two attempts of 1 s and the backoff; the bound is loose on purpose.
+    assert time.monotonic() - started < 30.0
+    assert faulty.proxy.count("GET", key) == 2
     assert faulty.store.url(key) in str(info.value)
     assert os.listdir(out) == []
 

@@ -115,7 +115,8 @@ def test_leaving_early_gives_up_on_stalled_fetches_and_leaks_nothing(
         del samples
     left = time.monotonic() - started
     assert sorted(read) == list(range(3 * PER_SHARD))
-    assert left < 5.0, f"leaving took {left:.1f} s: the stalled fetches were waited for"
+    # A loose bound: a stalled fetch would hold the reader TIMEOUT s, the stall STALL_S.
+    assert left < TIMEOUT / 2, f"leaving took {left:.1f} s: the stalled fetches were waited for"
     # The server recovers: the next iteration reads every sample, nothing left over from the
     # fetches given up (no lock held, no slot taken, no half-written file).
     served.proxy.clear()

@@ -34,8 +34,9 @@ from .servers_gcs_azure import AzureServer
 
 TIMEOUT = 1.0
 #: Thread start-up, a fresh store's SDK client (the index check and the writer open their own)
-#: and a busy CI machine.
-SLACK = 2.0
+#: and a busy machine. Loose on purpose: the point is to give up long before the SDK's own
+#: minute, not how soon after the deadline.
+SLACK = 15.0
 KEY = "shard.00000.mds"
 _WARM: set[str] = set()  # the backends whose requests ran once, unfrozen
 
@@ -208,7 +209,8 @@ def test_a_frozen_server_fails_every_request_within_timeout_times_attempts(
         )
         assert isinstance(outcome.error, (StorageError, UploadError)), f"{name}: {report}"
         assert frozen.url in str(outcome.error), f"{name}: the URL is not named: {report}"
-        # Each attempt waited out its timeout: the retries were made, not skipped.
+        # Each attempt waited out its timeout: the retries were made, not skipped (a lower
+        # bound, which load only lengthens); and the request gave up (the bound above).
         assert TIMEOUT * attempts * 0.95 <= outcome.seconds <= most + SLACK, f"{name}: {report}"
 
 

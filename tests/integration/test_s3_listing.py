@@ -85,8 +85,9 @@ def test_a_listing_is_bounded_as_a_whole_even_when_trickled(
         with pytest.raises(DownloadTimeoutError) as info:
             fetch_listing(store, "", options)
         elapsed = time.monotonic() - started
-    # Two attempts of the whole listing, 1.5 s each, and slack: never the pages' minutes.
-    assert elapsed < 2 * 1.5 + 2.5
+    # Two attempts of the whole listing, 1.5 s each, never the pages' minutes: a loose bound,
+    # where the deadline is the point.
+    assert elapsed < 30.0
     assert store.url("") in str(info.value)
     assert "after 2 attempts" in str(info.value)
 

@@ -113,6 +113,7 @@ def test_a_wait_for_a_slot_ends_when_its_scope_is_cancelled(tmp_path: Path) -> N
         started = time.monotonic()
         with pytest.raises(CancelledError):
             scope.run(wait_for_a_slot)
-        assert time.monotonic() - started < 1.5
+        # A loose bound: uncancelled, the wait never ends (the slot is held until it does).
+        assert time.monotonic() - started < 30
     with slots.hold(1):  # the cancelled wait took nothing
         pass

@@ -80,8 +80,9 @@ def test_a_wait_for_a_lock_ends_when_its_scope_is_cancelled(tmp_path: Path):
     started = time.monotonic()
     try:
         with pytest.raises(CancelledError):
-            scope.run(FileLock(path).acquire, timeout=30)
+            scope.run(FileLock(path).acquire, timeout=60)
     finally:
         lock.release()
-    assert time.monotonic() - started < 1.5
+    # A loose bound where the deadline is the point: uncancelled, the wait would last 60 s.
+    assert time.monotonic() - started < 30
     assert try_lock_file(path) is not None  # the cancelled wait took nothing

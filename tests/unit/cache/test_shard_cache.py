@@ -22,6 +22,7 @@ from shardstream.cache.locks import try_lock_file
 from shardstream.dataset.local import LocalDataset
 from shardstream.errors import CacheTimeoutError
 from shardstream.storage import DownloadOptions, LocalStore
+from shardstream.storage import cancel as cancel_module
 
 
 class CountingStore(LocalStore):
@@ -284,33 +285,44 @@ def test_a_shard_that_fills_a_slot_excludes_small_ones_from_it(remote: Path, tmp
         filled.release()
 
 
-def test_a_download_waiting_for_a_slot_takes_it_soon_after_it_frees(remote: Path, tmp_path: Path):
+def test_a_download_waiting_for_a_slot_takes_it_soon_after_it_frees(
+    remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     # A slot frees within a round trip to a distant store: a waiting thread must not sleep a
-    # quarter of a second before it looks again (it did, backing off to 250 ms).
+    # quarter of a second before it looks again (it did, backing off to 250 ms). What it
+    # asks to sleep is counted, not timed, so a busy machine cannot fail the test.
+    pauses: list[float] = []
+    real_pause = cancel_module.pause
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        real_pause(seconds)
+
+    monkeypatch.setattr(cancel_module, "pause", pause)  # what a slot's waiter calls
     store = SlowNetworkStore(str(remote))
     cache = ShardCache(
         [CacheStream(str(tmp_path / "c"), store, LocalDataset(remote).shards)], download_slots=1
     )
     slot = tmp_path / "c" / STATE_FOLDER / "slots" / "0.lock"
-    lags = []
-    for _ in range(3):
-        held = FileLock(str(slot))
-        held.acquire(timeout=1)
-        got = threading.Event()
+    held = FileLock(str(slot))
+    held.acquire(timeout=1)
+    got = threading.Event()
 
-        def wait_for_slot(got: threading.Event = got) -> None:
-            with cache._slot(1):
-                got.set()
+    def wait_for_slot() -> None:
+        with cache._slot(1):
+            got.set()
 
-        waiter = threading.Thread(target=wait_for_slot)
-        waiter.start()
-        time.sleep(0.6)  # long enough for the waiter's backoff to reach its longest
-        freed = time.monotonic()
-        held.release()
-        assert got.wait(5)
-        lags.append(time.monotonic() - freed)
-        waiter.join()
-    assert max(lags) < 0.08, lags
+    waiter = threading.Thread(target=wait_for_slot)
+    waiter.start()
+    deadline = time.monotonic() + 30  # a bound, not a measure
+    while len(pauses) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the waiter looks again and again, long past any backoff's ramp
+    assert not got.is_set()  # the slot is held: it waits
+    held.release()
+    assert got.wait(30)
+    waiter.join()
+    assert len(pauses) >= 20
+    assert max(pauses) <= 0.05, sorted(set(pauses))  # never a long sleep between looks
 
 
 # --- a local-only stream is the user's data, read in place ----------------------------------------

@@ -124,6 +124,33 @@ def stalling(seconds: float, times: int, method: str = "get_bytes") -> Hook:
     return hook
 
 
+def gathering(store_of: Callable[[], MemoryStore], most: int, method: str = "get_range") -> Hook:
+    """The first ``most`` calls each wait (30 s at most) until ``most`` calls are in flight.
+
+    Proves by count, not by sleeps that happen to overlap, that ``most`` requests ran at once.
+    """
+
+    def hook(called: str, number: int) -> bytes | None:
+        if called == method and number <= most:
+            deadline = time.monotonic() + 30  # a bound, not a measure
+            while store_of().most_in_flight < most and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return None
+
+    return hook
+
+
+def held(release: threading.Event, method: str = "get_bytes") -> Hook:
+    """Every ``method`` call waits for ``release`` (a minute at most): a server that froze."""
+
+    def hook(called: str, number: int) -> bytes | None:
+        if called == method:
+            release.wait(60)
+        return None
+
+    return hook
+
+
 DATA = bytes(range(256)) * 40  # 10,240 bytes
 
 
@@ -261,13 +288,19 @@ def test_retries_are_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture):
 
 
 def test_a_backend_without_timeouts_of_its_own_still_times_out(tmp_path: Path):
-    store = MemoryStore({"k": DATA}, stalling(3.0, times=10))
+    release = threading.Event()
+    store = MemoryStore({"k": DATA}, held(release))
     options = DownloadOptions(retry=2, timeout=0.2)
     started = time.monotonic()
-    with pytest.raises(DownloadTimeoutError, match=r"mem://bucket/k.*after 3 attempts") as info:
-        download_file(store, "k", str(tmp_path / "k"), options)
-    elapsed = time.monotonic() - started
-    assert 0.6 <= elapsed < 1.5  # three attempts of 0.2 s (no backoff here)
+    try:
+        with pytest.raises(DownloadTimeoutError, match=r"mem://bucket/k.*after 3 att") as info:
+            download_file(store, "k", str(tmp_path / "k"), options)
+        # All three attempts still hang at the store: each was abandoned at its deadline.
+        assert store.in_flight == 3
+    finally:
+        release.set()
+    # A lower bound only (load lengthens it): each attempt waited out its timeout.
+    assert time.monotonic() - started >= 3 * 0.2
     assert isinstance(info.value, TimeoutError)
     assert store.calls["get_bytes"] == 3
     assert os.listdir(tmp_path) == []
@@ -281,11 +314,16 @@ def test_fetch_bytes_times_out_too():
 
 
 def test_fetch_info_times_out_and_retries_like_a_download():
-    store = MemoryStore({"k": DATA}, stalling(3.0, times=10, method="info"))
+    release = threading.Event()
+    store = MemoryStore({"k": DATA}, held(release, method="info"))
     started = time.monotonic()
-    with pytest.raises(DownloadTimeoutError, match=r"checking mem://bucket/k.*after 2 attempts"):
-        fetch_info(store, "k", DownloadOptions(retry=1, timeout=0.2))
-    assert 0.4 <= time.monotonic() - started < 1.5  # two attempts of 0.2 s (no backoff here)
+    try:
+        with pytest.raises(DownloadTimeoutError, match=r"checking mem://bucket/k.*after 2 att"):
+            fetch_info(store, "k", DownloadOptions(retry=1, timeout=0.2))
+        assert store.in_flight == 2  # both attempts abandoned, neither waited for
+    finally:
+        release.set()
+    assert time.monotonic() - started >= 2 * 0.2  # a lower bound: each waited its timeout
     assert store.calls["info"] == 2
 
 
@@ -319,22 +357,24 @@ class PagedStore(MemoryStore):
         self.pages = pages
         self.page_seconds = page_seconds
         self.listings = 0
+        self.listed = 0  # listings that ran to their last page
 
     def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
         self.listings += 1
         for _ in range(self.pages):
             time.sleep(self.page_seconds)  # each page well within any per-request timeout
+        self.listed += 1
         return super().list_info(prefix)
 
 
 def test_a_listing_is_bounded_as_a_whole_not_per_page():
-    store = PagedStore({"a": b"x"}, pages=20, page_seconds=0.05)  # one second in all
+    store = PagedStore({"a": b"x"}, pages=40, page_seconds=0.05)  # two seconds in all
     options = DownloadOptions(retry=1, timeout=0.3)
-    started = time.monotonic()
     with pytest.raises(DownloadTimeoutError, match=r"listing mem://bucket/ failed after 2 att"):
         fetch_listing(store, "", options)
-    assert time.monotonic() - started < 2 * 0.3 + 0.5
     assert store.listings == 2
+    # Neither listing had ended: each was abandoned at its deadline, not waited for.
+    assert store.listed == 0
     # Within the timeout, it is a listing as before.
     quick = PagedStore({"a": b"x", "b": b"yy"}, pages=3, page_seconds=0.01)
     assert fetch_listing(quick, "", options) == {"a": ObjectInfo(1), "b": ObjectInfo(2)}
@@ -389,18 +429,26 @@ def test_a_wrong_body_and_no_answer_to_the_head_is_still_a_transfer_error(tmp_pa
 def test_a_late_answer_of_an_abandoned_attempt_is_never_written(tmp_path: Path):
     finished = threading.Event()
 
+    release = threading.Event()
+
     def first_range_late_and_wrong(called: str, number: int) -> bytes | None:
         if called == "get_range" and number == 1:
-            time.sleep(0.4)
+            release.wait(60)
             finished.set()
             return b"X" * 1024  # wrong bytes, after the deadline
         return None
 
     store = MemoryStore({"k": DATA}, first_range_late_and_wrong)
     options = DownloadOptions(retry=1, timeout=0.15, part_size=1024, concurrency=2)
-    download_file(store, "k", str(tmp_path / "k"), options)
-    assert finished.wait(2)
-    time.sleep(0.05)
+    try:
+        download_file(store, "k", str(tmp_path / "k"), options)
+    finally:
+        release.set()  # the abandoned attempt answers only after the download has ended
+    assert finished.wait(30)
+    deadline = time.monotonic() + 30  # a bound, not a measure
+    while store.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.in_flight == 0
     assert (tmp_path / "k").read_bytes() == DATA
     assert os.listdir(tmp_path) == ["k"]
 
@@ -409,7 +457,8 @@ def test_a_late_answer_of_an_abandoned_attempt_is_never_written(tmp_path: Path):
 
 
 def test_ranges_run_concurrency_at_a_time(tmp_path: Path):
-    store = MemoryStore({"k": DATA}, stalling(0.05, times=100, method="get_range"))
+    store = MemoryStore({"k": DATA})
+    store.hook = gathering(lambda: store, 3)
     options = DownloadOptions(part_size=1000, concurrency=3)
     assert download_file(store, "k", str(tmp_path / "k"), options) == len(DATA)
     assert (tmp_path / "k").read_bytes() == DATA
@@ -449,14 +498,18 @@ def test_a_known_size_in_ranges_asks_its_size_beside_them(tmp_path: Path):
     size_asked = threading.Event()
     ranges_during_head = []
 
+    range_started = threading.Event()
+    gather = gathering(lambda: store, 4)
+
     def hook(method: str, number: int) -> None:
         if method == "info":
             size_asked.set()
-            time.sleep(0.1)
+            range_started.wait(30)  # the HEAD answers only once a range has started
             size_asked.clear()
         elif method == "get_range":
             ranges_during_head.append(size_asked.is_set())
-            time.sleep(0.05)
+            range_started.set()
+            gather(method, number)
 
     store = MemoryStore({"k": DATA}, hook)
     options = DownloadOptions(part_size=1000, concurrency=4)
@@ -597,11 +650,11 @@ def test_the_budget_is_given_back_after_failures_and_timeouts(
             str(tmp_path / "b"),
             DownloadOptions(retry=0, timeout=0.05, part_size=1000),
         )
-    deadline = time.monotonic() + 5
-    while (missing.in_flight or stalled.in_flight) and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30  # a bound, not a measure: each stall ends in 0.3 s
+    while small_budget.used and time.monotonic() < deadline:
         time.sleep(0.01)  # abandoned attempts end on their own, then free their share
-    time.sleep(0.05)
     assert small_budget.used == 0
+    assert missing.in_flight == stalled.in_flight == 0
     assert os.listdir(tmp_path) == []
 
 

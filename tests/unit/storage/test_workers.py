@@ -17,12 +17,22 @@ def run(pool: WorkerPool, done: queue.SimpleQueue[threading.Thread]) -> threadin
     return done.get(timeout=5)
 
 
+def wait_idle(pool: WorkerPool) -> None:
+    """Until a thread of ``pool`` waits for work: by the pool's count, not by a sleep."""
+    deadline = time.monotonic() + 30  # a bound, not a measure
+    while pool._idle < 1 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert pool._idle >= 1
+
+
 def test_jobs_run_in_reused_daemon_threads():
     pool = WorkerPool("test-pool")
     done: queue.SimpleQueue[threading.Thread] = queue.SimpleQueue()
     first = run(pool, done)
-    time.sleep(0.05)  # the thread goes idle
-    threads = {run(pool, done) for _ in range(20)}
+    threads = set()
+    for _ in range(20):
+        wait_idle(pool)  # the thread went idle: the next job must go to it
+        threads.add(run(pool, done))
     assert threads == {first}
     assert first.daemon
     assert first.name == "test-pool"
@@ -33,14 +43,17 @@ def test_a_hung_job_does_not_hold_up_the_next():
     release = threading.Event()
 
     def hang() -> None:
-        release.wait(10)
+        release.wait(60)
 
     pool.submit(hang)
     done: queue.SimpleQueue[threading.Thread] = queue.SimpleQueue()
-    started = time.monotonic()
-    run(pool, done)
-    assert time.monotonic() - started < 2
-    release.set()
+    try:
+        # The next job runs while the first still hangs (run() waits 5 s at most for it).
+        ran_in = run(pool, done)
+        assert not release.is_set()
+        assert ran_in.is_alive()
+    finally:
+        release.set()
 
 
 def test_many_jobs_at_once_all_run():
@@ -71,7 +84,7 @@ def test_a_forked_child_starts_its_own_threads():
     pool = WorkerPool("test-pool")
     done: queue.SimpleQueue[threading.Thread] = queue.SimpleQueue()
     run(pool, done)
-    time.sleep(0.05)  # an idle thread in the parent, which the child will not have
+    wait_idle(pool)  # an idle thread in the parent, which the child will not have
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (Python 3.12+)
         child = os.fork()

@@ -42,3 +42,12 @@ def test_bench_a_remote_dataset_reports_bytes_moved_and_first_batch(
     assert "downloaded" in text
     assert "MB/s" in text
     assert "first batch" in text
+    # A link the user names: each pass reports the share of it that crossed the network.
+    rated = json.loads(run("bench", url, "--batch-size", "8", "--epochs", "2", "--cache",
+                           str(tmp_path / "rated"), "--link-mbps", "100", "--json", "-q",
+                           env=env_of(s3_env)).stdout)  # fmt: skip
+    cold, warm = rated["passes"]
+    assert rated["link_mbps"] == 100
+    assert cold["fraction_of_link"] == pytest.approx(cold["download_mb_per_s"] * 8 / 100)
+    assert cold["fraction_of_link"] > 0
+    assert warm["fraction_of_link"] == 0  # the second pass read the cache: none of the link

@@ -35,6 +35,7 @@ __all__ = [
     "delimiter",
     "folder",
     "hash_names",
+    "megabits_per_second",
     "output_root",
     "positive_seconds",
     "table_version",
@@ -79,6 +80,21 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value > 0:  # NaN too
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def megabits_per_second(text: str) -> float:
+    """A link's capacity in megabits per second: a finite number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of megabits per second (e.g. 1000 for 1 Gbit/s)"
+        ) from None
+    if not 0 < value < float("inf"):  # NaN too
+        raise argparse.ArgumentTypeError(
+            f"must be a number of megabits per second above 0 (e.g. 1000 for 1 Gbit/s), got {text}"
+        )
     return value
 
 

@@ -3,7 +3,9 @@
 A remote dataset (``s3://``, ``gs://``, ...) is read through a cache folder, so each pass also
 reports the bytes that crossed the network (the stored size of each file the pass brought into
 the cache) and their MB/s: with an empty cache, the first pass measures the link to the store
-as training would use it.
+as training would use it. ``--link-mbps N`` names the link's capacity (megabits per second) and
+adds to each pass the fraction of it the pass reached: of the bytes that crossed the network
+for a remote dataset, of the samples' stored bytes read for a local one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from tqdm import tqdm
 
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.shard_files import shard_file_pairs
-from shardstream.cli.arguments import count, folder
+from shardstream.cli.arguments import count, folder, megabits_per_second
 from shardstream.cli.source import (
     DatasetSource,
     add_dataset_arguments,
@@ -60,6 +62,12 @@ def register(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
         "--download-concurrency",
         type=count(1),
         help="downloads at once (StreamingDataset's default)",
+    )
+    parser.add_argument(
+        "--link-mbps",
+        type=megabits_per_second,
+        help="your link's capacity in megabits per second (e.g. 1000): each pass also reports "
+        "the fraction of it that it reached",
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(run=_run)
@@ -107,10 +115,14 @@ def _run(args: argparse.Namespace) -> int:
             passes.append(run)
     for run in passes:
         run["mb_per_s"] = run["samples_per_s"] * mean_sample / 1e6
+        if args.link_mbps is not None:
+            run["fraction_of_link"] = link_fraction(run, args.link_mbps, remote=remote is not None)
     result = {
         "url": args.url, "remote": remote is not None, "batch_size": args.batch_size,
         "workers": args.workers, "mean_sample_bytes": mean_sample, "passes": passes,
     }  # fmt: skip
+    if args.link_mbps is not None:
+        result["link_mbps"] = args.link_mbps
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -127,8 +139,23 @@ def _run(args: argparse.Namespace) -> int:
                 if result["remote"]
                 else ""
             )
+            + (
+                f"; {run['fraction_of_link']:.0%} of a {args.link_mbps:g} Mbit/s link"
+                if args.link_mbps is not None
+                else ""
+            )
         )
     return 0
+
+
+def link_fraction(run: dict[str, Any], link_mbps: float, *, remote: bool) -> float:
+    """The share of a link of ``link_mbps`` megabits per second that a pass ``run`` reached.
+
+    A remote dataset's pass is rated by the bytes that crossed the network (a pass that read
+    the cache moved none); a local one's by the samples' stored bytes it read.
+    """
+    mb_per_s = run["download_mb_per_s"] if remote else run["mb_per_s"]
+    return float(mb_per_s) * 8 / link_mbps
 
 
 def _cached(folder: str | None, entries: list[ShardEntry] | None) -> dict[str, int]:

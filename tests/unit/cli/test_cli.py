@@ -142,6 +142,22 @@ def test_bench(dataset: Path):
     assert all(p["samples_per_s"] > 0 and p["first_batch_s"] > 0 for p in result["passes"])
 
 
+def test_bench_rates_each_pass_against_the_link_the_user_names(dataset: Path):
+    args = ("bench", str(dataset), "--batch-size", "8", "--epochs", "2", "-q")
+    result = json.loads(run(*args, "--json", "--link-mbps", "250").stdout)
+    assert result["link_mbps"] == 250
+    for one in result["passes"]:  # a local dataset: the samples' stored bytes read
+        assert one["fraction_of_link"] == pytest.approx(one["mb_per_s"] * 8 / 250)
+        assert one["fraction_of_link"] > 0
+    text = run(*args, "--link-mbps", "1e3").stdout
+    assert text.count("of a 1000 Mbit/s link") == 2  # one per pass, beside its MB/s
+    # Without a link named, no fraction is made up.
+    plain = json.loads(run(*args, "--json").stdout)
+    assert "link_mbps" not in plain
+    assert all("fraction_of_link" not in one for one in plain["passes"])
+    assert "Mbit/s" not in run(*args).stdout
+
+
 def test_convert_csv_and_jsonl(tmp_path: Path):
     csv = tmp_path / "in.csv"
     csv.write_text("id,name,score\n" + "".join(f"{i},n{i},{i / 2}\n" for i in range(30)))

@@ -29,7 +29,10 @@ after a change, in one run. litdata is measured where ``.venv-ref`` holds it, fr
 format (``litdata.optimize``, the same samples, 64 MiB chunks; 10 samples a chunk for the
 first-batch rows) uploaded beside the MDS copy; its boto3 and obstore clients find the link
 through ``AWS_ENDPOINT_URL`` (the worker lets obstore use plain HTTP). It has no row for the
-single 64 MiB download: it has no call that downloads one given object.
+single 64 MiB download: it has no call that downloads one given object. AWS's
+``s3torchconnector`` (``s3torch``, in ``.venv-ref`` too) reads each cold-epoch workload's MDS
+objects raw, decoding nothing (``wan_ceiling.py``): the ceiling each cold-epoch row rates
+shardstream against, not a peer.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +65,7 @@ from tests.integration.seaweedfs import S3Server, run_seaweedfs  # noqa: E402
 from benchmarks.download_bench import reference_python, server_environment  # noqa: E402
 from benchmarks.report import format_table, machine  # noqa: E402
 from benchmarks.streaming_bench import WORKER_LIB, Runner  # noqa: E402
+from benchmarks.wan_ceiling import CEILING, best_of, ceiling_run, object_sizes  # noqa: E402
 from benchmarks.wan_probe import probe_link  # noqa: E402
 from benchmarks.wan_report import docs_section, replace_section, table_rows  # noqa: E402
 from shardstream.storage import S3Store  # noqa: E402
@@ -179,6 +184,7 @@ class Bench:
         self.libs = [lib for lib in args.libs.split(",") if lib]
         if args.baseline_src:
             self.libs.insert(1, "shardstream@base")
+        self.readers = [lib for lib in self.libs if lib != CEILING]  # the ceiling: cold epochs
 
     def call(self, lib: str, mode: str, params: dict[str, Any], **options: Any) -> Any:
         """One worker run of ``lib`` (``shardstream@base``: shardstream from the baseline)."""
@@ -229,12 +235,14 @@ def cold_epochs(bench: Bench, server: S3Server, scale: int, measure: bool = True
     """Each workload written and uploaded, then (``measure``) its cold epochs through the link."""
     results: dict[str, Any] = {}
     for name, spec in WORKLOADS.items():
-        if not measure and name != "small-1KiB":  # the resume rows need this one alone
+        wanted = name in bench.args.workloads.split(",") if measure else name == "small-1KiB"
+        if not wanted:  # (without cold epochs, the resume rows need small-1KiB alone)
             continue
         params = {**spec, "samples": spec["samples"] // scale}
         folder = bench.run.fresh(f"wan-{name}")
         written = bench.call("shardstream", "write", params, out=folder, size_limit=SHARD_BYTES)
         remote = upload_folder(server, folder, name)
+        objects = object_sizes(folder, remote)
         shutil.rmtree(folder, ignore_errors=True)
         lit_remote = litdata_copy(bench, server, params, name, size_limit=SHARD_BYTES)
         limit = written["bytes"] / bench.link_rate
@@ -247,6 +255,12 @@ def cold_epochs(bench: Bench, server: S3Server, scale: int, measure: bool = True
         for workers in (0, 2) if measure else ():
             setting: dict[str, Any] = {}
             for lib in bench.libs:
+                if lib == CEILING:
+                    setting[lib] = best_of(bench.args.repeats, limit, workers, partial(
+                        ceiling_run, bench.run.pythons["reference"], remote, bench.link.endpoint,
+                        objects, workers, bench.run.fresh("s3torch"), bench.args.timeout,
+                        partial(measured, bench.link)))  # fmt: skip
+                    continue
                 best: dict[str, Any] | None = None
                 data = data_of(lib, remote, lit_remote)
                 if data is None:
@@ -306,7 +320,7 @@ def first_batches(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
         }  # fmt: skip
         for workers in (0, 2):
             setting: dict[str, Any] = {}
-            for lib in bench.libs:
+            for lib in bench.readers:
                 times = []
                 data = data_of(lib, remote, lit_remote)
                 if data is None:
@@ -356,7 +370,7 @@ def one_shard(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
     limit = size / bench.link_rate
     print(f"[one {size / MiB:g} MiB shard] {limit:.2f} s at the link's rate", flush=True)
     results: dict[str, Any] = {"bytes": size, "limit_seconds": limit, "runs": {}}
-    for lib in [lib for lib in bench.libs if lib != "litdata"]:
+    for lib in [lib for lib in bench.readers if lib != "litdata"]:
         worker_lib = "streaming" if lib == "reference" else "shardstream"
         python = bench.run.pythons[lib]
         source_tree = bench.args.baseline_src if lib == "shardstream@base" else str(REPO / "src")
@@ -396,7 +410,7 @@ def resumes(bench: Bench, workload: dict[str, Any]) -> dict[str, Any]:
     results: dict[str, Any] = {"limit_seconds": limit, "runs": {}}
     for workers in (0, 2):
         setting: dict[str, Any] = {}
-        for lib in bench.libs:
+        for lib in bench.readers:
             data = data_of(lib, remote, lit_remote)
             if data is None:
                 setting[lib] = NOT_WRITTEN
@@ -475,8 +489,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1/16 of the sizes (a smoke run)")
     parser.add_argument("--out", default=str(HERE / "results" / "wan.json"))
-    parser.add_argument("--libs", default="shardstream,reference,litdata")
+    parser.add_argument("--libs", default=f"shardstream,reference,litdata,{CEILING}")
     parser.add_argument("--parts", default="link,epoch,ttfb,download,resume")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="cold-epoch rows")
     parser.add_argument("--repeats", type=int, default=1, help="runs per row (best is kept)")
     parser.add_argument("--latency-ms", type=float, default=30.0)
     parser.add_argument("--jitter-ms", type=float, default=5.0)
@@ -494,14 +509,15 @@ def main() -> int:
     pythons = {"shardstream": sys.executable, "shardstream@base": sys.executable,
                "reference": ref_python, "litdata": ref_python}  # fmt: skip
     WORKER_LIB["shardstream@base"] = "shardstream"
-    if (
-        "litdata" in args.libs
-        and subprocess.run(
-            [ref_python, "-c", "import litdata"], capture_output=True, check=False
-        ).returncode
-    ):
-        print("litdata is not installed in the reference venv: not measured", flush=True)
-        args.libs = ",".join(lib for lib in args.libs.split(",") if lib != "litdata")
+    for lib, module in (("litdata", "litdata"), (CEILING, "s3torchconnector")):
+        if (
+            lib in args.libs.split(",")
+            and subprocess.run(
+                [ref_python, "-c", f"import {module}"], capture_output=True, check=False
+            ).returncode
+        ):
+            print(f"{module} is not installed in the reference venv: not measured", flush=True)
+            args.libs = ",".join(name for name in args.libs.split(",") if name != lib)
     parts = set(args.parts.split(","))
     scale = QUICK_SCALE if args.quick else 1
     tmp = tempfile.mkdtemp(prefix="shardstream-wan-bench-")

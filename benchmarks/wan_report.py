@@ -3,12 +3,16 @@
 Targets (issue 32): a cold epoch at >= 85% of the link's capacity and >= 2x the best peer; a
 first batch within four round trips plus the first shard's bytes at the link's rate and <=
 0.25x the best peer; one 64 MiB shard at >= 85% of the link. Resume from an empty cache has
-no target of its own: it is reported beside the peer.
+no target of its own: it is reported beside the peer. Each cold-epoch row also gives
+shardstream's fraction of the ceiling, AWS's ``s3torchconnector`` reading the same objects raw
+(``wan_ceiling.py``): its seconds over shardstream's, as both move the same bytes.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from benchmarks.wan_ceiling import CEILING
 
 __all__ = ["BEGIN", "END", "docs_section", "replace_section", "table_rows"]
 
@@ -51,12 +55,17 @@ def _row(
         "proxy_cpu_share": ours["link"]["proxy_cpu_seconds"]
         / max(ours["link"]["wall_seconds"], 1e-9),
         "bytes_down": ours["link"]["bytes_down"],
+        "ceiling_seconds": None, "of_ceiling": None,
     }  # fmt: skip
+    ceiling = setting.get(CEILING, {})
+    if kind == "throughput" and "seconds" in ceiling and ceiling.get("checks_passed", True):
+        row["ceiling_seconds"] = ceiling["seconds"]
+        row["of_ceiling"] = ceiling["seconds"] / seconds  # the same bytes: a share of its speed
     failed = [f"{lib}: {side['failed']}" for lib, side in setting.items() if "failed" in side]
     failed += [
         f"{lib}: returned wrong samples (its checks failed)"
         for lib, side in setting.items()
-        if lib in PEERS and side.get("checks_passed") is False
+        if lib in (*PEERS, CEILING) and side.get("checks_passed") is False
     ]
     row["peer_failures"] = failed
     if kind == "throughput":  # ratio: how many times faster than the best peer
@@ -114,20 +123,25 @@ def table_rows(report: dict[str, Any]) -> dict[str, Any]:
     """``{"rows": [...], "table": text rows for format_table, "checks_passed": bool}``."""
     rows = collect(report)
     base = any(row["base_seconds"] is not None for row in rows)
+    ceiling = any(row["ceiling_seconds"] is not None for row in rows)
     header = [
         "workload", "metric", "shardstream", *(["before"] if base else []), "best peer",
-        "ratio", "link limit", "of link", "proxy CPU", "targets", "result", "checks",
+        "ratio", "link limit", "of link", *([f"{CEILING}", f"of {CEILING}"] if ceiling else []),
+        "proxy CPU", "targets", "result", "checks",
     ]  # fmt: skip
     table = [header]
     for row in rows:
         peer = "-" if row["peer"] is None else f"{row['peer_seconds']:.3f} ({row['peer']})"
-        if row["peer_failures"] and row["peer"] is None:
+        if row["peer"] is None and any(
+            not text.startswith(f"{CEILING}:") for text in row["peer_failures"]
+        ):
             peer = "failed"
         result = {True: "met", False: "MISSED", None: "-"}[row["met"]]
         table.append([
             row["row"], row["metric"], f"{row['seconds']:.3f}",
             *([_fmt(row["base_seconds"])] if base else []), peer, _fmt(row["ratio"], ".2f", "x"),
             f"{row['limit_seconds']:.3f}", f"{row['fraction_of_link']:.0%}",
+            *([_fmt(row["ceiling_seconds"]), _fmt(row["of_ceiling"], ".0%")] if ceiling else []),
             f"{row['proxy_cpu_share']:.0%}", row["targets"], result,
             "PASS" if row["checks_passed"] else "FAIL",
         ])  # fmt: skip
@@ -174,7 +188,7 @@ def docs_section(report: dict[str, Any], notes: str = "") -> str:
         for text in row["peer_failures"]
     ]
     if failures:
-        lines += ["Peers that failed, or returned wrong samples (not counted as best peer):", ""]
+        lines += ["Peers or ceiling that failed, or returned wrong samples (not counted):", ""]
         lines += [*failures, ""]
     if notes:
         lines += [notes.strip(), ""]

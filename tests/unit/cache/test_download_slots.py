@@ -80,14 +80,14 @@ def test_threads_of_a_process_share_a_slot_lane_by_lane(tmp_path: Path) -> None:
             with lock:
                 inside[0] += 1
                 most[0] = max(most[0], inside[0])
-            release.wait(5)
+            release.wait(60)
             with lock:
                 inside[0] -= 1
 
     threads = [threading.Thread(target=download) for _ in range(8)]
     for thread in threads:
         thread.start()
-    for _ in range(200):
+    for _ in range(3000):  # 30 s at most: a bound, not a measure
         if most[0] == 6:
             break
         threading.Event().wait(0.01)

@@ -200,12 +200,18 @@ def test_state_stays_inside_the_cache_folder(remote: Path, tmp_path: Path):
 
 
 class SlowNetworkStore:
-    """A remote that is not a local disk: each request takes a while; counts those at once."""
+    """A remote that is not a local disk: each request takes a while; counts those at once.
 
-    def __init__(self, root: str) -> None:
+    ``gather``: each request waits (30 s at most) until that many have been in flight at once,
+    so that a test sees the most the cache allows by count, not by sleeps that happen to
+    overlap on a busy machine.
+    """
+
+    def __init__(self, root: str, gather: int = 0) -> None:
         self.local = LocalStore(root)
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.now = self.most = 0
+        self.gather = gather
 
     def url(self, key: str) -> str:
         return f"slow://{key}"
@@ -214,7 +220,13 @@ class SlowNetworkStore:
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)
+            self.lock.notify_all()
+            gathering = self.most < self.gather
+            if gathering:
+                self.lock.wait_for(lambda: self.most >= self.gather, timeout=30)
         try:
+            # Gathered requests stay a moment beside each other, so that one past the cap
+            # would show; without ``gather``, each request takes a while.
             time.sleep(0.05)
             return read()
         finally:
@@ -233,7 +245,7 @@ class SlowNetworkStore:
 
 def test_downloads_from_a_network_store_take_the_nodes_slots(remote: Path, tmp_path: Path):
     # Shards larger than a part (ranges, one at a time here) fill a slot each: two at once.
-    store = SlowNetworkStore(str(remote))
+    store = SlowNetworkStore(str(remote), gather=2)
     entries = LocalDataset(remote).shards
     assert len(entries) >= 6
     assert min(entry.data_file.bytes for entry in entries[:6]) > 384
@@ -249,8 +261,10 @@ def test_downloads_from_a_network_store_take_the_nodes_slots(remote: Path, tmp_p
     assert (slots / "1.lock").exists()
 
 
-def _slot_cache(remote: Path, local: Path, slots: int, part_size: int) -> tuple[Any, ShardCache]:
-    store = SlowNetworkStore(str(remote))
+def _slot_cache(
+    remote: Path, local: Path, slots: int, part_size: int, gather: int = 0
+) -> tuple[Any, ShardCache]:
+    store = SlowNetworkStore(str(remote), gather)
     options = DownloadOptions(part_size=part_size, concurrency=3)
     return store, ShardCache(
         [CacheStream(str(local), store, LocalDataset(remote).shards, options)], download_slots=slots
@@ -260,7 +274,7 @@ def _slot_cache(remote: Path, local: Path, slots: int, part_size: int) -> tuple[
 def test_small_shards_share_a_slot_up_to_its_requests(remote: Path, tmp_path: Path):
     # A shard fetched in one request holds one of a slot's `concurrency` requests: a first
     # batch over many small shards has slots x concurrency requests in flight, not slots.
-    store, cache = _slot_cache(remote, tmp_path / "c", slots=2, part_size=16 << 20)
+    store, cache = _slot_cache(remote, tmp_path / "c", slots=2, part_size=16 << 20, gather=6)
     assert cache.num_shards >= 12
     with ThreadPoolExecutor(12) as pool:
         assert all(pool.map(cache.ensure, range(12)))

@@ -178,7 +178,8 @@ def test_a_stall_past_the_timeout_fails_in_about_timeout_times_attempts(faulty: 
         download_file(faulty.store, key, str(out / key), options)
     elapsed = time.monotonic() - started
     # Each attempt waited out its timeout (a lower bound: load only lengthens it), and the
-    # download gave up long before either stall of 20 s ended (a loose bound: the point).
+    # download gave up long before either stall of 20 s ended (a loose upper bound: giving
+    # up is the point, not how soon).
     assert 1.0 <= elapsed < 15.0
     assert isinstance(info.value, TimeoutError)
     assert isinstance(info.value, StorageError)

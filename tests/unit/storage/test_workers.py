@@ -14,7 +14,7 @@ from shardstream.storage._workers import WorkerPool
 
 def run(pool: WorkerPool, done: queue.SimpleQueue[threading.Thread]) -> threading.Thread:
     pool.submit(lambda: done.put(threading.current_thread()))
-    return done.get(timeout=5)
+    return done.get(timeout=30)  # a bound, not a measure
 
 
 def wait_idle(pool: WorkerPool) -> None:
@@ -42,16 +42,22 @@ def test_a_hung_job_does_not_hold_up_the_next():
     pool = WorkerPool("test-pool")
     release = threading.Event()
 
+    hanging, ended = threading.Event(), threading.Event()
+    hung_in: list[threading.Thread] = []
+
     def hang() -> None:
+        hung_in.append(threading.current_thread())
+        hanging.set()
         release.wait(60)
+        ended.set()
 
     pool.submit(hang)
     done: queue.SimpleQueue[threading.Thread] = queue.SimpleQueue()
     try:
-        # The next job runs while the first still hangs (run() waits 5 s at most for it).
-        ran_in = run(pool, done)
-        assert not release.is_set()
-        assert ran_in.is_alive()
+        assert hanging.wait(30)
+        ran_in = run(pool, done)  # queued behind the hung job, it would never run
+        assert not ended.is_set()  # it ran while the first job still hung
+        assert ran_in is not hung_in[0]
     finally:
         release.set()
 

@@ -285,3 +285,10 @@ def test_the_issue_number_check_can_fail() -> None:
         "## Targets (issue 32)", "| issue 8's targets |", "see #12",
     ]  # fmt: skip
     assert issue_numbers("# A title\n`--issue-sizes`, 20 issues of a journal\n&#39;") == []
+
+
+def test_the_docs_script_sets_itself_up_first() -> None:
+    script = (REPO / "scripts" / "docs").read_text(encoding="utf-8")
+    body = script.split("set -euo pipefail", 1)[1]  # the commands, after the header comment
+    assert "scripts/setup" in body, "a fresh clone has no .venv: set it up as scripts/demo does"
+    assert body.index("scripts/setup") < body.index("sphinx-build")

@@ -163,7 +163,9 @@ def spark_session(master: str = "local[2]", jvm_log: Path | None = None) -> Any:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    # Spark's Python workers run this interpreter: shardstream's dataframe_to_mds sees to it.
+    # Python workers must run this interpreter (with shardstream, pyarrow and Pillow): so
+    # dataframe_to_mds has it, and so have other jobs' (TorchDistributor's, in flowers_ddp.py).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     started = time.perf_counter()
     builder = (

@@ -39,6 +39,7 @@ ENV_KEY = "PYSPARK_PYTHON"
 
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 _VERSION_MISMATCH = re.compile(r"Python in worker has different version[^\n]*")
+_CANNOT_START = re.compile(r'Cannot run program "([^"]+)": error=\d+, ([^\n]+)')
 
 
 def worker_python(master: str, conf_choice: str | None, env: dict[str, str]) -> str | None:
@@ -75,25 +76,30 @@ def worker_import_error(exc: BaseException, session: Any) -> ConfigurationError 
     ``None`` when ``exc`` is another failure (a bad value, a store error): the caller re-raises
     it as it came.
     """
-    text = str(exc)
-    if "Python worker" not in text and "PythonException" not in type(exc).__name__:
-        return None
-    missing = _MISSING_MODULE.findall(text)
-    mismatch = _VERSION_MISMATCH.search(text)
-    if not missing and mismatch is None:
+    problem = _worker_problem(str(exc), type(exc).__name__)
+    if problem is None:
         return None
     context = _spark_context(session)
     runs = getattr(context, "pythonExec", None) if context is not None else None
     workers = f"Spark's Python workers ({runs})" if runs else "Spark's Python workers"
-    problem = (
-        f"cannot import {missing[-1]!r}"
-        if missing
-        else (mismatch.group(0).rstrip(".") if mismatch else "")
-    )
     return ConfigurationError(
         f"{workers} {problem}: set {ENV_KEY} (or {CONF_KEY}) to a Python that has "
         f"shardstream installed, such as this driver's {sys.executable}"
     )
+
+
+def _worker_problem(text: str, kind: str) -> str | None:
+    """What stopped the workers, from the job's error text; ``None`` if it was not that."""
+    start = _CANNOT_START.search(text)
+    if start is not None and "PythonWorkerFactory" in text:  # the interpreter does not exist
+        return f"cannot start: {start.group(1)}: {start.group(2).strip()}"
+    if "Python worker" not in text and "PythonException" not in kind:
+        return None
+    missing = _MISSING_MODULE.findall(text)
+    if missing:
+        return f"cannot import {missing[-1]!r}"
+    mismatch = _VERSION_MISMATCH.search(text)
+    return mismatch.group(0).rstrip(".") if mismatch is not None else None
 
 
 def _spark_context(session: Any) -> Any:

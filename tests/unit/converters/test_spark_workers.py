@@ -64,6 +64,24 @@ def test_a_worker_on_another_python_version_says_so() -> None:
     assert "set PYSPARK_PYTHON" in message
 
 
+def test_a_worker_interpreter_that_does_not_exist_says_so() -> None:
+    # The text of a Py4JJavaError that Spark 4.3 raised with PYSPARK_PYTHON=/nonexistent/python.
+    trace = (
+        "An error occurred while calling o85.collectToPython.\n: org.apache.spark.SparkException:"
+        " Job aborted due to stage failure: Task 0 in stage 0.0 failed 1 times, most recent "
+        "failure: Lost task 0.0 in stage 0.0 (TID 0) (localhost executor driver): "
+        'java.io.IOException: Cannot run program "/nonexistent/python": error=2, No such file '
+        "or directory\n\tat java.base/java.lang.ProcessBuilder.start(ProcessBuilder.java:1143)\n"
+        "\tat org.apache.spark.api.python.PythonWorkerFactory.startDaemon(PythonWorkerFactory"
+        ".scala:371)\n"
+    )
+    message = str(worker_import_error(RuntimeError(trace), session=None))
+    assert message.startswith(
+        "Spark's Python workers cannot start: /nonexistent/python: No such file or directory: "
+        "set PYSPARK_PYTHON"
+    )
+
+
 @pytest.mark.parametrize(
     "error",
     [

@@ -1,6 +1,6 @@
 """Epoch-plan cost: one shardstream worker's plan beside the reference's full-epoch generation.
 
-Default case (issue: "100M samples in 10,000 shards on 8 nodes x 8 ranks x 8 workers, < 2 s"):
+Default case (the target: "100M samples in 10,000 shards on 8 nodes x 8 ranks x 8 workers, < 2 s"):
     .venv/bin/python benchmarks/sampling_bench.py [--samples N] [--out results/sampling.json]
 The same data and global batch (2,048) are then planned for one worker of smaller jobs (8 x 1 x 1:
 a worker reads a whole canonical node; 1 x 1 x 1: the whole epoch), to show that a worker's

@@ -44,7 +44,7 @@ WORKLOADS: dict[str, dict[str, int]] = {
     "large-100KiB": {"samples": 10_240, "size": 100 * 1024, "jitter": 10 * 1024},
     "tokens-2048": {"samples": 51_200, "size": 4096, "jitter": 0, "tokens": 2048},
 }
-#: Issue 8's own sizes (``--issue-sizes``): 1M samples of 1 KiB, 20k of ~100 KiB.
+#: The full-scale sizes (``--issue-sizes``): 1M samples of 1 KiB, 20k of ~100 KiB.
 ISSUE_SAMPLES = {"small-1KiB": 1_000_000, "large-100KiB": 20_000}
 #: The workloads read cold from S3 (the byte payloads; token arrays are read warm only).
 S3_WORKLOADS = ("small-1KiB", "large-100KiB")
@@ -407,7 +407,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--issue-sizes",
         action="store_true",
-        help="epoch part: issue 8's sizes (1M samples of 1 KiB, 20k of ~100 KiB)",
+        help="epoch part: the full-scale sizes (1M samples of 1 KiB, 20k of ~100 KiB)",
     )
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per worker run")
     parser.add_argument(

@@ -7,10 +7,10 @@ Usage::
 
 Runs the drivers one after another, each in its own process (``format``, ``sampling``,
 ``shuffle``, ``node_bytes``, ``parquet``, ``delta``, ``download``, ``streaming``,
-``streaming_issue`` (the epochs again at issue 8's sizes: 1M samples of 1 KiB, 20k of
+``streaming_issue`` (the epochs again at the full-scale sizes: 1M samples of 1 KiB, 20k of
 ~100 KiB), ``spark``); each writes its JSON into ``--out-dir``. Then the rows of every JSON
 (``suite_rows.py``) become one table: workload, metric, shardstream, the best peer, the
-ratio, the target of issue 8, MET / MISSED, and whether every run behind the row passed its
+ratio, the target, MET / MISSED, and whether every run behind the row passed its
 exactly-once checks. Writes ``suite.json`` (the machine, the library versions of both venvs,
 every row, every driver's JSON embedded), ``suite.png`` (the ratios against their targets)
 and ``docs/benchmarks.md``, where each missed target comes with the reason
@@ -319,7 +319,7 @@ def docs_text(suite: dict[str, Any], table: str, plot_link: str | None, notes: s
             for name in dict.fromkeys(failed + absent)
         ]
     if not NOT_MEASURED and not failed and not absent:
-        lines.append("Nothing: every row issue 8 asks for has a driver, and each one ran.")
+        lines.append("Nothing: every row the targets ask for has a driver, and each one ran.")
     lines += ["", "## Machine and versions", ""]
     load = ", ".join(f"{x:.2f}" for x in mach["load_average_at_start"])
     ran_now = any(not run.get("earlier") for run in suite["runs"].values())

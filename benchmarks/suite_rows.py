@@ -1,7 +1,7 @@
 """The benchmark suite's rows: one per measured quantity, read from each driver's JSON.
 
 ``suite.py`` runs the drivers; this module turns what they wrote into :class:`Row` objects,
-each with shardstream's value, the best peer's, their ratio, the target from issue 8 and
+each with shardstream's value, the best peer's, their ratio, the target and
 whether every run behind the row passed its correctness checks (every sample exactly once).
 Nothing here measures anything: a row exists only where a driver wrote the numbers.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["EXTRACTORS", "NOT_MEASURED", "PEER_NAMES", "TARGETS", "Row", "rows_from"]
 
-#: Targets of issue 8, as ratios to the best peer on each row.
+#: The targets, as ratios to the best peer on each row.
 TARGETS = {
     "iteration": 2.0,  # samples/s, ours / best peer's >= 2
     "ttfb": 0.25,  # seconds, ours / best peer's <= 0.25
@@ -27,7 +27,7 @@ TARGETS = {
 #: What each driver calls the peers, as the table shows them.
 PEER_NAMES = {"reference": "mosaicml-streaming", "litdata": "litdata"}
 
-#: Rows that issue 8 asks for and no driver produces yet, with the reason.
+#: Rows the targets ask for and no driver produces yet, with the reason.
 NOT_MEASURED: list[tuple[str, str]] = []
 
 
@@ -237,7 +237,7 @@ def _streaming_rows(report: dict[str, Any]) -> list[Row]:
 def _epoch_rows(report: dict[str, Any], sizes: bool = False) -> list[Row]:
     """Warm-epoch speed and peak RSS rows of a streaming_bench.py report.
 
-    ``sizes``: name each workload with its sample count (the run at issue 8's sizes).
+    ``sizes``: name each workload with its sample count (the run at the full-scale sizes).
     """
     source = "streaming_issue" if sizes else "streaming"
     rows = []
@@ -300,7 +300,7 @@ def _sampling_rows(report: dict[str, Any]) -> list[Row]:
     return [
         Row(label, "epoch plan", "s", ours["seconds"], {"reference": ref["seconds"]},
             higher_is_better=False, speedup=True, source="sampling",
-            note="issue's own target: < 2 s"),
+            note="the sampling target: < 2 s"),
         Row(label, "epoch plan peak RSS", "MiB", ours["peak_rss_mib"],
             {"reference": ref["peak_rss_mib"]}, higher_is_better=False, source="sampling"),
     ]  # fmt: skip

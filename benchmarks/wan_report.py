@@ -1,6 +1,6 @@
 """The table of ``wan_bench.py`` and its section of ``docs/benchmarks.md``.
 
-Targets (issue 32): a cold epoch at >= 85% of the link's capacity and >= 2x the best peer; a
+Targets: a cold epoch at >= 85% of the link's capacity and >= 2x the best peer; a
 first batch within four round trips plus the first shard's bytes at the link's rate and <=
 0.25x the best peer; one 64 MiB shard at >= 85% of the link. Resume from an empty cache has
 no target of its own: it is reported beside the peer. Each cold-epoch row also gives

@@ -8,8 +8,10 @@ API pages name every public class and function.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -37,75 +39,114 @@ def python_blocks(page: Path) -> list[str]:
     return FENCE.findall(page.read_text(encoding="utf-8"))
 
 
-def run_blocks(blocks: list[str], name: str) -> dict[str, Any]:
-    """Exec the blocks in order in one namespace (as one Python session would); the namespace."""
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    for number, code in enumerate(blocks, 1):
-        compiled = compile(code, f"<{name}, python block {number}>", "exec")
-        if not code.startswith(NOT_RUN):
-            exec(compiled, namespace)  # noqa: S102 (the documentation's own code)
-    return namespace
+def script_of(blocks: list[str]) -> str:
+    """The blocks as one script, in order (as one Python session runs them), less those not run."""
+    return "\n".join(block for block in blocks if not block.startswith(NOT_RUN))
 
 
-@pytest.fixture
-def spark_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """An empty working folder, and Spark's workers on this interpreter, on loopback."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
-    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+def pasted_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a script run by a venv's python with the venv NOT activated.
+
+    No ``VIRTUAL_ENV``, no ``PYSPARK_PYTHON``, the venv's ``bin`` off the ``PATH``, and first
+    on it a ``python3`` that is not this one (Spark's default worker interpreter is
+    ``python3`` on the ``PATH``): a worker that ran it would fail the job.
+    """
+    venv_bin = str(Path(sys.executable).parent)
+    fake = tmp_path / "other-python"
+    fake.mkdir(exist_ok=True)
+    for name in ("python3", "python"):
+        (fake / name).write_text("#!/bin/sh\necho 'not the venv python' >&2\nexit 3\n")
+        (fake / name).chmod(0o755)
+    path = [str(fake)] + [d for d in os.environ.get("PATH", "").split(os.pathsep) if d != venv_bin]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "VIRTUAL_ENV"))}
+    return {**env, "PATH": os.pathsep.join(path), "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
-def stop_spark_started_by(namespace: dict[str, Any], before: Any) -> None:
-    """Stop the session a snippet started (not one another test's fixture owns)."""
-    session = namespace.get("spark")
-    if session is not None and session is not before:
-        session.stop()
+def run_pasted(script: str, tmp_path: Path, name: str) -> subprocess.CompletedProcess[str]:
+    """``script`` written to a file and run as a user who pasted it would run it.
+
+    By the venv's python (an absolute path), from a working folder under ``tmp_path``.
+    """
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    path = tmp_path / name
+    path.write_text(script, encoding="utf-8")
+    assert os.path.isabs(sys.executable)
+    return subprocess.run(
+        [sys.executable, str(path)], cwd=work, env=pasted_env(tmp_path), capture_output=True,
+        text=True, timeout=300, check=False,
+    )  # fmt: skip
 
 
-def active_spark() -> Any:
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession()
+def assert_ran(done: subprocess.CompletedProcess[str], run: int) -> None:
+    assert done.returncode == 0, f"run {run} failed:\n{done.stderr[-4000:]}"
 
 
 @pytest.mark.slow
-def test_getting_started_runs_as_written(spark_env: None, tmp_path: Path) -> None:
+def test_getting_started_runs_pasted_twice(tmp_path: Path) -> None:
     page = DOCS / "getting-started.md"
     blocks = python_blocks(page)
     assert len(blocks) >= 5
     skipped = [block for block in blocks if block.startswith(NOT_RUN)]
     assert len(skipped) <= 1, "say what each block assumes, and run the rest"
-    before = active_spark()
-    namespace = run_blocks(blocks, page.name)
-    try:
-        assert (tmp_path / "flowers" / "train" / "index.json").exists()
-        assert len(namespace["dataset"]) == 40  # every image became a sample
-        assert (tmp_path / "checkpoint.pt").exists()
+    script = script_of(blocks) + (
+        "\nprint('resumed', sum(len(batch['label']) for batch in loader), 'of', len(dataset))\n"
+    )  # how many samples the resumed loader reads: the page's promise, checked
+    for run in (1, 2):  # the second run meets the first one's folders
+        done = run_pasted(script, tmp_path, "getting_started.py")
+        assert_ran(done, run)
         # The resumed loader starts after the three batches taken before the checkpoint.
-        resumed = sum(len(batch["label"]) for batch in namespace["loader"])
-        assert resumed == 40 - 3 * 8
-    finally:
-        stop_spark_started_by(namespace, before)
+        assert done.stdout.splitlines()[-1] == f"resumed {40 - 3 * 8} of 40"
+        assert (tmp_path / "work" / "flowers" / "train" / "index.json").exists()
+        assert (tmp_path / "work" / "checkpoint.pt").exists()
 
 
 @pytest.mark.slow
-def test_the_readme_quickstart_runs_as_written(spark_env: None, tmp_path: Path) -> None:
+def test_the_readme_quickstart_runs_pasted_twice(tmp_path: Path) -> None:
     (block,) = python_blocks(REPO / "README.md")
-    block = block.replace('"/tmp/', f'"{tmp_path}/')
-    before = active_spark()
-    namespace = run_blocks([block], "README.md")
-    try:
-        assert len(namespace["dataset"]) == 1000
-        assert namespace["state"]["sample_in_epoch"] == 1000
-        assert set(namespace["batch"]) == {"id", "label", "x"}
-    finally:
-        stop_spark_started_by(namespace, before)
+    assert block.count('"/tmp/') == 3, "the quickstart's folders, moved under tmp_path here"
+    script = block.replace('"/tmp/', f'"{tmp_path}/')
+    for run in (1, 2):  # the second run replaces the first one's dataset
+        done = run_pasted(script, tmp_path, "quickstart.py")
+        assert_ran(done, run)
+        assert done.stdout.splitlines()[-1] == "read 1000 of 1000 samples"
+        index = json.loads((tmp_path / "my-ds" / "index.json").read_text(encoding="utf-8"))
+        assert sum(shard["samples"] for shard in index["shards"]) == 1000
 
 
-def test_a_failing_snippet_fails_the_test() -> None:
+@pytest.mark.slow
+def test_a_worker_without_shardstream_says_what_to_set_in_one_line(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"  # a Python without shardstream (nor numpy, pyarrow, ...)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    chosen = bare / "bin" / "python"
+    script = (
+        "from pyspark.sql import SparkSession\n"
+        "from shardstream.converters import dataframe_to_mds\n"
+        "spark = (SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false')\n"
+        f"         .config('spark.pyspark.python', {str(chosen)!r}).getOrCreate())\n"
+        f"dataframe_to_mds(spark.range(10), mds_kwargs={{'out': {str(tmp_path / 'out')!r}}})\n"
+    )
+    done = run_pasted(script, tmp_path, "wrong_python.py")
+    assert done.returncode == 1
+    last = done.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("shardstream.errors.ConfigurationError: Spark's Python workers ")
+    assert f"({chosen}) cannot import '" in last
+    assert "set PYSPARK_PYTHON (or spark.pyspark.python) to a Python that has shardstream" in last
+    assert last.endswith(f"such as this driver's {sys.executable}")
+    # The Python traceback is the script's call only: no worker's, no chained Java trace.
+    python_trace = done.stderr[done.stderr.rindex("Traceback (most recent call last)") :]
+    assert "During handling" not in python_trace
+    assert "org.apache.spark" not in python_trace
+    assert "Py4JJavaError" not in python_trace
+
+
+def test_the_snippets_join_in_order_less_those_not_run() -> None:
+    script = script_of(["x = 1\n", f"{NOT_RUN} a cluster\nx = 1 / 0\n", "y = x + 1\n"])
+    namespace: dict[str, Any] = {}
+    exec(compile(script, "<made up>", "exec"), namespace)  # noqa: S102 (made-up code)
+    assert namespace["y"] == 2
     with pytest.raises(ZeroDivisionError):
-        run_blocks(["x = 1\n", "y = x / 0\n"], "made up")
-    assert run_blocks([f"{NOT_RUN} a cluster\nx = 1 / 0\n"], "made up")["__name__"] == "__main__"
+        exec(compile(script_of(["x = 1 / 0\n"]), "<made up>", "exec"), {})  # noqa: S102
 
 
 def linked_targets(page: Path) -> list[str]:
@@ -215,3 +256,39 @@ def test_setup_needs_no_npm_and_the_tests_say_when_it_is_missing(tmp_path: Path)
     assert done.returncode == 1
     assert "npm is not installed" in done.stderr
     assert "scripts/demo needs neither" in done.stderr
+
+
+#: An issue's number, as a title or a sentence would give it ("issue 8", "issues 27", "#32").
+ISSUE_NUMBER = re.compile(r"\bissues? ?#?\d+|(?<![\w/&])#\d+\b", re.IGNORECASE)
+
+
+def issue_numbers(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if ISSUE_NUMBER.search(line)]
+
+
+def test_what_users_read_names_no_issue_numbers() -> None:
+    pages = [REPO / "README.md", *sorted(DOCS.rglob("*.md")), *sorted(DOCS.rglob("*.rst"))]
+    found = {str(p.relative_to(REPO)): issue_numbers(p.read_text(encoding="utf-8")) for p in pages}
+    assert {page: lines for page, lines in found.items() if lines} == {}
+    # The command line's help, each command's included.
+    from shardstream.cli.main import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    helps = [parser.format_help(), *(sub.format_help() for sub in commands.choices.values())]
+    assert len(helps) > 5
+    assert [issue_numbers(text) for text in helps if issue_numbers(text)] == []
+
+
+def test_the_issue_number_check_can_fail() -> None:
+    assert issue_numbers("## Targets (issue 32)\n| issue 8's targets |\nfine\nsee #12") == [
+        "## Targets (issue 32)", "| issue 8's targets |", "see #12",
+    ]  # fmt: skip
+    assert issue_numbers("# A title\n`--issue-sizes`, 20 issues of a journal\n&#39;") == []
+
+
+def test_the_docs_script_sets_itself_up_first() -> None:
+    script = (REPO / "scripts" / "docs").read_text(encoding="utf-8")
+    body = script.split("set -euo pipefail", 1)[1]  # the commands, after the header comment
+    assert "scripts/setup" in body, "a fresh clone has no .venv: set it up as scripts/demo does"
+    assert body.index("scripts/setup") < body.index("sphinx-build")

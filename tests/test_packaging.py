@@ -234,3 +234,47 @@ def test_the_extras_check_can_fail(built: Built) -> None:
     extras = extras_of(built.wheel)
     assert "pyspark" not in closure(extras["arrow"])
     assert "botocore" in closure(extras["s3"])  # through s3fs and aiobotocore
+
+
+def declared_requirements() -> list[Requirement]:
+    """Every requirement pyproject.toml declares: the extras' and the dev group's."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = project["project"]["optional-dependencies"].values()
+    lines = [line for extra in extras for line in extra]
+    lines += [line for line in project["dependency-groups"]["dev"] if isinstance(line, str)]
+    return [Requirement(line) for line in lines]
+
+
+def extras_not_provided(requirements: list[Requirement]) -> list[str]:
+    """``name[extra]`` for each extra a requirement asks of an installed package that lacks it.
+
+    pip installs such a package without the extra, and warns "does not provide the extra".
+    """
+    missing = []
+    for requirement in requirements:
+        if not requirement.extras or canonicalize_name(requirement.name) == "shardstream":
+            continue
+        provided = {
+            canonicalize_name(extra)
+            for extra in metadata.metadata(requirement.name).get_all("Provides-Extra") or []
+        }
+        missing += [
+            f"{requirement.name}[{extra}]"
+            for extra in sorted(requirement.extras)
+            if canonicalize_name(extra) not in provided
+        ]
+    return missing
+
+
+def test_every_extra_asked_of_a_dependency_exists() -> None:
+    requirements = declared_requirements()
+    assert "s3fs" in {canonicalize_name(r.name) for r in requirements}
+    assert extras_not_provided(requirements) == []
+
+
+def test_the_extra_check_can_fail() -> None:
+    assert extras_not_provided([Requirement("s3fs[boto3]")]) == ["s3fs[boto3]"]
+    assert extras_not_provided([Requirement("pyspark[connect,no-such-extra]")]) == [
+        "pyspark[no-such-extra]"
+    ]

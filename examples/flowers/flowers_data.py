@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -151,18 +152,23 @@ def preprocess(batch: Any, size: int = IMAGE_SIZE) -> Iterator[dict[str, Any]]:
         }
 
 
-def spark_session(master: str = "local[2]") -> Any:
-    """The active SparkSession (a cluster's), or a local one bound to 127.0.0.1."""
+def spark_session(master: str = "local[2]", jvm_log: Path | None = None) -> Any:
+    """The active SparkSession (a cluster's), or a local one bound to 127.0.0.1.
+
+    ``jvm_log``: a file that takes the JVM's own output (its start-up lines, Spark's log4j
+    lines, the Python workers' stderr) instead of this terminal; ``None`` leaves it here.
+    """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    # Python workers must run this interpreter (with shardstream, pyarrow and Pillow).
+    # Python workers must run this interpreter (with shardstream, pyarrow and Pillow): so
+    # dataframe_to_mds has it, and so have other jobs' (TorchDistributor's, in flowers_ddp.py).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     started = time.perf_counter()
-    session = (
+    builder = (
         SparkSession.builder.master(master)
         .appName("shardstream-flowers")
         .config("spark.ui.enabled", "false")
@@ -170,11 +176,35 @@ def spark_session(master: str = "local[2]") -> Any:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
     )
+    with _stderr_to(jvm_log):  # the JVM inherits the stream it starts with, and keeps it
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     logger.info("Spark %s started in %.1f s", session.version, time.perf_counter() - started)
     return session
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path | None) -> Iterator[None]:
+    """File descriptor 2 appends to ``path`` inside the block, then is restored.
+
+    The processes started in the block keep it: the JVM prints its start-up lines before any
+    log setting of ours applies.
+    """
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def convert_with_spark(spark: Any, images: str, out: str) -> dict[str, int]:

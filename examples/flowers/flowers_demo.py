@@ -60,7 +60,8 @@ def main() -> None:
         made = make_images(images, args.images)
         print(f"images:    {made} drawn into {images} ({len(CLASSES)} classes: "
               f"{', '.join(CLASSES)})")  # fmt: skip
-        spark = spark_session(args.master)
+        # Spark's JVM prints its start-up and log lines to a file of the work folder unless -v.
+        spark = spark_session(args.master, None if args.verbose else work / "spark.log")
         convert_started = time.perf_counter()
         written = convert_with_spark(spark, str(images), out)
         convert_seconds = time.perf_counter() - convert_started
@@ -68,7 +69,7 @@ def main() -> None:
         print(f"shards:    {written['train']} train + {written['validation']} validation "
               f"samples written by Spark (binaryFile -> dataframe_to_mds) in "
               f"{convert_seconds:.1f} s")  # fmt: skip
-        print(f"           to {out}/train and {out}/validation")
+        print(f"           to {out}/{{train,validation}}")
 
     config = TrainConfig(remote=out, cache=str(work / "cache"), epochs=args.epochs,
                          batch_size=args.batch_size, workers=args.workers)  # fmt: skip

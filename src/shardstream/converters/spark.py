@@ -44,6 +44,7 @@ from shardstream.converters.batches import BatchUDF, prepare_mds_kwargs, write_b
 from shardstream.converters.delta import delta_to_mds, table_and_version
 from shardstream.converters.spark_cache_key import cast_floats
 from shardstream.converters.spark_types import arrow_schema, vectors_as_arrays
+from shardstream.converters.spark_workers import use_worker_python, worker_import_error
 from shardstream.errors import ConfigurationError, DatasetExistsError
 from shardstream.storage import is_remote, local_path, open_store
 from shardstream.writer.merge import merge_partitions
@@ -101,7 +102,8 @@ def dataframe_to_mds(
         ``out`` is a URL) and the remote URL (``""`` when ``out`` is local).
 
     Raises:
-        ConfigurationError: Bad arguments, or a column type with no encoding.
+        ConfigurationError: Bad arguments, a column type with no encoding, or Spark's Python
+            workers cannot import shardstream (the message says what to set).
         DatasetExistsError: ``out`` is not empty and ``exist_ok`` is not set.
         SampleEncodingError: (inside the Spark job's error) a null or a value its column's
             encoding cannot hold.
@@ -128,6 +130,7 @@ def dataframe_to_mds(
             )
         return _delta_table(table, mds_kwargs, udf_iterable, on_null, progress)
     require("pyspark.sql", extra="spark", purpose="dataframe_to_mds")
+    use_worker_python(dataframe)
     dataframe = vectors_as_arrays(cast_floats(dataframe, float_dtype))
     schema = arrow_schema(dataframe.schema)
     kwargs = prepare_mds_kwargs(mds_kwargs, schema, has_udf=udf_iterable is not None)
@@ -303,6 +306,17 @@ def _kept(winners: set[str], token: str, *, merge_index: bool) -> Callable[[str]
 
 
 def _collect(dataframe: Any, progress: bool) -> list[Any]:
+    """``dataframe.collect()``, a worker that cannot import shardstream said in one line."""
+    try:
+        return _collect_with_progress(dataframe, progress)
+    except Exception as exc:
+        error = worker_import_error(exc, dataframe)
+        if error is None:
+            raise
+        raise error from None  # the worker's and the JVM's traces say nothing more to act on
+
+
+def _collect_with_progress(dataframe: Any, progress: bool) -> list[Any]:
     """``dataframe.collect()``, with a bar of finished tasks on the driver when possible."""
     try:
         context = dataframe.sparkSession.sparkContext

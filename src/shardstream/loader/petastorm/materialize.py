@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from shardstream._optional import require
+from shardstream.converters.spark_workers import use_worker_python
 from shardstream.errors import ConfigurationError, ObjectNotFoundError, SampleValueError
 from shardstream.format.parquet_layout import footer_length, parse_metadata
 from shardstream.loader.petastorm.metadata import (
@@ -139,6 +140,7 @@ def materialize_dataset(
     if not isinstance(schema, Unischema):
         raise ConfigurationError(f"materialize_dataset takes a Unischema, got {schema!r}")
     pickled = dump_unischema(schema)  # before the job, so a bad schema costs no Spark write
+    use_worker_python(spark)  # the block's jobs unpickle dict_to_spark_row: shardstream's
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     saved = {key: hadoop.get(key) for key in _SAVED_KEYS}
     try:

@@ -133,6 +133,10 @@ def test_a_worker_without_shardstream_says_what_to_set_in_one_line(tmp_path: Pat
     assert f"({chosen}) cannot import '" in last
     assert "set PYSPARK_PYTHON (or spark.pyspark.python) to a Python that has shardstream" in last
     assert last.endswith(f"such as this driver's {sys.executable}")
+    # Refused before any job: no task's failure, no Java trace, in the whole output.
+    assert "org.apache.spark" not in done.stderr
+    assert "Py4JJavaError" not in done.stderr
+    assert "Lost task" not in done.stderr
     # The Python traceback is the script's call only: no worker's, no chained Java trace.
     python_trace = done.stderr[done.stderr.rindex("Traceback (most recent call last)") :]
     assert "During handling" not in python_trace

@@ -14,22 +14,27 @@ SparkSession, before it builds a job:
 4. else (a cluster) Spark's own choice: the executors' interpreter is the cluster's.
 
 A Spark Connect session runs its workers on the server, whose interpreter the server chose: it
-is left alone. When the workers still cannot import what the job needs (a wrong
+is left alone. On a local master the chosen interpreter runs on this machine, so it is tried
+once per process before the first job (:func:`check_worker_python`): one that cannot import
+shardstream, or runs another Python version, is refused in one line before Spark logs a task's
+failure. Elsewhere, when the workers cannot import what the job needs (a wrong
 ``PYSPARK_PYTHON``), :func:`worker_import_error` turns the Spark job's failure, pages of a
 worker's and the JVM's traces, into one line that says what to set.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
+import subprocess
 import sys
 from typing import Any
 
 from shardstream.errors import ConfigurationError
 
-__all__ = ["use_worker_python", "worker_import_error", "worker_python"]
+__all__ = ["check_worker_python", "use_worker_python", "worker_import_error", "worker_python"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +45,9 @@ ENV_KEY = "PYSPARK_PYTHON"
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
 _VERSION_MISMATCH = re.compile(r"Python in worker has different version[^\n]*")
 _CANNOT_START = re.compile(r'Cannot run program "([^"]+)": error=\d+, ([^\n]+)')
+# What a worker imports to run shardstream's jobs (the writer's batch function and its codecs).
+_WORKER_IMPORT = "import sys; import shardstream.converters.batches; print(sys.version_info[:2])"
+_CHECK_TIMEOUT_S = 120.0
 
 
 def worker_python(master: str, conf_choice: str | None, env: dict[str, str]) -> str | None:
@@ -62,12 +70,52 @@ def use_worker_python(session: Any) -> None:
     context = _spark_context(session)
     if context is None or not hasattr(context, "pythonExec"):
         return
-    chosen = worker_python(str(context.master), context.getConf().get(CONF_KEY), dict(os.environ))
+    master = str(context.master)
+    chosen = worker_python(master, context.getConf().get(CONF_KEY), dict(os.environ))
     if chosen is not None and chosen != context.pythonExec:
         logger.info(
             "Spark's Python workers run %s (%s)", chosen, _reason(chosen, context, os.environ)
         )
         context.pythonExec = chosen
+    if master.startswith("local"):
+        check_worker_python(str(context.pythonExec))
+
+
+@functools.cache
+def check_worker_python(python: str) -> None:
+    """Refuse, in one line, a local worker interpreter that cannot run shardstream's jobs.
+
+    Runs ``python`` once per process and interpreter (a fraction of a second: the imports a
+    worker makes), so that a wrong choice is said before any Spark job rather than after a
+    task's failure has filled the log.
+
+    Raises:
+        ConfigurationError: ``python`` does not start, cannot import shardstream (or what it
+            needs), or is another minor version than the driver's.
+    """
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
+        return  # not realpath: a venv's python links to an interpreter without the venv's packages
+    try:
+        done = subprocess.run(  # noqa: S603 - the interpreter the user's settings name
+            [python, "-c", _WORKER_IMPORT],
+            capture_output=True,
+            text=True,
+            timeout=_CHECK_TIMEOUT_S,
+            check=False,
+        )
+    except OSError as exc:
+        raise _say(python, f"cannot start: {python}: {exc.strerror or exc}") from None
+    except subprocess.TimeoutExpired:
+        logger.warning("%s did not import shardstream in %.0f s", python, _CHECK_TIMEOUT_S)
+        return  # a slow machine is not a wrong interpreter: the job says more if it is
+    if done.returncode != 0:
+        missing = _MISSING_MODULE.findall(done.stderr)
+        problem = f"cannot import {missing[-1]!r}" if missing else "cannot import shardstream"
+        raise _say(python, problem) from None
+    version = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    ours = str(tuple(sys.version_info[:2]))
+    if version != ours:
+        raise _say(python, f"run Python {version}, not the driver's {ours}") from None
 
 
 def worker_import_error(exc: BaseException, session: Any) -> ConfigurationError | None:
@@ -81,7 +129,12 @@ def worker_import_error(exc: BaseException, session: Any) -> ConfigurationError 
         return None
     context = _spark_context(session)
     runs = getattr(context, "pythonExec", None) if context is not None else None
-    workers = f"Spark's Python workers ({runs})" if runs else "Spark's Python workers"
+    return _say(runs, problem)
+
+
+def _say(python: str | None, problem: str) -> ConfigurationError:
+    """The one line: which interpreter, what stopped it, and what to set."""
+    workers = f"Spark's Python workers ({python})" if python else "Spark's Python workers"
     return ConfigurationError(
         f"{workers} {problem}: set {ENV_KEY} (or {CONF_KEY}) to a Python that has "
         f"shardstream installed, such as this driver's {sys.executable}"

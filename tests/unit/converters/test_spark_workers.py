@@ -7,11 +7,17 @@ jobs (the quickstart as pasted, and a worker on a Python without shardstream).
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from shardstream.converters.spark_workers import worker_import_error, worker_python
+from shardstream.converters.spark_workers import (
+    check_worker_python,
+    worker_import_error,
+    worker_python,
+)
 from shardstream.errors import ConfigurationError
 
 pytest.importorskip("pyspark")
@@ -92,3 +98,48 @@ def test_a_worker_interpreter_that_does_not_exist_says_so() -> None:
 )
 def test_other_failures_are_left_as_they_came(error: Exception) -> None:
     assert worker_import_error(error, session=None) is None
+
+
+def test_the_drivers_own_interpreter_is_not_run_again() -> None:
+    check_worker_python.cache_clear()
+    check_worker_python(sys.executable)  # no subprocess: it is this very interpreter
+    assert check_worker_python.cache_info().currsize == 1
+
+
+def test_an_interpreter_without_shardstream_is_refused_before_any_job(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = str(bare / "bin" / "python")
+    with pytest.raises(ConfigurationError) as caught:
+        check_worker_python(python)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"Spark's Python workers ({python}) cannot import '")
+    assert message.endswith(f"such as this driver's {sys.executable}")
+    assert caught.value.__cause__ is None
+    assert caught.value.__suppress_context__
+
+
+def test_an_interpreter_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    python = str(tmp_path / "no-such-python")
+    with pytest.raises(ConfigurationError, match=r"cannot start: .*no-such-python"):
+        check_worker_python(python)
+
+
+def test_an_interpreter_of_another_minor_version_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "python-other"  # answers as a Python of another version would
+    fake.write_text("#!/bin/sh\necho '(3, 2)'\n")
+    fake.chmod(0o755)
+    with pytest.raises(ConfigurationError, match=r"run Python \(3, 2\), not the driver's"):
+        check_worker_python(str(fake))
+
+
+def test_a_good_interpreter_passes_and_is_tried_once(tmp_path: Path) -> None:
+    calls = tmp_path / "calls"
+    ours = str(tuple(sys.version_info[:2]))
+    fake = tmp_path / "python-good"  # counts its runs, then answers as this Python would
+    fake.write_text(f"#!/bin/sh\necho run >> {calls}\necho '{ours}'\n")
+    fake.chmod(0o755)
+    check_worker_python(str(fake))
+    check_worker_python(str(fake))
+    assert calls.read_text().splitlines() == ["run"]

@@ -1,0 +1,86 @@
+"""The Spark Connect cache key's pure parts: the analyzed plan out of explain, Hadoop paths.
+
+The parts that ask a Connect server are tested against one in
+``tests/integration/test_spark_connect.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from shardstream.converters.spark_connect_key import analyzed_plan, hadoop_path, is_connect
+from shardstream.errors import ConfigurationError
+
+EXPLAINED = """== Parsed Logical Plan ==
+'Filter ('y > 3)
++- 'Project [('id + 1) AS y#15, 'x]
+   +- Relation [id#4L,x#5] parquet
+
+== Analyzed Logical Plan ==
+y: bigint, x: double
+Filter (y#15L > cast(3 as bigint))
++- Project [(id#4L + cast(1 as bigint)) AS y#15L, x#5]
+   +- Relation [id#4L,x#5] parquet
+
+== Optimized Logical Plan ==
+Project [(id#4L + 1) AS y#15L, x#5]
++- Relation [id#4L,x#5] parquet
+
+== Physical Plan ==
+*(1) Project [(id#4L + 1) AS y#15L, x#5]
+"""
+
+
+def test_the_analyzed_section_alone_without_expression_ids():
+    plan = analyzed_plan(EXPLAINED)
+    assert plan == (
+        "y: bigint, x: double\n"
+        "Filter (y#L > cast(3 as bigint))\n"
+        "+- Project [(id#L + cast(1 as bigint)) AS y#L, x#]\n"
+        "   +- Relation [id#L,x#] parquet"
+    )
+
+
+def test_the_same_query_analysed_again_gives_the_same_text():
+    renumbered = EXPLAINED.replace("#15", "#215").replace("#4L", "#91L").replace("#5", "#92")
+    assert renumbered != EXPLAINED
+    assert analyzed_plan(renumbered) == analyzed_plan(EXPLAINED)
+
+
+def test_another_query_gives_another_text():
+    other = EXPLAINED.replace("cast(3 as bigint)", "cast(4 as bigint)")
+    assert analyzed_plan(other) != analyzed_plan(EXPLAINED)
+
+
+def test_the_last_section_may_end_the_text():
+    text = "== Analyzed Logical Plan ==\nid: bigint\nRange (0, 5, step=1, splits=Some(2))"
+    assert analyzed_plan(text) == "id: bigint\nRange (0, 5, step=1, splits=Some(2))"
+
+
+def test_no_analyzed_plan_is_refused():
+    with pytest.raises(ConfigurationError, match="Analyzed Logical Plan"):
+        analyzed_plan("== Physical Plan ==\nLocalTableScan [a#1]")
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("file:///data/part-0.parquet", "file:///data/part-0.parquet"),
+        ("file:///data/a%20b%2050%25/p.parquet", "file:///data/a b 50%/p.parquet"),
+        ("s3a://bucket/x%5B1%5D/p.parquet", "s3a://bucket/x\\[1\\]/p.parquet"),
+        ("file:///d/%7Ba,b%7D*?.parquet", "file:///d/\\{a,b\\}\\*\\?.parquet"),
+        ("file:///d/back%5Cslash.parquet", "file:///d/back\\\\slash.parquet"),
+    ],
+)
+def test_hadoop_paths_are_decoded_and_glob_characters_escaped(url: str, path: str):
+    assert hadoop_path(url) == path
+
+
+def test_only_connect_dataframes_count_as_connect():
+    class Classic:
+        pass
+
+    Connect = type("DataFrame", (), {"__module__": "pyspark.sql.connect.dataframe"})
+    assert is_connect(Connect())
+    assert not is_connect(Classic())
+    assert not is_connect("pyspark.sql.connect.dataframe")

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 import torch
 
+import shardstream
 from shardstream import LocalDataset
 from shardstream.converters import dataframe_to_mds
-from shardstream.converters.spark_connect_key import server_file_stats
 from shardstream.errors import ConfigurationError
 from shardstream.loader import SparkDatasetConverter, make_spark_converter
 
@@ -229,6 +229,8 @@ def test_delete_and_rebuild(connect_spark: Any, source: Path, tmp_path: Path):
 def test_a_deleted_source_is_named(connect_spark: Any, source: Path, tmp_path: Path):
     from pyspark.errors import AnalysisException
 
+    from shardstream.converters.spark_connect_key import server_file_stats
+
     df = connect_spark.read.parquet(str(source))
     gone = sorted(str(path) for path in source.glob("*.parquet"))[0]
     for path in source.iterdir():
@@ -245,7 +247,8 @@ def test_a_deleted_source_is_named(connect_spark: Any, source: Path, tmp_path: P
 def run_workflow(workflow: str, url: str, tmp_path: Path, *args: str) -> dict[str, Any]:
     """Petastorm's example ``workflow`` on the Connect server, as a user's script runs it."""
     report = tmp_path / f"{workflow}-{uuid.uuid4().hex[:6]}.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    src = Path(shardstream.__file__).resolve().parents[1]  # the shardstream under test
+    env = {**os.environ, "PYTHONPATH": str(src), "TF_CPP_MIN_LOG_LEVEL": "3"}
     for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):
         env.pop(name, None)
     subprocess.run(

@@ -214,6 +214,29 @@ def test_plan_options_and_in_memory_rows_change_the_key(
     assert make_spark_converter(one, parent_cache_dir_url=str(tmp_path)).cache_dir_url == urls[4]
 
 
+def test_wide_plans_are_keyed_whole_and_the_conf_put_back(connect_spark: Any):
+    from shardstream.converters.spark_cache_key import dataframe_key
+
+    conf = "spark.sql.debug.maxToStringFields"
+
+    def wide(last: int) -> Any:  # 40 columns: past the 25 fields a plan prints by default
+        columns = [f"id + {i} AS c{i}" for i in range(39)]
+        return connect_spark.range(5).selectExpr(*columns, f"id * {last} AS c39")
+
+    assert connect_spark.conf.get(conf, None) is None
+    key, material = dataframe_key(wide(2), {})
+    assert "more field" not in material["plan"]
+    assert "session" not in material  # keyed by the text alone: reused by later sessions
+    assert key != dataframe_key(wide(3), {})[0]  # the 40th column's expression counts
+    assert connect_spark.conf.get(conf, None) is None  # unset again
+    connect_spark.conf.set(conf, "30")
+    try:
+        dataframe_key(wide(2), {})
+        assert connect_spark.conf.get(conf) == "30"  # the user's value, back
+    finally:
+        connect_spark.conf.unset(conf)
+
+
 def test_delete_and_rebuild(connect_spark: Any, source: Path, tmp_path: Path):
     df = connect_spark.read.parquet(str(source))
     converter = make_spark_converter(df, parent_cache_dir_url=str(tmp_path / "cache"))

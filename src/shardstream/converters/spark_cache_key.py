@@ -37,7 +37,9 @@ __all__ = ["KEY_VERSION", "cast_floats", "dataframe_key", "hadoop_stats", "mds_c
 logger = logging.getLogger(__name__)
 
 KEY_VERSION = 1  # bump when the same DataFrame would be written differently
-_IN_MEMORY_LEAVES = re.compile(r"\b(LogicalRDD|LocalRelation|ExternalRDD|ExistingRDD)\b")
+_IN_MEMORY_LEAVES = re.compile(
+    r"\b(LogicalRDD|LocalRelation|CachedLocalRelation|ExternalRDD|ExistingRDD)\b"
+)
 _INT_MAX = 2**31 - 1
 
 # Petastorm's Parquet codecs, and what each becomes in MDS (which has no lz4 or raw deflate).

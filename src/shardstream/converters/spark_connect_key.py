@@ -31,6 +31,7 @@ __all__ = [
     "hadoop_path",
     "is_connect",
     "server_file_stats",
+    "session_bound",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,15 @@ def server_file_stats(session: Any, urls: list[str]) -> list[list[Any]]:
     return sorted([str(row[0]), int(row[1]), int(row[2])] for row in rows)
 
 
+def session_bound(plan: str, in_memory_leaves: re.Pattern[str]) -> str | None:
+    """Why ``plan``'s text cannot identify its data (then keyed to the session), or None."""
+    if in_memory_leaves.search(plan):
+        return "reads in-memory rows (createDataFrame)"
+    if _CUT_FIELDS.search(plan):
+        return "was printed with fields cut short"
+    return None
+
+
 def connect_material(dataframe: Any, in_memory_leaves: re.Pattern[str]) -> dict[str, Any]:
     """The key material of a Connect DataFrame: plan, files, and when needed its session.
 
@@ -114,12 +124,12 @@ def connect_material(dataframe: Any, in_memory_leaves: re.Pattern[str]) -> dict[
         "files": files,
         "stats": server_file_stats(session, files),
     }
-    in_memory = in_memory_leaves.search(plan) is not None
-    if in_memory or _CUT_FIELDS.search(plan):
+    reason = session_bound(plan, in_memory_leaves)
+    if reason is not None:
         material["session"] = [str(session.session_id), int(dataframe.semanticHash())]
         logger.info(
             "the DataFrame's plan %s: its cache is keyed to this Spark Connect session (%s)",
-            "reads in-memory rows (createDataFrame)" if in_memory else "prints cut short",
+            reason,
             material["session"][0],
         )
     return material
@@ -128,13 +138,13 @@ def connect_material(dataframe: Any, in_memory_leaves: re.Pattern[str]) -> dict[
 def _explain(dataframe: Any) -> str:
     """``explain(mode="extended")``'s text, every field printed (the conf put back after)."""
     conf = dataframe.sparkSession.conf
-    previous = conf.get(_MAX_FIELDS_CONF, None)
-    try:
+    previous, raised = None, False
+    try:  # a server that refuses it (serverless): a cut plan is keyed to the session instead
+        previous = conf.get(_MAX_FIELDS_CONF, None)
         conf.set(_MAX_FIELDS_CONF, str(_MAX_FIELDS))
         raised = True
-    except Exception:  # a server that refuses it: a cut plan is keyed to the session instead
+    except Exception:
         logger.debug("could not raise %s", _MAX_FIELDS_CONF, exc_info=True)
-        raised = False
     try:
         return str(dataframe._explain_string(mode="extended"))
     finally:

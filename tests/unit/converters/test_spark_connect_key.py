@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from shardstream.converters.spark_connect_key import analyzed_plan, hadoop_path, is_connect
+from shardstream.converters.spark_cache_key import _IN_MEMORY_LEAVES
+from shardstream.converters.spark_connect_key import (
+    analyzed_plan,
+    hadoop_path,
+    is_connect,
+    session_bound,
+)
 from shardstream.errors import ConfigurationError
 
 EXPLAINED = """== Parsed Logical Plan ==
@@ -84,3 +90,18 @@ def test_only_connect_dataframes_count_as_connect():
     assert is_connect(Connect())
     assert not is_connect(Classic())
     assert not is_connect("pyspark.sql.connect.dataframe")
+
+
+@pytest.mark.parametrize(
+    ("plan", "reason"),
+    [
+        ("id: bigint\nRange (0, 5, step=1, splits=Some(2))", None),
+        ("a: bigint\nLocalRelation [a#L]", "in-memory"),
+        ("a: bigint\nProject [a#L]\n+- CachedLocalRelation [a#L]", "in-memory"),
+        ("Project [c0#L, c1#L, ... 15 more fields]\n+- Range (0, 5)", "cut short"),
+        ("Relation [a#L, ... 1 more field] parquet", "cut short"),
+    ],
+)
+def test_plans_the_text_cannot_identify_are_bound_to_the_session(plan: str, reason: str | None):
+    found = session_bound(plan, _IN_MEMORY_LEAVES)
+    assert (found is None) if reason is None else (reason in (found or ""))

@@ -237,6 +237,15 @@ def test_wide_plans_are_keyed_whole_and_the_conf_put_back(connect_spark: Any):
         connect_spark.conf.unset(conf)
 
 
+def test_literals_that_read_as_ids_change_the_key(connect_spark: Any, source: Path):
+    from shardstream.converters.spark_cache_key import dataframe_key
+
+    df = connect_spark.read.parquet(str(source))
+    one, two = (dataframe_key(df.filter(f"name = 'row#{n}'"), {}) for n in (1, 2))
+    assert one[1]["plan"] == two[1]["plan"]  # the server's text prints literals bare
+    assert one[0] != two[0]
+
+
 def test_delete_and_rebuild(connect_spark: Any, source: Path, tmp_path: Path):
     df = connect_spark.read.parquet(str(source))
     converter = make_spark_converter(df, parent_cache_dir_url=str(tmp_path / "cache"))

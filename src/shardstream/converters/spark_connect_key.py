@@ -5,6 +5,10 @@ A Connect DataFrame has no JVM plan on the client, so the key's material comes f
 * the analyzed logical plan, as the server's ``explain`` prints it (every field: the session's
   ``spark.sql.debug.maxToStringFields`` is raised while it prints), with expression ids
   (``#12``) erased, since the server numbers them anew at each analysis;
+* a digest of the plan the client sends, without what differs between sessions for the same
+  query (the ids the client gives its DataFrames, the call sites it records): the text
+  prints string literals bare, so ``tag = 'a#1'`` and ``tag = 'a#2'`` read alike there once
+  ids are erased, and the client's plan tells them apart;
 * every source file (``DataFrame.inputFiles()``) with its size and modification time, listed
   by the server through Spark's ``binaryFile`` source (it reads no content), since the files
   are where the server reads them, which the client may not see;
@@ -18,6 +22,7 @@ classic ones are to the Spark application, and a plan printed with fields cut sh
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from typing import Any
@@ -27,9 +32,11 @@ from shardstream.errors import ConfigurationError
 
 __all__ = [
     "analyzed_plan",
+    "client_plan_digest",
     "connect_material",
     "hadoop_path",
     "is_connect",
+    "plan_digest",
     "server_file_stats",
     "session_bound",
 ]
@@ -42,6 +49,8 @@ _EXPRESSION_ID = re.compile(r"#\d+")
 _CUT_FIELDS = re.compile(r"\.\.\. \d+ more fields?")
 _ANALYZED = re.compile(r"== Analyzed Logical Plan ==\n(.*?)(?:\n== [A-Za-z ]+ ==\n|\Z)", re.S)
 _GLOB = re.compile(r"([\\{}\[\]*?])")
+#: Plan fields that differ between sessions for the same query: DataFrame ids, call sites.
+_VOLATILE_FIELDS = frozenset({"plan_id", "common"})
 
 
 def is_connect(dataframe: Any) -> bool:
@@ -68,6 +77,40 @@ def analyzed_plan(explained: str) -> str:
 def hadoop_path(url: str) -> str:
     """``inputFiles()``'s URI as a path Spark's readers take: decoded, glob characters escaped."""
     return _GLOB.sub(r"\\\1", unquote(url))
+
+
+def client_plan_digest(dataframe: Any) -> str:
+    """SHA-256 of the plan the client sends for ``dataframe`` (see :func:`plan_digest`)."""
+    return plan_digest(dataframe._plan.to_proto(dataframe._session.client))
+
+
+def plan_digest(plan: Any) -> str:
+    """SHA-256 of a Connect plan message without its volatile fields (``plan`` is cleared).
+
+    The ids the client gives each DataFrame (``plan_id``) and the call sites it records
+    (``common``) differ between sessions for the same query; everything else is kept.
+    """
+    _strip_volatile(plan)
+    return hashlib.sha256(plan.SerializeToString(deterministic=True)).hexdigest()
+
+
+def _strip_volatile(message: Any) -> None:
+    """Clear ``_VOLATILE_FIELDS`` in ``message`` and every message inside it."""
+    for field, value in message.ListFields():
+        if field.name in _VOLATILE_FIELDS:
+            message.ClearField(field.name)
+        elif field.message_type is None:
+            continue
+        elif field.message_type.GetOptions().map_entry:
+            values = field.message_type.fields_by_name["value"]
+            if values.message_type is not None:
+                for item in value.values():
+                    _strip_volatile(item)
+        elif hasattr(value, "ListFields"):
+            _strip_volatile(value)
+        else:  # a repeated field of messages
+            for item in value:
+                _strip_volatile(item)
 
 
 def server_file_stats(session: Any, urls: list[str]) -> list[list[Any]]:
@@ -109,9 +152,10 @@ def connect_material(dataframe: Any, in_memory_leaves: re.Pattern[str]) -> dict[
         in_memory_leaves: Matches the plan leaves whose rows the plan's text does not show.
 
     Returns:
-        ``plan``, ``schema``, ``time_zone``, ``files`` (the URIs), ``stats`` (see
-        :func:`server_file_stats`) and, for in-memory rows or a cut plan, ``session`` (the
-        Connect session id and the semantic hash).
+        ``plan``, ``client_plan`` (see :func:`client_plan_digest`), ``schema``,
+        ``time_zone``, ``files`` (the URIs), ``stats`` (see :func:`server_file_stats`) and,
+        for in-memory rows or a cut plan, ``session`` (the Connect session id and the
+        semantic hash).
     """
     session = dataframe.sparkSession
     plan = analyzed_plan(_explain(dataframe))
@@ -119,6 +163,7 @@ def connect_material(dataframe: Any, in_memory_leaves: re.Pattern[str]) -> dict[
     material: dict[str, Any] = {
         "api": "connect",
         "plan": plan,
+        "client_plan": client_plan_digest(dataframe),
         "schema": dataframe.schema.json(),
         "time_zone": session.conf.get("spark.sql.session.timeZone"),  # what casts assume
         "files": files,

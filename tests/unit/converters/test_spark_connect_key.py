@@ -6,6 +6,8 @@ The parts that ask a Connect server are tested against one in
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from shardstream.converters.spark_cache_key import _IN_MEMORY_LEAVES
@@ -13,6 +15,7 @@ from shardstream.converters.spark_connect_key import (
     analyzed_plan,
     hadoop_path,
     is_connect,
+    plan_digest,
     session_bound,
 )
 from shardstream.errors import ConfigurationError
@@ -105,3 +108,41 @@ def test_only_connect_dataframes_count_as_connect():
 def test_plans_the_text_cannot_identify_are_bound_to_the_session(plan: str, reason: str | None):
     found = session_bound(plan, _IN_MEMORY_LEAVES)
     assert (found is None) if reason is None else (reason in (found or ""))
+
+
+def read_filtered(literal: str, plan_id: int, line: str) -> Any:
+    """A Connect plan: a Parquet read, filtered by ``name = literal``, with ids and call sites."""
+    proto = pytest.importorskip("pyspark.sql.connect.proto")
+    read = proto.Relation()
+    read.common.plan_id = plan_id
+    read.read.data_source.format = "parquet"
+    read.read.data_source.paths.append("/data/source")
+    read.read.data_source.options["mergeSchema"] = "false"
+    plan = proto.Plan()
+    filtered = plan.root.filter
+    filtered.input.CopyFrom(read)
+    plan.root.common.plan_id = plan_id + 1
+    condition = filtered.condition.unresolved_function
+    condition.function_name = "=="
+    column = condition.arguments.add()
+    column.unresolved_attribute.unparsed_identifier = "name"
+    column.unresolved_attribute.plan_id = plan_id
+    column.common.origin.python_origin.call_site = line
+    condition.arguments.add().literal.string = literal
+    return plan
+
+
+def test_plan_digests_ignore_ids_and_call_sites_but_not_literals():
+    base = plan_digest(read_filtered("row#1", 3, "job.py:10"))
+    assert plan_digest(read_filtered("row#1", 71, "other.py:99")) == base
+    assert plan_digest(read_filtered("row#2", 3, "job.py:10")) != base
+
+
+def test_plan_digests_see_map_and_list_entries():
+    plan = read_filtered("x", 3, "a.py:1")
+    other = read_filtered("x", 3, "a.py:1")
+    other.root.filter.input.read.data_source.options["mergeSchema"] = "true"
+    assert plan_digest(plan) != plan_digest(other)
+    other = read_filtered("x", 3, "a.py:1")
+    other.root.filter.input.read.data_source.paths.append("/data/more")
+    assert plan_digest(plan) != plan_digest(other)

@@ -5,15 +5,18 @@ A Spark DataFrame of features (an ML Vector) and a label is converted once, then
 * ``keras``: single-node TensorFlow training, ``converter.make_tf_dataset()`` into ``model.fit``;
 * ``torch``: single-node PyTorch training, ``converter.make_torch_dataloader()``;
 * ``hyperopt``: distributed hyperparameter tuning with Hyperopt's ``SparkTrials``, each trial
-  reading the converter inside a Spark task;
+  reading the converter inside a Spark task (on Spark Connect, which ``SparkTrials`` cannot
+  use, Hyperopt's ``Trials`` with each trial sent to a Spark task by ``mapInPandas``);
 * ``distributor``: distributed data-parallel training with Spark's ``TorchDistributor``, each
   rank reading its shard (``cur_shard``/``shard_count``);
 * ``batch-reader``: no conversion: the DataFrame written as Parquet by Spark, then read with
   ``make_batch_reader`` into a torch ``DataLoader`` for training.
 
 Run one with ``python examples/petastorm/petastorm_workflows.py torch`` (a local Spark on
-127.0.0.1; ``--cache`` is the converter's parent cache folder). ``--report FILE`` writes what
-each workflow measured and saw, as JSON (the tests read it).
+127.0.0.1; ``--cache`` is the converter's parent cache folder). ``--remote sc://HOST:PORT``
+runs ``keras``, ``torch`` and ``hyperopt`` on a Spark Connect server instead, as Databricks'
+serverless compute and shared clusters do. ``--report FILE`` writes what each workflow
+measured and saw, as JSON (the tests read it).
 """
 
 from __future__ import annotations
@@ -35,10 +38,15 @@ FEATURES = 8
 logger = logging.getLogger("petastorm_workflows")
 
 
-def spark_session() -> Any:
-    """A local SparkSession bound to 127.0.0.1 (or the active one, on a cluster)."""
+def spark_session(remote: str = "") -> Any:
+    """A local SparkSession bound to 127.0.0.1 (or the active one, on a cluster).
+
+    With ``remote`` (an ``sc://`` URL), a Spark Connect session on that server.
+    """
     from pyspark.sql import SparkSession
 
+    if remote:
+        return SparkSession.builder.remote(remote).getOrCreate()
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -137,8 +145,12 @@ def torch_single(converter: SparkDatasetConverter, args: argparse.Namespace) -> 
 
 
 def hyperopt(converter: SparkDatasetConverter, args: argparse.Namespace) -> dict[str, Any]:
-    """Hyperopt's SparkTrials: each trial trains on the converter inside a Spark task."""
-    from hyperopt import STATUS_OK, SparkTrials, fmin, hp, tpe
+    """Hyperopt's SparkTrials: each trial trains on the converter inside a Spark task.
+
+    On Spark Connect, which ``SparkTrials`` cannot use (it needs a ``SparkContext``), each
+    trial of Hyperopt's ``Trials`` runs in a Spark task of its own through ``mapInPandas``.
+    """
+    from hyperopt import STATUS_OK, SparkTrials, Trials
 
     driver = os.getpid()
 
@@ -147,7 +159,31 @@ def hyperopt(converter: SparkDatasetConverter, args: argparse.Namespace) -> dict
         return {"loss": result["loss"], "status": STATUS_OK, "pid": os.getpid(),
                 "rows": len(result["ids"]), "distinct": len(set(result["ids"]))}  # fmt: skip
 
-    trials = SparkTrials(parallelism=2)
+    if args.remote:
+        spark = spark_session(args.remote)
+        trials: Any = Trials()
+        return tune(lambda lr: in_spark_task(spark, objective, lr), trials, args, driver)
+    return tune(objective, SparkTrials(parallelism=2), args, driver)
+
+
+def in_spark_task(spark: Any, function: Any, argument: Any) -> Any:
+    """``function(argument)``, run in a Spark task (one partition, one row); its JSON result."""
+
+    def task(batches: Any) -> Any:
+        import pandas as pd
+
+        for _ in batches:
+            pass
+        yield pd.DataFrame({"result": [json.dumps(function(argument))]})
+
+    rows = spark.range(1, numPartitions=1).mapInPandas(task, "result string").collect()
+    return json.loads(rows[0]["result"])
+
+
+def tune(objective: Any, trials: Any, args: argparse.Namespace, driver: int) -> dict[str, Any]:
+    """Hyperopt's ``fmin`` over the learning rate with ``trials``; what each trial reported."""
+    from hyperopt import fmin, hp, tpe
+
     best = fmin(objective, hp.loguniform("lr", np.log(0.01), np.log(1.0)), algo=tpe.suggest,
                 max_evals=args.trials, trials=trials, rstate=np.random.default_rng(0),
                 show_progressbar=False)  # fmt: skip
@@ -244,9 +280,10 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=4, help="hyperopt: evaluations")
     parser.add_argument("--cache", default="demo-data/petastorm-cache")
     parser.add_argument("--report", default="", help="write what was measured here, as JSON")
+    parser.add_argument("--remote", default="", help="a Spark Connect server's sc:// URL")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    spark = spark_session()
+    spark = spark_session(args.remote)
     spark.conf.set(SparkDatasetConverter.PARENT_CACHE_DIR_URL_CONF,
                    "file://" + os.path.abspath(args.cache))  # fmt: skip
     if args.workflow == "batch-reader":  # no conversion: Parquet read as Spark wrote it

@@ -109,7 +109,7 @@ def cache_dataframe(
     """Materialize ``dataframe`` as MDS under the cache folder, or reuse the copy already there.
 
     Args:
-        dataframe: A ``pyspark.sql.DataFrame``.
+        dataframe: A ``pyspark.sql.DataFrame``, classic or Spark Connect.
         parent_cache_dir_url: The parent cache folder (default: from the Spark conf, see
             :func:`parent_cache_dir`).
         compression_codec: Petastorm's codec name or an MDS compression (see
@@ -124,8 +124,8 @@ def cache_dataframe(
         Where the copy is, and how many rows it holds.
 
     Raises:
-        ConfigurationError: Not a DataFrame, no cache folder, a bad option, or a DataFrame
-            without a JVM plan (Spark Connect).
+        ConfigurationError: Not a DataFrame, no cache folder, a bad option, or a source file
+            gone since the DataFrame was read.
 
     Example:
         cached = cache_dataframe(df, parent_cache_dir_url="file:///tmp/cache")

@@ -12,6 +12,9 @@ The key is a SHA-256 digest of:
 A plan whose leaves the text cannot identify (rows from ``createDataFrame`` or an RDD) is
 keyed to the Spark application too, with Spark's semantic hash of the plan: reused within that
 application, rebuilt by any other.
+
+A Spark Connect DataFrame, which has no JVM plan on the client, is keyed by what its server
+tells instead (:mod:`shardstream.converters.spark_connect_key`), with the same options.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from shardstream._optional import require
+from shardstream.converters.spark_connect_key import connect_material, is_connect
 from shardstream.errors import ConfigurationError
 
 __all__ = ["KEY_VERSION", "cast_floats", "dataframe_key", "hadoop_stats", "mds_compression"]
@@ -33,7 +37,9 @@ __all__ = ["KEY_VERSION", "cast_floats", "dataframe_key", "hadoop_stats", "mds_c
 logger = logging.getLogger(__name__)
 
 KEY_VERSION = 1  # bump when the same DataFrame would be written differently
-_IN_MEMORY_LEAVES = re.compile(r"\b(LogicalRDD|LocalRelation|ExternalRDD|ExistingRDD)\b")
+_IN_MEMORY_LEAVES = re.compile(
+    r"\b(LogicalRDD|LocalRelation|CachedLocalRelation|ExternalRDD|ExistingRDD)\b"
+)
 _INT_MAX = 2**31 - 1
 
 # Petastorm's Parquet codecs, and what each becomes in MDS (which has no lz4 or raw deflate).
@@ -132,7 +138,7 @@ def dataframe_key(dataframe: Any, options: Mapping[str, Any]) -> tuple[str, dict
     """The cache key of ``dataframe`` written with ``options``, and what it was computed from.
 
     Args:
-        dataframe: A ``pyspark.sql.DataFrame`` (classic; Spark Connect has no JVM plan).
+        dataframe: A ``pyspark.sql.DataFrame``, classic or Spark Connect.
         options: The conversion options that change what is written (JSON-serializable).
 
     Returns:
@@ -140,8 +146,12 @@ def dataframe_key(dataframe: Any, options: Mapping[str, Any]) -> tuple[str, dict
         beside the data, to tell later why a key changed).
 
     Raises:
-        ConfigurationError: The DataFrame gives no plan to key it by (Spark Connect).
+        ConfigurationError: The DataFrame gives no plan to key it by, or a source file is gone.
     """
+    if is_connect(dataframe):
+        served = {"version": KEY_VERSION, **connect_material(dataframe, _IN_MEMORY_LEAVES)}
+        served["options"] = dict(options)
+        return _digest(served), served
     plan = _plan_text(dataframe)
     session = dataframe.sparkSession
     material: dict[str, Any] = {
@@ -159,8 +169,12 @@ def dataframe_key(dataframe: Any, options: Mapping[str, Any]) -> tuple[str, dict
             "to this Spark application (%s)",
             material["application"][0],
         )
+    return _digest(material), material
+
+
+def _digest(material: Mapping[str, Any]) -> str:
     text = json.dumps(material, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32], material
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _plan_text(dataframe: Any) -> str:
@@ -168,8 +182,8 @@ def _plan_text(dataframe: Any) -> str:
         plan = dataframe._jdf.queryExecution().analyzed().canonicalized()
     except AttributeError as exc:
         raise ConfigurationError(
-            "make_spark_converter needs a classic DataFrame (its JVM plan keys the cache); "
-            "Spark Connect DataFrames are not supported: write with dataframe_to_mds instead"
+            f"make_spark_converter needs a Spark DataFrame with a plan to key its cache by; "
+            f"{type(dataframe).__module__}.{type(dataframe).__name__} has none"
         ) from exc
     try:  # every field, however many (toString cuts lists at maxToStringFields)
         return str(plan.treeString(False, False, _INT_MAX, False))

@@ -75,10 +75,12 @@ def make_spark_converter(
 
     The positional arguments are Petastorm's, in its order. The copy is reused by any process
     or job while the DataFrame's analyzed plan and its source files are unchanged, and rebuilt
-    when they change; it stays until :meth:`SparkDatasetConverter.delete`.
+    when they change; it stays until :meth:`SparkDatasetConverter.delete`. Spark Connect
+    DataFrames (Databricks serverless and shared clusters) are keyed by what their server
+    tells: the analyzed plan and the source files' sizes and times.
 
     Args:
-        df: A ``pyspark.sql.DataFrame``.
+        df: A ``pyspark.sql.DataFrame``, classic or Spark Connect.
         parquet_row_group_size_bytes: Petastorm's Parquet row-group size; here the size limit
             of each MDS shard (the unit a reader fetches). Default: the writer's.
         compression_codec: Petastorm's Parquet codec names (``None`` gives zstd,

@@ -29,18 +29,13 @@ import re
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
-from urllib.parse import urlsplit
 
 from shardstream import config
 from shardstream._optional import require
-from shardstream.errors import (
-    ConfigurationError,
-    CredentialsError,
-    ObjectNotFoundError,
-    StorageError,
-)
+from shardstream.errors import ConfigurationError
 from shardstream.storage._fsspec_store import FsspecStore
-from shardstream.storage.keys import url_for_message
+from shardstream.storage.keys import split_store_url
+from shardstream.storage.store_base import Failure, Kind
 
 __all__ = ["GCSStore", "parse_gcs_url"]
 
@@ -61,30 +56,20 @@ _CREDENTIALS_HELP = (
 
 
 def parse_gcs_url(url: str) -> tuple[str, str, str]:
-    """Split ``gs://bucket/prefix`` (or ``gcs://``) into scheme, bucket and prefix.
+    """``(scheme, bucket, prefix)`` of ``gs://bucket/prefix`` or ``gcs://bucket/prefix``.
 
-    Args:
-        url: The URL; the prefix may be empty and loses surrounding slashes.
+    The prefix may be empty and loses surrounding slashes.
 
     Raises:
         ConfigurationError: The URL is not of that form, or the bucket name is not valid.
     """
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in _SCHEMES or not parts.netloc:
-        raise ConfigurationError(
-            f"{url_for_message(url)!r} is not a GCS URL: write gs://bucket[/prefix]"
-        )
-    if parts.query or parts.fragment:
-        raise ConfigurationError(
-            f"{url_for_message(url)!r}: a gs:// URL takes no query or fragment; drop it"
-        )
+    parts = split_store_url(url, _SCHEMES, "a GCS URL", "gs://bucket[/prefix]")
     if not _BUCKET.match(parts.netloc):
         raise ConfigurationError(
             f"{url!r}: {parts.netloc!r} is not a GCS bucket name (3 to 222 characters: lowercase "
             "letters, digits, '-', '_' and '.', starting and ending with a letter or digit)"
         )
-    return scheme, parts.netloc, parts.path.strip("/")
+    return parts.scheme.lower(), parts.netloc, parts.path.strip("/")
 
 
 def _import_gcsfs(module: str = "gcsfs") -> ModuleType:
@@ -141,6 +126,9 @@ class GCSStore(FsspecStore):
             timeout is not positive.
     """
 
+    _default_endpoint = "Google Cloud Storage (no STORAGE_EMULATOR_HOST)"
+    _credentials_text = _CREDENTIALS_HELP
+
     def __init__(
         self,
         url: str,
@@ -176,7 +164,7 @@ class GCSStore(FsspecStore):
             return self._token
         return "token"
 
-    # --- FsspecStore ----------------------------------------------------------------------------
+    # --- the primitives' hooks -----------------------------------------------------------------
 
     def _create_filesystem(self) -> Any:
         gcsfs = _import_gcsfs()
@@ -202,25 +190,20 @@ class GCSStore(FsspecStore):
         filesystem.credentials.maybe_refresh()
         return filesystem
 
-    def _translate(self, exc: Exception, where: str) -> StorageError:
+    def _classify(self, exc: Exception) -> Failure | None:
         auth = require("google.auth.exceptions", extra="gcs", purpose=_PURPOSE)
         retry = _import_gcsfs("gcsfs.retry")
-        endpoint = self.endpoint_url or "Google Cloud Storage (no STORAGE_EMULATOR_HOST)"
         detail = f"{type(exc).__name__}: {exc}".strip()
         if exc.__cause__ is not None:  # gcsfs wraps a refused token refresh in an HttpError
             detail += f" (from {type(exc.__cause__).__name__}: {exc.__cause__})"
-        detail = self._scrub(detail)
         code = _status(exc)
         refused = (auth.GoogleAuthError, retry.NonRetryableError, PermissionError)
         forbidden = type(exc) is OSError and str(exc).startswith("Forbidden")
         if isinstance(exc, refused) or code in (401, 403) or forbidden:
-            return CredentialsError(
-                f"{where} failed (endpoint {endpoint}): the credentials were refused, or none "
-                f"were found ({detail}). {_CREDENTIALS_HELP}."
-            )
+            return Failure(Kind.CREDENTIALS, detail)
         if isinstance(exc, FileNotFoundError) or code == 404:
-            return ObjectNotFoundError(f"{where} failed: no such object or bucket ({detail})")
-        return StorageError(f"{where} failed at {endpoint}: {detail}")
+            return Failure(Kind.NOT_FOUND, detail)
+        return Failure(Kind.OTHER, detail)
 
     def _secrets(self) -> Sequence[str]:
         found: list[str] = []

@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/start_check_bench.py [--shards 10000 100000] [--stores local s3]
-        [--baseline-src PATH]
+        [--baseline-src PATH] [--listing-only]
 
 Writes a dataset of tiny one-sample MDS shards (the listing and the index grow with the shard
 count, not with the bytes), to a local folder and to SeaweedFS on 127.0.0.1, then times
@@ -11,6 +11,10 @@ count, not with the bytes), to a local folder and to SeaweedFS on 127.0.0.1, the
 process: a cold start (empty cache), a warm start (nothing changed) and a start after every
 object was rewritten in place. ``--baseline-src`` names the ``src`` folder of another checkout
 (for example a ``git worktree`` of an earlier commit) to time the same starts with its code.
+
+On S3 it also times the listing alone, in a fresh process with the client made: serial, and in
+key ranges split at the index's shard names (``list_info(split_at=...)``), with the CPU time
+and the number of pages of each. ``--listing-only`` skips the starts.
 """
 
 from __future__ import annotations
@@ -44,6 +48,45 @@ started = time.perf_counter()
 StreamingDataset(remote=remote, local=local, batch_size=1, **options).prepare()
 print(json.dumps({"seconds": time.perf_counter() - started}))
 """
+
+
+_LISTING_PROBE = """
+import json, sys, time
+from shardstream.storage import open_store
+remote, shards, split = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "split"
+store = open_store(remote)
+store.info("index.json")  # the client made and a connection open before the clock starts
+names = [f"shard.{k:06d}.mds" for k in range(shards)] if split else []
+pages = 0
+page = store._list_page
+def counted(*args):
+    global pages
+    pages += 1
+    return page(*args)
+store._list_page = counted
+wall, cpu = time.perf_counter(), time.process_time()
+listing = store.list_info("", split_at=names)
+print(json.dumps({"seconds": time.perf_counter() - wall, "cpu_seconds": time.process_time() - cpu,
+                  "pages": pages, "objects": len(listing)}))
+"""
+
+
+def listing_row(remote: str, shards: int, env: dict[str, str]) -> dict[str, Any]:
+    """The listing alone, serial and split, each in a fresh process (best of three)."""
+    row: dict[str, Any] = {}
+    for mode in ("serial", "split"):
+        runs = []
+        for _ in range(3):
+            out = subprocess.run(
+                [sys.executable, "-c", _LISTING_PROBE, remote, str(shards), mode],
+                env={**env, "PYTHONPATH": str(REPO / "src")},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        row[mode] = min(runs, key=lambda run: run["seconds"])
+    return row
 
 
 def shard_bytes(value: int) -> bytes:
@@ -133,6 +176,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--stores", nargs="+", default=["local", "s3"], choices=["local", "s3"])
     parser.add_argument("--baseline-src", help="the src folder of the code to compare with")
+    parser.add_argument("--listing-only", action="store_true", help="time the S3 listing only")
     args = parser.parse_args()
     codes = {"shardstream": str(REPO / "src")}
     if args.baseline_src:
@@ -163,8 +207,18 @@ def main() -> None:
                         "AWS_DEFAULT_REGION": "us-east-1",
                     }
                     remote = f"s3://{server.bucket}/ds"
-                    rows = measure(codes, remote, tmp, partial(write_s3, server, "ds", shards), env)
-                    results.append({"store": "s3", "shards": shards, "upload_s": upload, **rows})
+                    listing = listing_row(remote, shards, env)
+                    rows = (
+                        {}
+                        if args.listing_only
+                        else measure(
+                            codes, remote, tmp, partial(write_s3, server, "ds", shards), env
+                        )
+                    )
+                    results.append(
+                        {"store": "s3", "shards": shards, "upload_s": upload, "listing": listing}
+                        | rows
+                    )
                     print(json.dumps(results[-1]), flush=True)
 
 

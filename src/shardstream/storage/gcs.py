@@ -34,6 +34,7 @@ from shardstream import config
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError
 from shardstream.storage._fsspec_store import FsspecStore
+from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
 from shardstream.storage.store_base import Failure, Kind
 
@@ -41,6 +42,7 @@ __all__ = ["GCSStore", "parse_gcs_url"]
 
 _PURPOSE = "Reading and writing gs:// URLs"
 _SCHEMES = ("gs", "gcs")
+_PAGE_KEYS = 1000  # the JSON API's largest listing page
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 # token= values that name a way of finding credentials rather than holding one.
 _METHODS = frozenset({"anon", "google_default", "cache", "cloud", "browser"})
@@ -126,6 +128,7 @@ class GCSStore(FsspecStore):
             timeout is not positive.
     """
 
+    _lists_from_key = True  # the JSON API's startOffset
     _default_endpoint = "Google Cloud Storage (no STORAGE_EMULATOR_HOST)"
     _credentials_text = _CREDENTIALS_HELP
 
@@ -218,6 +221,28 @@ class GCSStore(FsspecStore):
             if isinstance(access, str):
                 found.append(access)
         return found
+
+    def _list_page(
+        self, prefix: str, start_after: str | None, token: str | None
+    ) -> tuple[dict[str, ObjectInfo], str | None]:
+        """One page of the JSON API's object listing, from ``startOffset`` on.
+
+        GCS lists in key order, so key ranges can be listed in parallel.
+        """
+        root = self._path("").partition("/")[2]
+        root = f"{root}/" if root else ""
+        query: dict[str, Any] = {"prefix": root + prefix, "maxResults": _PAGE_KEYS}
+        if token is not None:
+            query["pageToken"] = token
+        elif start_after is not None:
+            query["startOffset"] = root + start_after  # inclusive: the key itself is dropped
+        page = self._filesystem().call("GET", "b/{}/o", self.bucket, json_out=True, **query)
+        infos: dict[str, ObjectInfo] = {}
+        for item in page.get("items") or ():
+            key = str(item["name"])[len(root) :]
+            if key and not key.endswith("/") and key != start_after:  # no "folder" markers
+                infos[key] = ObjectInfo(size=int(item["size"]), etag=self._etag(item))
+        return infos, page.get("nextPageToken") or None
 
     def _etag(self, details: dict[str, Any]) -> str | None:
         generation = details.get("generation")

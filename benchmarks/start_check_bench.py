@@ -14,7 +14,8 @@ object was rewritten in place. ``--baseline-src`` names the ``src`` folder of an
 
 On S3 it also times the listing alone, in a fresh process with the client made: serial, and in
 key ranges split at the index's shard names (``list_info(split_at=...)``), with the CPU time
-and the number of pages of each. ``--listing-only`` skips the starts.
+and the number of pages of each (``--link-ms``: also through the emulated WAN link of
+``wan_link.py`` with that latency). ``--listing-only`` skips the starts.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))  # for tests.integration.seaweedfs, the tests' server launcher
 
 from tests.integration.seaweedfs import S3Server, run_seaweedfs  # noqa: E402
+
+from benchmarks.wan_link import LinkSettings, run_link  # noqa: E402
 
 _PROBE = """
 import json, sys, time
@@ -71,8 +74,21 @@ print(json.dumps({"seconds": time.perf_counter() - wall, "cpu_seconds": time.pro
 """
 
 
-def listing_row(remote: str, shards: int, env: dict[str, str]) -> dict[str, Any]:
-    """The listing alone, serial and split, each in a fresh process (best of three)."""
+def listing_row(
+    remote: str, shards: int, env: dict[str, str], link_ms: float = 0.0
+) -> dict[str, Any]:
+    """The listing alone, serial and split, each in a fresh process (best of three).
+
+    ``link_ms``: through the emulated WAN link (``wan_link.py``: that first-byte latency, no
+    bandwidth cap), in a thread of this process, as a distant store would answer.
+    """
+    if link_ms:
+        endpoint = env["S3_ENDPOINT_URL"]
+        upstream = (endpoint.rsplit(":", 1)[0].split("//")[1], int(endpoint.rsplit(":", 1)[1]))
+        settings = LinkSettings(link_ms / 1e3, link_ms / 6e3, 0.0, 0.0)
+        with run_link(upstream, settings) as link:
+            linked = {**env, "S3_ENDPOINT_URL": link.endpoint}
+            return {"link_ms": link_ms, **listing_row(remote, shards, linked)}
     row: dict[str, Any] = {}
     for mode in ("serial", "split"):
         runs = []
@@ -177,6 +193,9 @@ def main() -> None:
     parser.add_argument("--stores", nargs="+", default=["local", "s3"], choices=["local", "s3"])
     parser.add_argument("--baseline-src", help="the src folder of the code to compare with")
     parser.add_argument("--listing-only", action="store_true", help="time the S3 listing only")
+    parser.add_argument(
+        "--link-ms", type=float, default=0.0, help="also list through a link of this latency"
+    )
     args = parser.parse_args()
     codes = {"shardstream": str(REPO / "src")}
     if args.baseline_src:
@@ -208,6 +227,11 @@ def main() -> None:
                     }
                     remote = f"s3://{server.bucket}/ds"
                     listing = listing_row(remote, shards, env)
+                    if args.link_ms:
+                        listing = {
+                            "loopback": listing,
+                            "link": listing_row(remote, shards, env, args.link_ms),
+                        }
                     rows = (
                         {}
                         if args.listing_only

@@ -11,7 +11,8 @@ The endpoint is ``endpoint_url=`` or ``OCI_ENDPOINT_URL``, else the SDK's endpoi
 profile's region.
 
 The REST calls used are GetObject (with a ``Range`` header), HeadObject, PutObject and
-ListObjects (paged with ``start`` / ``nextStartWith``). A single PutObject takes up to 50 GiB
+ListObjects (paged with ``start`` / ``nextStartWith``; key ranges listed at once start with
+``startAfter``). A single PutObject takes up to 50 GiB
 and is atomic for readers, which covers every MDS shard (at most 4 GiB), so multipart uploads
 are not needed.
 """
@@ -85,6 +86,7 @@ class OCIStore(WritableStore):
 
     # An empty range past the end is refused as a ranged GetObject would refuse it.
     _empty_range_asks = True
+    _lists_from_key = True  # ListObjects' startAfter, in name order
     _default_endpoint = "the profile's region"
     _credentials_text = _CREDENTIALS_HELP
 

@@ -280,7 +280,9 @@ class BaseStore:
         """
         if not self._lists_from_key or not split_at:
             return []
-        keys = sorted({key for key in split_at if key.startswith(prefix)})
+        # Only plain keys: a file-backed server (SeaweedFS's filer) normalises "//" or "." in a
+        # start key and may answer with other names; any subset of keys splits as well.
+        keys = sorted({key for key in split_at if key.startswith(prefix) and _plain(key)})
         ranges = min(LIST_THREADS, len(keys) // KEYS_PER_RANGE + 1)
         if ranges < 2:
             return []
@@ -295,6 +297,8 @@ class BaseStore:
         with self._boundary("listing", prefix):
             for _ in range(MAX_PAGES):
                 page, token = self._list_page(prefix, after if token is None else None, token)
+                if after is not None:  # a server that ignored the start would repeat keys
+                    page = {key: info for key, info in page.items() if key > after}
                 if upto is None:
                     found.update(page)
                 else:
@@ -413,6 +417,11 @@ class WritableStore(BaseStore):
         self._key(key)
         with contextlib.suppress(ObjectNotFoundError), self._boundary("deleting", key):
             self._remove(key)
+
+
+def _plain(key: str) -> bool:
+    """Whether ``key``'s ``/``-separated parts are all names (none empty, ``.`` or ``..``)."""
+    return all(part not in ("", ".", "..") for part in key.split("/"))
 
 
 class _PastTheEnd(Exception):

@@ -265,3 +265,13 @@ def test_a_split_listing_of_a_local_folder_is_exactly_the_serial_one(
         assert store.list() == sorted(written)
     finally:
         store_base.KEYS_PER_RANGE = saved
+
+
+def test_only_plain_keys_split_a_listing(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 1)
+    keys = {f"k{i}": b"" for i in range(9)}
+    store = MemoryStore(keys, page=100)
+    assert list(store.list_info(split_at=["/", "k1/", "a//b", "./k", "k2/../k3", "k4"])) == sorted(
+        keys
+    )
+    assert sorted(call[1] or "" for call in store.calls) == ["", "k4"]

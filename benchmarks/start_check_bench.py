@@ -3,7 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/start_check_bench.py [--shards 10000 100000] [--stores local s3]
-        [--baseline-src PATH]
+        [--baseline-src PATH] [--listing-only]
 
 Writes a dataset of tiny one-sample MDS shards (the listing and the index grow with the shard
 count, not with the bytes), to a local folder and to SeaweedFS on 127.0.0.1, then times
@@ -11,6 +11,11 @@ count, not with the bytes), to a local folder and to SeaweedFS on 127.0.0.1, the
 process: a cold start (empty cache), a warm start (nothing changed) and a start after every
 object was rewritten in place. ``--baseline-src`` names the ``src`` folder of another checkout
 (for example a ``git worktree`` of an earlier commit) to time the same starts with its code.
+
+On S3 it also times the listing alone, in a fresh process with the client made: serial, and in
+key ranges split at the index's shard names (``list_info(split_at=...)``), with the CPU time
+and the number of pages of each (``--link-ms``: also through the emulated WAN link of
+``wan_link.py`` with that latency). ``--listing-only`` skips the starts.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ sys.path.insert(0, str(REPO))  # for tests.integration.seaweedfs, the tests' ser
 
 from tests.integration.seaweedfs import S3Server, run_seaweedfs  # noqa: E402
 
+from benchmarks.wan_link import LinkSettings, run_link  # noqa: E402
+
 _PROBE = """
 import json, sys, time
 from shardstream import StreamingDataset
@@ -44,6 +51,58 @@ started = time.perf_counter()
 StreamingDataset(remote=remote, local=local, batch_size=1, **options).prepare()
 print(json.dumps({"seconds": time.perf_counter() - started}))
 """
+
+
+_LISTING_PROBE = """
+import json, sys, time
+from shardstream.storage import open_store
+remote, shards, split = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "split"
+store = open_store(remote)
+store.info("index.json")  # the client made and a connection open before the clock starts
+names = [f"shard.{k:06d}.mds" for k in range(shards)] if split else []
+pages = 0
+page = store._list_page
+def counted(*args):
+    global pages
+    pages += 1
+    return page(*args)
+store._list_page = counted
+wall, cpu = time.perf_counter(), time.process_time()
+listing = store.list_info("", split_at=names)
+print(json.dumps({"seconds": time.perf_counter() - wall, "cpu_seconds": time.process_time() - cpu,
+                  "pages": pages, "objects": len(listing)}))
+"""
+
+
+def listing_row(
+    remote: str, shards: int, env: dict[str, str], link_ms: float = 0.0
+) -> dict[str, Any]:
+    """The listing alone, serial and split, each in a fresh process (best of three).
+
+    ``link_ms``: through the emulated WAN link (``wan_link.py``: that first-byte latency, no
+    bandwidth cap), in a thread of this process, as a distant store would answer.
+    """
+    if link_ms:
+        endpoint = env["S3_ENDPOINT_URL"]
+        upstream = (endpoint.rsplit(":", 1)[0].split("//")[1], int(endpoint.rsplit(":", 1)[1]))
+        settings = LinkSettings(link_ms / 1e3, link_ms / 6e3, 0.0, 0.0)
+        with run_link(upstream, settings) as link:
+            linked = {**env, "S3_ENDPOINT_URL": link.endpoint}
+            return {"link_ms": link_ms, **listing_row(remote, shards, linked)}
+    row: dict[str, Any] = {}
+    for mode in ("serial", "split"):
+        runs = []
+        for _ in range(3):
+            out = subprocess.run(
+                [sys.executable, "-c", _LISTING_PROBE, remote, str(shards), mode],
+                env={**env, "PYTHONPATH": str(REPO / "src")},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        row[mode] = min(runs, key=lambda run: run["seconds"])
+    return row
 
 
 def shard_bytes(value: int) -> bytes:
@@ -133,6 +192,10 @@ def main() -> None:
     parser.add_argument("--shards", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--stores", nargs="+", default=["local", "s3"], choices=["local", "s3"])
     parser.add_argument("--baseline-src", help="the src folder of the code to compare with")
+    parser.add_argument("--listing-only", action="store_true", help="time the S3 listing only")
+    parser.add_argument(
+        "--link-ms", type=float, default=0.0, help="also list through a link of this latency"
+    )
     args = parser.parse_args()
     codes = {"shardstream": str(REPO / "src")}
     if args.baseline_src:
@@ -163,8 +226,23 @@ def main() -> None:
                         "AWS_DEFAULT_REGION": "us-east-1",
                     }
                     remote = f"s3://{server.bucket}/ds"
-                    rows = measure(codes, remote, tmp, partial(write_s3, server, "ds", shards), env)
-                    results.append({"store": "s3", "shards": shards, "upload_s": upload, **rows})
+                    listing = listing_row(remote, shards, env)
+                    if args.link_ms:
+                        listing = {
+                            "loopback": listing,
+                            "link": listing_row(remote, shards, env, args.link_ms),
+                        }
+                    rows = (
+                        {}
+                        if args.listing_only
+                        else measure(
+                            codes, remote, tmp, partial(write_s3, server, "ds", shards), env
+                        )
+                    )
+                    results.append(
+                        {"store": "s3", "shards": shards, "upload_s": upload, "listing": listing}
+                        | rows
+                    )
                     print(json.dumps(results[-1]), flush=True)
 
 

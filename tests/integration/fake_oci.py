@@ -8,9 +8,10 @@ that :class:`shardstream.storage.OCIStore` makes, holding objects in memory:
 - ``HEAD /n/{namespace}/b/{bucket}/o/{object}`` (HeadObject): ``Content-Length`` and ``ETag``;
 - ``PUT /n/{namespace}/b/{bucket}/o/{object}`` (PutObject): a new ``ETag`` each time;
 - ``DELETE /n/{namespace}/b/{bucket}/o/{object}`` (DeleteObject): 204, or 404 when missing;
-- ``GET /n/{namespace}/b/{bucket}/o?prefix=&start=&limit=&fields=`` (ListObjects): objects in
-  name order, ``nextStartWith`` when more remain. Pages hold at most ``page_size`` objects (3
-  here), fewer than ``limit``, as the service may return, so paging is exercised.
+- ``GET /n/{namespace}/b/{bucket}/o?prefix=&start=&startAfter=&limit=&fields=``
+  (ListObjects): objects in name order, ``nextStartWith`` when more remain. Pages hold at most
+  ``page_size`` objects (3 here), fewer than ``limit``, as the service may return, so paging is
+  exercised.
 
 Every request must carry the documented ``Authorization: Signature ...`` header (draft-cavage
 HTTP signatures, ``rsa-sha256``) naming the expected ``keyId`` (``tenancy/user/fingerprint``);
@@ -214,9 +215,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _list(self, objects: dict[str, tuple[bytes, str]], query: dict[str, list[str]]) -> None:
         prefix = query.get("prefix", [""])[0]
         start = query.get("start", [""])[0]
+        after = query.get("startAfter", [None])[0]
         limit = min(int(query.get("limit", ["1000"])[0]), self.fake.page_size)
         fields = set(query.get("fields", ["name"])[0].split(","))
-        names = sorted(n for n in objects if n.startswith(prefix) and n >= start)
+        names = sorted(
+            n
+            for n in objects
+            if n.startswith(prefix) and n >= start and (after is None or n > after)
+        )
         page: list[dict[str, Any]] = []
         for name in names[:limit]:
             item: dict[str, Any] = {"name": name}

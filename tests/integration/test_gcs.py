@@ -34,7 +34,9 @@ from shardstream.storage import (
     download_file,
     fetch_listing,
     open_store,
+    store_base,
 )
+from shardstream.storage import gcs as gcs_module
 
 from . import servers_gcs_azure
 from .faults import FaultProxy
@@ -349,3 +351,26 @@ def test_a_wrong_200_listing_or_body_is_a_transfer_error(
         dest = tmp_path / "copy"
         assert download_file(store, "f", str(dest), DownloadOptions(retry=2), expected_size=17)
         assert dest.read_bytes() == b"through the proxy"
+
+
+def test_a_split_listing_is_exactly_the_serial_one(
+    gcs_env: GCSServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    store = gcs_env.store("split")
+    keys = [f"shard.{k:03}.mds" for k in range(40)] + ["index.json", "n/deep/x.bin", "z/ü.bin"]
+    source = tmp_path / "f"
+    for number, key in enumerate(keys):
+        source.write_bytes(b"x" * number)
+        store.put_file(str(source), key)
+    monkeypatch.setattr(gcs_module, "_PAGE_KEYS", 4)  # ranges of several pages
+    monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 5)
+    serial = store.list_info()
+    assert list(serial) == sorted(keys)
+    assert serial["shard.007.mds"].size == 7
+    for splits in (keys[::7], [*keys[3::5], "a", "shard.0", "zz"], keys):
+        split = store.list_info(split_at=splits)
+        assert split == serial
+        assert list(split) == list(serial)
+    assert store.list_info("shard.01", split_at=keys) == {
+        key: info for key, info in serial.items() if key.startswith("shard.01")
+    }

@@ -27,7 +27,7 @@ from shardstream.errors import (
     StorageError,
     UploadError,
 )
-from shardstream.storage import OCIStore, open_store
+from shardstream.storage import OCIStore, open_store, store_base
 
 from .fake_oci import BUCKET, NAMESPACE, PAGE_SIZE, OCIAccount
 
@@ -209,3 +209,23 @@ def test_uploads_and_reads_from_many_threads(oci_env: OCIAccount, tmp_path: Path
         read = dict(zip(payloads, pool.map(store.get_bytes, payloads), strict=True))
     assert read == payloads
     assert store.list("part/") == sorted(payloads)
+
+
+def test_a_split_listing_is_the_serial_one_asked_from_each_split_key(
+    oci_env: OCIAccount, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    store = OCIStore(oci_env.url("split"))
+    keys = [f"shard.{k:02}.mds" for k in range(24)] + ["index.json", "sub/x", "z"]
+    for key in keys:
+        put(store, tmp_path, key, key.encode())
+    serial = store.list_info()
+    assert list(serial) == sorted(keys)
+    monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 6)
+    before = len(oci_env.server.requests)
+    names = [key for key in keys if key.startswith("shard.")]
+    split = store.list_info(split_at=names)
+    assert split == serial
+    assert list(split) == list(serial)
+    asked = [urlsplit(p).query for _, p in oci_env.server.requests[before:]]
+    # 24 names, 6 a range: five ranges, four of them asked from a split key on.
+    assert sum("startAfter=" in query for query in asked) == 4

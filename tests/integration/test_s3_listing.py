@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from shardstream.errors import DownloadTimeoutError, ObjectNotFoundError, StorageError
-from shardstream.storage import DownloadOptions, S3Store, fetch_listing
+from shardstream.storage import DownloadOptions, S3Store, fetch_listing, store_base
 from shardstream.storage import download as download_module
 from shardstream.storage import s3 as s3_module
 
@@ -114,3 +117,77 @@ def test_a_wrong_200_listing_page_is_a_transfer_error_not_an_empty_listing(
     assert store.url("") in message
     assert "after 2 attempts" in message
     assert "transfer error" in message
+
+
+SPLIT_KEYS = [f"shard.{k:05}.mds" for k in range(120)] + [*KEYS, "index.json", "zz/last.bin"]
+
+
+@pytest.fixture(scope="module")
+def split_url(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A prefix holding :data:`SPLIT_KEYS`, written once for the split listing tests."""
+    url = s3_server.url("split")
+    store = S3Store(
+        url, endpoint_url=s3_server.endpoint, key=s3_server.key, secret=s3_server.secret
+    )
+    folder = tmp_path_factory.mktemp("split")
+
+    def put(number_key: tuple[int, str]) -> None:
+        number, key = number_key
+        source = folder / f"{number}.bin"
+        source.write_bytes(key.encode() * (number % 3 + 1))
+        store.put_file(str(source), key)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, enumerate(SPLIT_KEYS)))
+    return url
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+# SeaweedFS's filer answered a start key of "/" with names that are no keys: such keys (empty,
+# "." or ".." parts) are never split at.
+@example(splits=["/"])
+@example(splits=["shard.00010.mds/", "a//b", "./x", "shard.00050.mds"])
+@given(
+    splits=st.lists(
+        st.one_of(st.sampled_from(SPLIT_KEYS), st.text(alphabet="sha.0123z/ü", max_size=12)),
+        max_size=20,
+    )
+)
+def test_a_split_listing_of_seaweedfs_is_exactly_the_serial_one(
+    s3_server: S3Server, split_url: str, splits: list[str]
+) -> None:
+    store = S3Store(
+        split_url, endpoint_url=s3_server.endpoint, key=s3_server.key, secret=s3_server.secret
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(s3_module, "_PAGE_KEYS", 7)  # ranges of several pages
+        patch.setattr(store_base, "KEYS_PER_RANGE", 1)  # split at every key given
+        serial = store.list_info()
+        assert list(serial) == sorted(SPLIT_KEYS)
+        split = store.list_info(split_at=splits)
+        assert split == serial
+        assert list(split) == list(serial)
+        assert store.list_info("shard.0001", split_at=splits) == {
+            key: info for key, info in serial.items() if key.startswith("shard.0001")
+        }
+
+
+def test_a_split_listing_asks_each_range_from_its_first_key(
+    s3_server: S3Server, split_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 10)
+    monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 30)
+    with FaultProxy(int(s3_server.endpoint.rsplit(":", 1)[1])) as proxy:
+        store = S3Store(
+            split_url, endpoint_url=proxy.endpoint, key=s3_server.key, secret=s3_server.secret
+        )
+        serial = store.list_info()
+        serial_pages = proxy.count("GET", "list-type=2")
+        assert serial_pages == len(SPLIT_KEYS) // 10 + 1
+        proxy.reset_counts()
+        names = [key for key in SPLIT_KEYS if key.startswith("shard.")]
+        assert store.list_info(split_at=names) == serial
+        # 120 names, 30 a range: five ranges, four of them asked from a split key on.
+        assert proxy.count("GET", "start-after=") == 4
+        # Each range ends at the page that crosses its end: at most one page more each.
+        assert proxy.count("GET", "list-type=2") <= serial_pages + 5

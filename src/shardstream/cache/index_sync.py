@@ -83,8 +83,10 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
     if record is not None:  # nothing is listed for a folder that caches another remote
         record.check_remote(remote, local)
     seen = _generation(record)
-    # Listed without the lock, so that the processes of a node starting together list at once.
-    listing, complete = _list(store, options)
+    # Listed without the lock, so that the processes of a node starting together list at once;
+    # in key ranges split at the names last listed, or else at the cached index's.
+    split_at = list(record.objects) if record is not None else _cached_names(path)
+    listing, complete = _list(store, options, split_at)
     wait = options.timeout * (options.retry + 1) + 60
     with FileLock(os.path.join(state, "index.lock")).hold(timeout=wait, what="the index"):
         record = read_record(state)
@@ -94,7 +96,7 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             # Another process recorded a listing after this one read the record, and it differs
             # from ours, which may be the older: list again, under the lock, so that what is
             # recorded is newer than any listing recorded before (no clock says which is).
-            listing, complete = _list(store, options)
+            listing, complete = _list(store, options, list(record.objects))
         old = _read(path)
         tagged = not listing[INDEX_BASENAME].endswith(":")  # no tag: the bytes must be compared
         index_current = (
@@ -188,14 +190,18 @@ def _parse_remote(
     return data, parse_index(data, source=url)
 
 
-def _list(store: ObjectStore, options: DownloadOptions) -> tuple[dict[str, str], bool]:
+def _list(
+    store: ObjectStore, options: DownloadOptions, split_at: list[str]
+) -> tuple[dict[str, str], bool]:
     """Each remote object's identity, and whether that is every object (HTTP: the index).
+
+    ``split_at``: names at which the listing may be split into key ranges listed at once.
 
     Raises:
         ObjectNotFoundError: The remote has no ``index.json``.
     """
     try:
-        infos = fetch_listing(store, "", options)
+        infos = fetch_listing(store, "", options, split_at=split_at)
     except UnsupportedURLError:
         info = fetch_info(store, INDEX_BASENAME, options)  # one request: a deadline holds it
         return {INDEX_BASENAME: identity(info)}, False
@@ -206,6 +212,21 @@ def _list(store: ObjectStore, options: DownloadOptions) -> tuple[dict[str, str],
             "dataset's root (the folder holding index.json)"
         )
     return listing, True
+
+
+def _cached_names(path: str) -> list[str]:
+    """The files the cached index at ``path`` names (none without a readable one)."""
+    old = _read(path)
+    if old is None:
+        return []
+    entries = _parse_old(old, path)
+    return [
+        info.basename
+        for entry in entries
+        for pair in shard_file_pairs(entry)
+        for info in pair
+        if info
+    ]
 
 
 def _parse_old(data: bytes, path: str) -> list[ShardEntry]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from shardstream.errors import ObjectNotFoundError, StorageError
+from shardstream.errors import StorageError
 from shardstream.storage.base import ObjectInfo
 
-__all__ = ["exists_by_info", "info_from_headers"]
+__all__ = ["info_from_headers"]
 
 
 def info_from_headers(headers: Any, url: str) -> ObjectInfo:
@@ -26,12 +25,3 @@ def info_from_headers(headers: Any, url: str) -> ObjectInfo:
         raise StorageError(f"checking {url}: the answer gave no size (Content-Length {length!r})")
     etag = headers.get("ETag")
     return ObjectInfo(size=int(length), etag=str(etag).strip('"') if etag else None)
-
-
-def exists_by_info(info: Callable[[str], ObjectInfo], key: str) -> bool:
-    """Whether ``info(key)`` finds an object (a missing one is ``False``; other errors raise)."""
-    try:
-        info(key)
-    except ObjectNotFoundError:
-        return False
-    return True

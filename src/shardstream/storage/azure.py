@@ -35,18 +35,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from shardstream import config
 from shardstream._optional import require
-from shardstream.errors import (
-    ConfigurationError,
-    CredentialsError,
-    ObjectNotFoundError,
-    StorageError,
-)
+from shardstream.errors import ConfigurationError, CredentialsError
 from shardstream.storage._fsspec_store import FsspecStore
-from shardstream.storage.keys import url_for_message
+from shardstream.storage.keys import split_store_url
+from shardstream.storage.store_base import Failure, Kind
 
 __all__ = ["AzureStore", "AzureURL", "parse_azure_url"]
 
@@ -109,18 +104,10 @@ def parse_azure_url(url: str) -> AzureURL:
     Raises:
         ConfigurationError: The URL is not one of those forms, or names an invalid container.
     """
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
     usage = "azure://container[/prefix] or abfss://container@account.dfs.core.windows.net[/prefix]"
-    if scheme not in SCHEMES or not parts.netloc:
-        raise ConfigurationError(
-            f"{url_for_message(url)!r} is not an Azure storage URL: write {usage}"
-        )
-    if parts.query or parts.fragment:
-        raise ConfigurationError(
-            f"{url_for_message(url)!r}: an Azure storage URL takes no query or fragment; drop "
-            "it and pass a SAS token as sas_token= (or AZURE_STORAGE_SAS_TOKEN)"
-        )
+    instead = " and pass a SAS token as sas_token= (or AZURE_STORAGE_SAS_TOKEN)"
+    parts = split_store_url(url, SCHEMES, "an Azure storage URL", usage, instead)
+    scheme = parts.scheme.lower()
     container, at, host = parts.netloc.partition("@")
     account = suffix = None
     if at:
@@ -174,6 +161,8 @@ class AzureStore(FsspecStore):
             kinds of credentials, ``endpoint_url`` cannot be combined with them, or a timeout is
             not positive.
     """
+
+    _noun = "blob"
 
     def __init__(
         self,
@@ -264,14 +253,14 @@ class AzureStore(FsspecStore):
             f"credentials={self.credential_source!r})"
         )
 
-    # --- FsspecStore ----------------------------------------------------------------------------
+    # --- the primitives' hooks -----------------------------------------------------------------
 
-    def _path(self, key: str) -> str:
+    def _key(self, key: str) -> str:
         if "?" in key or "#" in key:
             raise ConfigurationError(
                 f"key {key!r} under {self.url('')}: '?' and '#' cannot be used in Azure keys here"
             )
-        return super()._path(key)
+        return super()._key(key)
 
     def _create_filesystem(self) -> Any:
         adlfs = require("adlfs", extra="azure", purpose=_PURPOSE)
@@ -358,24 +347,21 @@ class AzureStore(FsspecStore):
             options["credential"] = self._credential
         return options
 
-    def _translate(self, exc: Exception, where: str) -> StorageError:
+    def _classify(self, exc: Exception) -> Failure | None:
         core = require("azure.core.exceptions", extra="azure", purpose=_PURPOSE)
-        endpoint = self._endpoint_for_messages()
         status = getattr(exc, "status_code", None)
         code = getattr(exc, "error_code", None)
         detail = f"{type(exc).__name__}: {_first_lines(exc)}" + (f" [{code}]" if code else "")
-        detail = self._scrub(detail)
         refused = isinstance(exc, (core.ClientAuthenticationError, PermissionError))
         if refused or status in (401, 403) or code in _AUTH_CODES:
-            return CredentialsError(
-                f"{where} failed (endpoint {endpoint}): the credentials from "
-                f"{self.credential_source} were refused, or none were found ({detail}). "
-                f"{_CREDENTIALS_HELP}."
-            )
+            return Failure(Kind.CREDENTIALS, detail)
         not_found = isinstance(exc, (FileNotFoundError, core.ResourceNotFoundError))
         if not_found or status == 404:
-            return ObjectNotFoundError(f"{where} failed: no such blob or container ({detail})")
-        return StorageError(f"{where} failed at {endpoint}: {detail}")
+            return Failure(Kind.NOT_FOUND, detail)
+        return Failure(Kind.OTHER, detail)
+
+    def _credentials_help(self) -> str:
+        return f"They came from {self.credential_source}. {_CREDENTIALS_HELP}"
 
     def _secrets(self) -> Sequence[str]:
         found = [self._account_key, self._connection_string, self._sas_token]
@@ -384,7 +370,7 @@ class AzureStore(FsspecStore):
 
     # --- internals ------------------------------------------------------------------------------
 
-    def _endpoint_for_messages(self) -> str:
+    def _endpoint(self) -> str:
         if self.endpoint_url:
             return self.endpoint_url
         if self._connection_string:

@@ -26,14 +26,12 @@ a log.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Sequence
 from http.client import HTTPResponse
 from typing import IO, Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -42,14 +40,13 @@ from shardstream import config
 from shardstream.errors import (
     ConfigurationError,
     CredentialsError,
-    ObjectNotFoundError,
-    ShardstreamError,
     StorageError,
     UnsupportedURLError,
 )
-from shardstream.storage.answers import exists_by_info, info_from_headers
+from shardstream.storage.answers import info_from_headers
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.keys import check_key, check_range, url_for_message
+from shardstream.storage.keys import url_for_message
+from shardstream.storage.store_base import Failure, Kind, WritableStore
 
 __all__ = ["DatabricksVolumeStore", "parse_volume_url"]
 
@@ -108,7 +105,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-class DatabricksVolumeStore:
+class DatabricksVolumeStore(WritableStore):
     """A folder in a Unity Catalog volume, used as a dataset root, through the Files API.
 
     The constructor only checks its arguments; credentials are looked up and checked on first
@@ -128,6 +125,11 @@ class DatabricksVolumeStore:
             timeout is not a positive number.
         UnsupportedURLError: A ``dbfs:/`` URL outside ``/Volumes``.
     """
+
+    _noun = "file"
+    # An empty range past the end is refused as a ranged GET would refuse it.
+    _empty_range_asks = True
+    _credentials_text = _CREDENTIALS_HELP
 
     def __init__(
         self,
@@ -149,8 +151,8 @@ class DatabricksVolumeStore:
         if host is not None:
             self._check_host(host)
         self._made_folders: set[str] = set()
-        self._lock = threading.Lock()
         self._opener = urllib.request.build_opener(_NoRedirect())
+        super().__init__()
 
     def __repr__(self) -> str:
         return f"DatabricksVolumeStore({self.url('')!r})"
@@ -159,157 +161,129 @@ class DatabricksVolumeStore:
         """``dbfs:/Volumes/.../key`` (never with credentials)."""
         return "dbfs:" + self._path(key) if key else "dbfs:" + self.root
 
-    # --- writing --------------------------------------------------------------------------------
-
     def put_file(self, local_path: str, key: str) -> None:
         """Upload the file at ``local_path`` to ``key`` in one request (atomic for readers).
 
         Raises:
             CredentialsError: No host or token, or the workspace refused the token.
-            StorageError: Any other failure of the request.
+            StorageError: The file holds more than one upload takes, or the request failed.
         """
-        path = self._path(key)
         size = os.stat(local_path).st_size  # a missing local file is the caller's error
         if size > _MAX_UPLOAD:
             raise StorageError(
                 f"uploading to {self.url(key)}: {local_path} holds {size} bytes, more than the "
                 "5 GiB that one Files API upload takes (MDS shards are at most 4 GiB)"
             )
-        with self._boundary("uploading to", key):
-            self._make_folder(path.rsplit("/", 1)[0])
-            with open(local_path, "rb") as body:
-                headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
-                query = {"overwrite": "true"}
-                self._request("PUT", "files", path, query=query, headers=headers, body=body)
+        super().put_file(local_path, key)
 
-    def delete(self, key: str) -> None:
-        """Delete the file under ``key`` (one DELETE; a missing file is already gone).
+    # --- the primitives -------------------------------------------------------------------------
 
-        Raises:
-            CredentialsError: No host or token, or the workspace refused the token.
-            StorageError: Any other failure of the request.
-        """
+    def _write(self, local_path: str, key: str) -> None:
         path = self._path(key)
-        with contextlib.suppress(ObjectNotFoundError), self._boundary("deleting", key):
-            self._request("DELETE", "files", path)
+        self._make_folder(path.rsplit("/", 1)[0])
+        with open(local_path, "rb") as body:
+            size = os.fstat(body.fileno()).st_size
+            headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size)}
+            query = {"overwrite": "true"}
+            self._request("PUT", "files", path, query=query, headers=headers, body=body)
 
-    # --- reading --------------------------------------------------------------------------------
+    def _remove(self, key: str) -> None:
+        self._request("DELETE", "files", self._path(key))
 
-    def get_bytes(self, key: str) -> bytes:
-        """The whole file under ``key``.
-
-        Raises:
-            ObjectNotFoundError: No file under ``key``.
-            CredentialsError: No host or token, or the workspace refused the token.
-            StorageError: Any other failure of the request.
-        """
-        path = self._path(key)
-        with self._boundary("reading", key):
-            return self._request("GET", "files", path)[1]
-
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``start .. end - 1`` of the file under ``key`` (one ranged GET).
-
-        Raises:
-            ConfigurationError: The range is negative or reversed.
-            ObjectNotFoundError: No file under ``key``.
-            StorageError: The range runs past the end of the file, or the request failed.
-        """
-        path = self._path(key)
-        check_range(start, end, self.url(key))
-        if start == end:
-            size = self.info(key).size
-            if end > size:
-                raise self._past_the_end(key, start, end, size)
-            return b""
-        with self._boundary("reading", key):
-            headers = {"Range": f"bytes={start}-{end - 1}"}
-            try:
-                status, data = self._request("GET", "files", path, headers=headers)
-            except urllib.error.HTTPError as exc:
-                if exc.code != 416:
-                    raise
-                exc.close()
-                raise self._past_the_end(key, start, end, self.info(key).size) from None
-        if status == 200:  # the server ignored the range and sent the whole file
-            if end > len(data):
+    def _read(self, key: str, start: int, end: int | None) -> bytes:
+        ranged = bool(start) or end is not None
+        headers = {"Range": f"bytes={start}-{'' if end is None else end - 1}"} if ranged else {}
+        status, data = self._request("GET", "files", self._path(key), headers=headers)
+        if ranged and status == 200:  # the server ignored the range and sent the whole file
+            if end is not None and end > len(data):
                 raise self._past_the_end(key, start, end, len(data))
             return data[start:end]
-        if len(data) != end - start:
-            raise self._past_the_end(key, start, end, start + len(data))
         return data
 
-    def info(self, key: str) -> ObjectInfo:
-        """The size of the file under ``key``, and its ETag when the workspace sends one.
-
-        Raises:
-            ObjectNotFoundError: No file under ``key``.
-        """
-        path = self._path(key)
-        with self._boundary("checking", key):
-            response = self._send("HEAD", "files", path)
-            with response:
-                headers = response.headers
+    def _head(self, key: str) -> ObjectInfo:
+        with self._send("HEAD", "files", self._path(key)) as response:
+            headers = response.headers
         return info_from_headers(headers, self.url(key))
 
-    def exists(self, key: str) -> bool:
-        """Whether a file exists under ``key``."""
-        return exists_by_info(self.info, key)
+    def _list_page(
+        self, prefix: str, start_after: str | None, token: str | None
+    ) -> tuple[dict[str, ObjectInfo], str | None]:
+        """One page of one folder of the walk; the token holds the folders still to walk.
 
-    def list(self, prefix: str = "") -> list[str]:
-        """The keys of the files under the root that start with ``prefix``, sorted.
-
-        Walks the folders that can hold such keys, each listed page by page. A missing root
-        lists nothing.
+        The Files API lists no ETag: the tag is the size and modification time (a file
+        rewritten in place gets a new modification time). A missing root lists nothing.
         """
-        return sorted(self.list_info(prefix))
-
-    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
-        """:meth:`list`, with each file's size and a tag of its size and modification time.
-
-        The Files API lists no ETag; a file rewritten in place gets a new modification time.
-        """
+        state: dict[str, Any] = json.loads(token) if token else {"pending": [""], "page": None}
+        pending: list[str] = list(state["pending"])
+        folder = pending.pop()
         infos: dict[str, ObjectInfo] = {}
-        with self._boundary("listing", prefix):
-            pending = [""]  # folders relative to the root, "" or ending in "/"
-            while pending:
-                folder = pending.pop()
-                for name, entry in self._folder_entries(folder):
-                    relative = folder + name
-                    if entry.get("is_directory"):
-                        relative += "/"
-                        if relative.startswith(prefix) or prefix.startswith(relative):
-                            pending.append(relative)
-                    elif relative.startswith(prefix):
-                        size = int(entry.get("file_size") or 0)
-                        modified = entry.get("last_modified")
-                        tag = None if modified is None else f"{size:x}-{modified}"
-                        infos[relative] = ObjectInfo(size=size, etag=tag)
-        return infos
+        entries, page_token = self._folder_page(folder, state["page"])
+        for name, entry in entries:
+            relative = folder + name
+            if entry.get("is_directory"):
+                relative += "/"
+                if relative.startswith(prefix) or prefix.startswith(relative):
+                    pending.append(relative)
+            elif relative.startswith(prefix) and (start_after is None or relative > start_after):
+                size = int(entry.get("file_size") or 0)
+                modified = entry.get("last_modified")
+                tag = None if modified is None else f"{size:x}-{modified}"
+                infos[relative] = ObjectInfo(size=size, etag=tag)
+        if page_token:
+            pending.append(folder)  # this folder's next page comes first
+        if not pending:
+            return infos, None
+        return infos, json.dumps({"pending": pending, "page": page_token})
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        if isinstance(exc, urllib.error.HTTPError):
+            try:
+                payload = json.loads(exc.read() or b"{}")
+            except (ValueError, OSError):
+                payload = {}
+            finally:
+                exc.close()
+            code = payload.get("error_code") if isinstance(payload, dict) else None
+            message = payload.get("message") if isinstance(payload, dict) else None
+            detail = f"HTTP {exc.code} {code or exc.reason}: {message or ''}".rstrip(": ")
+            kinds = {401: Kind.CREDENTIALS, 403: Kind.CREDENTIALS, 404: Kind.NOT_FOUND}
+            kinds[416] = Kind.PAST_END
+            return Failure(kinds.get(exc.code, Kind.OTHER), detail)
+        if isinstance(exc, (OSError, ValueError)):  # URLError, refused connections, timeouts
+            return Failure(Kind.OTHER, f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}")
+        return None
+
+    def _endpoint(self) -> str:
+        host = self._host_argument if self._host_argument is not None else config.databricks_host()
+        return self._scrub(host or "(no host)")
+
+    def _secrets(self) -> Sequence[str]:
+        """The token, should a server or a URL ever echo it."""
+        return [token for token in (self._token_argument, config.databricks_token()) if token]
 
     # --- internals ------------------------------------------------------------------------------
 
-    def _folder_entries(self, folder: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``(name, entry)`` of each entry of ``folder`` (nothing if it does not exist)."""
+    def _folder_page(
+        self, folder: str, token: str | None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        """``(name, entry)`` of the entries of one page of ``folder``, and the next page's token.
+
+        A missing folder has no entries.
+        """
         path = self.root + ("/" + folder.rstrip("/") if folder else "")
-        token: str | None = None
-        while True:
-            query = {} if token is None else {"page_token": token}
-            try:
-                page = json.loads(
-                    self._request("GET", "directories", path, query=query)[1] or b"{}"
-                )
-            except urllib.error.HTTPError as exc:
-                if exc.code != 404:
-                    raise
-                exc.close()
-                return
-            for entry in page.get("contents") or ():
-                name = entry.get("name") or str(entry["path"]).rstrip("/").rsplit("/", 1)[-1]
-                yield name, entry
-            token = page.get("next_page_token")
-            if not token:
-                return
+        query = {} if token is None else {"page_token": token}
+        try:
+            page = json.loads(self._request("GET", "directories", path, query=query)[1] or b"{}")
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise
+            exc.close()
+            return [], None
+        entries = []
+        for entry in page.get("contents") or ():
+            name = entry.get("name") or str(entry["path"]).rstrip("/").rsplit("/", 1)[-1]
+            entries.append((name, entry))
+        return entries, page.get("next_page_token") or None
 
     def _make_folder(self, path: str) -> None:
         """Create ``path`` and its parents once per store (the call is idempotent)."""
@@ -320,14 +294,8 @@ class DatabricksVolumeStore:
             self._made_folders.add(path)
 
     def _path(self, key: str) -> str:
-        check_key(key, "dbfs:" + self.root)
+        self._key(key)
         return self.root + "/" + key if key else self.root
-
-    def _past_the_end(self, key: str, start: int, end: int, size: int) -> StorageError:
-        return StorageError(
-            f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the file "
-            f"({size} bytes)"
-        )
 
     def _check_host(self, host: str) -> str:
         parts = urlsplit(host)
@@ -380,51 +348,3 @@ class DatabricksVolumeStore:
         """:meth:`_send`, returning the status and the whole body."""
         with self._send(method, api, path, **kwargs) as response:
             return response.status, response.read()
-
-    @contextlib.contextmanager
-    def _boundary(self, action: str, key: str) -> Iterator[None]:
-        """Turn urllib's errors into shardstream's, naming the URL and never the token."""
-        try:
-            yield
-        except ShardstreamError:
-            raise
-        except urllib.error.HTTPError as exc:
-            raise self._translate_http(exc, action, key) from None
-        except (OSError, ValueError) as exc:  # URLError, refused connections, timeouts
-            reason = getattr(exc, "reason", exc)
-            detail = self._scrub(f"{type(exc).__name__}: {reason}")
-            raise StorageError(
-                f"{action} {self.url(key)} failed at {self._host_for_messages()}: {detail}"
-            ) from None
-
-    def _translate_http(self, exc: urllib.error.HTTPError, action: str, key: str) -> StorageError:
-        where = f"{action} {self.url(key)}"
-        try:
-            payload = json.loads(exc.read() or b"{}")
-        except (ValueError, OSError):
-            payload = {}
-        finally:
-            exc.close()
-        code = payload.get("error_code") if isinstance(payload, dict) else None
-        message = payload.get("message") if isinstance(payload, dict) else None
-        detail = self._scrub(f"HTTP {exc.code} {code or exc.reason}: {message or ''}".rstrip(": "))
-        if exc.code in (401, 403):
-            return CredentialsError(
-                f"{where} failed: the workspace {self._host_for_messages()} refused the token "
-                f"({detail}). {_CREDENTIALS_HELP}."
-            )
-        if exc.code == 404:
-            return ObjectNotFoundError(f"{where} failed: no such file or volume ({detail})")
-        return StorageError(f"{where} failed at {self._host_for_messages()}: {detail}")
-
-    def _host_for_messages(self) -> str:
-        host = self._host_argument if self._host_argument is not None else config.databricks_host()
-        return self._scrub(host or "(no host)")
-
-    def _scrub(self, text: str) -> str:
-        """``text`` without the token, should a server or a URL ever echo it."""
-        tokens = {self._token_argument, config.databricks_token()}
-        for token in tokens:
-            if token:
-                text = text.replace(token, "***")
-        return text

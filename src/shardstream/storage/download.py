@@ -43,6 +43,7 @@ from shardstream.storage.download_options import DownloadOptions
 from shardstream.storage.filesystems import is_local_disk
 from shardstream.storage.local import LocalStore, pwrite_all, temporary_sibling
 from shardstream.storage.retry import backoff_delays, is_transient
+from shardstream.storage.store_base import BaseStore
 
 __all__ = [
     "DownloadOptions",
@@ -116,9 +117,17 @@ def fetch_info(store: ObjectStore, key: str, options: DownloadOptions = _DEFAULT
 
 
 def fetch_listing(
-    store: ObjectStore, prefix: str = "", options: DownloadOptions = _DEFAULT
+    store: ObjectStore,
+    prefix: str = "",
+    options: DownloadOptions = _DEFAULT,
+    *,
+    split_at: Sequence[str] = (),
 ) -> dict[str, ObjectInfo]:
     """``store.list_info(prefix)``, as one request: the deadline and retries of ``options``.
+
+    ``split_at``: keys (a cached index's shard names) at which a store built on
+    :class:`~shardstream.storage.store_base.BaseStore` lists key ranges in parallel (see its
+    ``list_info``); the listing is the same, and other stores list serially.
 
     A listing is bounded as a whole, as :func:`timed_request` bounds any request: each attempt,
     every page of it, must end within ``options.timeout``, and a late or failed attempt is
@@ -131,7 +140,13 @@ def fetch_listing(
         DownloadTimeoutError: The last attempt ran past ``options.timeout``.
         StorageError: The last attempt failed otherwise.
     """
-    return timed_request(lambda: store.list_info(prefix), options, f"listing {store.url(prefix)}")
+
+    def listing() -> dict[str, ObjectInfo]:
+        if split_at and isinstance(store, BaseStore):
+            return store.list_info(prefix, split_at=split_at)
+        return store.list_info(prefix)
+
+    return timed_request(listing, options, f"listing {store.url(prefix)}")
 
 
 def timed_request(call: Callable[[], T], options: DownloadOptions, action: str) -> T:

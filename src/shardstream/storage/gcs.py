@@ -29,23 +29,20 @@ import re
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
-from urllib.parse import urlsplit
 
 from shardstream import config
 from shardstream._optional import require
-from shardstream.errors import (
-    ConfigurationError,
-    CredentialsError,
-    ObjectNotFoundError,
-    StorageError,
-)
+from shardstream.errors import ConfigurationError
 from shardstream.storage._fsspec_store import FsspecStore
-from shardstream.storage.keys import url_for_message
+from shardstream.storage.base import ObjectInfo
+from shardstream.storage.keys import split_store_url
+from shardstream.storage.store_base import Failure, Kind
 
 __all__ = ["GCSStore", "parse_gcs_url"]
 
 _PURPOSE = "Reading and writing gs:// URLs"
 _SCHEMES = ("gs", "gcs")
+_PAGE_KEYS = 1000  # the JSON API's largest listing page
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 # token= values that name a way of finding credentials rather than holding one.
 _METHODS = frozenset({"anon", "google_default", "cache", "cloud", "browser"})
@@ -61,30 +58,20 @@ _CREDENTIALS_HELP = (
 
 
 def parse_gcs_url(url: str) -> tuple[str, str, str]:
-    """Split ``gs://bucket/prefix`` (or ``gcs://``) into scheme, bucket and prefix.
+    """``(scheme, bucket, prefix)`` of ``gs://bucket/prefix`` or ``gcs://bucket/prefix``.
 
-    Args:
-        url: The URL; the prefix may be empty and loses surrounding slashes.
+    The prefix may be empty and loses surrounding slashes.
 
     Raises:
         ConfigurationError: The URL is not of that form, or the bucket name is not valid.
     """
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in _SCHEMES or not parts.netloc:
-        raise ConfigurationError(
-            f"{url_for_message(url)!r} is not a GCS URL: write gs://bucket[/prefix]"
-        )
-    if parts.query or parts.fragment:
-        raise ConfigurationError(
-            f"{url_for_message(url)!r}: a gs:// URL takes no query or fragment; drop it"
-        )
+    parts = split_store_url(url, _SCHEMES, "a GCS URL", "gs://bucket[/prefix]")
     if not _BUCKET.match(parts.netloc):
         raise ConfigurationError(
             f"{url!r}: {parts.netloc!r} is not a GCS bucket name (3 to 222 characters: lowercase "
             "letters, digits, '-', '_' and '.', starting and ending with a letter or digit)"
         )
-    return scheme, parts.netloc, parts.path.strip("/")
+    return parts.scheme.lower(), parts.netloc, parts.path.strip("/")
 
 
 def _import_gcsfs(module: str = "gcsfs") -> ModuleType:
@@ -141,6 +128,10 @@ class GCSStore(FsspecStore):
             timeout is not positive.
     """
 
+    _lists_from_key = True  # the JSON API's startOffset
+    _default_endpoint = "Google Cloud Storage (no STORAGE_EMULATOR_HOST)"
+    _credentials_text = _CREDENTIALS_HELP
+
     def __init__(
         self,
         url: str,
@@ -176,7 +167,7 @@ class GCSStore(FsspecStore):
             return self._token
         return "token"
 
-    # --- FsspecStore ----------------------------------------------------------------------------
+    # --- the primitives' hooks -----------------------------------------------------------------
 
     def _create_filesystem(self) -> Any:
         gcsfs = _import_gcsfs()
@@ -202,25 +193,20 @@ class GCSStore(FsspecStore):
         filesystem.credentials.maybe_refresh()
         return filesystem
 
-    def _translate(self, exc: Exception, where: str) -> StorageError:
+    def _classify(self, exc: Exception) -> Failure | None:
         auth = require("google.auth.exceptions", extra="gcs", purpose=_PURPOSE)
         retry = _import_gcsfs("gcsfs.retry")
-        endpoint = self.endpoint_url or "Google Cloud Storage (no STORAGE_EMULATOR_HOST)"
         detail = f"{type(exc).__name__}: {exc}".strip()
         if exc.__cause__ is not None:  # gcsfs wraps a refused token refresh in an HttpError
             detail += f" (from {type(exc.__cause__).__name__}: {exc.__cause__})"
-        detail = self._scrub(detail)
         code = _status(exc)
         refused = (auth.GoogleAuthError, retry.NonRetryableError, PermissionError)
         forbidden = type(exc) is OSError and str(exc).startswith("Forbidden")
         if isinstance(exc, refused) or code in (401, 403) or forbidden:
-            return CredentialsError(
-                f"{where} failed (endpoint {endpoint}): the credentials were refused, or none "
-                f"were found ({detail}). {_CREDENTIALS_HELP}."
-            )
+            return Failure(Kind.CREDENTIALS, detail)
         if isinstance(exc, FileNotFoundError) or code == 404:
-            return ObjectNotFoundError(f"{where} failed: no such object or bucket ({detail})")
-        return StorageError(f"{where} failed at {endpoint}: {detail}")
+            return Failure(Kind.NOT_FOUND, detail)
+        return Failure(Kind.OTHER, detail)
 
     def _secrets(self) -> Sequence[str]:
         found: list[str] = []
@@ -235,6 +221,28 @@ class GCSStore(FsspecStore):
             if isinstance(access, str):
                 found.append(access)
         return found
+
+    def _list_page(
+        self, prefix: str, start_after: str | None, token: str | None
+    ) -> tuple[dict[str, ObjectInfo], str | None]:
+        """One page of the JSON API's object listing, from ``startOffset`` on.
+
+        GCS lists in key order, so key ranges can be listed in parallel.
+        """
+        root = self._path("").partition("/")[2]
+        root = f"{root}/" if root else ""
+        query: dict[str, Any] = {"prefix": root + prefix, "maxResults": _PAGE_KEYS}
+        if token is not None:
+            query["pageToken"] = token
+        elif start_after is not None:
+            query["startOffset"] = root + start_after  # inclusive: the key itself is dropped
+        page = self._filesystem().call("GET", "b/{}/o", self.bucket, json_out=True, **query)
+        infos: dict[str, ObjectInfo] = {}
+        for item in page.get("items") or ():
+            key = str(item["name"])[len(root) :]
+            if key and not key.endswith("/") and key != start_after:  # no "folder" markers
+                infos[key] = ObjectInfo(size=int(item["size"]), etag=self._etag(item))
+        return infos, page.get("nextPageToken") or None
 
     def _etag(self, details: dict[str, Any]) -> str | None:
         generation = details.get("generation")

@@ -12,19 +12,14 @@ import contextlib
 import http.client
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from urllib.parse import quote, urlsplit
 
-from shardstream.errors import (
-    ConfigurationError,
-    CredentialsError,
-    ObjectNotFoundError,
-    StorageError,
-    UnsupportedURLError,
-)
-from shardstream.storage.answers import exists_by_info, info_from_headers
+from shardstream.errors import ConfigurationError, StorageError, UnsupportedURLError
+from shardstream.storage.answers import info_from_headers
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.keys import check_key, check_range, url_for_message
+from shardstream.storage.keys import url_for_message
+from shardstream.storage.store_base import BaseStore, Failure, Kind
 
 __all__ = ["HTTPStore"]
 
@@ -33,7 +28,7 @@ _REFUSED = frozenset({401, 403})
 _RANGE_NOT_SATISFIABLE = 416
 
 
-class HTTPStore:
+class HTTPStore(BaseStore):
     """A dataset root on a web server, read with GET, ranged GET and HEAD.
 
     The constructor only checks its arguments; nothing is requested until a method is called.
@@ -48,6 +43,8 @@ class HTTPStore:
         ConfigurationError: The URL is not a plain ``http(s)://`` URL, or the timeout is not
             positive.
     """
+
+    _credentials_text = "Pass the credentials it expects as HTTPStore(headers=...)"
 
     def __init__(
         self, url: str, *, headers: Mapping[str, str] | None = None, timeout: float = 60.0
@@ -73,6 +70,7 @@ class HTTPStore:
         self.timeout = timeout
         self._headers = dict(headers or {})
         self._opener = urllib.request.build_opener()
+        super().__init__()
 
     def __repr__(self) -> str:
         return f"HTTPStore({self.base!r})"
@@ -92,58 +90,33 @@ class HTTPStore:
             f"shardstream. Write to a local folder or an object store and serve that."
         )
 
-    def get_bytes(self, key: str) -> bytes:
-        """The whole object under ``key``, in one GET.
+    # --- the primitives -------------------------------------------------------------------------
 
-        Raises:
-            ObjectNotFoundError: The server answered 404 or 410.
-            CredentialsError: The server answered 401 or 403.
-            StorageError: Any other failure, including a body shorter than announced.
-        """
-        body, _ = self._get(key, {})
+    def _read(self, key: str, start: int, end: int | None) -> bytes:
+        """One GET (ranged unless the whole object is asked for); a short body is an error."""
+        url = self.url(key)
+        ranged = bool(start) or end is not None
+        headers = {"Range": f"bytes={start}-{'' if end is None else end - 1}"} if ranged else {}
+        with self._open(url, "GET", headers) as response:
+            body = response.read()
+            status = int(response.status)
+            length = response.headers.get("Content-Length")
+        if length is not None and length.strip().isdigit() and int(length) != len(body):
+            raise StorageError(f"reading {url}: got {len(body)} of {int(length)} bytes")
+        if ranged and status == http.HTTPStatus.OK:  # the server ignored the Range header
+            return body[start:end]
         return body
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``start .. end - 1`` of the object under ``key``, in one ranged GET.
-
-        Raises:
-            ConfigurationError: The range is negative or reversed.
-            ObjectNotFoundError: The server answered 404 or 410.
-            CredentialsError: The server answered 401 or 403.
-            StorageError: The range runs past the end of the object, or the request failed.
-        """
-        check_key(key, self.base)
-        check_range(start, end, self.url(key))
-        if start == end:
-            return b""
-        body, status = self._get(key, {"Range": f"bytes={start}-{end - 1}"})
-        if status == http.HTTPStatus.OK:  # the server ignored the Range header
-            body = body[start:end]
-        if len(body) != end - start:
-            raise StorageError(
-                f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
-                f"object (the server sent {len(body)} bytes)"
-            )
-        return body
-
-    def info(self, key: str) -> ObjectInfo:
-        """Size (``Content-Length``) and ``ETag`` from one HEAD request.
-
-        Raises:
-            ObjectNotFoundError: The server answered 404 or 410.
-            CredentialsError: The server answered 401 or 403.
-            StorageError: Any other failure, or no ``Content-Length`` in the answer.
-        """
-        url = self.url(check_key(key, self.base))
-        with self._boundary("checking", url), self._open(url, "HEAD", {}) as response:
+    def _head(self, key: str) -> ObjectInfo:
+        """Size (``Content-Length``) and ``ETag`` from one HEAD request."""
+        url = self.url(key)
+        with self._open(url, "HEAD", {}) as response:
             headers = response.headers
         return info_from_headers(headers, url)
 
-    def exists(self, key: str) -> bool:
-        """Whether a HEAD request for ``key`` succeeds."""
-        return exists_by_info(self.info, key)
-
-    def list(self, prefix: str = "") -> list[str]:
+    def _list_page(
+        self, prefix: str, start_after: str | None, token: str | None
+    ) -> tuple[dict[str, ObjectInfo], str | None]:
         """Always raises: HTTP has no way to list a folder.
 
         Raises:
@@ -154,25 +127,25 @@ class HTTPStore:
             f"name (a dataset's index.json names its shards)."
         )
 
-    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
-        """Always raises, as :meth:`list` does.
-
-        Raises:
-            UnsupportedURLError: Always.
-        """
-        return {key: self.info(key) for key in self.list(prefix)}
+    def _classify(self, exc: Exception) -> Failure | None:
+        if isinstance(exc, urllib.error.HTTPError):
+            with contextlib.suppress(Exception):
+                exc.close()
+            detail = f"the server answered {exc.code} {exc.reason}"
+            if exc.code in _NOT_FOUND:
+                return Failure(Kind.NOT_FOUND, detail)
+            if exc.code in _REFUSED:
+                return Failure(Kind.CREDENTIALS, detail)
+            if exc.code == _RANGE_NOT_SATISFIABLE:
+                return Failure(Kind.PAST_END, detail)
+            return Failure(Kind.OTHER, detail)
+        if isinstance(exc, urllib.error.URLError):
+            return Failure(Kind.OTHER, str(exc.reason))
+        if isinstance(exc, (OSError, http.client.HTTPException)):
+            return Failure(Kind.OTHER, f"{type(exc).__name__}: {exc}")
+        return None
 
     # --- internals ------------------------------------------------------------------------------
-
-    def _get(self, key: str, headers: dict[str, str]) -> tuple[bytes, int]:
-        url = self.url(check_key(key, self.base))
-        with self._boundary("reading", url), self._open(url, "GET", headers) as response:
-            body = response.read()
-            status = int(response.status)
-            length = response.headers.get("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) != len(body):
-            raise StorageError(f"reading {url}: got {len(body)} of {int(length)} bytes")
-        return body, status
 
     def _open(self, url: str, method: str, headers: dict[str, str]) -> http.client.HTTPResponse:
         request = urllib.request.Request(  # noqa: S310 - the scheme was checked to be http(s)
@@ -180,28 +153,3 @@ class HTTPStore:
         )
         response: http.client.HTTPResponse = self._opener.open(request, timeout=self.timeout)
         return response
-
-    @contextlib.contextmanager
-    def _boundary(self, action: str, url: str) -> Iterator[None]:
-        """Turn urllib's and http.client's errors into shardstream's, naming the URL."""
-        try:
-            yield
-        except StorageError:
-            raise
-        except urllib.error.HTTPError as exc:
-            with contextlib.suppress(Exception):
-                exc.close()
-            where = f"{action} {url} failed: the server answered {exc.code} {exc.reason}"
-            if exc.code in _NOT_FOUND:
-                raise ObjectNotFoundError(f"{where} (no such object)") from None
-            if exc.code in _REFUSED:
-                raise CredentialsError(
-                    f"{where}. Pass the credentials it expects as HTTPStore(headers=...)"
-                ) from None
-            if exc.code == _RANGE_NOT_SATISFIABLE:
-                raise StorageError(f"{where}: the byte range runs past the end") from None
-            raise StorageError(where) from None
-        except urllib.error.URLError as exc:
-            raise StorageError(f"{action} {url} failed: {exc.reason}") from exc
-        except (OSError, http.client.HTTPException) as exc:
-            raise StorageError(f"{action} {url} failed: {type(exc).__name__}: {exc}") from exc

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
+from urllib.parse import SplitResult, urlsplit
 
 from shardstream.errors import ConfigurationError
 
-__all__ = ["check_key", "check_range", "url_for_message"]
+__all__ = ["check_key", "check_range", "split_store_url", "url_for_message"]
 
 
 def check_key(key: str, root: str) -> str:
@@ -57,3 +59,29 @@ def url_for_message(url: str) -> str:
     if sep and at and ":" in userinfo:  # user:password@host; bucket@namespace stays
         base = f"{scheme}://{userinfo.partition(':')[0]}:***@{host}{slash}{path}"
     return base + ("?***" if tail else "")
+
+
+def split_store_url(
+    url: str, schemes: Collection[str], kind: str, usage: str, instead: str = ""
+) -> SplitResult:
+    """``url`` split, when its scheme is one of ``schemes`` and it names a host, with no query.
+
+    Args:
+        url: A store's URL, as the user wrote it.
+        schemes: The schemes the store takes, in lower case.
+        kind: What the URL should be, for messages (``"an S3 URL"``).
+        usage: How to write one (``"s3://bucket[/prefix]"``).
+        instead: What to do instead of a query, appended to its message (``" and pass ..."``).
+
+    Raises:
+        ConfigurationError: Another scheme, no host, or a query or fragment (which may hold a
+            secret, never shown).
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in schemes or not parts.netloc:
+        raise ConfigurationError(f"{url_for_message(url)!r} is not {kind}: write {usage}")
+    if parts.query or parts.fragment:
+        raise ConfigurationError(
+            f"{url_for_message(url)!r}: {kind} takes no query or fragment; drop it{instead}"
+        )
+    return parts

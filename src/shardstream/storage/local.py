@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 
 from shardstream.errors import DISK_FULL_ERRNOS, ObjectNotFoundError, StorageError
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.keys import check_key, check_range
+from shardstream.storage.store_base import Failure, Kind, WritableStore
 
 __all__ = ["LocalStore", "atomic_write", "is_temporary", "pwrite_all", "temporary_sibling"]
 
@@ -84,7 +84,7 @@ if hasattr(os, "sysconf"):
     _IOV_MAX = max(16, min(_IOV_MAX, os.sysconf("SC_IOV_MAX")))  # ... so ask when we can
 
 
-class LocalStore:
+class LocalStore(WritableStore):
     """A local folder used as a dataset root (``file://`` URLs and plain paths).
 
     Writes are atomic (a temporary sibling renamed into place); files that are still being
@@ -94,8 +94,14 @@ class LocalStore:
         root: The dataset folder. It need not exist until something is written.
     """
 
+    _noun = "file"
+    # A listing is one walk, filtered: it can start after a key (for the same result either
+    # way), and is never split, as every range would walk the whole folder again.
+    _lists_from_key = False
+
     def __init__(self, root: str) -> None:
         self.root = root
+        super().__init__()
 
     def __repr__(self) -> str:
         return f"LocalStore({self.root!r})"
@@ -104,77 +110,9 @@ class LocalStore:
         """The path of ``key`` in this folder."""
         return os.path.join(self.root, key)
 
-    def put_file(self, local_path: str, key: str) -> None:
-        """Copy ``local_path`` to ``<root>/<key>`` atomically.
-
-        Raises:
-            OSError: The copy failed (the source is missing, the disk is full, ...).
-        """
-        target = self._path(key)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        temporary = temporary_sibling(target)
-        try:
-            shutil.copyfile(local_path, temporary)
-            os.replace(temporary, target)
-        except BaseException:
-            _remove_quietly(temporary)
-            raise
-
-    def delete(self, key: str) -> None:
-        """Remove the file under ``key`` (a missing file is already gone).
-
-        Raises:
-            StorageError: The file could not be removed.
-        """
-        path = self._path(key)
-        with self._boundary("deleting", key):
-            _remove_quietly(path)
-
-    def get_bytes(self, key: str) -> bytes:
-        """The whole file under ``key``.
-
-        Raises:
-            ObjectNotFoundError: No file under ``key``.
-            StorageError: The file could not be read.
-        """
-        with self._boundary("reading", key), open(self._path(key), "rb") as handle:
-            return handle.read()
-
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``start .. end - 1`` of the file under ``key``.
-
-        Raises:
-            ConfigurationError: The range is negative or reversed.
-            ObjectNotFoundError: No file under ``key``.
-            StorageError: The range runs past the end of the file, or it could not be read.
-        """
-        path = self._path(key)
-        check_range(start, end, self.url(key))
-        if start == end:
-            return b""
-        with self._boundary("reading", key):
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-            try:
-                size = os.fstat(fd).st_size
-                if end > size:
-                    raise StorageError(
-                        f"reading {self.url(key)}: byte range [{start}, {end}) runs past the "
-                        f"end of the file ({size} bytes)"
-                    )
-                parts = []
-                offset = start
-                while offset < end:
-                    chunk = os.pread(fd, end - offset, offset)
-                    if not chunk:  # the file shrank under us
-                        raise StorageError(
-                            f"reading {self.url(key)}: the file shrank to {offset} bytes while "
-                            "it was read; something rewrote it: start again"
-                        )
-                    parts.append(chunk)
-                    offset += len(chunk)
-            finally:
-                os.close(fd)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+    def exists(self, key: str) -> bool:
+        """Whether a file (not a folder) exists under ``key``."""
+        return os.path.isfile(self._path(key))
 
     def copy_into(self, key: str, fd: int) -> int:
         """Copy the file under ``key`` into the open file ``fd`` (from its start), in the kernel.
@@ -201,33 +139,12 @@ class LocalStore:
                 while done < size:
                     chunk = os.pread(source, min(_COPY_CHUNK, size - done), done)
                     if not chunk:
-                        raise StorageError(
-                            f"reading {self.url(key)}: the file shrank to {done} bytes while "
-                            "it was copied; something rewrote it: start again"
-                        )
+                        raise self._shrank(key, done)
                     pwrite_all(fd, chunk, done)
                     done += len(chunk)
             finally:
                 os.close(source)
         return size
-
-    def info(self, key: str) -> ObjectInfo:
-        """The file's size, and an etag made of its inode, size and modification time.
-
-        Raises:
-            ObjectNotFoundError: No file under ``key``.
-        """
-        with self._boundary("checking", key):
-            status = os.stat(self._path(key))
-        if not stat.S_ISREG(status.st_mode):
-            raise ObjectNotFoundError(
-                f"checking {self.url(key)} failed: it is not a file (a folder?); name a file"
-            )
-        return _file_info(status)
-
-    def exists(self, key: str) -> bool:
-        """Whether a file (not a folder) exists under ``key``."""
-        return os.path.isfile(self._path(key))
 
     def list_temporaries(self) -> list[str]:
         """The keys of the temporary siblings under the root (copies under way, or killed).
@@ -237,23 +154,83 @@ class LocalStore:
         """
         return sorted(key for key, _ in self._walk(temporaries=True))
 
-    def list(self, prefix: str = "") -> list[str]:
-        """The keys of the files under the root that start with ``prefix``, sorted.
+    # --- the primitives -------------------------------------------------------------------------
 
-        Files being written (temporary siblings) are left out; a missing root lists nothing.
-        """
-        return sorted(key for key, _ in self._walk() if key.startswith(prefix))
+    def _write(self, local_path: str, key: str) -> None:
+        """Copy ``local_path`` to ``<root>/<key>`` through a temporary sibling, renamed."""
+        target = self._path(key)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        temporary = temporary_sibling(target)
+        try:
+            shutil.copyfile(local_path, temporary)
+            os.replace(temporary, target)
+        except BaseException:
+            _remove_quietly(temporary)
+            raise
 
-    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
-        """:meth:`list`, with each file's size and an etag of its inode, size and mtime."""
+    def _remove(self, key: str) -> None:
+        _remove_quietly(self._path(key))
+
+    def _read(self, key: str, start: int, end: int | None) -> bytes:
+        fd = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            size = os.fstat(fd).st_size
+            stop = size if end is None else end
+            if stop > size:
+                raise self._past_the_end(key, start, stop, size)
+            parts = []
+            offset = start
+            while offset < stop:
+                chunk = os.pread(fd, stop - offset, offset)
+                if not chunk:  # the file shrank under us
+                    raise self._shrank(key, offset)
+                parts.append(chunk)
+                offset += len(chunk)
+        finally:
+            os.close(fd)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def _head(self, key: str) -> ObjectInfo:
+        """The file's size, and an etag made of its inode, size and modification time."""
+        status = os.stat(self._path(key))
+        if not stat.S_ISREG(status.st_mode):
+            raise ObjectNotFoundError(
+                f"checking {self.url(key)} failed: it is not a file (a folder?); name a file"
+            )
+        return _file_info(status)
+
+    def _list_page(
+        self, prefix: str, start_after: str | None, token: str | None
+    ) -> tuple[dict[str, ObjectInfo], str | None]:
+        """The whole walk as one page; files being written (temporary siblings) left out."""
         found: dict[str, ObjectInfo] = {}
         for key, entry in self._walk():
-            if key.startswith(prefix):
+            if key.startswith(prefix) and (start_after is None or key > start_after):
                 with contextlib.suppress(FileNotFoundError):  # removed since it was listed
                     status = entry.stat()
                     if stat.S_ISREG(status.st_mode):
                         found[key] = _file_info(status)
-        return found
+        return found, None
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
+            return Failure(Kind.NOT_FOUND, str(exc.strerror))
+        if isinstance(exc, OSError):
+            if exc.errno in DISK_FULL_ERRNOS:  # a copy's destination (copy_into), not the store
+                return None
+            return Failure(Kind.OTHER, str(exc))
+        return None
+
+    def _not_found_hint(self) -> str:
+        return f"; check the key, and that the folder {self.root} is the complete dataset"
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _shrank(self, key: str, size: int) -> StorageError:
+        return StorageError(
+            f"reading {self.url(key)}: the file shrank to {size} bytes while it was read; "
+            "something rewrote it: start again"
+        )
 
     def _walk(self, *, temporaries: bool = False) -> Iterator[tuple[str, os.DirEntry[str]]]:
         """Each file's key and entry, as ``os.walk`` finds them (links to folders not followed).
@@ -276,24 +253,7 @@ class LocalStore:
                     yield base + entry.name, entry
 
     def _path(self, key: str) -> str:
-        return os.path.join(self.root, check_key(key, self.root))
-
-    @contextlib.contextmanager
-    def _boundary(self, action: str, key: str) -> Iterator[None]:
-        """Turn the operating system's errors into shardstream's, naming the path."""
-        try:
-            yield
-        except StorageError:
-            raise
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
-            raise ObjectNotFoundError(
-                f"{action} {self.url(key)} failed: no such file ({exc.strerror}); check the "
-                f"key, and that the folder {self.root} is the complete dataset"
-            ) from exc
-        except OSError as exc:
-            if exc.errno in DISK_FULL_ERRNOS:  # a copy's destination (copy_into), not the store
-                raise
-            raise StorageError(f"{action} {self.url(key)} failed: {exc}") from exc
+        return os.path.join(self.root, self._key(key))
 
 
 _COPY_CHUNK = 8 << 20

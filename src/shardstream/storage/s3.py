@@ -16,27 +16,18 @@ one place (uploads in the writer, downloads in :mod:`shardstream.storage.downloa
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import re
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import unquote_plus
 from xml.etree import ElementTree
 
 from shardstream import config
 from shardstream._optional import require
-from shardstream.errors import (
-    ConfigurationError,
-    CredentialsError,
-    ObjectNotFoundError,
-    ShardstreamError,
-    StorageError,
-)
-from shardstream.storage.answers import exists_by_info
+from shardstream.errors import ConfigurationError, StorageError
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.keys import check_key, check_range, url_for_message
+from shardstream.storage.keys import split_store_url
+from shardstream.storage.store_base import Failure, Kind, WritableStore
 
 __all__ = ["S3Store"]
 
@@ -45,7 +36,6 @@ _POOL = 32  # pooled connections of the reading client: parallel ranges of a few
 _RAW_LISTING = "shardstream-raw-listing"  # where a listing page's own XML travels
 _CONTENTS = re.compile(rb"<Contents>.*?</Contents>", re.DOTALL)  # keys are escaped: no "<"
 _PAGE_KEYS = 1000  # S3's largest listing page
-_MAX_PAGES = 1_000_000  # a billion keys: a bound on a listing's loop, never reached
 
 # S3 error codes that mean "who you are" rather than "what you asked for".
 _AUTH_CODES = frozenset(
@@ -61,6 +51,8 @@ _AUTH_CODES = frozenset(
     }
 )
 
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "404", "NotFound"})
+
 _CREDENTIALS_HELP = (
     "S3 credentials come from the standard AWS chain: the AWS_ACCESS_KEY_ID and "
     "AWS_SECRET_ACCESS_KEY variables, AWS_PROFILE or ~/.aws/credentials, or an instance role; "
@@ -68,7 +60,7 @@ _CREDENTIALS_HELP = (
 )
 
 
-class S3Store:
+class S3Store(WritableStore):
     """A bucket and prefix on S3 or an S3-compatible server, used as a dataset root.
 
     The constructor only checks its arguments; the connection is made on first use.
@@ -99,6 +91,13 @@ class S3Store:
             positive.
     """
 
+    _lists_from_key = True  # ListObjectsV2's StartAfter
+    _clients = ("_fs", "_client")
+    _default_endpoint = "AWS (no S3_ENDPOINT_URL)"
+    _credentials_text = _CREDENTIALS_HELP
+    _fs: Any
+    _client: Any
+
     def __init__(
         self,
         url: str,
@@ -113,16 +112,8 @@ class S3Store:
         read_timeout: float = 60.0,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme.lower() != "s3" or not parts.netloc:
-            raise ConfigurationError(
-                f"{url_for_message(url)!r} is not an S3 URL: write s3://bucket[/prefix]"
-            )
-        if parts.query or parts.fragment:
-            raise ConfigurationError(
-                f"{url_for_message(url)!r}: an s3:// URL takes no query or fragment; drop it "
-                "and pass credentials as key=/secret= or through the AWS chain"
-            )
+        instead = " and pass credentials as key=/secret= or through the AWS chain"
+        parts = split_store_url(url, ("s3",), "an S3 URL", "s3://bucket[/prefix]", instead)
         if (key is None) != (secret is None):
             raise ConfigurationError(
                 f"S3Store({url!r}): pass both key and secret, or neither (to use the AWS chain)"
@@ -131,13 +122,9 @@ class S3Store:
             raise ConfigurationError(
                 f"S3Store({url!r}): anon=True sends requests unsigned; pass no key and secret"
             )
-        if not (connect_timeout > 0 and read_timeout > 0):
-            raise ConfigurationError(
-                f"S3Store({url!r}): connect_timeout={connect_timeout} and "
-                f"read_timeout={read_timeout} must be positive numbers of seconds"
-            )
         self.bucket = parts.netloc
         self.prefix = parts.path.strip("/")
+        self._check_timeouts(connect_timeout, read_timeout)
         self.endpoint_url = endpoint_url if endpoint_url is not None else config.s3_endpoint_url()
         self.region = region
         self.anon = (config.s3_unsigned() and key is None) if anon is None else anon
@@ -148,95 +135,17 @@ class S3Store:
         )
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
-        self._key = key
+        self._access_key = key
         self._secret = secret
         self._storage_options = dict(storage_options or {})
-        self._fs: Any = None
-        self._client: Any = None
-        self._fs_pid = os.getpid()
-        self._lock = threading.Lock()
+        super().__init__()
 
     def __repr__(self) -> str:
         return f"S3Store({self.url('')!r}, endpoint_url={self.endpoint_url!r}, anon={self.anon})"
 
-    # --- the ObjectStore protocol ---------------------------------------------------------------
-
-    def put_file(self, local_path: str, key: str) -> None:
-        """Upload the file at ``local_path`` to ``key`` (one PUT, or multipart when large).
-
-        Raises:
-            CredentialsError: The server refused the credentials, or none were found.
-            StorageError: Any other failure of the request.
-        """
-        os.stat(local_path)  # a missing local file is the caller's FileNotFoundError, not ours
-        with self._boundary("uploading to", key):
-            self._filesystem().put_file(local_path, self._path(key))
-
-    def delete(self, key: str) -> None:
-        """Delete the object under ``key`` in one DeleteObject (a missing object is not an error).
-
-        Raises:
-            CredentialsError: The server refused the credentials, or none were found.
-            StorageError: Any other failure of the request.
-        """
-        bucket, name = self._bucket_and_name(key)
-        with self._boundary("deleting", key):
-            self._reader().delete_object(Bucket=bucket, Key=name, **self._request_options())
-
     def url(self, key: str) -> str:
         """``s3://bucket/prefix/key`` (never with credentials or the endpoint's secrets)."""
         return "s3://" + "/".join(part for part in (self.bucket, self.prefix, key) if part)
-
-    # --- reading --------------------------------------------------------------------------------
-
-    def get_bytes(self, key: str) -> bytes:
-        """The whole object under ``key``, in one GET.
-
-        Raises:
-            ObjectNotFoundError: No object under ``key``.
-            CredentialsError: The server refused the credentials, or none were found.
-            StorageError: Any other failure of the request.
-        """
-        return self._get(key, {})
-
-    def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``start .. end - 1`` of the object under ``key``, in one ranged GET.
-
-        Raises:
-            ConfigurationError: The range is negative or reversed.
-            ObjectNotFoundError: No object under ``key``.
-            CredentialsError: The server refused the credentials, or none were found.
-            StorageError: The range runs past the end of the object, or the request failed.
-        """
-        self._path(key)
-        check_range(start, end, self.url(key))
-        if start == end:
-            return b""
-        data = self._get(key, {"Range": f"bytes={start}-{end - 1}"})
-        if len(data) != end - start:
-            raise StorageError(
-                f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
-                f"object (the server sent {len(data)} bytes)"
-            )
-        return data
-
-    def info(self, key: str) -> ObjectInfo:
-        """The object's size and ETag, from one HEAD request.
-
-        Raises:
-            ObjectNotFoundError: No object under ``key`` (a "folder" is not an object).
-            CredentialsError: The server refused the credentials, or none were found.
-            StorageError: Any other failure of the request.
-        """
-        bucket, name = self._bucket_and_name(key)
-        with self._boundary("checking", key):
-            head = self._reader().head_object(Bucket=bucket, Key=name, **self._request_options())
-        etag = head.get("ETag")
-        return ObjectInfo(size=int(head["ContentLength"]), etag=etag.strip('"') if etag else None)
-
-    def exists(self, key: str) -> bool:
-        """Whether an object exists under ``key`` (a prefix of other keys is not one)."""
-        return exists_by_info(self.info, key)
 
     def size(self, key: str) -> int:
         """The size in bytes of the object under ``key`` (``info(key).size``).
@@ -246,52 +155,97 @@ class S3Store:
         """
         return self.info(key).size
 
-    def list(self, prefix: str = "") -> list[str]:
-        """The keys (relative to the store's root) that start with ``prefix``, sorted."""
-        return sorted(self.list_info(prefix))
+    # --- the primitives -------------------------------------------------------------------------
 
-    def list_info(self, prefix: str = "") -> dict[str, ObjectInfo]:
-        """:meth:`list`, with each object's size and ETag: ListObjectsV2, page by page.
+    def _write(self, local_path: str, key: str) -> None:
+        """One PUT, or a multipart upload when large (S3 shows neither until it is complete)."""
+        self._filesystem().put_file(local_path, self._path(key))
 
-        Through the botocore client of reads, so a reader's start imports no s3fs.
+    def _remove(self, key: str) -> None:
+        bucket, name = self._bucket_and_name(key)
+        self._reader().delete_object(Bucket=bucket, Key=name, **self._request_options())
+
+    def _head(self, key: str) -> ObjectInfo:
+        bucket, name = self._bucket_and_name(key)
+        head = self._reader().head_object(Bucket=bucket, Key=name, **self._request_options())
+        etag = head.get("ETag")
+        return ObjectInfo(size=int(head["ContentLength"]), etag=etag.strip('"') if etag else None)
+
+    def _read(self, key: str, start: int, end: int | None) -> bytes:
+        """One GET (ranged unless the whole object is asked for), its body read whole."""
+        bucket, name = self._bucket_and_name(key)
+        options = self._request_options()
+        if start or end is not None:
+            options["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
+        response = self._reader().get_object(Bucket=bucket, Key=name, **options)
+        body = response["Body"]
+        try:
+            data: bytes = body.read()  # botocore checks the length against Content-Length
+        finally:
+            body.close()
+        return data
+
+    def _list_page(
+        self, prefix: str, start_after: str | None, token: str | None
+    ) -> tuple[dict[str, ObjectInfo], str | None]:
+        """One ListObjectsV2 page, through the botocore client of reads.
+
+        A reader's start imports no s3fs.
         """
-        root = f"{self.prefix.strip('/')}/" if self.prefix.strip("/") else ""
-        infos: dict[str, ObjectInfo] = {}
-        with self._boundary("listing", prefix):
-            client = self._reader()
-            # Keys come URL-encoded (so that any key survives XML), decoded here: the raw
-            # page bypasses botocore's own decoding (see _keep_raw_listing).
-            request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": root + prefix,
-                                       "EncodingType": "url", "MaxKeys": _PAGE_KEYS}  # fmt: skip
-            request.update(self._request_options())
-            for _ in range(_MAX_PAGES):
-                page = client.list_objects_v2(**request)
-                # A server that ignores EncodingType does not echo it (botocore reads it so).
-                encoded = page.get("EncodingType") == "url"
-                raw = page.get(_RAW_LISTING)
-                listed = (
-                    _listed_objects(raw, encoded, self.url(prefix))
-                    if raw is not None
-                    else list(_parsed_objects(page))
-                )
-                for name, size, etag in listed:
-                    key = name[len(root) :]
-                    if key and not key.endswith("/"):  # "folder" markers are no objects
-                        infos[key] = ObjectInfo(size=size, etag=etag.strip('"') if etag else None)
-                token = page.get("NextContinuationToken")
-                if not page.get("IsTruncated") or not token:
-                    return infos
-                request["ContinuationToken"] = token
-        raise StorageError(
-            f"listing {self.url(prefix)} gave more than {_MAX_PAGES} pages: stopped, as a server "
-            "that always says there is more would never let a listing end"
+        root = f"{self.prefix}/" if self.prefix else ""
+        # Keys come URL-encoded (so that any key survives XML), decoded here: the raw page
+        # bypasses botocore's own decoding (see _keep_raw_listing).
+        request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": root + prefix,
+                                   "EncodingType": "url", "MaxKeys": _PAGE_KEYS}  # fmt: skip
+        request.update(self._request_options())
+        if token is not None:
+            request["ContinuationToken"] = token
+        elif start_after is not None:
+            request["StartAfter"] = root + start_after
+        page = self._reader().list_objects_v2(**request)
+        # A server that ignores EncodingType does not echo it (botocore reads it so).
+        encoded = page.get("EncodingType") == "url"
+        raw = page.get(_RAW_LISTING)
+        listed = (
+            _listed_objects(raw, encoded, self.url(prefix))
+            if raw is not None
+            else list(_parsed_objects(page))
         )
+        infos: dict[str, ObjectInfo] = {}
+        for name, size, etag in listed:
+            key = name[len(root) :]
+            if key and not key.endswith("/"):  # "folder" markers are no objects
+                infos[key] = ObjectInfo(size=size, etag=etag.strip('"') if etag else None)
+        following = page.get("NextContinuationToken")
+        return infos, (following if page.get("IsTruncated") and following else None)
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        botocore = require("botocore.exceptions", extra="s3", purpose=_PURPOSE)
+        detail = f"{type(exc).__name__}: {exc}"
+        code = ""
+        if isinstance(exc, botocore.ClientError):
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+        refused = (PermissionError, botocore.NoCredentialsError, botocore.PartialCredentialsError)
+        if isinstance(exc, refused) or code in _AUTH_CODES:
+            return Failure(Kind.CREDENTIALS, detail)
+        if isinstance(exc, FileNotFoundError) or code in _NOT_FOUND_CODES:
+            return Failure(Kind.NOT_FOUND, detail)
+        # aiohttp's errors (a body cut short, a dropped connection) are not OSErrors, nor is
+        # asyncio's TimeoutError before Python 3.11.
+        aiohttp = require("aiohttp", extra="s3", purpose=_PURPOSE)
+        network = (OSError, asyncio.TimeoutError, aiohttp.ClientError)
+        if isinstance(exc, (*network, botocore.BotoCoreError, botocore.ClientError)):
+            return Failure(Kind.OTHER, detail)
+        return None
+
+    def _secrets(self) -> Sequence[str]:
+        return (self._secret,) if self._secret else ()
 
     # --- internals ------------------------------------------------------------------------------
 
     def _path(self, key: str) -> str:
         """``bucket/prefix/key`` as s3fs spells it."""
-        check_key(key, self.url(""))
+        self._key(key)
         return "/".join(part for part in (self.bucket, self.prefix, key) if part)
 
     def _bucket_and_name(self, key: str) -> tuple[str, str]:
@@ -301,29 +255,6 @@ class S3Store:
 
     def _request_options(self) -> dict[str, str]:
         return {"RequestPayer": "requester"} if self.requester_pays else {}
-
-    def _get(self, key: str, options: dict[str, str]) -> bytes:
-        """One GET (of a range, with ``Range`` in ``options``), its body read whole."""
-        bucket, name = self._bucket_and_name(key)
-        with self._boundary("reading", key):
-            response = self._reader().get_object(
-                Bucket=bucket, Key=name, **options, **self._request_options()
-            )
-            body = response["Body"]
-            try:
-                data: bytes = body.read()  # botocore checks the length against Content-Length
-            finally:
-                body.close()
-        return data
-
-    def _this_process(self) -> None:
-        """Forget a parent process's clients: a forked DataLoader worker makes its own.
-
-        fsspec's event loop and pooled connections do not survive a fork.
-        """
-        if self._fs_pid != os.getpid():
-            self._lock = threading.Lock()  # a lock copied mid-use by fork would never open
-            self._fs, self._client, self._fs_pid = None, None, os.getpid()
 
     def _region(self) -> str | None:
         return self.region or ("us-east-1" if self.endpoint_url is not None else None)
@@ -347,115 +278,65 @@ class S3Store:
         connections move bytes faster than s3fs's single event loop thread, and parallel byte
         ranges run truly in parallel from download threads.
         """
-        self._this_process()
-        with self._lock:
-            if self._client is None:
-                session = require("botocore.session", extra="s3", purpose=_PURPOSE)
-                botocore_config = require("botocore.config", extra="s3", purpose=_PURPOSE)
-                settings = self._config_kwargs()
-                if self.anon:
-                    settings["signature_version"] = require(
-                        "botocore", extra="s3", purpose=_PURPOSE
-                    ).UNSIGNED
-                config = botocore_config.Config(max_pool_connections=_POOL, **settings)
-                options: dict[str, Any] = {"config": config, "region_name": self._region()}
-                if self.endpoint_url is not None:
-                    options["endpoint_url"] = self.endpoint_url
-                if self._key is not None:
-                    options["aws_access_key_id"] = self._key
-                    options["aws_secret_access_key"] = self._secret
-                client = session.get_session().create_client("s3", **options)
-                client.meta.events.register(
-                    "before-parse.s3.ListObjectsV2", _keep_raw_listing, unique_id=_RAW_LISTING
-                )
-                self._client = client
-            return self._client
+        return self._lazy("_client", self._create_reader)
+
+    def _create_reader(self) -> Any:
+        session = require("botocore.session", extra="s3", purpose=_PURPOSE)
+        botocore_config = require("botocore.config", extra="s3", purpose=_PURPOSE)
+        settings = self._config_kwargs()
+        if self.anon:
+            settings["signature_version"] = require(
+                "botocore", extra="s3", purpose=_PURPOSE
+            ).UNSIGNED
+        config = botocore_config.Config(max_pool_connections=_POOL, **settings)
+        options: dict[str, Any] = {"config": config, "region_name": self._region()}
+        if self.endpoint_url is not None:
+            options["endpoint_url"] = self.endpoint_url
+        if self._access_key is not None:
+            options["aws_access_key_id"] = self._access_key
+            options["aws_secret_access_key"] = self._secret
+        client = session.get_session().create_client("s3", **options)
+        client.meta.events.register(
+            "before-parse.s3.ListObjectsV2", _keep_raw_listing, unique_id=_RAW_LISTING
+        )
+        return client
 
     def _filesystem(self) -> Any:
         """The s3fs filesystem that writes and lists, created on first use (no I/O before)."""
-        self._this_process()
-        with self._lock:
-            if self._fs is None:
-                s3fs = require("s3fs", extra="s3", purpose=_PURPOSE)
-                options: dict[str, Any] = {
-                    "skip_instance_cache": True,  # a store's credentials are its own
-                    "use_listings_cache": False,  # others may write the same bucket
-                }
-                client_kwargs: dict[str, Any] = {}
-                config_kwargs = self._config_kwargs()
-                if self.endpoint_url is not None:
-                    options["endpoint_url"] = self.endpoint_url
-                region = self._region()
-                if region is not None:
-                    client_kwargs["region_name"] = region
-                if self._key is not None:
-                    options["key"] = self._key
-                    options["secret"] = self._secret
-                if self.anon:
-                    options["anon"] = True
-                if self.requester_pays:
-                    options["requester_pays"] = True
-                if client_kwargs:
-                    options["client_kwargs"] = client_kwargs
-                options["config_kwargs"] = config_kwargs
-                session = require("aiobotocore.session", extra="s3", purpose=_PURPOSE)
-                options["session"] = session.AioSession()
-                # aiohttp awaits a "100 Continue" with no timeout: a silent server would hold a
-                # PUT forever, so uploads go without "Expect" (S3 takes both).
-                options["session"].register("before-sign.s3", _no_expect_header)
-                options.update(self._storage_options)
-                filesystem = s3fs.S3FileSystem(**options)
-                filesystem.retries = 1  # s3fs's own retry loop: one attempt (see above)
-                self._fs = filesystem
-            return self._fs
+        return self._lazy("_fs", self._create_filesystem)
 
-    @contextlib.contextmanager
-    def _boundary(self, action: str, key: str) -> Iterator[None]:
-        """Turn s3fs's and botocore's errors into shardstream's, naming the URL."""
-        try:
-            yield
-        except ShardstreamError:
-            raise
-        except Exception as exc:
-            translated = self._translate(exc, action, key)
-            if translated is None:
-                raise
-            raise translated from exc
-
-    def _translate(self, exc: Exception, action: str, key: str) -> StorageError | None:
-        botocore = require("botocore.exceptions", extra="s3", purpose=_PURPOSE)
-        where = f"{action} {self.url(key)}"
-        endpoint = self.endpoint_url or "AWS (no S3_ENDPOINT_URL)"
-        detail = self._scrub(f"{type(exc).__name__}: {exc}")
-        code = ""
-        if isinstance(exc, botocore.ClientError):
-            code = str(exc.response.get("Error", {}).get("Code", ""))
-        refused = (PermissionError, botocore.NoCredentialsError, botocore.PartialCredentialsError)
-        if isinstance(exc, refused) or code in _AUTH_CODES:
-            return CredentialsError(
-                f"{where} failed: the server at {endpoint} refused the credentials, or none were "
-                f"found ({detail}). {_CREDENTIALS_HELP}."
-            )
-        if isinstance(exc, FileNotFoundError) or code in (
-            "NoSuchKey",
-            "NoSuchBucket",
-            "404",
-            "NotFound",
-        ):
-            return ObjectNotFoundError(f"{where} failed: no such object or bucket ({detail})")
-        # aiohttp's errors (a body cut short, a dropped connection) are not OSErrors, nor is
-        # asyncio's TimeoutError before Python 3.11.
-        aiohttp = require("aiohttp", extra="s3", purpose=_PURPOSE)
-        network = (OSError, asyncio.TimeoutError, aiohttp.ClientError)
-        if isinstance(exc, (*network, botocore.BotoCoreError, botocore.ClientError)):
-            return StorageError(f"{where} failed at {endpoint}: {detail}")
-        return None
-
-    def _scrub(self, text: str) -> str:
-        """``text`` without the secret key, should a server ever echo it."""
-        if self._secret:
-            text = text.replace(self._secret, "***")
-        return text
+    def _create_filesystem(self) -> Any:
+        s3fs = require("s3fs", extra="s3", purpose=_PURPOSE)
+        options: dict[str, Any] = {
+            "skip_instance_cache": True,  # a store's credentials are its own
+            "use_listings_cache": False,  # others may write the same bucket
+        }
+        client_kwargs: dict[str, Any] = {}
+        config_kwargs = self._config_kwargs()
+        if self.endpoint_url is not None:
+            options["endpoint_url"] = self.endpoint_url
+        region = self._region()
+        if region is not None:
+            client_kwargs["region_name"] = region
+        if self._access_key is not None:
+            options["key"] = self._access_key
+            options["secret"] = self._secret
+        if self.anon:
+            options["anon"] = True
+        if self.requester_pays:
+            options["requester_pays"] = True
+        if client_kwargs:
+            options["client_kwargs"] = client_kwargs
+        options["config_kwargs"] = config_kwargs
+        session = require("aiobotocore.session", extra="s3", purpose=_PURPOSE)
+        options["session"] = session.AioSession()
+        # aiohttp awaits a "100 Continue" with no timeout: a silent server would hold a
+        # PUT forever, so uploads go without "Expect" (S3 takes both).
+        options["session"].register("before-sign.s3", _no_expect_header)
+        options.update(self._storage_options)
+        filesystem = s3fs.S3FileSystem(**options)
+        filesystem.retries = 1  # s3fs's own retry loop: one attempt (see above)
+        return filesystem
 
 
 def _keep_raw_listing(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import string
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from shardstream import MDSWriter, StreamingDataset
 from shardstream.cache import sync_index
 from shardstream.cache.provenance import SOURCE_RECORD, read_record
 from shardstream.errors import CacheConflictError, ShardFormatError
-from shardstream.storage import DownloadOptions
+from shardstream.storage import DownloadOptions, store_base
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.local import LocalStore
 
@@ -118,6 +119,38 @@ def test_one_listing_per_start_and_no_request_per_shard(tmp_path: Path):
     store.calls.clear()
     sync_index(store, str(local), options)
     assert store.calls == {"list_info": 1, "get_bytes": 1}  # the index object was rewritten
+
+
+class SplittingStore(LocalStore):
+    """A local store that lists in key ranges, as S3 does, and keeps the keys it split at."""
+
+    _lists_from_key = True
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(str(root))
+        self.splits: list[list[str]] = []
+
+    def list_info(self, prefix: str = "", *, split_at: Sequence[str] = ()) -> dict[str, ObjectInfo]:
+        self.splits.append(list(split_at))
+        return super().list_info(prefix, split_at=split_at)
+
+
+def test_a_start_lists_in_ranges_split_at_the_names_it_knows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 2)
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old", samples=200)
+    names = sorted(p.name for p in remote.iterdir())
+    store = SplittingStore(remote)
+    assert sync_index(store, str(local), DownloadOptions()) is not None
+    assert store.splits == [[]]  # nothing known yet: one serial listing
+    assert sync_index(store, str(local), DownloadOptions()) is None  # the same listing
+    assert sorted(store.splits[-1]) == names  # split at the names the record holds
+    os.remove(local / ".shardstream" / SOURCE_RECORD)
+    sync_index(store, str(local), DownloadOptions())
+    # No record: the cached index names the shards.
+    assert sorted(store.splits[-1]) == [name for name in names if name != "index.json"]
 
 
 def test_a_changed_shard_is_dropped_and_the_others_kept(tmp_path: Path):

@@ -1,0 +1,428 @@
+"""The one boundary between shardstream and a store's SDK: a base class every backend extends.
+
+In the way fsspec's ``AbstractFileSystem`` works, a backend implements a few primitives and the
+base builds the whole :class:`~shardstream.storage.base.ObjectStore` contract on them, once:
+
+- ``_read(key, start, end)``: the bytes ``start .. end - 1`` of an object (``end`` ``None``: to
+  its end), ``_write(local_path, key)``, ``_head(key)``, ``_remove(key)``;
+- ``_list_page(prefix, start_after, token)``: one page of a listing and the token of the next;
+- ``_classify(exc)``: whether an SDK's exception means a missing object, refused credentials,
+  a range past the end, or another failure of the store (or is no store error at all).
+
+The base checks keys and byte ranges before any request, refuses short reads, turns the SDK's
+exceptions into :class:`~shardstream.errors.ObjectNotFoundError`,
+:class:`~shardstream.errors.CredentialsError` and :class:`~shardstream.errors.StorageError`
+naming the full URL (chained to the SDK's exception unless that one holds a secret), follows a
+listing's pages, and lists key ranges in parallel where the store can start a listing after a
+key (:meth:`BaseStore.list_info`'s ``split_at``). Deadlines and retries stay with the caller
+(:mod:`shardstream.storage.download`): they are a property of a call, not of a store.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import enum
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from shardstream.errors import (
+    ConfigurationError,
+    CredentialsError,
+    ObjectNotFoundError,
+    ShardstreamError,
+    StorageError,
+)
+from shardstream.storage.base import ObjectInfo
+from shardstream.storage.keys import check_key, check_range
+
+__all__ = ["BaseStore", "Failure", "Kind", "WritableStore"]
+
+#: A bound on a listing's loop (a billion keys at S3's page size), never reached by a real one.
+MAX_PAGES = 1_000_000
+#: Threads of one parallel listing: enough to hide a distant store's round trips.
+LIST_THREADS = 16
+#: The fewest keys a parallel listing gives one range (about one page of S3's).
+KEYS_PER_RANGE = 1000
+
+# Signatures of shared-access URLs, should an SDK ever put one in an error message.
+_SIGNATURE = re.compile(r"(?i)\b(sig|signature|accountkey|sharedaccesssignature)=([^&;\s'\"]+)")
+
+
+class Kind(enum.Enum):
+    """What a failed request means, as a backend's ``_classify`` reads its SDK's exception."""
+
+    NOT_FOUND = "not found"
+    CREDENTIALS = "credentials"
+    PAST_END = "past the end"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A backend's reading of an exception: its kind, and what the SDK said (scrubbed later)."""
+
+    kind: Kind
+    detail: str
+
+
+class BaseStore:
+    """The :class:`~shardstream.storage.base.ObjectStore` contract built on a backend's primitives.
+
+    Subclasses implement :meth:`url`, the primitives and :meth:`_classify`; they may override
+    the hooks that shape messages (:meth:`_endpoint`, :meth:`_credentials_help`,
+    :meth:`_not_found_hint`, :meth:`_secrets`). Constructors call ``super().__init__()``.
+    """
+
+    #: What the store holds, in messages ("object", "file", "blob").
+    _noun = "object"
+    #: Whether ``_list_page`` starts after a key on the server and lists in key order, so that
+    #: key ranges can be listed in parallel (S3's ``StartAfter``).
+    _lists_from_key = False
+    #: Whether an empty range asks the store for the object's size (to refuse one past the end).
+    _empty_range_asks = False
+    #: Where requests go when the store names no ``endpoint_url``, for messages.
+    _default_endpoint: str | None = None
+    #: Where credentials come from, and what to set, said when they are refused.
+    _credentials_text = "Check the store's credentials"
+    #: Attributes holding clients made on first use, forgotten in a forked child.
+    _clients: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        for name in self._clients:
+            setattr(self, name, None)
+
+    # --- the primitives -------------------------------------------------------------------------
+
+    def url(self, key: str) -> str:
+        """The full URL of ``key``, for messages and logs (never with credentials)."""
+        raise NotImplementedError
+
+    def _read(self, key: str, start: int, end: int | None) -> bytes:
+        """Bytes ``start .. end - 1`` of the object (``end`` ``None``: to its end); may be short."""
+        raise NotImplementedError
+
+    def _write(self, local_path: str, key: str) -> None:
+        """Publish the file at ``local_path`` under ``key``, atomically for readers."""
+        raise NotImplementedError
+
+    def _list_page(
+        self, prefix: str, start_after: str | None, token: str | None
+    ) -> tuple[dict[str, ObjectInfo], str | None]:
+        """One page of the objects whose keys start with ``prefix``, and the next page's token.
+
+        Keys are relative to the root; ``start_after`` (on the first page, ``token`` ``None``)
+        asks for keys after it only. The last page's token is ``None``.
+        """
+        raise NotImplementedError
+
+    def _head(self, key: str) -> ObjectInfo:
+        """The size and version tag of the object under ``key``."""
+        raise NotImplementedError
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        """What ``exc`` means, or ``None`` when it is no failure of the store (raised as it is)."""
+        raise NotImplementedError
+
+    # --- hooks that shape messages --------------------------------------------------------------
+
+    def _endpoint(self) -> str | None:
+        """Where requests go, named in messages (``None``: nowhere worth naming).
+
+        The store's ``endpoint_url``, else ``_default_endpoint``.
+        """
+        endpoint = getattr(self, "endpoint_url", None)
+        return str(endpoint) if endpoint else self._default_endpoint
+
+    def _credentials_help(self) -> str:
+        """Where credentials come from, and what to set."""
+        return self._credentials_text
+
+    def _not_found_hint(self) -> str:
+        """Said after "no such object" (what to check)."""
+        return ""
+
+    def _secrets(self) -> Sequence[str]:
+        """Every secret this store holds, to be removed from messages."""
+        return ()
+
+    # --- the ObjectStore protocol ---------------------------------------------------------------
+
+    def put_file(self, local_path: str, key: str) -> None:
+        """Publish the file at ``local_path`` under ``key``, atomically for readers.
+
+        Raises:
+            FileNotFoundError: ``local_path`` does not exist (the caller's mistake, not ours).
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        self._key(key)
+        os.stat(local_path)
+        with self._boundary("uploading to", key):
+            self._write(local_path, key)
+
+    def get_bytes(self, key: str) -> bytes:
+        """The whole object under ``key``.
+
+        Raises:
+            ObjectNotFoundError: No object under ``key``.
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        self._key(key)
+        with self._boundary("reading", key):
+            return self._read(key, 0, None)
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``start .. end - 1`` of the object under ``key``, in one ranged request.
+
+        Raises:
+            ConfigurationError: The range is negative or reversed.
+            ObjectNotFoundError: No object under ``key``.
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: The range runs past the end of the object, or the request failed.
+        """
+        self._key(key)
+        check_range(start, end, self.url(key))
+        if start == end:
+            if self._empty_range_asks and end > (size := self.info(key).size):
+                raise self._past_the_end(key, start, end, size)
+            return b""
+        try:
+            with self._boundary("reading", key):
+                data = self._read(key, start, end)
+        except _PastTheEnd:
+            raise self._past_the_end(key, start, end, self.info(key).size) from None
+        if len(data) != end - start:
+            raise self._past_the_end(key, start, end, start + len(data))
+        return data
+
+    def info(self, key: str) -> ObjectInfo:
+        """The size and version tag of the object under ``key``, from one metadata request.
+
+        Raises:
+            ObjectNotFoundError: No object under ``key`` (a "folder" is not an object).
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        self._key(key)
+        with self._boundary("checking", key):
+            return self._head(key)
+
+    def exists(self, key: str) -> bool:
+        """Whether an object exists under ``key`` (a prefix of other keys is not one).
+
+        Raises:
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        try:
+            self.info(key)
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    def list(self, prefix: str = "") -> list[str]:
+        """The keys (relative to the store's root) that start with ``prefix``, sorted.
+
+        Raises:
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        return sorted(self.list_info(prefix))
+
+    def list_info(self, prefix: str = "", *, split_at: Sequence[str] = ()) -> dict[str, ObjectInfo]:
+        """:meth:`list`, with each object's size and version tag, from the same listing; sorted.
+
+        Args:
+            prefix: The keys' common start.
+            split_at: Keys that cut the key space into ranges listed at once, in threads (for
+                example a cached index's shard names). Where the store cannot start a listing
+                after a key, or too few keys are given, the listing is one serial walk; the
+                result is the same either way.
+
+        Raises:
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        bounds = self._range_bounds(prefix, split_at)
+        if not bounds:
+            return dict(sorted(self._list_range(prefix, None, None).items()))
+        starts: list[str | None] = [None, *bounds]
+        ends: list[str | None] = [*bounds, None]
+        with ThreadPoolExecutor(min(len(starts), LIST_THREADS), "shardstream-list") as pool:
+            parts = list(
+                pool.map(lambda r: self._list_range(prefix, *r), zip(starts, ends, strict=True))
+            )
+        merged: dict[str, ObjectInfo] = {}
+        for part in parts:  # ranges in key order, each sorted: the merge is sorted too
+            merged.update(sorted(part.items()))
+        return merged
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _key(self, key: str) -> str:
+        """``key`` when it stays under the root (:func:`~shardstream.storage.keys.check_key`)."""
+        return check_key(key, self.url(""))
+
+    def _range_bounds(self, prefix: str, split_at: Sequence[str]) -> builtins.list[str]:
+        """At most ``LIST_THREADS - 1`` keys of ``split_at``, evenly spaced, that split the listing.
+
+        None where the store cannot list from a key, or where each range would hold less than
+        about a page.
+        """
+        if not self._lists_from_key or not split_at:
+            return []
+        # Only plain keys: a file-backed server (SeaweedFS's filer) normalises "//" or "." in a
+        # start key and may answer with other names; any subset of keys splits as well.
+        keys = sorted({key for key in split_at if key.startswith(prefix) and _plain(key)})
+        ranges = min(LIST_THREADS, len(keys) // KEYS_PER_RANGE + 1)
+        if ranges < 2:
+            return []
+        return [keys[len(keys) * i // ranges] for i in range(1, ranges)]
+
+    def _list_range(
+        self, prefix: str, after: str | None, upto: str | None
+    ) -> dict[str, ObjectInfo]:
+        """The objects under ``prefix`` with keys in ``(after, upto]``, page by page."""
+        found: dict[str, ObjectInfo] = {}
+        token: str | None = None
+        with self._boundary("listing", prefix):
+            for _ in range(MAX_PAGES):
+                page, token = self._list_page(prefix, after if token is None else None, token)
+                if after is not None:  # a server that ignored the start would repeat keys
+                    page = {key: info for key, info in page.items() if key > after}
+                if upto is None:
+                    found.update(page)
+                else:
+                    found.update((key, info) for key, info in page.items() if key <= upto)
+                    if page and max(page) >= upto:  # listed in key order: the rest lies past
+                        return found
+                if token is None:
+                    return found
+        raise StorageError(
+            f"listing {self.url(prefix)} gave more than {MAX_PAGES} pages: stopped, as a server "
+            "that always says there is more would never let a listing end"
+        )
+
+    def _lazy(self, name: str, create: Callable[[], Any]) -> Any:
+        """The client kept in attribute ``name``, created on first use (no I/O in ``__init__``).
+
+        A forked process (a DataLoader worker) makes its own: event loops and pooled
+        connections do not survive a fork.
+        """
+        if self._pid != os.getpid():
+            self._lock = threading.Lock()  # a lock copied mid-use by fork would never open
+            for attribute in self._clients:
+                setattr(self, attribute, None)
+            self._pid = os.getpid()
+        with self._lock:
+            client = getattr(self, name)
+            if client is None:
+                client = create()
+                setattr(self, name, client)
+            return client
+
+    def _check_timeouts(self, connect_timeout: float, read_timeout: float) -> None:
+        if not (connect_timeout > 0 and read_timeout > 0):
+            raise ConfigurationError(
+                f"{type(self).__name__}({self.url('')!r}): connect_timeout={connect_timeout} and "
+                f"read_timeout={read_timeout} must be positive numbers of seconds"
+            )
+
+    def _past_the_end(self, key: str, start: int, end: int, size: int) -> StorageError:
+        return StorageError(
+            f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
+            f"{self._noun} ({size} bytes)"
+        )
+
+    @contextlib.contextmanager
+    def _boundary(self, action: str, key: str) -> Iterator[None]:
+        """Turn the SDK's errors into shardstream's, naming the URL and holding no secret."""
+        try:
+            yield
+        except ShardstreamError:
+            raise
+        except Exception as exc:
+            failure = self._classify(exc)
+            if failure is None:
+                raise
+            if failure.kind is Kind.PAST_END:
+                raise _PastTheEnd from None
+            error = self._error(failure, f"{action} {self.url(key)}")
+            # A traceback prints the chained exception too: keep it out when it holds a secret.
+            raise error from (None if self._holds_secret(exc) else exc)
+
+    def _error(self, failure: Failure, where: str) -> StorageError:
+        detail = self._scrub(failure.detail)
+        endpoint = self._endpoint()
+        at = f" at {endpoint}" if endpoint else ""
+        if failure.kind is Kind.NOT_FOUND:
+            return ObjectNotFoundError(
+                f"{where} failed: no such {self._noun} ({detail}){self._not_found_hint()}"
+            )
+        if failure.kind is Kind.CREDENTIALS:
+            return CredentialsError(
+                f"{where} failed{at}: the credentials were refused, or none were found "
+                f"({detail}). {self._credentials_help()}."
+            )
+        return StorageError(f"{where} failed{at}: {detail}")
+
+    def _holds_secret(self, exc: BaseException) -> bool:
+        """Whether ``exc`` or an exception it was raised from mentions a secret."""
+        seen: BaseException | None = exc
+        visited: set[int] = set()
+        while seen is not None and id(seen) not in visited:
+            visited.add(id(seen))
+            text = f"{seen!r} {seen}"
+            if self._scrub(text) != text:
+                return True
+            seen = seen.__cause__ or seen.__context__
+        return False
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without this store's secrets or anything that looks like a signature."""
+        secrets: set[str] = set()
+        for secret in self._secrets():
+            # The secret, as a repr() would escape it, and each long line of a multi-line one
+            # (a PEM private key).
+            secrets.update((secret, secret.encode("unicode_escape").decode("ascii")))
+            secrets.update(line for line in secret.splitlines() if len(line) >= 16)
+        for secret in sorted(filter(None, secrets), key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return _SIGNATURE.sub(lambda match: f"{match.group(1)}=***", text)
+
+
+class WritableStore(BaseStore):
+    """A store a writer may also delete from (every backend but read-only HTTP)."""
+
+    def _remove(self, key: str) -> None:
+        """Delete the object under ``key`` (a missing one may raise or not)."""
+        raise NotImplementedError
+
+    def delete(self, key: str) -> None:
+        """Delete the object under ``key`` (a missing object is already gone).
+
+        Raises:
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        self._key(key)
+        with contextlib.suppress(ObjectNotFoundError), self._boundary("deleting", key):
+            self._remove(key)
+
+
+def _plain(key: str) -> bool:
+    """Whether ``key``'s ``/``-separated parts are all names (none empty, ``.`` or ``..``)."""
+    return all(part not in ("", ".", "..") for part in key.split("/"))
+
+
+class _PastTheEnd(Exception):
+    """A store refused a range past the object's end (HTTP 416): the size is asked next."""

@@ -1,0 +1,262 @@
+"""The obstore transport against real servers: SeaweedFS (S3), fake-gcs-server and Azurite."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from shardstream.errors import (
+    ConfigurationError,
+    CredentialsError,
+    ObjectNotFoundError,
+    StorageError,
+    UnsupportedURLError,
+)
+from shardstream.storage import GCSStore, obstore_client
+from shardstream.storage.base import ObjectInfo
+from shardstream.storage.obstore_client import ObstoreClient
+
+from .conftest import S3Server
+from .faults import FaultProxy
+from .http_server import StaticServer
+from .servers_gcs_azure import AzureServer, GCSServer
+
+pytest.importorskip("obstore")
+
+Factory = Callable[[], ObstoreClient]
+
+
+def _s3(server: S3Server, endpoint: str | None = None) -> ObstoreClient:
+    return ObstoreClient.s3(server.url("obstore"), endpoint_url=endpoint or server.endpoint,
+                            key=server.key, secret=server.secret)  # fmt: skip
+
+
+@pytest.fixture(params=["s3", "gcs", "azure"])
+def make_client(request: pytest.FixtureRequest) -> Factory:
+    """A fresh, empty root on each kind of server."""
+    if request.param == "s3":
+        server: S3Server = request.getfixturevalue("s3_env")
+        return lambda: _s3(server)
+    if request.param == "gcs":
+        gcs: GCSServer = request.getfixturevalue("gcs_server")
+        return lambda: ObstoreClient.gcs(gcs.url("obstore"), endpoint_url=gcs.endpoint)
+    azure: AzureServer = request.getfixturevalue("azure_server")
+    return lambda: ObstoreClient.azure(azure.url("obstore"),
+                                       connection_string=azure.connection_string)  # fmt: skip
+
+
+def _put(client: ObstoreClient, tmp_path: Path, key: str, data: bytes) -> None:
+    """Write through the client; on fake-gcs-server, through gcsfs instead.
+
+    object_store uploads by GCS's XML API (``PUT /bucket/object``), which fake-gcs-server does
+    not serve (it answers "invalid uploadType"): the GCS rows test reads, listings and deletes
+    of objects written by the GCS backend, and ``test_gcs_emulator_refuses_xml_uploads`` pins
+    the gap.
+    """
+    source = tmp_path / f"src-{uuid.uuid4().hex[:8]}"
+    source.write_bytes(data)
+    if client.root.startswith("gs://"):
+        GCSStore(client.root, endpoint_url=client.endpoint, token="anon").put_file(  # noqa: S106
+            str(source), key
+        )
+        return
+    client.write(str(source), key)
+
+
+def test_write_read_head_remove_round_trip(make_client: Factory, tmp_path: Path) -> None:
+    client = make_client()
+    data = os.urandom(10_000)
+    _put(client, tmp_path, "d/x.bin", data)
+    assert client.read("d/x.bin", 0, None) == data
+    assert client.read("d/x.bin", 100, 1100) == data[100:1100]
+    assert client.read("d/x.bin", 9_000, None) == data[9_000:]
+    assert client.read("d/x.bin", 9_999, 10_000) == data[-1:]
+    info = client.head("d/x.bin")
+    assert info.size == len(data)
+    assert info.etag
+    assert '"' not in info.etag
+    _put(client, tmp_path, "d/x.bin", b"new")  # a new version: a new tag
+    assert client.head("d/x.bin").etag != info.etag
+    client.remove("d/x.bin")
+    with pytest.raises(ObjectNotFoundError, match=r"d/x\.bin"):
+        client.head("d/x.bin")
+    client.remove("d/x.bin")  # already gone: no error
+
+
+def test_range_edges(make_client: Factory, tmp_path: Path) -> None:
+    client = make_client()
+    _put(client, tmp_path, "r.bin", b"0123456789")
+    assert client.read("r.bin", 10, 10) == b""
+    assert client.read("r.bin", 3, 3) == b""
+    with pytest.raises(StorageError, match=r"r\.bin") as past:
+        client.read("r.bin", 5, 11)
+    assert not isinstance(past.value, ObjectNotFoundError)
+    with pytest.raises(StorageError, match=r"r\.bin"):
+        client.read("r.bin", 20, 30)
+    with pytest.raises(ConfigurationError):
+        client.read("r.bin", 5, 4)
+    with pytest.raises(ConfigurationError):
+        client.read("r.bin", -1, 4)
+    with pytest.raises(ConfigurationError):
+        client.read("../r.bin", 0, 1)
+
+
+def test_missing_object_names_the_full_url(make_client: Factory) -> None:
+    client = make_client()
+    for call in (lambda: client.read("none.bin", 0, 4), lambda: client.head("none.bin"),
+                 lambda: client.read("none.bin", 0, None)):  # fmt: skip
+        with pytest.raises(ObjectNotFoundError) as caught:
+            call()
+        assert client.url("none.bin") in str(caught.value)
+
+
+def test_listing_pages_with_prefix_and_start_after(
+    make_client: Factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = make_client()
+    keys = [f"p/{n:02d}.bin" for n in range(7)] + ["p/sub/x.bin", "pq.bin", "a.bin", "q/z.bin"]
+    for number, key in enumerate(keys):
+        _put(client, tmp_path, key, bytes(number + 1))
+    monkeypatch.setattr(obstore_client, "PAGE_KEYS", 3)
+    pages, token = 0, None
+    listed: dict[str, ObjectInfo] = {}
+    while True:
+        page, token = client.list_page("p", None, token)
+        assert len(page) <= 3
+        assert not set(page) & set(listed)
+        listed.update(page)
+        pages += 1
+        if token is None:
+            break
+    assert sorted(listed) == sorted(k for k in keys if k.startswith("p"))
+    assert pages >= 3
+    for number, key in enumerate(keys):
+        if key in listed:
+            assert listed[key].size == number + 1
+            assert listed[key].etag == client.head(key).etag
+    after, token = {}, None
+    while True:
+        page, token = client.list_page("p/", "p/04.bin", token)
+        after.update(page)
+        if token is None:
+            break
+    assert sorted(after) == ["p/05.bin", "p/06.bin", "p/sub/x.bin"]
+    assert client.list_page("nothing/", None, None) == ({}, None)
+    whole, token = {}, None
+    while True:
+        page, token = client.list_page("", None, token)
+        whole.update(page)
+        if token is None:
+            break
+    assert sorted(whole) == sorted(keys)
+
+
+def test_large_file_goes_up_whole(make_client: Factory, tmp_path: Path) -> None:
+    """Over obstore's multipart threshold: one object, every byte in place."""
+    client = make_client()
+    data = os.urandom(6 * 1024 * 1024 + 123)
+    _put(client, tmp_path, "big.bin", data)
+    assert client.head("big.bin").size == len(data)
+    assert client.read("big.bin", 0, None) == data
+
+
+def test_writing_a_missing_local_file_is_the_callers_error(
+    make_client: Factory, tmp_path: Path
+) -> None:
+    with pytest.raises(FileNotFoundError):
+        make_client().write(str(tmp_path / "absent"), "k.bin")
+
+
+def test_s3_refused_credentials_say_what_to_set(s3_env: S3Server) -> None:
+    client = ObstoreClient.s3(s3_env.url("refused"), endpoint_url=s3_env.endpoint,
+                              key=s3_env.key, secret="not-the-secret-0123")  # noqa: S106  # fmt: skip
+    for call in (lambda: client.read("k.bin", 0, 1), lambda: client.head("k.bin"),
+                 lambda: client.list_page("", None, None)):  # fmt: skip
+        with pytest.raises(CredentialsError) as caught:
+            call()
+        text = str(caught.value)
+        assert "AWS_ACCESS_KEY_ID" in text
+        assert "S3_ENDPOINT_URL" in text
+        assert "not-the-secret-0123" not in text
+        assert s3_env.endpoint in text
+
+
+def test_s3_credentials_from_the_environment(s3_env: S3Server, tmp_path: Path) -> None:
+    client = ObstoreClient.s3(s3_env.url("env"))  # endpoint and keys from s3_env's variables
+    _put(client, tmp_path, "k.bin", b"abc")
+    assert client.read("k.bin", 1, None) == b"bc"
+
+
+def test_s3_requests_are_counted_and_not_retried(s3_env: S3Server, tmp_path: Path) -> None:
+    """One GET a read, none for an empty range, one page a listing page, no hidden retries."""
+    port = int(s3_env.endpoint.rsplit(":", 1)[1])
+    with FaultProxy(port) as proxy:
+        client = _s3(s3_env, proxy.endpoint)
+        _put(client, tmp_path, "k.bin", b"0123456789")
+        proxy.reset_counts()
+        client.read("k.bin", 2, 5)
+        client.read("k.bin", 4, 4)
+        assert proxy.count("GET", "k.bin") == 1
+        client.list_page("", None, None)
+        assert proxy.count("GET", "list-type=2") == 1
+        proxy.inject("status503", count=1, method="GET", path_contains="k.bin")
+        with pytest.raises(StorageError, match=r"k\.bin") as caught:
+            client.read("k.bin", 0, 3)
+        assert not isinstance(caught.value, (ObjectNotFoundError, CredentialsError))
+        assert proxy.count("GET", "k.bin") == 2  # the failed GET, once
+        assert client.read("k.bin", 0, 3) == b"012"
+
+
+def test_azure_refused_key_says_what_to_set(azure_server: AzureServer) -> None:
+    wrong = "d3Jvbmcta2V5LW5vdC1hLXNlY3JldA=="
+    client = ObstoreClient.azure(azure_server.url("refused"), account_name=azure_server.account,
+                                 account_key=wrong, endpoint_url=azure_server.endpoint)  # fmt: skip
+    with pytest.raises(CredentialsError) as caught:
+        client.head("k.bin")
+    assert "AZURE_STORAGE_CONNECTION_STRING" in str(caught.value)
+    assert wrong not in str(caught.value)
+
+
+def test_http_reads_and_refuses_writes(http_server: StaticServer, tmp_path: Path) -> None:
+    folder = f"root-{uuid.uuid4().hex[:8]}"
+    os.makedirs(os.path.join(http_server.root, folder))
+    Path(http_server.root, folder, "k.bin").write_bytes(b"0123456789")
+    client = ObstoreClient.http(f"{http_server.url}/{folder}")
+    assert client.read("k.bin", 2, 6) == b"2345"
+    assert client.head("k.bin").size == 10
+    with pytest.raises(ObjectNotFoundError, match=folder):
+        client.read("none.bin", 0, 1)
+    with pytest.raises(UnsupportedURLError):
+        client.list_page("", None, None)
+    with pytest.raises(UnsupportedURLError):
+        client.write(str(tmp_path), "k.bin")
+
+
+def test_constructors_do_no_io_and_check_arguments() -> None:
+    # Nothing listens on port 9: a constructor that connected would fail here.
+    ObstoreClient.s3("s3://b/p", endpoint_url="http://127.0.0.1:9", key="k", secret="s")  # noqa: S106
+    ObstoreClient.gcs("gs://bucket/p", endpoint_url="http://127.0.0.1:9")
+    ObstoreClient.http("http://127.0.0.1:9/x")
+    with pytest.raises(ConfigurationError):
+        ObstoreClient.s3("gs://b/p")
+    with pytest.raises(ConfigurationError):
+        ObstoreClient.s3("s3://b/p", key="k")
+    with pytest.raises(ConfigurationError):
+        ObstoreClient.gcs("s3://b")
+    with pytest.raises(ConfigurationError):
+        ObstoreClient.http("ftp://x")
+
+
+def test_gcs_emulator_refuses_xml_uploads(gcs_server: GCSServer, tmp_path: Path) -> None:
+    """The one gap against fake-gcs-server: a write fails loudly, naming the URL, not silently."""
+    client = ObstoreClient.gcs(gcs_server.url("xml"), endpoint_url=gcs_server.endpoint)
+    source = tmp_path / "f.bin"
+    source.write_bytes(b"abc")
+    with pytest.raises(StorageError, match=r"gs://.*/k\.bin"):
+        client.write(str(source), "k.bin")
+    with pytest.raises(ObjectNotFoundError):
+        client.head("k.bin")

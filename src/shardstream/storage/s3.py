@@ -37,6 +37,7 @@ from shardstream.errors import (
 from shardstream.storage.answers import exists_by_info
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range, url_for_message
+from shardstream.storage.obstore_client import ObstoreClient
 
 __all__ = ["S3Store"]
 
@@ -155,6 +156,8 @@ class S3Store:
         self._client: Any = None
         self._fs_pid = os.getpid()
         self._lock = threading.Lock()
+        self._obstore_reads = config.s3_client() == "obstore"
+        self._obstore: ObstoreClient | None = None
 
     def __repr__(self) -> str:
         return f"S3Store({self.url('')!r}, endpoint_url={self.endpoint_url!r}, anon={self.anon})"
@@ -197,6 +200,8 @@ class S3Store:
             CredentialsError: The server refused the credentials, or none were found.
             StorageError: Any other failure of the request.
         """
+        if self._obstore_reads:
+            return self._fast_reader().read(key, 0, None)
         return self._get(key, {})
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
@@ -212,6 +217,8 @@ class S3Store:
         check_range(start, end, self.url(key))
         if start == end:
             return b""
+        if self._obstore_reads:
+            return self._fast_reader().read(key, start, end)
         data = self._get(key, {"Range": f"bytes={start}-{end - 1}"})
         if len(data) != end - start:
             raise StorageError(
@@ -301,6 +308,16 @@ class S3Store:
 
     def _request_options(self) -> dict[str, str]:
         return {"RequestPayer": "requester"} if self.requester_pays else {}
+
+    def _fast_reader(self) -> ObstoreClient:
+        """The obstore transport of reads (``SHARDSTREAM_S3_CLIENT=obstore``), made once."""
+        if self._obstore is None:
+            self._obstore = ObstoreClient.s3(
+                self.url(""), endpoint_url=self.endpoint_url, region=self.region, key=self._key,
+                secret=self._secret, anon=self.anon, requester_pays=self.requester_pays,
+                connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
+            )  # fmt: skip
+        return self._obstore
 
     def _get(self, key: str, options: dict[str, str]) -> bytes:
         """One GET (of a range, with ``Range`` in ``options``), its body read whole."""

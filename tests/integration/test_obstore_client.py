@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -288,3 +290,88 @@ def test_s3store_reads_through_obstore_when_asked(
     assert default.get_range("k.bin", 0, 3) == b"012"
     assert default._client is not None  # botocore stays the default
     assert default._obstore is None
+
+
+def test_listing_pages_share_one_stream_and_resume_from_a_token(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of one listing cost the server's pages, not one listing each.
+
+    A token held by no client (another process's) resumes after its key.
+    """
+    port = int(s3_env.endpoint.rsplit(":", 1)[1])
+    with FaultProxy(port) as proxy:
+        client = _s3(s3_env, proxy.endpoint)
+        keys = [f"{n:02d}.bin" for n in range(8)]
+        for key in keys:
+            _put(client, tmp_path, key, b"x")
+        monkeypatch.setattr(obstore_client, "PAGE_KEYS", 3)
+        proxy.reset_counts()
+        first, token = client.list_page("", None, None)
+        assert sorted(first) == keys[:3]
+        assert token is not None
+        other = ObstoreClient.s3(client.root, endpoint_url=proxy.endpoint, key=s3_env.key,
+                                 secret=s3_env.secret)  # fmt: skip
+        resumed, _ = other.list_page("", None, token)
+        assert sorted(resumed) == keys[3:6]
+        listed = dict(first)
+        while token is not None:
+            page, token = client.list_page("", None, token)
+            listed.update(page)
+        assert sorted(listed) == keys
+        # One ListObjectsV2 for the whole of client's listing, one for other's page.
+        assert proxy.count("GET", "list-type=2") == 2
+
+
+def _read_in_child(read: Callable[[], bytes], answers: Any) -> None:
+    try:
+        answers.put(read())
+    except ConfigurationError as exc:
+        answers.put(str(exc))
+
+
+def _in_fork(read: Callable[[], bytes]) -> object:
+    """What ``read`` gives in a forked child (bounded: a hung child fails the test)."""
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+    child = context.Process(target=_read_in_child, args=(read, answers))
+    child.start()
+    child.join(60)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+        pytest.fail("the forked child hung")
+    return answers.get(timeout=5)
+
+
+def test_a_fork_of_an_obstore_user_refuses_instead_of_hanging(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime of obstore does not survive fork: a forked child that used it would hang.
+
+    After this process's first request through obstore, a forked child's ObstoreClient raises
+    an error that says what to do, and S3Store's switched reads fall back to botocore there.
+    """
+    client = _s3(s3_env)
+    _put(client, tmp_path, "k.bin", b"abcdef")
+    assert client.read("k.bin", 3, 6) == b"def"
+    refused = _in_fork(lambda: client.read("k.bin", 0, 3))
+    assert isinstance(refused, str)
+    assert "multiprocessing_context" in refused
+    assert "SHARDSTREAM_S3_CLIENT=botocore" in refused
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "obstore")
+    store = S3Store(client.root)
+    assert store.get_range("k.bin", 0, 2) == b"ab"  # the parent reads through obstore
+    assert _in_fork(lambda: store.get_range("k.bin", 0, 3)) == b"abc"  # the child, botocore
+    assert client.read("k.bin", 0, 1) == b"a"  # the parent's client still works
+
+
+def test_azure_sas_token_never_shows_in_errors(azure_server: AzureServer) -> None:
+    sas = "sv=2023-01-03&ss=b&srt=sco&sp=r&se=2030-01-01T00:00:00Z&sig=bm90LWEtcmVhbC1zaWc%3D"
+    client = ObstoreClient.azure(azure_server.url("sas"), account_name=azure_server.account,
+                                 sas_token=sas, endpoint_url=azure_server.endpoint)  # fmt: skip
+    with pytest.raises((CredentialsError, StorageError)) as caught:
+        client.read("k.bin", 0, 1)
+    text = str(caught.value)
+    assert "bm90LWEtcmVhbC1zaWc" not in text
+    assert client.url("k.bin") in text

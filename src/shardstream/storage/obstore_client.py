@@ -19,17 +19,14 @@ import contextlib
 import functools
 import json
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from shardstream import config
-from shardstream._optional import require
 from shardstream.errors import (
     ConfigurationError,
     CredentialsError,
@@ -38,47 +35,27 @@ from shardstream.errors import (
     StorageError,
     UnsupportedURLError,
 )
+from shardstream.storage._obstore_settings import (
+    AZURE_HELP,
+    GCS_HELP,
+    GOOGLE,
+    NO_RETRIES,
+    S3_HELP,
+    SECRET_QUERY,
+    botocore_credentials,
+    client_options,
+    connection_fields,
+    first_lines,
+    import_obstore,
+    says_refused,
+)
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
-__all__ = ["ObstoreClient"]
+__all__ = ["ObstoreClient", "usable_here"]
 
-_GOOGLE = "https://storage.googleapis.com"
-_PURPOSE = "The obstore transport of object stores"
 PAGE_KEYS = 1000  # S3's largest listing page, and the size of a page here
 _OPEN_LISTINGS = 8  # listings a client keeps open between pages (each is one stream)
-_SECRET_QUERY = re.compile(
-    r"(?i)\b(sig|signature|x-amz-signature|x-amz-credential|se|sv|st)=[^&\s]*"
-)
-
-_S3_HELP = (
-    "S3 credentials come from the standard AWS chain: the AWS_ACCESS_KEY_ID and "
-    "AWS_SECRET_ACCESS_KEY variables, AWS_PROFILE or ~/.aws/credentials, or an instance role; "
-    "the endpoint comes from endpoint_url= or the S3_ENDPOINT_URL variable"
-)
-_GCS_HELP = (
-    "GCS credentials come from token= (a service-account key file or dict), else from "
-    "Application Default Credentials: the GOOGLE_APPLICATION_CREDENTIALS variable naming a "
-    "service-account key file, or `gcloud auth application-default login`, or the metadata "
-    "server on Google Cloud; an emulator (endpoint_url= or STORAGE_EMULATOR_HOST) gets "
-    "anonymous requests"
-)
-_AZURE_HELP = (
-    "Azure credentials come from connection_string=, or an account name (account_name=, or "
-    "AZURE_STORAGE_ACCOUNT_NAME) with account_key= or sas_token=; else from the "
-    "AZURE_STORAGE_CONNECTION_STRING variable, or AZURE_STORAGE_ACCOUNT_NAME with "
-    "AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN; else a service principal in "
-    "AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET or a managed identity"
-)
-
-
-def _obstore(module: str, extra: str) -> ModuleType:
-    """Import ``module`` of obstore, or say which extra (each has a literal name) installs it."""
-    if extra == "gcs":
-        return require(module, extra="gcs", purpose=_PURPOSE)
-    if extra == "azure":
-        return require(module, extra="azure", purpose=_PURPOSE)
-    return require(module, extra="s3", purpose=_PURPOSE)  # S3, and HTTP: any of the three
 
 
 class ObstoreClient:
@@ -175,19 +152,19 @@ class ObstoreClient:
         elif key is not None and secret is not None:
             settings.update(access_key_id=key, secret_access_key=secret)
         elif not os.environ.get("AWS_ACCESS_KEY_ID"):
-            provider = _botocore_credentials  # profiles and files object_store cannot read
-        client = _client_options(connect_timeout, read_timeout, endpoint)
+            provider = botocore_credentials  # profiles and files object_store cannot read
+        client = client_options(connect_timeout, read_timeout, endpoint)
 
         def make() -> Any:
-            store = _obstore("obstore.store", "s3")
+            store = import_obstore("obstore.store", "s3")
             return store.S3Store(
                 checked.bucket, prefix=checked.prefix or None, config=settings,
-                client_options=client, retry_config=_NO_RETRIES,
+                client_options=client, retry_config=NO_RETRIES,
                 credential_provider=provider,
             )  # fmt: skip
 
         return cls(checked.url(""), make, endpoint=endpoint or "AWS (no S3_ENDPOINT_URL)",
-                   credentials_help=_S3_HELP, secrets=[secret or ""])  # fmt: skip
+                   credentials_help=S3_HELP, secrets=[secret or ""])  # fmt: skip
 
     @classmethod
     def gcs(
@@ -227,20 +204,20 @@ class ObstoreClient:
             # object_store's one way to send no token at all (skip_signature still asks the
             # metadata server for one): a key that turns OAuth off.
             anonymous = {"disable_oauth": True, "client_email": "", "private_key": "",
-                         "private_key_id": "", "gcs_base_url": endpoint or _GOOGLE}  # fmt: skip
+                         "private_key_id": "", "gcs_base_url": endpoint or GOOGLE}  # fmt: skip
             settings["service_account_key"] = json.dumps(anonymous)
         elif token is not None:
             settings["service_account"] = os.fspath(token)
-        client = _client_options(connect_timeout, read_timeout, endpoint)
+        client = client_options(connect_timeout, read_timeout, endpoint)
 
         def make() -> Any:
-            store = _obstore("obstore.store", "gcs")
+            store = import_obstore("obstore.store", "gcs")
             return store.GCSStore(bucket, prefix=prefix or None, config=settings,
-                                  client_options=client, retry_config=_NO_RETRIES)  # fmt: skip
+                                  client_options=client, retry_config=NO_RETRIES)  # fmt: skip
 
         root = "gs://" + "/".join(part for part in (bucket, prefix) if part)
         return cls(root, make, endpoint=endpoint or "Google Cloud Storage",
-                   credentials_help=_GCS_HELP, secrets=secrets, extra="gcs")  # fmt: skip
+                   credentials_help=GCS_HELP, secrets=secrets, extra="gcs")  # fmt: skip
 
     @classmethod
     def azure(
@@ -274,7 +251,7 @@ class ObstoreClient:
         account_key, sas_token = checked._account_key, checked._sas_token
         endpoint = checked.endpoint_url
         if checked._connection_string:
-            fields = _connection_fields(checked._connection_string)
+            fields = connection_fields(checked._connection_string)
             account_key = fields.get("accountkey")
             sas_token = fields.get("sharedaccesssignature")
             endpoint = fields.get("blobendpoint", endpoint)
@@ -289,7 +266,7 @@ class ObstoreClient:
             settings["account_key"] = account_key
         elif sas_token:
             settings["sas_key"] = sas_token.lstrip("?")
-        client = _client_options(connect_timeout, read_timeout, endpoint)
+        client = client_options(connect_timeout, read_timeout, endpoint)
         source = checked.credential_source
         container, prefix = checked.bucket, checked.prefix
 
@@ -297,15 +274,15 @@ class ObstoreClient:
             if not checked.account_name:
                 raise CredentialsError(
                     f"using {checked.url('')} failed: no Azure storage account is known. "
-                    f"{_AZURE_HELP}."
+                    f"{AZURE_HELP}."
                 )
-            store = _obstore("obstore.store", "azure")
+            store = import_obstore("obstore.store", "azure")
             return store.AzureStore(container, prefix=prefix or None, config=settings,
-                                    client_options=client, retry_config=_NO_RETRIES)  # fmt: skip
+                                    client_options=client, retry_config=NO_RETRIES)  # fmt: skip
 
         shown = endpoint or f"https://{checked.account_name}.blob.core.windows.net"
         return cls(checked.url(""), make, endpoint=shown,
-                   credentials_help=f"(credentials from {source}) {_AZURE_HELP}",
+                   credentials_help=f"(credentials from {source}) {AZURE_HELP}",
                    secrets=[account_key or "", sas_token or "", checked._connection_string or ""],
                    extra="azure")  # fmt: skip
 
@@ -323,11 +300,11 @@ class ObstoreClient:
                 f"{url.split('?')[0]!r} is not an HTTP URL: write http(s)://host[/path] with "
                 "no query or fragment"
             )
-        client = _client_options(connect_timeout, read_timeout, url)
+        client = client_options(connect_timeout, read_timeout, url)
 
         def make() -> Any:
-            store = _obstore("obstore.store", "s3")
-            return store.HTTPStore(url, client_options=client, retry_config=_NO_RETRIES)
+            store = import_obstore("obstore.store", "s3")
+            return store.HTTPStore(url, client_options=client, retry_config=NO_RETRIES)
 
         return cls(url, make, endpoint=url, credentials_help="the site refused the request",
                    writable=False, extra="s3")  # fmt: skip
@@ -458,7 +435,22 @@ class ObstoreClient:
     # --- internals ------------------------------------------------------------------------------
 
     def _obj(self) -> Any:
-        """The obstore store, made on first use and again in a forked child."""
+        """The obstore store, made on first use and again in a forked child.
+
+        Raises:
+            ConfigurationError: This process was forked from one whose obstore had already
+                sent requests: its runtime's threads did not survive the fork, and a request
+                would hang forever.
+        """
+        global _RUNTIME_PID  # one runtime a process: obstore's own
+        if not usable_here():
+            raise ConfigurationError(
+                f"using {self.root} through obstore in a process forked after its parent used "
+                "obstore would hang (obstore's runtime does not survive fork): start workers "
+                "with multiprocessing_context='spawn' or 'forkserver', or set "
+                "SHARDSTREAM_S3_CLIENT=botocore"
+            )
+        _RUNTIME_PID = os.getpid()
         if self._pid != os.getpid():
             self._lock = threading.Lock()  # a lock copied mid-use by fork would never open
             self._store, self._pid = None, os.getpid()
@@ -490,10 +482,10 @@ class ObstoreClient:
 
     @functools.cached_property
     def _errors(self) -> ModuleType:
-        return _obstore("obstore.exceptions", self._extra)
+        return import_obstore("obstore.exceptions", self._extra)
 
     def _module(self) -> ModuleType:
-        return _obstore("obstore", self._extra)
+        return import_obstore("obstore", self._extra)
 
     @contextlib.contextmanager
     def _boundary(self, action: str, key: str) -> Iterator[None]:
@@ -511,11 +503,11 @@ class ObstoreClient:
     def _translate(self, exc: Exception, action: str, key: str) -> Exception | None:
         errors = self._errors
         where = f"{action} {self.url(key)}"
-        detail = self._scrub(f"{type(exc).__name__}: {_first_lines(exc)}")
+        detail = self._scrub(f"{type(exc).__name__}: {first_lines(exc)}")
         if isinstance(exc, (errors.NotFoundError, FileNotFoundError)):
             return ObjectNotFoundError(f"{where} failed: no such object or bucket ({detail})")
         refused = (errors.PermissionDeniedError, errors.UnauthenticatedError, PermissionError)
-        if isinstance(exc, refused) or _says_refused(str(exc)):
+        if isinstance(exc, refused) or says_refused(str(exc)):
             return CredentialsError(
                 f"{where} failed: the server at {self.endpoint} refused the credentials, or none "
                 f"were found ({detail}). {self._help}."
@@ -528,67 +520,21 @@ class ObstoreClient:
         """``text`` without any secret, should a server or obstore ever echo one."""
         for secret in self._secrets:
             text = text.replace(secret, "***")
-        return _SECRET_QUERY.sub(lambda match: f"{match.group(1)}=***", text)
+        return SECRET_QUERY.sub(lambda match: f"{match.group(1)}=***", text)
 
 
-_NO_RETRIES: dict[str, Any] = {
-    "max_retries": 0,
-    "retry_timeout": timedelta(seconds=0),
-    "backoff": {"init_backoff": timedelta(0), "max_backoff": timedelta(0), "base": 2},
-}
-_REFUSALS = ("SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "AuthenticationFailed",
-             "AuthorizationFailure", "403 Forbidden", "401 Unauthorized",
-             "status: 403", "status: 401")  # fmt: skip
+_RUNTIME_PID: int | None = None  # the process whose obstore has sent requests (and children)
 
 
-def _says_refused(text: str) -> bool:
-    return any(word in text for word in _REFUSALS)
+def usable_here() -> bool:
+    """Whether obstore can send requests in this process.
 
-
-def _client_options(connect: float, read: float, endpoint: str | None) -> dict[str, Any]:
-    if not (connect > 0 and read > 0):
-        raise ConfigurationError(
-            f"connect_timeout={connect} and read_timeout={read} must be positive seconds"
-        )
-    options: dict[str, Any] = {
-        "connect_timeout": timedelta(seconds=connect),
-        "read_timeout": timedelta(seconds=read),
-    }
-    if endpoint is not None and endpoint.startswith("http://"):
-        options["allow_http"] = True
-    return options
-
-
-def _botocore_credentials() -> dict[str, Any]:
-    """Credentials from botocore's chain (profiles, ``~/.aws``, SSO, roles); obstore refreshes."""
-    session = require("botocore.session", extra="s3", purpose="S3 credentials from AWS_PROFILE")
-    found = session.get_session().get_credentials()
-    if found is None:
-        raise PermissionError("no credentials found in the AWS chain")
-    frozen = found.get_frozen_credentials()
-    expiry = getattr(found, "_expiry_time", None)
-    return {
-        "access_key_id": frozen.access_key,
-        "secret_access_key": frozen.secret_key,
-        "token": frozen.token,
-        "expires_at": expiry,
-    }
+    Not in a child forked after its parent sent requests through obstore: the runtime's
+    threads stay behind in the parent, and the child's requests would wait for them forever.
+    Importing obstore and making stores before the fork is harmless.
+    """
+    return _RUNTIME_PID in (None, os.getpid())
 
 
 def _etag(tag: object) -> str | None:
     return str(tag).strip('"') or None if tag else None
-
-
-def _connection_fields(connection_string: str) -> dict[str, str]:
-    fields = {}
-    for item in connection_string.split(";"):
-        name, sep, value = item.partition("=")
-        if sep and name.strip():
-            fields[name.strip().lower()] = value.strip()
-    return fields
-
-
-def _first_lines(exc: BaseException) -> str:
-    """The message of an obstore error, without the debug dump after its first line."""
-    lines = str(exc).strip().splitlines() or [""]
-    return lines[0].partition("  Debug source:")[0].strip()

@@ -37,7 +37,7 @@ from shardstream.errors import (
 from shardstream.storage.answers import exists_by_info
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range, url_for_message
-from shardstream.storage.obstore_client import ObstoreClient
+from shardstream.storage.obstore_client import ObstoreClient, usable_here
 
 __all__ = ["S3Store"]
 
@@ -200,7 +200,7 @@ class S3Store:
             CredentialsError: The server refused the credentials, or none were found.
             StorageError: Any other failure of the request.
         """
-        if self._obstore_reads:
+        if self._obstore_reads and usable_here():
             return self._fast_reader().read(key, 0, None)
         return self._get(key, {})
 
@@ -217,7 +217,7 @@ class S3Store:
         check_range(start, end, self.url(key))
         if start == end:
             return b""
-        if self._obstore_reads:
+        if self._obstore_reads and usable_here():  # else botocore: a fork of an obstore user
             return self._fast_reader().read(key, start, end)
         data = self._get(key, {"Range": f"bytes={start}-{end - 1}"})
         if len(data) != end - start:

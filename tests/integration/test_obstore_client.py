@@ -99,6 +99,11 @@ def test_range_edges(make_client: Factory, tmp_path: Path) -> None:
     assert not isinstance(past.value, ObjectNotFoundError)
     with pytest.raises(StorageError, match=r"r\.bin"):
         client.read("r.bin", 20, 30)
+    for start in (10, 20):  # from the end, or past it, to the end: no bytes to send
+        with pytest.raises(StorageError, match=r"r\.bin") as tail:
+            client.read("r.bin", start, None)
+        assert not isinstance(tail.value, ObjectNotFoundError)
+    assert client.read("r.bin", 9, None) == b"9"
     with pytest.raises(ConfigurationError):
         client.read("r.bin", 5, 4)
     with pytest.raises(ConfigurationError):

@@ -101,7 +101,8 @@ class ObstoreClient:
         self._store: Any = None
         self._pid = os.getpid()
         self._lock = threading.Lock()
-        self._listings: OrderedDict[str, Iterator[Any]] = OrderedDict()
+        # Open listings by (prefix, token): each held stream serves its listing's next page.
+        self._listings: OrderedDict[tuple[str, str], Iterator[Any]] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"ObstoreClient({self.root!r}, endpoint={self.endpoint!r})"
@@ -318,7 +319,9 @@ class ObstoreClient:
     def read(self, key: str, start: int, end: int | None) -> bytes:
         """Bytes ``start .. end - 1`` of the object (``end=None``: to its end), in one GET.
 
-        An empty range returns ``b""`` without a request.
+        An empty range (``start == end``) returns ``b""`` without a request; with ``end=None``,
+        a ``start`` at or past the object's end is a range past the end (the server answers
+        416), as with ``end`` given.
 
         Raises:
             ConfigurationError: The range is negative or reversed.
@@ -377,7 +380,7 @@ class ObstoreClient:
         if prefix:
             check_key(prefix, self.url(""))
         with self._lock:
-            stream = self._listings.pop(token, None) if token else None
+            stream = self._listings.pop((prefix, token), None) if token else None
         if stream is None:
             # obstore lists whole path segments: list the prefix's folder, keep what matches.
             folder = prefix.rpartition("/")[0] if not prefix.endswith("/") else prefix
@@ -400,7 +403,7 @@ class ObstoreClient:
         if len(chunk) < PAGE_KEYS or last is None:
             return infos, None
         with self._lock:
-            self._listings[last] = stream
+            self._listings[prefix, last] = stream
             while len(self._listings) > _OPEN_LISTINGS:
                 self._listings.popitem(last=False)
         return infos, last

@@ -380,3 +380,19 @@ def test_azure_sas_token_never_shows_in_errors(azure_server: AzureServer) -> Non
     text = str(caught.value)
     assert "bm90LWEtcmVhbC1zaWc" not in text
     assert client.url("k.bin") in text
+
+
+def test_s3_writes_one_put_or_one_multipart_upload(s3_env: S3Server, tmp_path: Path) -> None:
+    port = int(s3_env.endpoint.rsplit(":", 1)[1])
+    with FaultProxy(port) as proxy:
+        client = _s3(s3_env, proxy.endpoint)
+        _put(client, tmp_path, "small.bin", b"x" * 1000)
+        assert proxy.count("PUT", "small.bin") == 1
+        assert proxy.count("POST") == 0
+        proxy.reset_counts()
+        data = os.urandom(11 * 1024 * 1024)  # three parts of obstore's 5 MiB
+        _put(client, tmp_path, "large.bin", data)
+        assert proxy.count("POST", "uploads") == 1  # one upload made
+        assert proxy.count("PUT", "large.bin") == 3  # its parts
+        assert proxy.count("POST", "uploadId") == 1  # completed once, which publishes it
+        assert client.read("large.bin", 0, None) == data

@@ -27,8 +27,6 @@ from .faults import FaultProxy
 from .http_server import StaticServer
 from .servers_gcs_azure import AzureServer, GCSServer
 
-pytest.importorskip("obstore")
-
 Factory = Callable[[], ObstoreClient]
 
 
@@ -37,7 +35,13 @@ def _s3(server: S3Server, endpoint: str | None = None) -> ObstoreClient:
                             key=server.key, secret=server.secret)  # fmt: skip
 
 
-@pytest.fixture(params=["s3", "gcs", "azure"])
+@pytest.fixture(
+    params=[
+        pytest.param("s3", marks=pytest.mark.s3),
+        pytest.param("gcs", marks=pytest.mark.gcs),
+        pytest.param("azure", marks=pytest.mark.azure),
+    ]
+)
 def make_client(request: pytest.FixtureRequest) -> Factory:
     """A fresh, empty root on each kind of server."""
     if request.param == "s3":
@@ -178,6 +182,7 @@ def test_writing_a_missing_local_file_is_the_callers_error(
         make_client().write(str(tmp_path / "absent"), "k.bin")
 
 
+@pytest.mark.s3
 def test_s3_refused_credentials_say_what_to_set(s3_env: S3Server) -> None:
     client = ObstoreClient.s3(s3_env.url("refused"), endpoint_url=s3_env.endpoint,
                               key=s3_env.key, secret="not-the-secret-0123")  # noqa: S106  # fmt: skip
@@ -192,12 +197,14 @@ def test_s3_refused_credentials_say_what_to_set(s3_env: S3Server) -> None:
         assert s3_env.endpoint in text
 
 
+@pytest.mark.s3
 def test_s3_credentials_from_the_environment(s3_env: S3Server, tmp_path: Path) -> None:
     client = ObstoreClient.s3(s3_env.url("env"))  # endpoint and keys from s3_env's variables
     _put(client, tmp_path, "k.bin", b"abc")
     assert client.read("k.bin", 1, None) == b"bc"
 
 
+@pytest.mark.s3
 def test_s3_requests_are_counted_and_not_retried(s3_env: S3Server, tmp_path: Path) -> None:
     """One GET a read, none for an empty range, one page a listing page, no hidden retries."""
     port = int(s3_env.endpoint.rsplit(":", 1)[1])
@@ -218,6 +225,7 @@ def test_s3_requests_are_counted_and_not_retried(s3_env: S3Server, tmp_path: Pat
         assert client.read("k.bin", 0, 3) == b"012"
 
 
+@pytest.mark.azure
 def test_azure_refused_key_says_what_to_set(azure_server: AzureServer) -> None:
     wrong = "d3Jvbmcta2V5LW5vdC1hLXNlY3JldA=="
     client = ObstoreClient.azure(azure_server.url("refused"), account_name=azure_server.account,
@@ -258,6 +266,7 @@ def test_constructors_do_no_io_and_check_arguments() -> None:
         ObstoreClient.http("ftp://x")
 
 
+@pytest.mark.gcs
 def test_gcs_emulator_refuses_xml_uploads(gcs_server: GCSServer, tmp_path: Path) -> None:
     """The one gap against fake-gcs-server: a write fails loudly, naming the URL, not silently."""
     client = ObstoreClient.gcs(gcs_server.url("xml"), endpoint_url=gcs_server.endpoint)
@@ -269,6 +278,7 @@ def test_gcs_emulator_refuses_xml_uploads(gcs_server: GCSServer, tmp_path: Path)
         client.head("k.bin")
 
 
+@pytest.mark.s3
 def test_s3store_reads_through_obstore_when_asked(
     s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -297,6 +307,7 @@ def test_s3store_reads_through_obstore_when_asked(
     assert default._obstore is None
 
 
+@pytest.mark.s3
 def test_listing_pages_share_one_stream_and_resume_from_a_token(
     s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -349,6 +360,8 @@ def _in_fork(read: Callable[[], bytes]) -> object:
     return answers.get(timeout=5)
 
 
+@pytest.mark.s3
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_fork_of_an_obstore_user_refuses_instead_of_hanging(
     s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -371,6 +384,7 @@ def test_a_fork_of_an_obstore_user_refuses_instead_of_hanging(
     assert client.read("k.bin", 0, 1) == b"a"  # the parent's client still works
 
 
+@pytest.mark.azure
 def test_azure_sas_token_never_shows_in_errors(azure_server: AzureServer) -> None:
     sas = "sv=2023-01-03&ss=b&srt=sco&sp=r&se=2030-01-01T00:00:00Z&sig=bm90LWEtcmVhbC1zaWc%3D"
     client = ObstoreClient.azure(azure_server.url("sas"), account_name=azure_server.account,
@@ -382,6 +396,7 @@ def test_azure_sas_token_never_shows_in_errors(azure_server: AzureServer) -> Non
     assert client.url("k.bin") in text
 
 
+@pytest.mark.s3
 def test_s3_writes_one_put_or_one_multipart_upload(s3_env: S3Server, tmp_path: Path) -> None:
     port = int(s3_env.endpoint.rsplit(":", 1)[1])
     with FaultProxy(port) as proxy:

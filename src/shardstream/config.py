@@ -53,6 +53,7 @@ __all__ = [
     "oci_endpoint_url",
     "oci_profile",
     "prepare_gcsfs_import",
+    "s3_client",
     "s3_endpoint_url",
     "s3_requester_pays_buckets",
     "s3_unsigned",
@@ -132,6 +133,26 @@ def s3_unsigned(environ: Mapping[str, str] | None = None) -> bool:
     raise ConfigurationError(
         f"SHARDSTREAM_S3_UNSIGNED={text!r} (environment) is neither 1/true/yes nor 0/false/no"
     )
+
+
+def s3_client(environ: Mapping[str, str] | None = None) -> str:
+    """Which client S3 reads go through, from ``SHARDSTREAM_S3_CLIENT``.
+
+    ``botocore`` (the default) or ``obstore`` (``shardstream.storage.obstore_client``).
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+
+    Raises:
+        ConfigurationError: The variable names another client.
+    """
+    environ = os.environ if environ is None else environ
+    text = environ.get("SHARDSTREAM_S3_CLIENT", "").strip().lower() or "botocore"
+    if text not in ("botocore", "obstore"):
+        raise ConfigurationError(
+            f"SHARDSTREAM_S3_CLIENT={text!r} (environment) is neither botocore nor obstore"
+        )
+    return text
 
 
 def _text(name: str, environ: Mapping[str, str] | None) -> str | None:

@@ -27,6 +27,7 @@ from shardstream._optional import require
 from shardstream.errors import ConfigurationError, StorageError
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
+from shardstream.storage.obstore_client import ObstoreClient, usable_here
 from shardstream.storage.store_base import Failure, Kind, WritableStore
 
 __all__ = ["S3Store"]
@@ -138,6 +139,8 @@ class S3Store(WritableStore):
         self._access_key = key
         self._secret = secret
         self._storage_options = dict(storage_options or {})
+        self._obstore_reads = config.s3_client() == "obstore"
+        self._obstore: ObstoreClient | None = None
         super().__init__()
 
     def __repr__(self) -> str:
@@ -173,6 +176,8 @@ class S3Store(WritableStore):
 
     def _read(self, key: str, start: int, end: int | None) -> bytes:
         """One GET (ranged unless the whole object is asked for), its body read whole."""
+        if self._obstore_reads and usable_here():  # else botocore: a fork of an obstore user
+            return self._fast_reader().read(key, start, end)
         bucket, name = self._bucket_and_name(key)
         options = self._request_options()
         if start or end is not None:
@@ -255,6 +260,17 @@ class S3Store(WritableStore):
 
     def _request_options(self) -> dict[str, str]:
         return {"RequestPayer": "requester"} if self.requester_pays else {}
+
+    def _fast_reader(self) -> ObstoreClient:
+        """The obstore transport of reads (``SHARDSTREAM_S3_CLIENT=obstore``), made once."""
+        if self._obstore is None:
+            self._obstore = ObstoreClient.s3(
+                self.url(""), endpoint_url=self.endpoint_url, region=self.region,
+                key=self._access_key, secret=self._secret, anon=self.anon,
+                requester_pays=self.requester_pays, connect_timeout=self.connect_timeout,
+                read_timeout=self.read_timeout,
+            )  # fmt: skip
+        return self._obstore
 
     def _region(self) -> str | None:
         return self.region or ("us-east-1" if self.endpoint_url is not None else None)

@@ -1,0 +1,124 @@
+"""How :mod:`shardstream.storage.obstore_client` settles obstore's settings and reads its errors.
+
+The help text each kind of store appends to credential errors, obstore's client options and
+retry settings, botocore's credential chain for obstore, and the scrubbing of its messages.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from types import ModuleType
+from typing import Any
+
+from shardstream._optional import require
+from shardstream.errors import ConfigurationError
+
+__all__ = [
+    "AZURE_HELP",
+    "GCS_HELP",
+    "GOOGLE",
+    "NO_RETRIES",
+    "S3_HELP",
+    "SECRET_QUERY",
+    "botocore_credentials",
+    "client_options",
+    "connection_fields",
+    "first_lines",
+    "import_obstore",
+    "says_refused",
+]
+
+GOOGLE = "https://storage.googleapis.com"
+PURPOSE = "The obstore transport of object stores"
+SECRET_QUERY = re.compile(
+    r"(?i)\b(sig|signature|x-amz-signature|x-amz-credential|se|sv|st)=[^&\s]*"
+)
+
+S3_HELP = (
+    "S3 credentials come from the standard AWS chain: the AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY variables, AWS_PROFILE or ~/.aws/credentials, or an instance role; "
+    "the endpoint comes from endpoint_url= or the S3_ENDPOINT_URL variable"
+)
+GCS_HELP = (
+    "GCS credentials come from token= (a service-account key file or dict), else from "
+    "Application Default Credentials: the GOOGLE_APPLICATION_CREDENTIALS variable naming a "
+    "service-account key file, or `gcloud auth application-default login`, or the metadata "
+    "server on Google Cloud; an emulator (endpoint_url= or STORAGE_EMULATOR_HOST) gets "
+    "anonymous requests"
+)
+AZURE_HELP = (
+    "Azure credentials come from connection_string=, or an account name (account_name=, or "
+    "AZURE_STORAGE_ACCOUNT_NAME) with account_key= or sas_token=; else from the "
+    "AZURE_STORAGE_CONNECTION_STRING variable, or AZURE_STORAGE_ACCOUNT_NAME with "
+    "AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN; else a service principal in "
+    "AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET or a managed identity"
+)
+
+
+def import_obstore(module: str, extra: str) -> ModuleType:
+    """Import ``module`` of obstore, or say which extra (each has a literal name) installs it."""
+    if extra == "gcs":
+        return require(module, extra="gcs", purpose=PURPOSE)
+    if extra == "azure":
+        return require(module, extra="azure", purpose=PURPOSE)
+    return require(module, extra="s3", purpose=PURPOSE)  # S3, and HTTP: any of the three
+
+
+NO_RETRIES: dict[str, Any] = {
+    "max_retries": 0,
+    "retry_timeout": timedelta(seconds=0),
+    "backoff": {"init_backoff": timedelta(0), "max_backoff": timedelta(0), "base": 2},
+}
+REFUSALS = ("SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "AuthenticationFailed",
+             "AuthorizationFailure", "403 Forbidden", "401 Unauthorized",
+             "status: 403", "status: 401")  # fmt: skip
+
+
+def says_refused(text: str) -> bool:
+    return any(word in text for word in REFUSALS)
+
+
+def client_options(connect: float, read: float, endpoint: str | None) -> dict[str, Any]:
+    if not (connect > 0 and read > 0):
+        raise ConfigurationError(
+            f"connect_timeout={connect} and read_timeout={read} must be positive seconds"
+        )
+    options: dict[str, Any] = {
+        "connect_timeout": timedelta(seconds=connect),
+        "read_timeout": timedelta(seconds=read),
+    }
+    if endpoint is not None and endpoint.startswith("http://"):
+        options["allow_http"] = True
+    return options
+
+
+def botocore_credentials() -> dict[str, Any]:
+    """Credentials from botocore's chain (profiles, ``~/.aws``, SSO, roles); obstore refreshes."""
+    session = require("botocore.session", extra="s3", purpose="S3 credentials from AWS_PROFILE")
+    found = session.get_session().get_credentials()
+    if found is None:
+        raise PermissionError("no credentials found in the AWS chain")
+    frozen = found.get_frozen_credentials()
+    expiry = getattr(found, "_expiry_time", None)
+    return {
+        "access_key_id": frozen.access_key,
+        "secret_access_key": frozen.secret_key,
+        "token": frozen.token,
+        "expires_at": expiry,
+    }
+
+
+def connection_fields(connection_string: str) -> dict[str, str]:
+    fields = {}
+    for item in connection_string.split(";"):
+        name, sep, value = item.partition("=")
+        if sep and name.strip():
+            fields[name.strip().lower()] = value.strip()
+    return fields
+
+
+def first_lines(exc: BaseException) -> str:
+    """The message of an obstore error, without the debug dump after its first line."""
+    lines = str(exc).strip().splitlines() or [""]
+    return lines[0].partition("  Debug source:")[0].strip()

@@ -1,0 +1,543 @@
+"""A transport over obstore (the Rust ``object_store`` crate): S3, GCS, Azure Blob and HTTP.
+
+The primitives a store needs (ranged read, atomic write, a listing page, head, remove) through
+one client whose requests cost a fraction of botocore's CPU (``benchmarks/client_bench.py``).
+One class serves every kind of store; :meth:`ObstoreClient.s3`, :meth:`~ObstoreClient.gcs`,
+:meth:`~ObstoreClient.azure` and :meth:`~ObstoreClient.http` settle each kind's endpoint and
+credentials from the same arguments and variables as the backends of the same kind
+(:mod:`shardstream.storage.s3`, ``gcs``, ``azure``), and name them in credential errors.
+
+obstore's own retries are off: shardstream retries in one place (downloads in
+:mod:`shardstream.storage.download`, uploads in the writer), so that ``retry=N`` means exactly
+N retries. The store is made on first use (no I/O, no import of obstore, in a constructor), and
+again in a forked child, whose parent's connections it must not share.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from shardstream import config
+from shardstream.errors import (
+    ConfigurationError,
+    CredentialsError,
+    ObjectNotFoundError,
+    ShardstreamError,
+    StorageError,
+    UnsupportedURLError,
+)
+from shardstream.storage._obstore_settings import (
+    AZURE_HELP,
+    GCS_HELP,
+    GOOGLE,
+    NO_RETRIES,
+    S3_HELP,
+    SECRET_QUERY,
+    botocore_credentials,
+    client_options,
+    connection_fields,
+    first_lines,
+    import_obstore,
+    says_refused,
+)
+from shardstream.storage.base import ObjectInfo
+from shardstream.storage.keys import check_key, check_range
+
+__all__ = ["ObstoreClient", "usable_here"]
+
+PAGE_KEYS = 1000  # S3's largest listing page, and the size of a page here
+_OPEN_LISTINGS = 8  # listings a client keeps open between pages (each is one stream)
+
+
+class ObstoreClient:
+    """One bucket (container, site) and prefix, reached through obstore.
+
+    Build it with a factory (:meth:`s3`, :meth:`gcs`, :meth:`azure`, :meth:`http`). Keys are
+    ``/``-separated and relative to the prefix. Every method may do I/O; the constructor never
+    does.
+
+    Errors: a missing object raises :class:`~shardstream.errors.ObjectNotFoundError`, refused
+    or missing credentials :class:`~shardstream.errors.CredentialsError` (saying what to set),
+    anything else :class:`~shardstream.errors.StorageError`; messages name the full URL and
+    never hold a secret.
+
+    Args:
+        root: The root's URL, e.g. ``s3://bucket/prefix`` (for messages and :meth:`url`).
+        make_store: Makes the obstore store (called on first use, once per process).
+        endpoint: The server, as messages name it.
+        credentials_help: What to set, appended to credential errors.
+        secrets: Strings that must never appear in a message.
+        writable: Whether the store takes writes, listings and deletes (HTTP does not).
+        extra: The shardstream extra that installs obstore for this kind of store.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        make_store: Callable[[], Any],
+        *,
+        endpoint: str,
+        credentials_help: str,
+        secrets: Sequence[str] = (),
+        writable: bool = True,
+        extra: str = "s3",
+    ) -> None:
+        self.root = root.rstrip("/")
+        self.endpoint = endpoint
+        self._make_store = make_store
+        self._help = credentials_help
+        self._secrets = [secret for secret in secrets if secret]
+        self._writable = writable
+        self._extra = extra
+        self._store: Any = None
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        # Open listings by (prefix, token): each held stream serves its listing's next page.
+        self._listings: OrderedDict[tuple[str, str], Iterator[Any]] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"ObstoreClient({self.root!r}, endpoint={self.endpoint!r})"
+
+    # --- factories ------------------------------------------------------------------------------
+
+    @classmethod
+    def s3(
+        cls,
+        url: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        key: str | None = None,
+        secret: str | None = None,
+        anon: bool | None = None,
+        requester_pays: bool | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+    ) -> ObstoreClient:
+        """S3 or an S3-compatible server, with :class:`~shardstream.storage.S3Store`'s arguments.
+
+        A custom endpoint gets path-style requests, region ``us-east-1`` unless given, and plain
+        ``http://`` when it names one. Credentials: ``key``/``secret``, else unsigned with
+        ``anon`` (default ``SHARDSTREAM_S3_UNSIGNED``), else ``AWS_ACCESS_KEY_ID`` and its
+        neighbours, else botocore's chain (profiles, ``~/.aws``, SSO, instance roles).
+
+        Raises:
+            ConfigurationError: As :class:`~shardstream.storage.S3Store` raises it.
+        """
+        from shardstream.storage.s3 import S3Store  # the same checks and defaults, no I/O
+
+        checked = S3Store(url, endpoint_url=endpoint_url, region=region, key=key, secret=secret,
+                          anon=anon, requester_pays=requester_pays,
+                          connect_timeout=connect_timeout, read_timeout=read_timeout)  # fmt: skip
+        endpoint = checked.endpoint_url
+        settings: dict[str, Any] = {}
+        if endpoint is not None:
+            settings.update(endpoint=endpoint, virtual_hosted_style_request=False)
+        region_name = checked.region or ("us-east-1" if endpoint is not None else None)
+        if region_name is not None:
+            settings["region"] = region_name
+        if checked.requester_pays:
+            settings["request_payer"] = True
+        provider = None
+        if checked.anon:
+            settings["skip_signature"] = True
+        elif key is not None and secret is not None:
+            settings.update(access_key_id=key, secret_access_key=secret)
+        elif not os.environ.get("AWS_ACCESS_KEY_ID"):
+            provider = botocore_credentials  # profiles and files object_store cannot read
+        client = client_options(connect_timeout, read_timeout, endpoint)
+
+        def make() -> Any:
+            store = import_obstore("obstore.store", "s3")
+            return store.S3Store(
+                checked.bucket, prefix=checked.prefix or None, config=settings,
+                client_options=client, retry_config=NO_RETRIES,
+                credential_provider=provider,
+            )  # fmt: skip
+
+        return cls(checked.url(""), make, endpoint=endpoint or "AWS (no S3_ENDPOINT_URL)",
+                   credentials_help=S3_HELP, secrets=[secret or ""])  # fmt: skip
+
+    @classmethod
+    def gcs(
+        cls,
+        url: str,
+        *,
+        token: str | dict[str, Any] | None = None,
+        endpoint_url: str | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+    ) -> ObstoreClient:
+        """Google Cloud Storage or an emulator, with :class:`~shardstream.storage.GCSStore`'s.
+
+        ``token``: a service-account key file's path, its parsed contents, or ``"anon"``;
+        default anonymous with an emulator endpoint (``endpoint_url`` or
+        ``STORAGE_EMULATOR_HOST``), else Application Default Credentials.
+
+        Raises:
+            ConfigurationError: The URL is not a ``gs://`` URL with a valid bucket name.
+        """
+        from shardstream.storage.gcs import parse_gcs_url
+
+        _, bucket, prefix = parse_gcs_url(url)
+        endpoint = (
+            config.normalize_gcs_endpoint(endpoint_url)
+            if endpoint_url
+            else config.gcs_emulator_host()
+        )
+        settings: dict[str, Any] = {}
+        secrets: list[str] = []
+        if endpoint is not None:
+            settings["base_url"] = endpoint
+        if isinstance(token, dict):
+            settings["service_account_key"] = json.dumps(token)
+            secrets.append(str(token.get("private_key", "")))
+        elif token == "anon" or (token is None and endpoint is not None):  # noqa: S105
+            # object_store's one way to send no token at all (skip_signature still asks the
+            # metadata server for one): a key that turns OAuth off.
+            anonymous = {"disable_oauth": True, "client_email": "", "private_key": "",
+                         "private_key_id": "", "gcs_base_url": endpoint or GOOGLE}  # fmt: skip
+            settings["service_account_key"] = json.dumps(anonymous)
+        elif token is not None:
+            settings["service_account"] = os.fspath(token)
+        client = client_options(connect_timeout, read_timeout, endpoint)
+
+        def make() -> Any:
+            store = import_obstore("obstore.store", "gcs")
+            return store.GCSStore(bucket, prefix=prefix or None, config=settings,
+                                  client_options=client, retry_config=NO_RETRIES)  # fmt: skip
+
+        root = "gs://" + "/".join(part for part in (bucket, prefix) if part)
+        return cls(root, make, endpoint=endpoint or "Google Cloud Storage",
+                   credentials_help=GCS_HELP, secrets=secrets, extra="gcs")  # fmt: skip
+
+    @classmethod
+    def azure(
+        cls,
+        url: str,
+        *,
+        account_name: str | None = None,
+        account_key: str | None = None,
+        connection_string: str | None = None,
+        sas_token: str | None = None,
+        anon: bool = False,
+        endpoint_url: str | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+    ) -> ObstoreClient:
+        """Azure Blob Storage (or Azurite), with :class:`~shardstream.storage.AzureStore`'s.
+
+        The account and credentials are settled as ``AzureStore`` settles them (arguments,
+        then ``AZURE_STORAGE_*``, then the service principal or managed identity of the
+        environment); a connection string's ``BlobEndpoint`` or ``endpoint_url`` names another
+        endpoint, such as Azurite's ``http://127.0.0.1:10000/devstoreaccount1``.
+
+        Raises:
+            ConfigurationError: As :class:`~shardstream.storage.AzureStore` raises it.
+        """
+        from shardstream.storage.azure import AzureStore
+
+        checked = AzureStore(url, account_name=account_name, account_key=account_key,
+                             connection_string=connection_string, sas_token=sas_token,
+                             anon=anon, endpoint_url=endpoint_url)  # fmt: skip
+        account_key, sas_token = checked._account_key, checked._sas_token
+        endpoint = checked.endpoint_url
+        if checked._connection_string:
+            fields = connection_fields(checked._connection_string)
+            account_key = fields.get("accountkey")
+            sas_token = fields.get("sharedaccesssignature")
+            endpoint = fields.get("blobendpoint", endpoint)
+        settings: dict[str, Any] = {}
+        if checked.account_name:
+            settings["account_name"] = checked.account_name
+        if endpoint:
+            settings["endpoint"] = endpoint.rstrip("/")
+        if anon:
+            settings["skip_signature"] = True
+        elif account_key:
+            settings["account_key"] = account_key
+        elif sas_token:
+            settings["sas_key"] = sas_token.lstrip("?")
+        client = client_options(connect_timeout, read_timeout, endpoint)
+        source = checked.credential_source
+        container, prefix = checked.bucket, checked.prefix
+
+        def make() -> Any:
+            if not checked.account_name:
+                raise CredentialsError(
+                    f"using {checked.url('')} failed: no Azure storage account is known. "
+                    f"{AZURE_HELP}."
+                )
+            store = import_obstore("obstore.store", "azure")
+            return store.AzureStore(container, prefix=prefix or None, config=settings,
+                                    client_options=client, retry_config=NO_RETRIES)  # fmt: skip
+
+        shown = endpoint or f"https://{checked.account_name}.blob.core.windows.net"
+        return cls(checked.url(""), make, endpoint=shown,
+                   credentials_help=f"(credentials from {source}) {AZURE_HELP}",
+                   secrets=[account_key or "", sas_token or "", checked._connection_string or ""],
+                   extra="azure")  # fmt: skip
+
+    @classmethod
+    def http(
+        cls, url: str, *, connect_timeout: float = 10.0, read_timeout: float = 60.0
+    ) -> ObstoreClient:
+        """A read-only site: ``read`` and ``head`` by plain GET and HEAD under ``url``.
+
+        Raises:
+            ConfigurationError: The URL is not an ``http://`` or ``https://`` URL.
+        """
+        if not url.startswith(("http://", "https://")) or "?" in url or "#" in url:
+            raise ConfigurationError(
+                f"{url.split('?')[0]!r} is not an HTTP URL: write http(s)://host[/path] with "
+                "no query or fragment"
+            )
+        client = client_options(connect_timeout, read_timeout, url)
+
+        def make() -> Any:
+            store = import_obstore("obstore.store", "s3")
+            return store.HTTPStore(url, client_options=client, retry_config=NO_RETRIES)
+
+        return cls(url, make, endpoint=url, credentials_help="the site refused the request",
+                   writable=False, extra="s3")  # fmt: skip
+
+    # --- the primitives -------------------------------------------------------------------------
+
+    def url(self, key: str) -> str:
+        """The full URL of ``key`` (never with credentials)."""
+        return f"{self.root}/{key}" if key else self.root
+
+    def read(self, key: str, start: int, end: int | None) -> bytes:
+        """Bytes ``start .. end - 1`` of the object (``end=None``: to its end), in one GET.
+
+        An empty range (``start == end``) returns ``b""`` without a request; with ``end=None``,
+        a ``start`` at or past the object's end is a range past the end (the server answers
+        416), as with ``end`` given.
+
+        Raises:
+            ConfigurationError: The range is negative or reversed.
+            ObjectNotFoundError: No object under ``key``.
+            StorageError: The range runs past the end of the object, or the request failed.
+        """
+        check_key(key, self.url(""))
+        check_range(start, start if end is None else end, self.url(key))
+        if start == end:
+            return b""
+        obstore = self._module()
+        with self._boundary("reading", key):
+            if end is not None:
+                data = bytes(obstore.get_range(self._obj(), key, start=start, end=end))
+            elif start:
+                data = self._read_tail(obstore, key, start)
+            else:
+                data = bytes(obstore.get(self._obj(), key).bytes())
+        if end is not None and len(data) != end - start:
+            raise StorageError(
+                f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
+                f"object (the server sent {len(data)} bytes)"
+            )
+        return data
+
+    def write(self, local_path: str, key: str) -> None:
+        """Upload the file at ``local_path`` to ``key``, atomically for readers.
+
+        One PUT, or a multipart upload when large: readers see the whole object or none of it.
+
+        Raises:
+            FileNotFoundError: No file at ``local_path`` (the caller's, not the store's).
+            UnsupportedURLError: The store takes no writes (HTTP).
+        """
+        self._check_writable("writing", key)
+        check_key(key, self.url(""))
+        os.stat(local_path)
+        obstore = self._module()
+        with self._boundary("uploading to", key):
+            obstore.put(self._obj(), key, Path(local_path))
+
+    def list_page(
+        self, prefix: str, start_after: str | None, token: str | None
+    ) -> tuple[dict[str, ObjectInfo], str | None]:
+        """One page (at most :data:`PAGE_KEYS`) of the objects whose keys start with ``prefix``.
+
+        ``prefix`` is a plain string prefix (``"a/b"`` matches ``a/b.bin`` and ``a/b/c``).
+        ``start_after``: begin after this key; ``token``: the second value of the previous
+        page, ``None`` once the listing is done. Keys are relative to the root, sorted, without
+        "folder" markers.
+
+        Raises:
+            UnsupportedURLError: The store has no listing (HTTP).
+        """
+        self._check_writable("listing", prefix)
+        if prefix:
+            check_key(prefix, self.url(""))
+        with self._lock:
+            stream = self._listings.pop((prefix, token), None) if token else None
+        if stream is None:
+            # obstore lists whole path segments: list the prefix's folder, keep what matches.
+            folder = prefix.rpartition("/")[0] if not prefix.endswith("/") else prefix
+            offset = max(filter(None, (token, start_after, prefix[:-1])), default=None)
+            stream = self._stream(folder.rstrip("/"), offset)
+        infos: dict[str, ObjectInfo] = {}
+        with self._boundary("listing", prefix):
+            chunk: Sequence[Any] = next(stream, [])
+        last = None
+        after = max(filter(None, (token, start_after)), default="")
+        for meta in chunk:
+            name = str(meta["path"])
+            last = name
+            if name < prefix or name <= after:  # some backends list from the folder's start
+                continue
+            if not name.startswith(prefix):
+                return infos, None  # sorted: every later key is past the prefix
+            if not name.endswith("/"):
+                infos[name] = ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
+        if len(chunk) < PAGE_KEYS or last is None:
+            return infos, None
+        with self._lock:
+            self._listings[prefix, last] = stream
+            while len(self._listings) > _OPEN_LISTINGS:
+                self._listings.popitem(last=False)
+        return infos, last
+
+    def head(self, key: str) -> ObjectInfo:
+        """The object's size and ETag, from one HEAD request.
+
+        Raises:
+            ObjectNotFoundError: No object under ``key``.
+        """
+        check_key(key, self.url(""))
+        obstore = self._module()
+        with self._boundary("checking", key):
+            meta = obstore.head(self._obj(), key)
+        return ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
+
+    def remove(self, key: str) -> None:
+        """Delete the object under ``key``; a missing object is not an error (already gone).
+
+        Raises:
+            UnsupportedURLError: The store takes no deletes (HTTP).
+        """
+        self._check_writable("deleting", key)
+        check_key(key, self.url(""))
+        obstore = self._module()
+        try:
+            with self._boundary("deleting", key):
+                obstore.delete(self._obj(), key)
+        except ObjectNotFoundError:
+            return
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _obj(self) -> Any:
+        """The obstore store, made on first use and again in a forked child.
+
+        Raises:
+            ConfigurationError: This process was forked from one whose obstore had already
+                sent requests: its runtime's threads did not survive the fork, and a request
+                would hang forever.
+        """
+        global _RUNTIME_PID  # one runtime a process: obstore's own
+        if not usable_here():
+            raise ConfigurationError(
+                f"using {self.root} through obstore in a process forked after its parent used "
+                "obstore would hang (obstore's runtime does not survive fork): start workers "
+                "with multiprocessing_context='spawn' or 'forkserver', or set "
+                "SHARDSTREAM_S3_CLIENT=botocore"
+            )
+        _RUNTIME_PID = os.getpid()
+        if self._pid != os.getpid():
+            self._lock = threading.Lock()  # a lock copied mid-use by fork would never open
+            self._store, self._pid = None, os.getpid()
+            self._listings = OrderedDict()
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    with self._boundary("connecting to", ""):
+                        self._store = self._make_store()
+        return self._store
+
+    def _read_tail(self, obstore: ModuleType, key: str, start: int) -> bytes:
+        """The object from ``start`` to its end: a suffix GET (``bytes=start-``)."""
+        result = obstore.get(self._obj(), key, options={"range": {"offset": start}})
+        return bytes(result.bytes())
+
+    def _stream(self, folder: str, offset: str | None) -> Iterator[Any]:
+        obstore = self._module()
+        with self._boundary("listing", folder):
+            listing = obstore.list(self._obj(), folder or None, offset=offset,
+                                   chunk_size=PAGE_KEYS)  # fmt: skip
+        return iter(listing)
+
+    def _check_writable(self, action: str, key: str) -> None:
+        if not self._writable:
+            raise UnsupportedURLError(
+                f"{action} {self.url(key)}: an HTTP store is read-only and has no listing"
+            )
+
+    @functools.cached_property
+    def _errors(self) -> ModuleType:
+        return import_obstore("obstore.exceptions", self._extra)
+
+    def _module(self) -> ModuleType:
+        return import_obstore("obstore", self._extra)
+
+    @contextlib.contextmanager
+    def _boundary(self, action: str, key: str) -> Iterator[None]:
+        """Turn obstore's errors into shardstream's, naming the URL."""
+        try:
+            yield
+        except ShardstreamError:
+            raise
+        except Exception as exc:
+            translated = self._translate(exc, action, key)
+            if translated is None:
+                raise
+            raise translated from None  # obstore's message may repeat a secret; ours is scrubbed
+
+    def _translate(self, exc: Exception, action: str, key: str) -> Exception | None:
+        errors = self._errors
+        where = f"{action} {self.url(key)}"
+        detail = self._scrub(f"{type(exc).__name__}: {first_lines(exc)}")
+        if isinstance(exc, (errors.NotFoundError, FileNotFoundError)):
+            return ObjectNotFoundError(f"{where} failed: no such object or bucket ({detail})")
+        refused = (errors.PermissionDeniedError, errors.UnauthenticatedError, PermissionError)
+        if isinstance(exc, refused) or says_refused(str(exc)):
+            return CredentialsError(
+                f"{where} failed: the server at {self.endpoint} refused the credentials, or none "
+                f"were found ({detail}). {self._help}."
+            )
+        if isinstance(exc, (errors.BaseError, OSError, ValueError, RuntimeError)):
+            return StorageError(f"{where} failed at {self.endpoint}: {detail}")
+        return None
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without any secret, should a server or obstore ever echo one."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return SECRET_QUERY.sub(lambda match: f"{match.group(1)}=***", text)
+
+
+_RUNTIME_PID: int | None = None  # the process whose obstore has sent requests (and children)
+
+
+def usable_here() -> bool:
+    """Whether obstore can send requests in this process.
+
+    Not in a child forked after its parent sent requests through obstore: the runtime's
+    threads stay behind in the parent, and the child's requests would wait for them forever.
+    Importing obstore and making stores before the fork is harmless.
+    """
+    return _RUNTIME_PID in (None, os.getpid())
+
+
+def _etag(tag: object) -> str | None:
+    return str(tag).strip('"') or None if tag else None

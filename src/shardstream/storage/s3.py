@@ -16,7 +16,9 @@ one place (uploads in the writer, downloads in :mod:`shardstream.storage.downloa
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote_plus
@@ -297,7 +299,6 @@ class S3Store(WritableStore):
         return self._lazy("_client", self._create_reader)
 
     def _create_reader(self) -> Any:
-        session = require("botocore.session", extra="s3", purpose=_PURPOSE)
         botocore_config = require("botocore.config", extra="s3", purpose=_PURPOSE)
         settings = self._config_kwargs()
         if self.anon:
@@ -311,7 +312,7 @@ class S3Store(WritableStore):
         if self._access_key is not None:
             options["aws_access_key_id"] = self._access_key
             options["aws_secret_access_key"] = self._secret
-        client = session.get_session().create_client("s3", **options)
+        client = _SESSIONS.client(options)
         client.meta.events.register(
             "before-parse.s3.ListObjectsV2", _keep_raw_listing, unique_id=_RAW_LISTING
         )
@@ -353,6 +354,63 @@ class S3Store(WritableStore):
         filesystem = s3fs.S3FileSystem(**options)
         filesystem.retries = 1  # s3fs's own retry loop: one attempt (see above)
         return filesystem
+
+
+class _Sessions:
+    """The process's botocore session, kept for as long as the credential sources read the same.
+
+    A session loads the service model and endpoint rules once, which a new session per client
+    would load again. It also keeps the credentials of the standard chain once it has resolved
+    them, so it is kept per what the chain reads: the ``AWS_*`` variables and the identity of
+    the config and credentials files. A changed variable (another ``AWS_ACCESS_KEY_ID``) or an
+    edited file gets a new session, as a session per client did. A forked child inherits the
+    session (loaded data, no connections) and builds its own clients from it.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.key: tuple[Any, ...] | None = None
+        self.session: Any = None
+
+    def client(self, options: dict[str, Any]) -> Any:
+        """A new botocore S3 client made with ``options``, from the kept session."""
+        key = _credential_sources()
+        with self.lock:  # a botocore session is not safe to share between threads unguarded
+            if self.session is None or self.key != key:
+                module = require("botocore.session", extra="s3", purpose=_PURPOSE)
+                self.session, self.key = module.get_session(), key
+            return self.session.create_client("s3", **options)
+
+    def after_fork(self) -> None:
+        self.lock = threading.Lock()  # a lock copied mid-use by fork would never open
+
+
+_SESSIONS = _Sessions()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_SESSIONS.after_fork)
+
+
+def _credential_sources() -> tuple[Any, ...]:
+    """What botocore's credential chain and config read, compared for equality only.
+
+    Every ``AWS_*`` variable (keys, token, profile, files, role, container and instance
+    settings), and each config file's identity (device, inode, size, modification time: an
+    edited file is another file) or ``None`` when it is missing.
+    """
+    variables = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+    paths = (
+        os.environ.get("AWS_CONFIG_FILE", "~/.aws/config"),
+        os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"),
+    )
+    return (variables, *(_file_identity(path) for path in paths))
+
+
+def _file_identity(path: str) -> tuple[int, ...] | None:
+    try:
+        status = os.stat(os.path.expanduser(path))
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
 
 
 def _keep_raw_listing(

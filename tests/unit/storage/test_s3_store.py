@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import os
+from typing import Any
 
 import pytest
 
 from shardstream import config
 from shardstream.errors import ConfigurationError
-from shardstream.storage import S3Store, open_store
+from shardstream.storage import S3Store, open_store, s3
 
 
 def test_open_store_gives_an_s3_store_without_io(monkeypatch: pytest.MonkeyPatch):
@@ -201,3 +203,115 @@ def test_a_listing_page_botocore_parsed_itself_still_lists_its_objects():
     assert list(_parsed_objects(page)) == [("a b/c.mds", 7, '"e1"'), ("d", 0, None)]
     plain = {"Contents": [{"Key": "a+b", "Size": 1}]}
     assert list(_parsed_objects(plain)) == [("a+b", 1, None)]
+
+
+class SessionSpy:
+    """Counts the botocore sessions made, through botocore's own ``get_session``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import botocore.session  # type: ignore[import-untyped]
+
+        self.made = 0
+        real = botocore.session.get_session
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.made += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(botocore.session, "get_session", counted)
+        monkeypatch.setattr(s3, "_SESSIONS", s3._Sessions())  # none kept from other tests
+
+
+def signing_key(store: S3Store) -> str:
+    """The access key the store's reading client signs with (botocore keeps it on the signer)."""
+    credentials = store._reader()._request_signer._credentials
+    return str(credentials.get_frozen_credentials().access_key)
+
+
+@pytest.fixture
+def aws_chain(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role looked for
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "first-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "first-secret")
+
+
+def test_two_stores_build_their_clients_from_one_session(
+    monkeypatch: pytest.MonkeyPatch, aws_chain: None
+):
+    spy = SessionSpy(monkeypatch)
+    first = S3Store("s3://bucket/a", endpoint_url="http://127.0.0.1:1")
+    second = S3Store("s3://other/b", endpoint_url="http://127.0.0.1:1")
+    clients = {id(first._reader()), id(second._reader()), id(first._reader())}
+    assert len(clients) == 2  # a client per store, kept by it
+    assert spy.made == 1
+    assert signing_key(first) == signing_key(second) == "first-key"
+
+
+def test_a_changed_credential_variable_gets_a_new_session(
+    monkeypatch: pytest.MonkeyPatch, aws_chain: None
+):
+    spy = SessionSpy(monkeypatch)
+    assert signing_key(S3Store("s3://bucket", endpoint_url="http://127.0.0.1:1")) == "first-key"
+    # botocore keeps a session's resolved credentials: a session kept across this change
+    # would sign with the old key.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "second-key")
+    assert signing_key(S3Store("s3://bucket", endpoint_url="http://127.0.0.1:1")) == "second-key"
+    assert spy.made == 2
+    assert signing_key(S3Store("s3://bucket", endpoint_url="http://127.0.0.1:1")) == "second-key"
+    assert spy.made == 2
+
+
+def test_an_edited_credentials_file_gets_a_new_session(
+    monkeypatch: pytest.MonkeyPatch, aws_chain: None, tmp_path: Any
+):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = file-one\naws_secret_access_key = s\n")
+    spy = SessionSpy(monkeypatch)
+    assert signing_key(S3Store("s3://bucket", endpoint_url="http://127.0.0.1:1")) == "file-one"
+    credentials.write_text("[default]\naws_access_key_id = file-two-x\naws_secret_access_key = s\n")
+    assert signing_key(S3Store("s3://bucket", endpoint_url="http://127.0.0.1:1")) == "file-two-x"
+    assert spy.made == 2
+
+
+def test_explicit_credentials_win_over_the_kept_session(
+    monkeypatch: pytest.MonkeyPatch, aws_chain: None
+):
+    spy = SessionSpy(monkeypatch)
+    chained = S3Store("s3://bucket", endpoint_url="http://127.0.0.1:1")
+    explicit = S3Store("s3://bucket", endpoint_url="http://127.0.0.1:1", key="mine", secret="s")  # noqa: S106
+    assert (signing_key(chained), signing_key(explicit)) == ("first-key", "mine")
+    assert signing_key(S3Store("s3://bucket", endpoint_url="http://127.0.0.1:1")) == "first-key"
+    assert spy.made == 1
+
+
+def test_a_forked_child_builds_its_own_client_from_the_inherited_session(
+    monkeypatch: pytest.MonkeyPatch, aws_chain: None
+):
+    spy = SessionSpy(monkeypatch)
+    store = S3Store("s3://bucket", endpoint_url="http://127.0.0.1:1")
+    parent_client = id(store._reader())
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, and leave without running pytest's teardown
+        try:
+            before = spy.made
+            child_client = id(store._reader())
+            other = S3Store("s3://other", endpoint_url="http://127.0.0.1:1")._reader()
+            answer = f"{spy.made - before} {child_client != parent_client} {other is not None}"
+        except BaseException as exc:  # noqa: BLE001 (the parent reports it)
+            answer = repr(exc)
+        os.write(write, answer.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        answer = pipe.read()
+    assert os.waitpid(pid, 0)[1] == 0
+    assert answer == "0 True True"  # no session made, and not the parent's client
+    assert spy.made == 1

@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from tests.writer_samples import COLUMNS, sample
 
+from shardstream import MDSWriter
+from shardstream.cache import sync_index
+from shardstream.cache.provenance import read_record
 from shardstream.errors import DownloadTimeoutError, ObjectNotFoundError, StorageError
 from shardstream.storage import DownloadOptions, S3Store, fetch_listing, store_base
 from shardstream.storage import download as download_module
@@ -191,3 +195,31 @@ def test_a_split_listing_asks_each_range_from_its_first_key(
         assert proxy.count("GET", "start-after=") == 4
         # Each range ends at the page that crosses its end: at most one page more each.
         assert proxy.count("GET", "list-type=2") <= serial_pages + 5
+
+
+def test_a_first_start_reads_the_index_once_then_lists_split_at_its_names(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 5)
+    monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 5)
+    url = s3_env.url("first-start")
+    with MDSWriter(out=url, columns=COLUMNS, size_limit=300) as writer:
+        for i in range(40):
+            writer.write(sample(i))
+    port = int(s3_env.endpoint.rsplit(":", 1)[1])
+    with FaultProxy(port) as proxy:
+        store = S3Store(url, endpoint_url=proxy.endpoint, key=s3_env.key, secret=s3_env.secret)
+        entries = sync_index(store, str(tmp_path / "cache"), DownloadOptions())
+        assert entries is not None
+        assert len(entries) > 10
+        assert proxy.count("GET", "index.json") == 1  # the index, once, before the listing
+        assert proxy.count("HEAD") == 0
+        assert proxy.count("GET", "start-after=") >= 2  # split at the index's names
+        # The GET's ETag is the listing's: the record holds the index read.
+        record = read_record(str(tmp_path / "cache" / ".shardstream"))
+        assert record is not None
+        info = store.info("index.json")
+        assert record.objects["index.json"] == f"{info.size}:{info.etag}"
+        proxy.reset_counts()
+        assert sync_index(store, str(tmp_path / "cache"), DownloadOptions()) is None
+        assert proxy.count("GET", "index.json") == 0  # a warm start fetches nothing

@@ -25,7 +25,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import TypeGuard, TypeVar
 
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import FileLock
@@ -36,6 +37,7 @@ from shardstream.errors import (
     IndexFormatError,
     ObjectNotFoundError,
     ShardFormatError,
+    StorageError,
     UnsupportedURLError,
 )
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index
@@ -46,7 +48,10 @@ from shardstream.storage import (
     fetch_bytes,
     fetch_info,
     fetch_listing,
+    timed_request,
 )
+from shardstream.storage.base import ObjectInfo
+from shardstream.storage.store_base import BaseStore
 
 __all__ = ["sync_index"]
 
@@ -55,6 +60,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _LEGACY_STAMP = "index.stamp"  # the index's tag alone, as earlier versions kept it
+_INDEX_ROUNDS = 3  # listings a first start makes before it gives up on a changing index
 
 
 def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list[ShardEntry] | None:
@@ -84,9 +90,14 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
         record.check_remote(remote, local)
     seen = _generation(record)
     # Listed without the lock, so that the processes of a node starting together list at once;
-    # in key ranges split at the names last listed, or else at the cached index's.
+    # in key ranges split at the names last listed, or else at the cached index's, or else (a
+    # first start) at the names of the index fetched first.
     split_at = list(record.objects) if record is not None else _cached_names(path)
-    listing, complete = _list(store, options, split_at)
+    fetched: _Fetched | None = None
+    if not split_at and _reads_index_first(store):
+        listing, complete, fetched = _index_then_listing(store, options)
+    else:
+        listing, complete = _list(store, options, split_at)
     wait = options.timeout * (options.retry + 1) + 60
     with FileLock(os.path.join(state, "index.lock")).hold(timeout=wait, what="the index"):
         record = read_record(state)
@@ -97,6 +108,8 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             # from ours, which may be the older: list again, under the lock, so that what is
             # recorded is newer than any listing recorded before (no clock says which is).
             listing, complete = _list(store, options, list(record.objects))
+        if fetched is not None and not fetched.matches(listing):
+            fetched = None  # listed again, and the index changed since: fetched again below
         old = _read(path)
         tagged = not listing[INDEX_BASENAME].endswith(":")  # no tag: the bytes must be compared
         index_current = (
@@ -111,6 +124,8 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
         if index_current and old is not None:
             data = old
             entries = parse_index(data, source=store.url(INDEX_BASENAME))
+        elif fetched is not None:  # the bytes whose identity the listing gives the index
+            data, entries = fetched.data, fetched.parsed(store)
         else:
             data = fetch_bytes(store, INDEX_BASENAME, options)
             data, entries = _parse_remote(store, data, listing[INDEX_BASENAME], options)
@@ -135,6 +150,93 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             SourceRecord(remote, listing, complete, _generation(record) + 1).write(state)
         logger.info("checked %s (%d shards)", store.url(INDEX_BASENAME), len(entries))
         return entries
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """``index.json`` fetched before the listing, with the identity its own GET answered."""
+
+    data: bytes
+    info: ObjectInfo
+    entries: list[ShardEntry] | None  # None: no index (a transfer error, or malformed)
+
+    def matches(self, listing: dict[str, str]) -> bool:
+        """Whether ``listing`` lists the version of the index these bytes are (by equality).
+
+        A read with no version tag matches nothing: its size alone does not tell a rewrite.
+        """
+        return bool(self.info.etag) and listing.get(INDEX_BASENAME) == identity(self.info)
+
+    def parsed(self, store: ObjectStore) -> list[ShardEntry]:
+        """The entries; the listing vouched for the bytes, so a parse error is the remote's.
+
+        Raises:
+            IndexFormatError: The remote index is malformed.
+        """
+        if self.entries is not None:
+            return self.entries
+        return parse_index(self.data, source=store.url(INDEX_BASENAME))
+
+
+def _reads_index_first(store: ObjectStore) -> TypeGuard[BaseStore]:
+    """Whether a first start fetches the index first, to list split at its shard names.
+
+    Only where the listing can be split (else the index would wait for nothing) and a GET
+    answers with the identity of its bytes, so that they can be matched with the listing.
+    """
+    return isinstance(store, BaseStore) and store.lists_in_ranges and store.identifies_reads
+
+
+def _index_then_listing(
+    store: BaseStore, options: DownloadOptions
+) -> tuple[dict[str, str], bool, _Fetched | None]:
+    """A first start's listing, split at the names of the index fetched before it.
+
+    The index's bytes are kept only if the listing gives the index the identity their own
+    GET answered: the same version, by equality. If the index was rewritten between the two,
+    it is fetched again and compared with the same listing, and if it changed once more, the
+    remote is listed again, at most ``_INDEX_ROUNDS`` times.
+
+    Returns:
+        The listing, whether it is every object, and the index matched with it (``None``
+        where the store's GET gave no version tag: the index is fetched after the listing,
+        as on a start that knows the names).
+
+    Raises:
+        StorageError: The index changed at every round (a writer rewriting the dataset).
+        ObjectNotFoundError: The remote has no ``index.json``.
+    """
+    url = store.url(INDEX_BASENAME)
+    fetched = _fetch_identified(store, options)
+    for _ in range(_INDEX_ROUNDS):
+        names = _entry_names(fetched.entries or [])
+        listing, complete = _list(store, options, names)
+        if not fetched.info.etag:
+            return listing, complete, None
+        if fetched.matches(listing):
+            return listing, complete, fetched
+        fetched = _fetch_identified(store, options)  # rewritten between the GET and the listing
+        if fetched.matches(listing):
+            return listing, complete, fetched
+        logger.info("%s changed while the remote was listed: listing it again", url)
+    raise StorageError(
+        f"reading {url} failed: the index changed {_INDEX_ROUNDS} times while "
+        f"{store.url('')} was listed, so no listing matches an index read; a writer is "
+        "rewriting the dataset: start again once it has finished"
+    )
+
+
+def _fetch_identified(store: BaseStore, options: DownloadOptions) -> _Fetched:
+    """The index's bytes and their identity, from one GET (with the retries of ``options``)."""
+    url = store.url(INDEX_BASENAME)
+    data, info = timed_request(
+        lambda: store.get_bytes_info(INDEX_BASENAME), options, f"reading {url}"
+    )
+    try:
+        entries: list[ShardEntry] | None = parse_index(data, source=url)
+    except IndexFormatError:  # a gateway's page, or the remote's own: the listing tells
+        entries = None
+    return _Fetched(data, info, entries)
 
 
 def _check_sizes(entries: list[ShardEntry], listing: dict[str, str], source: str) -> None:
@@ -219,7 +321,11 @@ def _cached_names(path: str) -> list[str]:
     old = _read(path)
     if old is None:
         return []
-    entries = _parse_old(old, path)
+    return _entry_names(_parse_old(old, path))
+
+
+def _entry_names(entries: list[ShardEntry]) -> list[str]:
+    """The files ``entries`` name."""
     return [
         info.basename
         for entry in entries

@@ -129,6 +129,7 @@ class GCSStore(FsspecStore):
     """
 
     _lists_from_key = True  # the JSON API's startOffset
+    _identifies_reads = True  # a media GET's x-goog-generation
     _default_endpoint = "Google Cloud Storage (no STORAGE_EMULATOR_HOST)"
     _credentials_text = _CREDENTIALS_HELP
 
@@ -243,6 +244,16 @@ class GCSStore(FsspecStore):
             if key and not key.endswith("/") and key != start_after:  # no "folder" markers
                 infos[key] = ObjectInfo(size=int(item["size"]), etag=self._etag(item))
         return infos, page.get("nextPageToken") or None
+
+    def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        """One media GET, with the generation and size its headers gave (as a listing does)."""
+        filesystem = self._filesystem()
+        headers, data = filesystem.call("GET", filesystem.url(self._path(key)))
+        generation = headers.get("x-goog-generation")
+        length = str(headers.get("Content-Length", "")).strip()
+        if length.isdigit() and int(length) != len(data):
+            generation = None  # decoded on the way (gzip): the body is not the stored object
+        return bytes(data), ObjectInfo(size=len(data), etag=str(generation) if generation else None)
 
     def _etag(self, details: dict[str, Any]) -> str | None:
         generation = details.get("generation")

@@ -98,6 +98,7 @@ class LocalStore(WritableStore):
     # A listing is one walk, filtered: it can start after a key (for the same result either
     # way), and is never split, as every range would walk the whole folder again.
     _lists_from_key = False
+    _identifies_reads = True  # the open file's inode, size and modification time
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -178,16 +179,34 @@ class LocalStore(WritableStore):
             stop = size if end is None else end
             if stop > size:
                 raise self._past_the_end(key, start, stop, size)
-            parts = []
-            offset = start
-            while offset < stop:
-                chunk = os.pread(fd, stop - offset, offset)
-                if not chunk:  # the file shrank under us
-                    raise self._shrank(key, offset)
-                parts.append(chunk)
-                offset += len(chunk)
+            return self._pread(fd, key, start, stop)
         finally:
             os.close(fd)
+
+    def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        """The whole file and the identity of the open file, unchanged while it was read."""
+        fd = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            before = _file_info(os.fstat(fd))
+            data = self._pread(fd, key, 0, before.size)
+            after = _file_info(os.fstat(fd))
+        finally:
+            os.close(fd)
+        if after != before:  # written in place while read: the bytes may be of neither
+            raise StorageError(
+                f"reading {self.url(key)} failed: the file changed while it was read"
+            )
+        return data, before
+
+    def _pread(self, fd: int, key: str, start: int, stop: int) -> bytes:
+        parts = []
+        offset = start
+        while offset < stop:
+            chunk = os.pread(fd, stop - offset, offset)
+            if not chunk:  # the file shrank under us
+                raise self._shrank(key, offset)
+            parts.append(chunk)
+            offset += len(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _head(self, key: str) -> ObjectInfo:

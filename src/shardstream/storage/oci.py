@@ -87,6 +87,7 @@ class OCIStore(WritableStore):
     # An empty range past the end is refused as a ranged GetObject would refuse it.
     _empty_range_asks = True
     _lists_from_key = True  # ListObjects' startAfter, in name order
+    _identifies_reads = True  # a GetObject's ETag and Content-Length
     _default_endpoint = "the profile's region"
     _credentials_text = _CREDENTIALS_HELP
 
@@ -143,6 +144,11 @@ class OCIStore(WritableStore):
         )
         data: bytes = response.data.content
         return data
+
+    def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        response = self._oci_client().get_object(self.namespace, self.bucket, self._name(key))
+        data: bytes = response.data.content
+        return data, info_from_headers(response.headers, self.url(key))
 
     def _head(self, key: str) -> ObjectInfo:
         response = self._oci_client().head_object(self.namespace, self.bucket, self._name(key))

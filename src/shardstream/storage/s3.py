@@ -95,6 +95,7 @@ class S3Store(WritableStore):
     """
 
     _lists_from_key = True  # ListObjectsV2's StartAfter
+    _identifies_reads = True  # a GET's ETag and Content-Length
     _clients = ("_fs", "_client")
     _default_endpoint = "AWS (no S3_ENDPOINT_URL)"
     _credentials_text = _CREDENTIALS_HELP
@@ -191,6 +192,19 @@ class S3Store(WritableStore):
         finally:
             body.close()
         return data
+
+    def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        """One GET of the whole object through botocore, with the ETag and size it answered."""
+        bucket, name = self._bucket_and_name(key)
+        response = self._reader().get_object(Bucket=bucket, Key=name, **self._request_options())
+        body = response["Body"]
+        try:
+            data: bytes = body.read()  # botocore checks the length against Content-Length
+        finally:
+            body.close()
+        etag = response.get("ETag")
+        size = int(response.get("ContentLength", len(data)))
+        return data, ObjectInfo(size=size, etag=etag.strip('"') if etag else None)
 
     def _list_page(
         self, prefix: str, start_after: str | None, token: str | None

@@ -6,6 +6,8 @@ base builds the whole :class:`~shardstream.storage.base.ObjectStore` contract on
 - ``_read(key, start, end)``: the bytes ``start .. end - 1`` of an object (``end`` ``None``: to
   its end), ``_write(local_path, key)``, ``_head(key)``, ``_remove(key)``;
 - ``_list_page(prefix, start_after, token)``: one page of a listing and the token of the next;
+- ``_read_info(key)`` (optional): a whole object and the identity its own answer gave (size and
+  version tag), so that bytes read before a listing can be matched with it;
 - ``_classify(exc)``: whether an SDK's exception means a missing object, refused credentials,
   a range past the end, or another failure of the store (or is no store error at all).
 
@@ -37,6 +39,7 @@ from shardstream.errors import (
     ObjectNotFoundError,
     ShardstreamError,
     StorageError,
+    UnsupportedURLError,
 )
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
@@ -92,6 +95,8 @@ class BaseStore:
     _credentials_text = "Check the store's credentials"
     #: Attributes holding clients made on first use, forgotten in a forked child.
     _clients: tuple[str, ...] = ()
+    #: Whether ``_read_info`` is implemented: a read returns the identity of what it read.
+    _identifies_reads = False
 
     def __init__(self) -> None:
         self._pid = os.getpid()
@@ -125,6 +130,14 @@ class BaseStore:
 
     def _head(self, key: str) -> ObjectInfo:
         """The size and version tag of the object under ``key``."""
+        raise NotImplementedError
+
+    def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        """The whole object, and its size and version tag as the same answer gave them.
+
+        From the read's own answer (its headers, or the open file's status), never from a
+        second request, which could see another version than the bytes.
+        """
         raise NotImplementedError
 
     def _classify(self, exc: Exception) -> Failure | None:
@@ -179,6 +192,45 @@ class BaseStore:
         self._key(key)
         with self._boundary("reading", key):
             return self._read(key, 0, None)
+
+    @property
+    def lists_in_ranges(self) -> bool:
+        """Whether :meth:`list_info` lists key ranges in parallel when given ``split_at``."""
+        return self._lists_from_key
+
+    @property
+    def identifies_reads(self) -> bool:
+        """Whether :meth:`get_bytes_info` is available (else it raises ``UnsupportedURLError``)."""
+        return self._identifies_reads
+
+    def get_bytes_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        """The whole object under ``key``, and the size and version tag of the bytes returned.
+
+        One request: the identity comes from the read's own answer, so it is the identity of
+        these bytes even when the object is replaced meanwhile, and it can be compared with a
+        listing's (``ObjectInfo`` equality).
+
+        Raises:
+            UnsupportedURLError: The store cannot tell which version a read returned.
+            ObjectNotFoundError: No object under ``key``.
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: Any other failure of the request, or a body of another size than
+                its answer gave (a transfer error).
+        """
+        self._key(key)
+        if not self._identifies_reads:
+            raise UnsupportedURLError(
+                f"reading {self.url(key)}: {type(self).__name__} cannot tell which version of "
+                "an object a read returned; use get_bytes and info"
+            )
+        with self._boundary("reading", key):
+            data, info = self._read_info(key)
+        if len(data) != info.size:
+            raise StorageError(
+                f"reading {self.url(key)} failed: a transfer error: the answer gave "
+                f"{info.size} bytes but its body was {len(data)} bytes"
+            )
+        return data, info
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes ``start .. end - 1`` of the object under ``key``, in one ranged request.

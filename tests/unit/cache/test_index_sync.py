@@ -14,7 +14,12 @@ import pytest
 from shardstream import MDSWriter, StreamingDataset
 from shardstream.cache import sync_index
 from shardstream.cache.provenance import SOURCE_RECORD, read_record
-from shardstream.errors import CacheConflictError, ShardFormatError
+from shardstream.errors import (
+    CacheConflictError,
+    IndexFormatError,
+    ShardFormatError,
+    StorageError,
+)
 from shardstream.storage import DownloadOptions, store_base
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.local import LocalStore
@@ -144,7 +149,8 @@ def test_a_start_lists_in_ranges_split_at_the_names_it_knows(
     names = sorted(p.name for p in remote.iterdir())
     store = SplittingStore(remote)
     assert sync_index(store, str(local), DownloadOptions()) is not None
-    assert store.splits == [[]]  # nothing known yet: one serial listing
+    # Nothing known yet: the index, fetched first, names the shards.
+    assert [sorted(split) for split in store.splits] == [[n for n in names if n != "index.json"]]
     assert sync_index(store, str(local), DownloadOptions()) is None  # the same listing
     assert sorted(store.splits[-1]) == names  # split at the names the record holds
     os.remove(local / ".shardstream" / SOURCE_RECORD)
@@ -407,3 +413,110 @@ def test_an_index_whose_shard_sizes_the_listing_belies_is_refused_before_any_pla
     assert f"shard 1 ({name})" in message
     assert f"{4 * 10**6 + 100} bytes" in message
     assert f"lists {real} bytes" in message
+
+
+class IndexFirstStore(SplittingStore):
+    """A store that lists in ranges and tells what its reads return; counts its requests.
+
+    ``on_read`` runs after each whole read with identity (the index's, at a first start), and
+    ``on_list`` after each listing, as a writer rewriting the dataset at that moment would.
+    """
+
+    def __init__(
+        self, root: Path, on_read: Any = None, tagged: bool = True, on_list: Any = None
+    ) -> None:
+        super().__init__(root)
+        self.calls: list[str] = []
+        self.on_read = on_read
+        self.on_list = on_list
+        self.tagged = tagged
+
+    def get_bytes_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        self.calls.append(f"get_bytes_info {key}")
+        data, info = super().get_bytes_info(key)
+        if self.on_read is not None:
+            self.on_read()
+        return data, (info if self.tagged else ObjectInfo(info.size))
+
+    def get_bytes(self, key: str) -> bytes:
+        self.calls.append(f"get_bytes {key}")
+        return super().get_bytes(key)
+
+    def list_info(self, prefix: str = "", *, split_at: Sequence[str] = ()) -> dict[str, ObjectInfo]:
+        self.calls.append("list_info")
+        listing = super().list_info(prefix, split_at=split_at)
+        if self.on_list is not None:
+            self.on_list()
+        return listing
+
+
+def test_a_first_start_fetches_the_index_once_then_lists_split_at_its_names(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old", samples=200)
+    store = IndexFirstStore(remote)
+    entries = sync_index(store, str(local), DownloadOptions())
+    assert entries is not None
+    assert store.calls == ["get_bytes_info index.json", "list_info"]
+    assert len(store.splits[0]) == len(entries) > 10
+    record = read_record(str(local / ".shardstream"))
+    assert record is not None
+    assert dict(record.objects) == {k: f"{i.size}:{i.etag}" for k, i in store.list_info().items()}
+    assert sync_index(store, str(local), DownloadOptions()) is None  # the record holds
+
+
+def test_an_index_rewritten_between_its_fetch_and_the_listing_is_fetched_again(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old", samples=30)
+    reads = []
+
+    def rewrite_once() -> None:
+        reads.append(1)
+        if len(reads) == 1:
+            write(remote, "new", samples=90)
+
+    store = IndexFirstStore(remote, on_read=rewrite_once)
+    entries = sync_index(store, str(local), DownloadOptions())
+    assert store.calls == ["get_bytes_info index.json", "list_info", "get_bytes_info index.json"]
+    # The index kept is the one the listing lists, not the one read before the rewrite.
+    assert (local / "index.json").read_bytes() == (remote / "index.json").read_bytes()
+    assert entries is not None
+    assert sum(entry.samples for entry in entries) == 90
+    assert texts(remote, local)[-1] == "new-0089"
+
+
+def test_an_index_that_changes_at_every_read_is_an_error_after_a_few_rounds(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old")
+    sizes = iter(range(31, 100))  # another shard count each time: another index
+
+    def rewrite() -> None:
+        write(remote, "new", samples=next(sizes))
+
+    # Rewritten after each read and each listing: no read ever matches the last listing.
+    store = IndexFirstStore(remote, on_read=rewrite, on_list=rewrite)
+    with pytest.raises(StorageError, match=r"index\.json.*changed 3 times.*a writer"):
+        sync_index(store, str(local), DownloadOptions())
+    assert store.calls.count("list_info") == 3
+    assert store.calls.count("get_bytes_info index.json") == 4
+    assert not (local / "index.json").exists()
+    assert read_record(str(local / ".shardstream")) is None  # nothing recorded as current
+
+
+def test_a_first_read_without_a_version_tag_is_fetched_again_after_the_listing(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old", samples=200)
+    store = IndexFirstStore(remote, tagged=False)  # a size alone cannot tell a rewrite
+    assert sync_index(store, str(local), DownloadOptions()) is not None
+    assert store.calls == ["get_bytes_info index.json", "list_info", "get_bytes index.json"]
+    assert store.splits[0]  # its names still split the listing
+
+
+def test_a_first_read_that_is_no_index_is_decided_by_the_listing(tmp_path: Path):
+    remote, local = tmp_path / "remote", tmp_path / "cache"
+    write(remote, "old")
+    (remote / "index.json").write_bytes(b"<html>not an index</html>")
+    store = IndexFirstStore(remote)
+    with pytest.raises(IndexFormatError):  # the listing vouches for these bytes: the remote's
+        sync_index(store, str(local), DownloadOptions())
+    assert store.calls == ["get_bytes_info index.json", "list_info"]
+    assert store.splits == [[]]

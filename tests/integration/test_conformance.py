@@ -28,9 +28,11 @@ from shardstream.errors import (
     ShardFormatError,
     ShardstreamError,
     StorageError,
+    UnsupportedURLError,
 )
 from shardstream.storage import DownloadOptions, ObjectStore, download_file, fetch_bytes
 from shardstream.storage.base import Remover
+from shardstream.storage.store_base import BaseStore
 
 BACKENDS = [
     "local",
@@ -251,6 +253,30 @@ def test_list_info_gives_every_listed_object_with_a_tag_that_follows_the_content
     assert second["n/b.bin"].size == 3
     assert second["n/b.bin"].etag is not None
     assert second["n/b.bin"].etag != first["n/b.bin"].etag
+
+
+def test_get_bytes_info_gives_the_identity_a_listing_gives_the_version_read(root: Root):
+    store = root.store
+    if not (isinstance(store, BaseStore) and store.identifies_reads):
+        root.put("g.bin", b"g")
+        if isinstance(store, BaseStore):
+            with pytest.raises(UnsupportedURLError, match="cannot tell which version"):
+                store.get_bytes_info("g.bin")
+        return
+    root.put("g.bin", b"g" * 1500)
+    data, info = store.get_bytes_info("g.bin")
+    assert data == b"g" * 1500
+    assert info.size == 1500
+    assert info.etag  # a version tag, compared with the listing's by equality
+    assert store.list_info()["g.bin"] == info == store.info("g.bin")
+    time.sleep(0.01)  # stores that tag by modification time tell the rewrite apart
+    root.put("g.bin", b"h" * 1500)  # rewritten in place: same key, same size
+    again, later = store.get_bytes_info("g.bin")
+    assert again == b"h" * 1500
+    assert later != info
+    assert store.list_info()["g.bin"] == later
+    with pytest.raises(ObjectNotFoundError, match=r"nowhere\.bin"):
+        store.get_bytes_info("nowhere.bin")
 
 
 # --- errors ---------------------------------------------------------------------------------------

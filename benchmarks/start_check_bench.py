@@ -3,24 +3,32 @@
 Usage::
 
     .venv/bin/python benchmarks/start_check_bench.py [--shards 10000 100000] [--stores local s3]
-        [--baseline-src PATH] [--listing-only]
+        [--baseline-src PATH] [--listing-only] [--link-ms 30] [--start-link] [--cold-only]
+        [--repeat 3] [--reference-python .venv-ref/bin/python] [--no-listing]
 
 Writes a dataset of tiny one-sample MDS shards (the listing and the index grow with the shard
 count, not with the bytes), to a local folder and to SeaweedFS on 127.0.0.1, then times
 ``StreamingDataset(...).prepare()`` (index check, listing, record, index parse) in a fresh
-process: a cold start (empty cache), a warm start (nothing changed) and a start after every
-object was rewritten in place. ``--baseline-src`` names the ``src`` folder of another checkout
-(for example a ``git worktree`` of an earlier commit) to time the same starts with its code.
+process, wall and CPU (every thread of it): a cold start (empty cache), a warm start (nothing
+changed) and a start after every object was rewritten in place (``--cold-only``: the cold
+start alone, ``--repeat`` times, each on an empty cache). ``--baseline-src`` names the ``src``
+folder of another checkout (for example ``/work/base/src``) to time the same starts with its
+code. ``--reference-python`` names the Python of a venv holding mosaicml-streaming: its cold
+start (the ``StreamingDataset`` constructor, which fetches ``index.json`` and lists nothing) is
+timed the same way, on S3.
 
 On S3 it also times the listing alone, in a fresh process with the client made: serial, and in
 key ranges split at the index's shard names (``list_info(split_at=...)``), with the CPU time
 and the number of pages of each (``--link-ms``: also through the emulated WAN link of
-``wan_link.py`` with that latency). ``--listing-only`` skips the starts.
+``wan_link.py`` with that latency). ``--start-link``: the S3 starts go through that link too,
+with the issue's caps (80 MB/s a connection, 1 Gbit/s in all). ``--listing-only`` skips the
+starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -29,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -41,15 +49,27 @@ sys.path.insert(0, str(REPO))  # for tests.integration.seaweedfs, the tests' ser
 
 from tests.integration.seaweedfs import S3Server, run_seaweedfs  # noqa: E402
 
-from benchmarks.wan_link import LinkSettings, run_link  # noqa: E402
+from benchmarks.wan_link import MB, LinkSettings, run_link  # noqa: E402
 
 _PROBE = """
 import json, sys, time
 from shardstream import StreamingDataset
 remote, local, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-started = time.perf_counter()
+started, cpu = time.perf_counter(), time.process_time()
 StreamingDataset(remote=remote, local=local, batch_size=1, **options).prepare()
-print(json.dumps({"seconds": time.perf_counter() - started}))
+print(json.dumps({"seconds": time.perf_counter() - started,
+                  "cpu_seconds": time.process_time() - cpu}))
+"""
+
+# The reference's start: its constructor fetches index.json (rank 0) and lists nothing.
+_REFERENCE_PROBE = """
+import json, sys, time
+from streaming import StreamingDataset
+remote, local = sys.argv[1], sys.argv[2]
+started, cpu = time.perf_counter(), time.process_time()
+StreamingDataset(remote=remote, local=local, batch_size=1)
+print(json.dumps({"seconds": time.perf_counter() - started,
+                  "cpu_seconds": time.process_time() - cpu}))
 """
 
 
@@ -153,16 +173,46 @@ def write_s3(server: S3Server, prefix: str, shards: int, generation: int) -> Non
 
 
 def start_seconds(
-    python_path: str, remote: str, local: Path, options: dict[str, Any], env: dict[str, str]
-) -> float:
+    python_path: str,
+    remote: str,
+    local: Path,
+    options: dict[str, Any],
+    env: dict[str, str],
+    python: str = sys.executable,
+    probe: str = _PROBE,
+) -> dict[str, float]:
+    """One start in a fresh process: its wall and CPU seconds."""
     out = subprocess.run(
-        [sys.executable, "-c", _PROBE, remote, str(local), json.dumps(options)],
+        [python, "-c", probe, remote, str(local), json.dumps(options)],
         env={**env, "PYTHONPATH": python_path},
         capture_output=True,
         text=True,
         check=True,
     )
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
+    answer = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"seconds": float(answer["seconds"]), "cpu_seconds": float(answer["cpu_seconds"])}
+
+
+def cold_starts(
+    codes: dict[str, str], remote: str, tmp: Path, env: dict[str, str], repeat: int, reference: str
+) -> dict[str, list[dict[str, float]]]:
+    """``repeat`` cold starts of each code (and of the reference), each on an empty cache."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in codes}
+    if reference:
+        runs["reference"] = []
+    for _ in range(repeat):  # interleaved: a change of the machine's load falls on each
+        for name, python_path in codes.items():
+            local = tmp / f"cache-{name}"
+            shutil.rmtree(local, ignore_errors=True)
+            runs[name].append(start_seconds(python_path, remote, local, {}, env))
+        if reference:
+            local = tmp / "cache-reference"
+            shutil.rmtree(local, ignore_errors=True)
+            shm = {**env, "PYTHONPATH": ""}
+            runs["reference"].append(
+                start_seconds("", remote, local, {}, shm, reference, _REFERENCE_PROBE)
+            )
+    return runs
 
 
 def measure(
@@ -171,9 +221,9 @@ def measure(
     tmp: Path,
     rewrite: Callable[[int], None],
     env: dict[str, str],
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, dict[str, float]]]:
     """Cold, warm and after-rewrite starts of each code, each code on its own cache folder."""
-    rows: dict[str, dict[str, float]] = {}
+    rows: dict[str, dict[str, dict[str, float]]] = {}
     for generation, (name, python_path) in enumerate(codes.items(), start=1):
         local = tmp / f"cache-{name}"
         shutil.rmtree(local, ignore_errors=True)
@@ -187,6 +237,42 @@ def measure(
     return rows
 
 
+@contextlib.contextmanager
+def through_link(env: dict[str, str], link_ms: float) -> Iterator[dict[str, str]]:
+    """``env`` with S3 requests sent through the issue's emulated link (``link_ms`` latency)."""
+    endpoint = env["S3_ENDPOINT_URL"]
+    upstream = (endpoint.rsplit(":", 1)[0].split("//")[1], int(endpoint.rsplit(":", 1)[1]))
+    settings = LinkSettings(link_ms / 1e3, link_ms / 6e3, 80 * MB, 125 * MB)
+    with run_link(upstream, settings) as link:
+        yield {**env, "S3_ENDPOINT_URL": link.endpoint}
+
+
+def s3_starts(
+    args: argparse.Namespace,
+    codes: dict[str, str],
+    server: S3Server,
+    remote: str,
+    tmp: Path,
+    env: dict[str, str],
+    shards: int,
+) -> dict[str, Any]:
+    """The S3 starts the arguments ask for (none with ``--listing-only``)."""
+    if args.listing_only:
+        return {}
+    with contextlib.ExitStack() as stack:
+        linked = args.start_link and args.link_ms
+        start_env = stack.enter_context(through_link(env, args.link_ms)) if linked else env
+        rows: dict[str, Any] = {"start_link_ms": args.link_ms} if linked else {}
+        if args.cold_only:
+            rows["cold"] = cold_starts(
+                codes, remote, tmp, start_env, args.repeat, args.reference_python
+            )
+        else:
+            rewrite = partial(write_s3, server, "ds", shards)
+            rows.update(measure(codes, remote, tmp, rewrite, start_env))
+        return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, nargs="+", default=[10_000, 100_000])
@@ -196,6 +282,11 @@ def main() -> None:
     parser.add_argument(
         "--link-ms", type=float, default=0.0, help="also list through a link of this latency"
     )
+    parser.add_argument("--start-link", action="store_true", help="S3 starts through the link")
+    parser.add_argument("--cold-only", action="store_true", help="time cold starts only")
+    parser.add_argument("--no-listing", action="store_true", help="skip the listing rows")
+    parser.add_argument("--repeat", type=int, default=1, help="cold starts of each code")
+    parser.add_argument("--reference-python", default="", help="a Python with mosaicml-streaming")
     args = parser.parse_args()
     codes = {"shardstream": str(REPO / "src")}
     if args.baseline_src:
@@ -207,8 +298,12 @@ def main() -> None:
             if "local" in args.stores:
                 root = tmp / f"local-{shards}"
                 write_local(root, shards, 0)
-                rows = measure(
-                    codes, str(root), tmp, partial(write_local, root, shards), dict(os.environ)
+                rows = (
+                    {"cold": cold_starts(codes, str(root), tmp, dict(os.environ), args.repeat, "")}
+                    if args.cold_only
+                    else measure(
+                        codes, str(root), tmp, partial(write_local, root, shards), dict(os.environ)
+                    )
                 )
                 results.append({"store": "local", "shards": shards, **rows})
                 print(json.dumps(results[-1]), flush=True)
@@ -226,19 +321,13 @@ def main() -> None:
                         "AWS_DEFAULT_REGION": "us-east-1",
                     }
                     remote = f"s3://{server.bucket}/ds"
-                    listing = listing_row(remote, shards, env)
-                    if args.link_ms:
+                    listing = {} if args.no_listing else listing_row(remote, shards, env)
+                    if args.link_ms and not args.no_listing:
                         listing = {
                             "loopback": listing,
                             "link": listing_row(remote, shards, env, args.link_ms),
                         }
-                    rows = (
-                        {}
-                        if args.listing_only
-                        else measure(
-                            codes, remote, tmp, partial(write_s3, server, "ds", shards), env
-                        )
-                    )
+                    rows = s3_starts(args, codes, server, remote, tmp, env, shards)
                     results.append(
                         {"store": "s3", "shards": shards, "upload_s": upload, "listing": listing}
                         | rows

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from shardstream.cache.layout import shard_lock_path
 from shardstream.cache.locks import FileLock
 from shardstream.cache.safe_paths import read_file, write_file
@@ -95,7 +97,8 @@ class SourceRecord:
             "complete": self.complete,
             "objects": dict(self.objects),
         }
-        write_file(os.path.join(state, SOURCE_RECORD), [json.dumps(document).encode()])
+        # msgspec: a record of every object of a large dataset is encoded several times faster.
+        write_file(os.path.join(state, SOURCE_RECORD), [msgspec.json.encode(document)])
 
 
 def read_state_document(path: str) -> dict[str, Any] | None:

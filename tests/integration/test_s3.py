@@ -15,6 +15,7 @@ from tests.writer_samples import COLUMNS, check_dataset, sample
 from shardstream import MDSWriter
 from shardstream.errors import CredentialsError, ObjectNotFoundError, StorageError, UploadError
 from shardstream.storage import S3Store, open_store
+from shardstream.storage import s3 as s3_module
 from shardstream.writer import mds_writer
 
 from .conftest import S3Server
@@ -198,3 +199,23 @@ def test_a_dataset_regenerated_in_place_is_read_anew_through_the_cache(
     assert texts()[0] == "aaa-000"
     assert regenerate("bbb") == index
     assert texts() == [f"bbb-{i:03d}" for i in range(20)]
+
+
+def test_the_kept_session_follows_the_environments_credentials(
+    s3_env: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    # One botocore session serves the process; it must not keep serving credentials the
+    # environment has since changed, nor hide credentials passed explicitly.
+    monkeypatch.setattr(s3_module, "_SESSIONS", s3_module._Sessions())
+    url = s3_env.url("kept-session")
+    source = tmp_path / "object.bin"
+    source.write_bytes(b"kept")
+    S3Store(url).put_file(str(source), "object.bin")
+    assert S3Store(url).get_bytes("object.bin") == b"kept"  # the session made, and kept
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-" + s3_env.secret[::-1])
+    with pytest.raises(CredentialsError):
+        S3Store(url).get_bytes("object.bin")
+    explicit = S3Store(url, key=s3_env.key, secret=s3_env.secret)
+    assert explicit.get_bytes("object.bin") == b"kept"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_env.secret)
+    assert S3Store(url).get_bytes("object.bin") == b"kept"

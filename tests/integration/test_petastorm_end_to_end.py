@@ -4,7 +4,7 @@ The dataset is Petastorm's ``synthetic_dataset``: 100 rows of its ``TestSchema``
 real local Spark through our ``materialize_dataset`` and ``dict_to_spark_row``
 (tests/petastorm_testschema.py). Each test keeps Petastorm's name and body; where shardstream
 differs on purpose, the test says how, and asserts what shardstream does (docs/parquet.md).
-Tests of features not provided (row-group indexes, NGrams, lists of files) are not ported.
+Tests of features not provided (row-group indexes, NGrams) are not ported.
 """
 
 from __future__ import annotations
@@ -142,6 +142,26 @@ def _readout_all_ids(reader: Any, limit: int | None = None) -> list[Any]:
 def test_simple_read(synthetic_dataset: Synthetic, reader_factory: Any):
     with reader_factory(synthetic_dataset.url) as reader:
         _check_simple_reader(reader, synthetic_dataset.data)
+
+
+def test_simple_read_from_parquet_file(synthetic_dataset: Synthetic):
+    one_parquet_file = sorted(Path(synthetic_dataset.path).glob("**/*.parquet"))[0]
+    with dummy(f"file://{one_parquet_file}") as reader:
+        all_data_from_file = list(reader)
+    assert len(all_data_from_file) > 0
+    with dummy([f"file://{one_parquet_file}", f"file://{one_parquet_file}"]) as reader:
+        all_data_from_file_twice = list(reader)
+    assert len(all_data_from_file) < len(all_data_from_file_twice)
+
+
+def test_predicate_on_partition_batched(synthetic_dataset: Synthetic):
+    for expected_partition_keys in [{"p_0", "p_2"}, {"p_0"}, {"p_1", "p_2"}]:
+        predicate = PartitionKeyInSetPredicate(expected_partition_keys)
+        with batch_dummy(synthetic_dataset.url, predicate=predicate) as reader:
+            partition_keys: set[str] = set()
+            for row in reader:
+                partition_keys |= set(row.partition_key)
+            assert partition_keys == expected_partition_keys
 
 
 def test_transform_function(synthetic_dataset: Synthetic):

@@ -45,6 +45,22 @@ def scalar_dataset(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Data
     return Dataset(url, create_test_scalar_dataset(spark, url, 100))
 
 
+@pytest.fixture(scope="module")
+def many_columns_non_petastorm_dataset(
+    spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Dataset:
+    """Petastorm's create_many_columns_non_petastorm_dataset: 1000 int32 columns, 10 rows."""
+    from pyspark.sql.types import IntegerType, StructField, StructType
+
+    names = [f"col_{k}" for k in range(1000)]
+    data = [dict.fromkeys(names, i * 10000) for i in range(10)]
+    schema = StructType([StructField(name, IntegerType(), False) for name in names])
+    url = f"file://{tmp_path_factory.mktemp('petastorm-many') / 'many'}"
+    spark.createDataFrame([tuple(row.values()) for row in data], schema).coalesce(4) \
+        .write.option("compression", "none").mode("overwrite").parquet(url)  # fmt: skip
+    return Dataset(url, data)
+
+
 def dummy(url: Any, **kwargs: Any) -> Any:
     return make_batch_reader(url, reader_pool_type="dummy", **kwargs)
 
@@ -101,19 +117,10 @@ def test_specify_columns_to_read(scalar_dataset: Dataset):
         assert sample.float64.size > 0
 
 
-def test_many_columns_non_petastorm_dataset(spark: Any, tmp_path: Path):
-    # Petastorm's create_many_columns_non_petastorm_dataset: 1000 int32 columns, 10 rows, 4 files.
-    from pyspark.sql.types import IntegerType, StructField, StructType
-
-    names = [f"col_{k}" for k in range(1000)]
-    data = [dict.fromkeys(names, i * 10000) for i in range(10)]
-    schema = StructType([StructField(name, IntegerType(), False) for name in names])
-    url = f"file://{tmp_path / 'many'}"
-    spark.createDataFrame([tuple(row.values()) for row in data], schema).coalesce(4) \
-        .write.option("compression", "none").mode("overwrite").parquet(url)  # fmt: skip
-    with dummy(url) as reader:
+def test_many_columns_non_petastorm_dataset(many_columns_non_petastorm_dataset: Dataset):
+    with dummy(many_columns_non_petastorm_dataset.url) as reader:
         sample = next(reader)
-        assert set(sample._fields) == set(data[0].keys())
+        assert set(sample._fields) == set(many_columns_non_petastorm_dataset.data[0].keys())
 
 
 def test_partitioned_field_is_not_queried(spark: Any, tmp_path: Path):

@@ -65,7 +65,8 @@ class Stream:
             loads), a version number, or a ``datetime`` (or ISO 8601 text): the last version
             committed at or before it. The version read is recorded in state dicts.
         files: The Parquet files to read, as paths under the stream's root (``"a.parquet"``,
-            ``"year=2024/b.parquet"``); ``None``: every ``*.parquet`` file under it.
+            ``"year=2024/b.parquet"``; one named twice is read twice); ``None``: every
+            ``*.parquet`` file under it.
 
     Raises:
         ConfigurationError: Neither ``remote`` nor ``local``, several weights, or bad values.
@@ -245,7 +246,7 @@ def _files(files: Sequence[str] | None, format: str | None) -> tuple[str, ...] |
         raise ConfigurationError(
             f"files= holds {bad!r}: give paths under the stream's root, such as 'a.parquet'"
         )
-    return tuple(dict.fromkeys(files))
+    return tuple(files)
 
 
 def _list(columns: Sequence[str] | None) -> list[str] | None:

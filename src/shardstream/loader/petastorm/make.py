@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from shardstream.dataset.parquet import ParquetDataset
@@ -63,7 +64,7 @@ _POOLS = ("thread", "process", "dummy")
 
 
 def make_reader(
-    dataset_url: str | os.PathLike[str],
+    dataset_url: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     schema_fields: Any = None,
     reader_pool_type: str = "thread",
     workers_count: int = 10,
@@ -101,7 +102,9 @@ def make_reader(
     columns.
 
     Args:
-        dataset_url: The dataset's folder: a local path, ``file://``, ``s3://``, ``gs://``...
+        dataset_url: The dataset's folder: a local path, ``file://``, ``s3://``, ``gs://``...;
+            or one Parquet file, or a list of Parquet file URLs (or paths) on one file system,
+            read as a dataset rooted at the folder they share, above its partition folders.
         schema_fields: The fields to read: UnischemaFields, names or regular expressions
             (matching whole names); ``None`` for all.
         reader_pool_type: ``'thread'`` (default) or ``'dummy'`` decode in the reading thread;
@@ -199,9 +202,7 @@ def make_batch_reader(
     them over encoded); arrays of one shape are stacked.
 
     Args:
-        dataset_url_or_urls: The dataset's folder, one Parquet file, or a list of Parquet file
-            URLs (or paths) on one file system: only those files are read, as a dataset rooted
-            at the folder they share (its partition folders give columns).
+        dataset_url_or_urls: See :func:`make_reader`'s ``dataset_url``.
         schema_fields: Names or regular expressions of the fields to read (``None``: all).
         reader_pool_type: See :func:`make_reader`.
         workers_count: See :func:`make_reader`.
@@ -277,7 +278,7 @@ def _open(
     batched: bool,
 ) -> Reader:
     """The reader: arguments checked, schema read, dataset and loader made."""
-    source, files = dataset_files(url, many=batched)
+    source, files = dataset_files(url)
     url = source
     workers = _workers(pool, workers_count)
     _check_unsupported(rowgroup_selector, filesystem, storage_options, drop_partitions, shard_seed)
@@ -326,6 +327,8 @@ def _open(
             )  # fmt: skip
     selected = select_fields(stored, schema_fields)
     outputs = _outputs(stored, selected, batched, parsed, predicate, spec)
+    if batched and predicate is not None and set(predicate.get_fields()) <= set(partitions):
+        outputs = replace(outputs, row_predicate=True)
     sizes = data.shard_sizes
     if not len(sizes):
         logger.warning("%s: no row passes filters=%r; the reader yields nothing", url, filters)

@@ -1,13 +1,15 @@
 """What a Petastorm reader's ``dataset_url_or_urls`` names: a folder, one file, or a list of files.
 
-Petastorm's ``make_batch_reader`` takes the URL of a Parquet folder or of one file, or a list of
-file URLs on one file system. Here the files become a stream over the folder they share, which
-reads only them (``Stream(files=...)``): partition folders below it still give columns.
+Petastorm's readers take the URL of a Parquet folder or of one file, or a list of file URLs on
+one file system. Here the files become a stream over the folder they share, above any
+partition folders (``key=value``: where a Petastorm dataset keeps its ``_common_metadata``),
+which reads only them (``Stream(files=...)``): the partition folders still give columns.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,27 +20,25 @@ from shardstream.storage import is_remote, local_path
 __all__ = ["dataset_files"]
 
 
-def dataset_files(url_or_urls: Any, *, many: bool) -> tuple[str, tuple[str, ...] | None]:
+_PARTITION = re.compile(r"[^=/]+=[^/]*")
+
+
+def dataset_files(url_or_urls: Any) -> tuple[str, tuple[str, ...] | None]:
     """The root to stream and the files under it to read (``None``: every Parquet file).
 
+    A file named twice is read twice, as in Petastorm.
+
     Args:
-        url_or_urls: A folder or file URL (or path), or, with ``many``, a list of file URLs.
-        many: Whether a list is accepted (``make_batch_reader``; Petastorm's ``make_reader``
-            takes one URL).
+        url_or_urls: A folder or file URL (or path), or a list of file URLs (or paths).
 
     Raises:
         ConfigurationError: Not a URL, an empty list, or files on different file systems.
 
     Example:
-        >>> dataset_files(["s3://b/d/x.parquet", "s3://b/d/y=1/z.parquet"], many=True)
-        ('s3://b/d', ('x.parquet', 'y=1/z.parquet'))
+        >>> dataset_files(["s3://b/d/k=1/x.parquet", "s3://b/d/k=2/y.parquet"])
+        ('s3://b/d', ('k=1/x.parquet', 'k=2/y.parquet'))
     """
     if isinstance(url_or_urls, (list, tuple)):
-        if not many:
-            raise ConfigurationError(
-                "make_reader takes one dataset URL, as Petastorm's; read a list of Parquet "
-                "files with make_batch_reader"
-            )
         return _common_root([_one(url) for url in url_or_urls])
     url = _one(url_or_urls)
     if not is_remote(url) and os.path.isfile(local_path(url)):
@@ -62,17 +62,19 @@ def _common_root(urls: Sequence[str]) -> tuple[str, tuple[str, ...]]:
             f"the Parquet file URLs are on {len(kinds)} file systems ({', '.join(sorted(kinds))}): "
             f"a reader reads files of one file system; make one reader per file system"
         )
-    if not is_remote(urls[0]):
-        paths = [os.path.abspath(local_path(url)) for url in urls]
-        root = os.path.commonpath([os.path.dirname(path) for path in paths])
-        return root, tuple(os.path.relpath(path, root).replace(os.sep, "/") for path in paths)
-    parts = [url.split("/") for url in urls]
+    local = not is_remote(urls[0])
+    if local:
+        parts = [os.path.abspath(local_path(url)).split(os.sep) for url in urls]
+    else:
+        parts = [url.split("/") for url in urls]
     common: list[str] = []
     for names in zip(*(p[:-1] for p in parts), strict=False):
         if len(set(names)) > 1:
             break
         common.append(names[0])
-    root = "/".join(common)
+    while len(common) > 1 and _PARTITION.fullmatch(common[-1]):
+        common.pop()  # the dataset's root is above its partition folders
+    root = (os.sep.join(common) or os.sep) if local else "/".join(common)
     return root, tuple("/".join(p[len(common) :]) for p in parts)
 
 

@@ -290,13 +290,19 @@ def test_a_list_of_files_or_one_file_reads_only_them(hello: str):
     }
     with make_batch_reader(files[0], schema_fields=["id"]) as reader:
         assert len(batch_ids(list(reader))) == pq.read_metadata(files[0]).num_rows
-    with pytest.raises(ConfigurationError, match="make_reader takes one dataset URL"):
-        make_reader([files[0]])  # type: ignore[arg-type]
+    # make_reader too, above the partition folders (the Unischema and part= are found), and
+    # a file named twice is read twice, as in Petastorm.
+    with make_reader([files[0], files[0]], schema_fields=["id", "part", "image"]) as rows:
+        read = list(rows)
+    once = pq.read_table(files[0])["id"].to_pylist()
+    assert sorted(int(r.id) for r in read) == sorted(once * 2)
+    assert {int(r.part) for r in read} == {int(Path(files[0]).parent.name[5:])}
+    assert read[0].image.shape == hello_row(int(read[0].id))["image"].shape
     with pytest.raises(ConfigurationError, match="empty"):
         make_batch_reader([])
     with pytest.raises(ConfigurationError, match="2 file systems"):
         make_batch_reader([files[0], "gs://b/x.parquet"])
-    with pytest.raises(ShardNotFoundError, match=r"no file 'nothing\.parquet'"):
+    with pytest.raises(ShardNotFoundError, match=r"no file 'part=0/nothing\.parquet'"):
         make_batch_reader([files[0], str(Path(files[0]).parent / "nothing.parquet")])
 
 

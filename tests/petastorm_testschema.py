@@ -1,4 +1,4 @@
-"""Petastorm's own test dataset (its ``test_common.create_test_dataset``), written with our writers.
+"""Petastorm's own test datasets (its ``test_common``'s), written with our writers and Spark.
 
 The schema and rows are those of Petastorm's ``TestSchema`` (NumPy 2 names: ``np.str_`` and
 ``np.bytes_`` for ``np.unicode_`` and ``np.string_``), the rows drawn from a seeded Generator
@@ -94,4 +94,73 @@ def create_test_dataset(
         frame = spark.createDataFrame(encoded, schema.as_spark_schema()).sort("id")
         frame.coalesce(num_files).write.option("compression", "none") \
             .partitionBy("partition_key").mode("overwrite").parquet(url)  # fmt: skip
+    return data
+
+
+def scalar_row(i: int) -> dict[str, Any]:
+    """Row ``i`` of Petastorm's scalar dataset, as its ``create_test_scalar_dataset`` expects it."""
+    return {
+        "id": np.int32(i),
+        "id_div_700": np.int32(i // 700),
+        "datetime": np.datetime64("2019-01-02"),
+        "timestamp": np.datetime64("2005-02-25T03:30"),
+        "string": np.str_(f"hello_{i}"),
+        "string2": np.str_(f"world_{i}"),
+        "float64": np.float64(i) * 0.66,
+        "int_fixed_size_list": np.arange(1 + i, 10 + i).astype(np.int32),
+    }
+
+
+def create_test_scalar_dataset(
+    spark: Any, url: str, num_rows: int, num_files: int = 4, partition_by: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Petastorm's plain Parquet dataset (no Unischema), written by Spark as its helper writes it.
+
+    Row groups of Parquet's smallest size (``parquet.block.size`` 100 bytes, as Petastorm's
+    helper sets it), so each file holds many; the setting is restored after the write.
+    """
+    import datetime
+
+    from pyspark.sql.types import (
+        ArrayType,
+        DateType,
+        DoubleType,
+        IntegerType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    data = [scalar_row(i) for i in range(num_rows)]
+    schema = StructType([
+        StructField("datetime", DateType(), False),
+        StructField("float64", DoubleType(), False),
+        StructField("id", IntegerType(), False),
+        StructField("id_div_700", IntegerType(), False),
+        StructField("int_fixed_size_list", ArrayType(IntegerType(), False), False),
+        StructField("nested_struct", StructType([StructField("nested_int", IntegerType(), True)])),
+        StructField("string", StringType(), False),
+        StructField("string2", StringType(), False),
+        StructField("timestamp", TimestampType(), False),
+    ])  # fmt: skip
+    utc = datetime.timezone.utc
+    rows = [
+        (datetime.date(2019, 1, 2), float(r["float64"]), int(r["id"]), int(r["id_div_700"]),
+         r["int_fixed_size_list"].tolist(), (0,), str(r["string"]), str(r["string2"]),
+         datetime.datetime(2005, 2, 25, 3, 30, tzinfo=utc))
+        for r in data
+    ]  # fmt: skip
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    saved = hadoop.get("parquet.block.size")
+    hadoop.setInt("parquet.block.size", 100)
+    try:
+        frame = spark.createDataFrame(rows, schema).coalesce(num_files)
+        frame.write.option("compression", "none").mode("overwrite") \
+            .partitionBy(*(partition_by or [])).parquet(url)  # fmt: skip
+    finally:
+        if saved is None:
+            hadoop.unset("parquet.block.size")
+        else:
+            hadoop.set("parquet.block.size", saved)
     return data

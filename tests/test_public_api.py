@@ -112,10 +112,12 @@ def test_the_check_for_heavy_modules_can_fail():
 
 
 PETASTORM = [
+    "BatchedDataLoader",
     "CompressedImageCodec",
     "CompressedNdarrayCodec",
     "ConverterDataLoader",
     "DataLoader",
+    "InMemBatchedDataLoader",
     "NdarrayCodec",
     "PredicateBase",
     "Reader",

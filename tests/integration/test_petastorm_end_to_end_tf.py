@@ -1,6 +1,7 @@
 """Petastorm's own TensorFlow reader tests (``test_tf_utils.py``, ``test_tf_dataset.py``), ported.
 
-On the same ``synthetic_dataset`` as tests/integration/test_petastorm_end_to_end.py, in TF1
+On the same ``synthetic_dataset`` as tests/integration/test_petastorm_end_to_end.py (and the
+plain Parquet datasets of tests/integration/test_petastorm_parquet_reader.py), in TF1
 graphs (``tf.Graph().as_default()``, as Petastorm's ``create_tf_graph``), with ``tf_tensors``
 and ``make_petastorm_dataset``. NGram tests are not ported (NGrams are not provided).
 """
@@ -21,6 +22,7 @@ import pytest
 from shardstream.loader.petastorm import (
     TransformSpec,
     in_lambda,
+    make_batch_reader,
     make_petastorm_dataset,
     make_reader,
     tf_tensors,
@@ -29,6 +31,11 @@ from shardstream.loader.petastorm import (
 from .spark_session import spark_fixture  # noqa: F401 (the session fixture `spark`)
 from .test_petastorm_end_to_end import Synthetic, TestSchema
 from .test_petastorm_end_to_end import synthetic_dataset as synthetic_dataset_fixture  # noqa: F401
+from .test_petastorm_parquet_reader import Dataset
+from .test_petastorm_parquet_reader import (  # noqa: F401
+    many_columns_non_petastorm_dataset as many_columns_fixture,
+)
+from .test_petastorm_parquet_reader import scalar_dataset as scalar_dataset_fixture  # noqa: F401
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 tf = pytest.importorskip("tensorflow").compat.v1
@@ -47,6 +54,16 @@ _EXCLUDE_FIELDS = set(TestSchema.fields.values()) - {
 @pytest.fixture(name="synthetic_dataset", scope="module")
 def synthetic(synthetic_dataset_fixture: Synthetic) -> Synthetic:  # noqa: F811
     return synthetic_dataset_fixture
+
+
+@pytest.fixture(name="scalar_dataset", scope="module")
+def scalar(scalar_dataset_fixture: Dataset) -> Dataset:  # noqa: F811
+    return scalar_dataset_fixture
+
+
+@pytest.fixture(name="many_columns_non_petastorm_dataset", scope="module")
+def many_columns(many_columns_fixture: Dataset) -> Dataset:  # noqa: F811
+    return many_columns_fixture
 
 
 @contextlib.contextmanager
@@ -216,3 +233,99 @@ def test_some_processing_functions(synthetic_dataset: Synthetic, reader_factory:
         next_sample = dataset.make_one_shot_iterator().get_next()
         with tf.Session() as sess:
             np.testing.assert_array_equal(sess.run(next_sample), [1, 2])
+
+
+# test_tf_utils.py's and test_tf_dataset.py's tests on plain Parquet (make_batch_reader).
+
+
+def test_simple_read_tensorflow_with_parquet_dataset(scalar_dataset: Dataset):
+    with (
+        tf.Graph().as_default(),
+        make_batch_reader(dataset_url_or_urls=scalar_dataset.url) as reader,
+    ):
+        row_tensors = tf_tensors(reader)
+        for column_name, column in row_tensors._asdict().items():
+            expected = [None, None] if column_name == "int_fixed_size_list" else [None]
+            assert column.get_shape().as_list() == expected
+        with _tf_session() as sess:
+            for _ in range(2):
+                batch = sess.run(row_tensors)._asdict()
+                for i, id_value in enumerate(batch["id"]):
+                    expected_row = next(d for d in scalar_dataset.data if d["id"] == id_value)
+                    for field_name in expected_row:
+                        _assert_scalar_eq(batch[field_name][i], expected_row[field_name])
+
+
+def _assert_scalar_eq(actual: Any, desired: Any) -> None:
+    # Dates and times come as int64 nanoseconds since 1970 in TensorFlow, as in Petastorm.
+    if isinstance(desired, np.datetime64):
+        actual = np.datetime64(int(actual), "ns")
+    _assert_fields_eq(actual, desired)
+
+
+def test_simple_read_tensorflow_with_non_petastorm_many_columns_dataset(
+    many_columns_non_petastorm_dataset: Dataset,
+):
+    url = many_columns_non_petastorm_dataset.url
+    with tf.Graph().as_default(), make_batch_reader(dataset_url_or_urls=url) as reader:
+        row_tensors = tf_tensors(reader)
+        for column in row_tensors:
+            assert column.get_shape().as_list() == [None]
+        with _tf_session() as sess:
+            batch = sess.run(row_tensors)._asdict()
+            assert set(batch.keys()) == set(many_columns_non_petastorm_dataset.data[0].keys())
+
+
+def test_shuffling_queue_with_make_batch_reader(scalar_dataset: Dataset):
+    url = scalar_dataset.url
+    reader = make_batch_reader(dataset_url_or_urls=url)
+    refused = pytest.raises(ValueError, match="shuffling_queue_capacity cannot be used")
+    with tf.Graph().as_default(), reader, refused:
+        tf_tensors(reader, 100, 90)
+
+
+def test_transform_function_new_field_batched(scalar_dataset: Dataset):
+    def double_float64(sample: Any) -> Any:
+        sample["new_float64"] = sample["float64"] * 2
+        del sample["float64"]
+        return sample
+
+    spec = TransformSpec(double_float64, [("new_float64", np.float64, (), False)], ["float64"])
+    with tf.Graph().as_default(), make_batch_reader(scalar_dataset.url, reader_pool_type="dummy",
+                                                    transform_spec=spec) as reader:  # fmt: skip
+        row_tensors = tf_tensors(reader)
+        with _tf_session() as sess:
+            actual = sess.run(row_tensors)
+        for actual_id, actual_float64 in zip(actual.id, actual.new_float64, strict=True):
+            original_sample = next(d for d in scalar_dataset.data if d["id"] == actual_id)
+            np.testing.assert_equal(original_sample["float64"] * 2, actual_float64)
+
+
+def test_non_petastorm_with_many_colums_with_one_shot_iterator(
+    many_columns_non_petastorm_dataset: Dataset,
+):
+    url = many_columns_non_petastorm_dataset.url
+    with tf.Graph().as_default(), make_batch_reader(url, workers_count=1) as reader:
+        dataset = make_petastorm_dataset(reader)
+        iterator = dataset.make_one_shot_iterator()
+        for shape in dataset.output_shapes:
+            assert shape.dims is not None
+        with tf.Session() as sess:
+            sample = sess.run(iterator.get_next())._asdict()
+            assert set(sample.keys()) == set(many_columns_non_petastorm_dataset.data[0].keys())
+
+
+def test_non_petastorm_with_many_colums_epoch_count(many_columns_non_petastorm_dataset: Dataset):
+    expected_num_epochs = 4
+    url = many_columns_non_petastorm_dataset.url
+    reader = make_batch_reader(url, workers_count=1, num_epochs=expected_num_epochs)
+    with tf.Graph().as_default(), reader:
+        dataset = make_petastorm_dataset(reader)
+        iterator = dataset.make_one_shot_iterator()
+        with tf.Session() as sess:
+            get_next = iterator.get_next()
+            rows_count = 0
+            with contextlib.suppress(tf.errors.OutOfRangeError):
+                while True:
+                    rows_count += sess.run(get_next)._asdict()["col_0"].shape[0]
+    assert expected_num_epochs * len(many_columns_non_petastorm_dataset.data) == rows_count

@@ -64,6 +64,9 @@ class Stream:
         version: The Delta table's version to read: ``None`` (the latest when the dataset
             loads), a version number, or a ``datetime`` (or ISO 8601 text): the last version
             committed at or before it. The version read is recorded in state dicts.
+        files: The Parquet files to read, as paths under the stream's root (``"a.parquet"``,
+            ``"year=2024/b.parquet"``; one named twice is read twice); ``None``: every
+            ``*.parquet`` file under it.
 
     Raises:
         ConfigurationError: Neither ``remote`` nor ``local``, several weights, or bad values.
@@ -91,6 +94,7 @@ class Stream:
         columns: Sequence[str] | None = None,
         filters: Sequence[Any] | None = None,
         version: int | datetime | str | None = None,
+        files: Sequence[str] | None = None,
     ) -> None:
         if remote is None and local is None:
             raise ConfigurationError(
@@ -131,6 +135,7 @@ class Stream:
         self.version = _version(version, format)
         self.columns = _list(columns)
         self.filters = None if filters is None else Filters.parse(filters)
+        self.files = _files(files, format)
 
     @property
     def proportion(self) -> float | None:
@@ -202,6 +207,7 @@ class Stream:
             split=split or "",
             filters=self.filters,
             version=self.version,
+            files=self.files,
         )
 
 
@@ -225,6 +231,22 @@ def _version(version: Any, format: str | None) -> int | datetime | str | None:
                 f"version={version!r} is not ISO 8601 text such as '2026-01-31T12:00:00Z'"
             ) from None
     return version
+
+
+def _files(files: Sequence[str] | None, format: str | None) -> tuple[str, ...] | None:
+    """The Parquet files named, checked to be relative paths (no I/O here)."""
+    if files is None:
+        return None
+    if format not in (None, "parquet"):
+        raise ConfigurationError(f"files= applies to Parquet streams; this stream is {format!r}")
+    if isinstance(files, str) or not files or not all(isinstance(f, str) for f in files):
+        raise ConfigurationError(f"files must be a non-empty list of file paths, got {files!r}")
+    bad = [f for f in files if f.startswith("/") or ".." in f.split("/") or not f.strip("/")]
+    if bad:
+        raise ConfigurationError(
+            f"files= holds {bad!r}: give paths under the stream's root, such as 'a.parquet'"
+        )
+    return tuple(files)
 
 
 def _list(columns: Sequence[str] | None) -> list[str] | None:
@@ -251,6 +273,7 @@ class ResolvedStream:
         split: The split's sub-folder (``""``: none), the last part of ``local``.
         filters: Which Parquet files to read, by their partition values (``None``: all).
         version: The Delta version asked for (``None``: the latest).
+        files: The Parquet files to read, under the root (``None``: all).
     """
 
     remote: str | None
@@ -264,6 +287,7 @@ class ResolvedStream:
     split: str = ""
     filters: Filters | None = None
     version: int | datetime | str | None = None
+    files: tuple[str, ...] | None = None
 
     def pinned(self, version: int) -> ResolvedStream:
         """This stream reading the Delta version ``version``."""

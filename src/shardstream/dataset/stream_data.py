@@ -204,13 +204,21 @@ def _parquet(
     if store is None:
         if _local_log(stream):
             raise _not_parquet(where)
-        layouts = local_layouts(stream.local)
+        if stream.files is None:
+            layouts = local_layouts(stream.local)
+        else:
+            present = {f for f in stream.files if os.path.isfile(os.path.join(stream.local, f))}
+            _check_files(stream.files, present, where)
+            layouts = local_file_layouts(stream.local, list(stream.files))
     else:
         if listed is None:
             every = fetch_listing(store, "", stream.options)
             if _has_log(every):
                 raise _not_parquet(where)
-            listed = parquet_files(every)
+            listed = parquet_files(every) if stream.files is None else every
+        if stream.files is not None:
+            _check_files(stream.files, set(listed), where)
+            listed = {key: listed[key] for key in stream.files}
         layouts = sync_layouts(store, stream.local, stream.options, listed)
     return ParquetDataset(
         stream.local,
@@ -220,6 +228,17 @@ def _parquet(
         source=stream.remote or stream.local,
         filters=stream.filters,
     )
+
+
+def _check_files(files: tuple[str, ...], present: set[str], where: str) -> None:
+    """Raises ShardNotFoundError naming the files of ``files=`` that ``where`` lacks."""
+    missing = [name for name in files if name not in present]
+    if missing:
+        raise ShardNotFoundError(
+            f"{where} holds no file {', '.join(map(repr, missing[:5]))}"
+            f"{f' (and {len(missing) - 5} more)' if len(missing) > 5 else ''}, named in files=; "
+            "give paths of existing files under the stream's root"
+        )
 
 
 def _not_parquet(where: str) -> ConfigurationError:

@@ -435,3 +435,32 @@ def test_a_column_left_out_by_the_projection_may_differ(tmp_path: Path):
                                                 "x": pa.array(["a"] * 10)}))  # fmt: skip
     ds = StreamingDataset(local=str(root), batch_size=5, columns=["id"])
     assert sorted(int(row["id"]) for row in ds) == list(range(20))
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_files_reads_only_the_files_named(remote: Path, tmp_path: Path, cached: bool):
+    # part-001 holds ids 130..136, part-003 ids 250..299 (FILES).
+    local = str(tmp_path / "cache") if cached else None
+    stream = Stream(remote=str(remote), local=local, files=["part-003.parquet", "part-001.parquet"])
+    ds = StreamingDataset(streams=[stream], batch_size=4, shuffle=False, columns=["id"])
+    assert sorted(epoch_ids(ds)) == [*range(130, 137), *range(250, 300)]
+    missing = Stream(
+        remote=str(remote), local=local, files=["part-001.parquet", "part-009.parquet"]
+    )
+    with pytest.raises(ShardNotFoundError, match=r"no file 'part-009\.parquet'.*files="):
+        list(StreamingDataset(streams=[missing], batch_size=4, columns=["id"]))
+
+
+@pytest.mark.parametrize(
+    ("files", "fmt", "match"),
+    [
+        ("part-001.parquet", None, "non-empty list"),
+        ([], None, "non-empty list"),
+        (["/abs/part.parquet"], None, "paths under the stream's root"),
+        (["../up.parquet"], None, "paths under the stream's root"),
+        (["part-001.parquet"], "mds", "files= applies to Parquet"),
+    ],
+)
+def test_bad_files_are_refused(remote: Path, files: object, fmt: str | None, match: str):
+    with pytest.raises(ConfigurationError, match=match):
+        Stream(remote=str(remote), files=files, format=fmt)  # type: ignore[arg-type]

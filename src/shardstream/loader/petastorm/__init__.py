@@ -5,13 +5,15 @@
 ``from petastorm.transform import transform_schema, edit_field``, the writing side
 (``from petastorm.etl.dataset_metadata import materialize_dataset``,
 ``from petastorm.unischema import dict_to_spark_row`` and ``from petastorm.codecs import ...``),
-``from petastorm.pytorch import DataLoader``, ``from petastorm.predicates import in_lambda``
+``from petastorm.pytorch import DataLoader, BatchedDataLoader, InMemBatchedDataLoader``,
+``from petastorm.predicates import in_lambda``
 and ``from petastorm.spark import make_spark_converter`` all become
 ``from shardstream.loader.petastorm import ...``. The readers stream the Parquet folder with
 :class:`~shardstream.StreamingDataset` (docs/petastorm.md, docs/parquet.md).
 """
 
 from shardstream.loader.epoch_loader import ConverterDataLoader
+from shardstream.loader.petastorm.batched import BatchedDataLoader, InMemBatchedDataLoader
 from shardstream.loader.petastorm.codecs import (
     CompressedImageCodec,
     CompressedNdarrayCodec,
@@ -42,10 +44,12 @@ from shardstream.loader.spark_converter import (
 from shardstream.loader.transform_spec import TransformSpec
 
 __all__ = [
+    "BatchedDataLoader",
     "CompressedImageCodec",
     "CompressedNdarrayCodec",
     "ConverterDataLoader",
     "DataLoader",
+    "InMemBatchedDataLoader",
     "NdarrayCodec",
     "PredicateBase",
     "Reader",

@@ -93,6 +93,8 @@ class Outputs:
         filters: pyarrow DNF filters on the rows, or ``None``.
         predicate: A Petastorm predicate, or ``None``.
         transform: A transform of the rows (a DataFrame per block, or a dict per row).
+        row_predicate: Ask the predicate about each row (a dict) even in batches: Petastorm
+            asks a batch reader's predicate on partition columns alone about each partition.
     """
 
     selected: list[str]
@@ -101,6 +103,7 @@ class Outputs:
     filters: Filters | None = None
     predicate: Any = None
     transform: TransformSpec | None = None
+    row_predicate: bool = False
 
     def of(self, block: Block) -> list[Any]:
         """The namedtuples of ``block``: one per kept row, or one for all (none when empty)."""
@@ -120,7 +123,7 @@ class Outputs:
             keep &= self.filters.row_mask(block, rows)
         if self.predicate is not None:
             names = sorted(self.predicate.get_fields())
-            if self.batched:
+            if self.batched and not self.row_predicate:
                 keep &= predicate_mask(self.predicate, _frame({n: block[n] for n in names}))
             else:
                 keep &= np.fromiter(

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from shardstream.dataset.parquet import ParquetDataset
@@ -50,9 +51,10 @@ from shardstream.loader.petastorm.unischema import (
     infer_unischema,
     select_fields,
 )
+from shardstream.loader.petastorm.urls import dataset_files
 from shardstream.loader.transform_spec import as_transform_spec, transformed_fields
 from shardstream.sampling import Topology
-from shardstream.storage import is_remote, local_path, open_store
+from shardstream.storage import open_store
 
 __all__ = ["make_batch_reader", "make_reader"]
 
@@ -62,7 +64,7 @@ _POOLS = ("thread", "process", "dummy")
 
 
 def make_reader(
-    dataset_url: str | os.PathLike[str],
+    dataset_url: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     schema_fields: Any = None,
     reader_pool_type: str = "thread",
     workers_count: int = 10,
@@ -100,7 +102,9 @@ def make_reader(
     columns.
 
     Args:
-        dataset_url: The dataset's folder: a local path, ``file://``, ``s3://``, ``gs://``...
+        dataset_url: The dataset's folder: a local path, ``file://``, ``s3://``, ``gs://``...;
+            or one Parquet file, or a list of Parquet file URLs (or paths) on one file system,
+            read as a dataset rooted at the folder they share, above its partition folders.
         schema_fields: The fields to read: UnischemaFields, names or regular expressions
             (matching whole names); ``None`` for all.
         reader_pool_type: ``'thread'`` (default) or ``'dummy'`` decode in the reading thread;
@@ -160,7 +164,7 @@ def make_reader(
 
 
 def make_batch_reader(
-    dataset_url_or_urls: str | os.PathLike[str],
+    dataset_url_or_urls: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     schema_fields: Any = None,
     reader_pool_type: str = "thread",
     workers_count: int = 10,
@@ -198,7 +202,7 @@ def make_batch_reader(
     them over encoded); arrays of one shape are stacked.
 
     Args:
-        dataset_url_or_urls: The dataset's folder (one URL or path; a list is not supported).
+        dataset_url_or_urls: See :func:`make_reader`'s ``dataset_url``.
         schema_fields: Names or regular expressions of the fields to read (``None``: all).
         reader_pool_type: See :func:`make_reader`.
         workers_count: See :func:`make_reader`.
@@ -274,7 +278,8 @@ def _open(
     batched: bool,
 ) -> Reader:
     """The reader: arguments checked, schema read, dataset and loader made."""
-    url = _url(url)
+    source, files = dataset_files(url)
+    url = source
     workers = _workers(pool, workers_count)
     _check_unsupported(rowgroup_selector, filesystem, storage_options, drop_partitions, shard_seed)
     if cache_type not in (None, "null", "local-disk"):
@@ -295,11 +300,10 @@ def _open(
         )
     # A local folder is read in place unless a cache folder is named: then, as a remote's,
     # its row groups are copied there (and evicted under cache_size_limit).
-    source = url if is_remote(url) else os.path.abspath(local_path(url))
 
     def stream(columns: list[str] | None) -> Stream:
         return Stream(remote=source, local=cache_location, format="parquet", columns=columns,
-                      filters=filters)  # fmt: skip
+                      filters=filters, files=files)  # fmt: skip
 
     probe = stream(None).resolve(
         download_retry=2, download_timeout=60, validate_hash=None, keep_zip=False,
@@ -323,6 +327,8 @@ def _open(
             )  # fmt: skip
     selected = select_fields(stored, schema_fields)
     outputs = _outputs(stored, selected, batched, parsed, predicate, spec)
+    if batched and predicate is not None and set(predicate.get_fields()) <= set(partitions):
+        outputs = replace(outputs, row_predicate=True)
     sizes = data.shard_sizes
     if not len(sizes):
         logger.warning("%s: no row passes filters=%r; the reader yields nothing", url, filters)
@@ -400,23 +406,21 @@ def _read_fields(
     return [stored.fields.get(name) or raw(name, object, (), None, True) for name in needed]
 
 
-def _url(url: Any) -> str:
-    if isinstance(url, (list, tuple)):
-        raise ConfigurationError(
-            "a list of Parquet file URLs is not supported: give the dataset's folder, and "
-            "select files with filters= on its partition columns"
-        )
-    if not isinstance(url, (str, os.PathLike)) or not str(url):
-        raise ConfigurationError(f"the dataset URL must be a string, got {url!r}")
-    return os.fspath(url).rstrip("/") or "/"
-
-
 def _workers(pool: str, workers_count: int) -> int:
     if pool not in _POOLS:
         raise ConfigurationError(f"reader_pool_type={pool!r}; use one of {', '.join(_POOLS)}")
     if not isinstance(workers_count, int) or isinstance(workers_count, bool) or workers_count < 1:
         raise ConfigurationError(f"workers_count must be an integer >= 1, got {workers_count!r}")
-    return workers_count if pool == "process" else 0
+    if pool != "process":
+        return 0
+    # More worker processes than usable cores only contend (torch warns of them): Petastorm's
+    # default of 10 becomes the cores this process may use.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if cores and workers_count > cores:
+        logger.info("workers_count=%d: %d worker processes, one per usable core", workers_count,
+                    cores)  # fmt: skip
+        return cores
+    return workers_count
 
 
 def _check_unsupported(

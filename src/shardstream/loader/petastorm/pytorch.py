@@ -19,7 +19,7 @@ import numpy as np
 from shardstream._torch import default_collate
 from shardstream.errors import ConfigurationError
 
-__all__ = ["DataLoader", "decimal_friendly_collate"]
+__all__ = ["DataLoader", "PassLoader", "decimal_friendly_collate", "promoted"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,58 @@ def decimal_friendly_collate(batch: Sequence[Any]) -> Any:
     return default_collate()(batch)
 
 
-class DataLoader:
+class PassLoader:
+    """What Petastorm's torch loaders share: passes over a reader, and a context manager.
+
+    A pass runs the reader's epochs once; a second pass resets the reader (once the first
+    ended), one while another runs is refused with Petastorm's words, and after a failed pass
+    the loader refuses more. Subclasses yield a pass's batches from :meth:`_batches`.
+
+    Args:
+        reader: A reader from ``make_reader`` or ``make_batch_reader``.
+    """
+
+    def __init__(self, reader: Any) -> None:
+        self.reader = reader
+        self._passes = 0
+        self._in_iter = False
+        self._error: BaseException | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._error is not None:
+            raise RuntimeError(
+                f"the last pass over this DataLoader failed ({self._error!r}); make a new reader"
+            )
+        if self._in_iter:
+            raise RuntimeError(  # Petastorm's words, which its users match
+                "You must finish a full pass of Petastorm DataLoader before making another pass "
+                "from the beginning: a pass over this DataLoader is running"
+            )
+        if self._passes:
+            self.reader.reset()
+            logger.warning("a new pass over the Petastorm DataLoader resets its reader")
+        self._passes += 1
+        self._in_iter = True
+        try:
+            yield from self._batches()
+        except Exception as exc:
+            self._error = exc
+            raise
+        finally:
+            self._in_iter = False
+
+    def _batches(self) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.reader.stop()
+        self.reader.join()
+
+
+class DataLoader(PassLoader):
     """Batches of a Petastorm reader's rows, collated for torch (Petastorm's ``DataLoader``).
 
     Args:
@@ -84,37 +135,11 @@ class DataLoader:
                 f"shuffling_queue_capacity must be an integer >= 0, got "
                 f"{shuffling_queue_capacity!r}"
             )
-        self.reader = reader
+        super().__init__(reader)
         self.batch_size = batch_size
         self.collate_fn = decimal_friendly_collate if collate_fn is None else collate_fn
         self.shuffling_queue_capacity = shuffling_queue_capacity
         self.seed = seed
-        self._passes = 0
-        self._in_iter = False
-        self._error: BaseException | None = None
-
-    def __iter__(self) -> Iterator[Any]:
-        if self._error is not None:
-            raise RuntimeError(
-                f"the last pass over this DataLoader failed ({self._error!r}); make a new reader"
-            )
-        if self._in_iter:
-            raise RuntimeError(  # Petastorm's words, which its users match
-                "You must finish a full pass of Petastorm DataLoader before making another pass "
-                "from the beginning: a pass over this DataLoader is running"
-            )
-        if self._passes:
-            self.reader.reset()
-            logger.warning("a new pass over the Petastorm DataLoader resets its reader")
-        self._passes += 1
-        self._in_iter = True
-        try:
-            yield from self._batches()
-        except Exception as exc:
-            self._error = exc
-            raise
-        finally:
-            self._in_iter = False
 
     def _batches(self) -> Iterator[Any]:
         batch: list[dict[str, Any]] = []
@@ -146,7 +171,7 @@ class DataLoader:
             yield _draw(buffer, rng)
 
     def _rows(self, item: Any) -> list[dict[str, Any]]:
-        values = {name: _promoted(name, value) for name, value in item._asdict().items()}
+        values = {name: promoted(name, value) for name, value in item._asdict().items()}
         if not self.reader.batched_output:
             return [values]
         count = len(next(iter(values.values()), []))
@@ -154,10 +179,6 @@ class DataLoader:
 
     def __enter__(self) -> DataLoader:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.reader.stop()
-        self.reader.join()
 
 
 def _draw(buffer: list[dict[str, Any]], rng: np.random.Generator) -> dict[str, Any]:
@@ -167,7 +188,7 @@ def _draw(buffer: list[dict[str, Any]], rng: np.random.Generator) -> dict[str, A
     return buffer.pop()
 
 
-def _promoted(name: str, value: Any) -> Any:
+def promoted(name: str, value: Any) -> Any:
     """``value`` in a type torch holds, as Petastorm promotes it.
 
     Raises:

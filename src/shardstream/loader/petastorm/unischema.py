@@ -247,9 +247,9 @@ def select_fields(schema: Unischema, wanted: Sequence[Any] | None) -> list[str]:
                 f"UnischemaFields"
             )
     if not chosen:
-        raise NoMatchingFieldsError(
-            f"no field matches schema_fields={list(wanted)!r}; the dataset's fields are "
-            f"{', '.join(schema.fields)}"
+        raise NoMatchingFieldsError(  # Petastorm's opening words, which its users match
+            f"No fields matching the criteria {list(wanted)!r} were found in the dataset: no "
+            f"field matches schema_fields; the dataset's fields are {', '.join(schema.fields)}"
         )
     return [name for name in schema.fields if name in chosen]
 

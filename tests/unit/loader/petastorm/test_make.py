@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from tests.petastorm_data import hello_row, hello_schema, write_hello
 
-from shardstream.errors import ConfigurationError, NoMatchingFieldsError
+from shardstream.errors import ConfigurationError, NoMatchingFieldsError, ShardNotFoundError
 from shardstream.loader.petastorm import (
     TransformSpec,
     UnischemaField,
@@ -277,9 +277,33 @@ def test_unsupported_or_bad_arguments_are_refused(hello: str, kwargs: Any, match
         make_reader(hello, **kwargs)
 
 
-def test_a_list_of_files_is_refused(hello: str):
-    with pytest.raises(ConfigurationError, match="list of Parquet file URLs"):
-        make_batch_reader([hello + "/part=0/part-00000.parquet"])  # type: ignore[arg-type]
+def test_a_list_of_files_or_one_file_reads_only_them(hello: str):
+    files = sorted(str(p) for p in Path(hello).glob("part=*/*.parquet"))
+    picked = [files[0], "file://" + files[-1]]
+    tables = [pq.read_table(path.removeprefix("file://")) for path in picked]
+    expected = sorted(int(i) for table in tables for i in table["id"].to_pylist())
+    with make_batch_reader(picked, schema_fields=["id", "part"]) as reader:
+        batches = list(reader)
+    assert sorted(batch_ids(batches)) == expected
+    assert {int(p) for b in batches for p in b.part} == {
+        int(Path(f).parent.name[5:]) for f in files[:1] + files[-1:]
+    }
+    with make_batch_reader(files[0], schema_fields=["id"]) as reader:
+        assert len(batch_ids(list(reader))) == pq.read_metadata(files[0]).num_rows
+    # make_reader too, above the partition folders (the Unischema and part= are found), and
+    # a file named twice is read twice, as in Petastorm.
+    with make_reader([files[0], files[0]], schema_fields=["id", "part", "image"]) as rows:
+        read = list(rows)
+    once = pq.read_table(files[0])["id"].to_pylist()
+    assert sorted(int(r.id) for r in read) == sorted(once * 2)
+    assert {int(r.part) for r in read} == {int(Path(files[0]).parent.name[5:])}
+    assert read[0].image.shape == hello_row(int(read[0].id))["image"].shape
+    with pytest.raises(ConfigurationError, match="empty"):
+        make_batch_reader([])
+    with pytest.raises(ConfigurationError, match="2 file systems"):
+        make_batch_reader([files[0], "gs://b/x.parquet"])
+    with pytest.raises(ShardNotFoundError, match=r"no file 'part=0/nothing\.parquet'"):
+        make_batch_reader([files[0], str(Path(files[0]).parent / "nothing.parquet")])
 
 
 def test_a_cache_location_holds_the_row_groups_under_the_size_limit(hello: str, tmp_path: Path):

@@ -263,7 +263,7 @@ def test_setup_needs_no_npm_and_the_tests_say_when_it_is_missing(tmp_path: Path)
 
 
 #: An issue's number, as a title or a sentence would give it ("issue 8", "issues 27", "#32").
-ISSUE_NUMBER = re.compile(r"\bissues? ?#?\d+|(?<![\w/&])#\d+\b", re.IGNORECASE)
+ISSUE_NUMBER = re.compile(r"\bissues? ?#?\d+|(?<![\w/&`])#\d+\b", re.IGNORECASE)
 
 
 def issue_numbers(text: str) -> list[str]:

@@ -14,4 +14,5 @@ def test_start_check_bench_times_cold_warm_and_rewritten_starts() -> None:
     (row,) = [json.loads(line) for line in completed.stdout.splitlines() if line.startswith("{")]
     assert (row["store"], row["shards"]) == ("local", 300)
     assert set(row["shardstream"]) == {"cold", "warm", "rewritten"}
-    assert all(seconds > 0 for seconds in row["shardstream"].values())
+    assert all(start["seconds"] > 0 for start in row["shardstream"].values())
+    assert all(start["cpu_seconds"] > 0 for start in row["shardstream"].values())

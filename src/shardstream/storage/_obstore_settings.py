@@ -23,7 +23,6 @@ __all__ = [
     "SECRET_QUERY",
     "botocore_credentials",
     "client_options",
-    "connection_fields",
     "first_lines",
     "import_obstore",
     "says_refused",
@@ -107,15 +106,6 @@ def botocore_credentials() -> dict[str, Any]:
         "token": frozen.token,
         "expires_at": expiry,
     }
-
-
-def connection_fields(connection_string: str) -> dict[str, str]:
-    fields = {}
-    for item in connection_string.split(";"):
-        name, sep, value = item.partition("=")
-        if sep and name.strip():
-            fields[name.strip().lower()] = value.strip()
-    return fields
 
 
 def first_lines(exc: BaseException) -> str:

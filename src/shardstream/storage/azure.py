@@ -218,7 +218,7 @@ class AzureStore(FsspecStore):
                 account = account or environment.account_name
             else:
                 self.credential_source = "DefaultAzureCredential"
-        fields = _connection_fields(connection_string) if connection_string else {}
+        fields = connection_fields(connection_string) if connection_string else {}
         named = fields.get("accountname")
         if account and named and account != named:
             raise ConfigurationError(
@@ -374,7 +374,7 @@ class AzureStore(FsspecStore):
         if self.endpoint_url:
             return self.endpoint_url
         if self._connection_string:
-            fields = _connection_fields(self._connection_string)
+            fields = connection_fields(self._connection_string)
             return fields.get("blobendpoint", f"account {fields.get('accountname')}")
         return f"https://{self.account_name}.blob.{self._suffix or _PUBLIC_SUFFIX}"
 
@@ -396,7 +396,7 @@ def _listing_without_head(filesystem_class: type) -> type:
     )
 
 
-def _connection_fields(connection_string: str) -> dict[str, str]:
+def connection_fields(connection_string: str) -> dict[str, str]:
     """The ``Name=value`` fields of a connection string, names in lower case."""
     fields = {}
     for item in connection_string.split(";"):

@@ -44,7 +44,6 @@ from shardstream.storage._obstore_settings import (
     SECRET_QUERY,
     botocore_credentials,
     client_options,
-    connection_fields,
     first_lines,
     import_obstore,
     says_refused,
@@ -244,7 +243,7 @@ class ObstoreClient:
         Raises:
             ConfigurationError: As :class:`~shardstream.storage.AzureStore` raises it.
         """
-        from shardstream.storage.azure import AzureStore
+        from shardstream.storage.azure import AzureStore, connection_fields
 
         checked = AzureStore(url, account_name=account_name, account_key=account_key,
                              connection_string=connection_string, sas_token=sas_token,

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardstream import config
 from shardstream.errors import (
@@ -50,6 +50,9 @@ from shardstream.storage._obstore_settings import (
 )
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
+
+if TYPE_CHECKING:
+    from shardstream.storage.s3 import S3Store  # s3 imports this module
 
 __all__ = ["ObstoreClient", "usable_here"]
 
@@ -137,6 +140,12 @@ class ObstoreClient:
         checked = S3Store(url, endpoint_url=endpoint_url, region=region, key=key, secret=secret,
                           anon=anon, requester_pays=requester_pays,
                           connect_timeout=connect_timeout, read_timeout=read_timeout)  # fmt: skip
+        return cls.of_s3_store(checked)
+
+    @classmethod
+    def of_s3_store(cls, checked: S3Store) -> ObstoreClient:
+        """The transport of an :class:`~shardstream.storage.S3Store`'s own settings (no I/O)."""
+        key, secret = checked._access_key, checked._secret
         endpoint = checked.endpoint_url
         settings: dict[str, Any] = {}
         if endpoint is not None:
@@ -153,7 +162,7 @@ class ObstoreClient:
             settings.update(access_key_id=key, secret_access_key=secret)
         elif not os.environ.get("AWS_ACCESS_KEY_ID"):
             provider = botocore_credentials  # profiles and files object_store cannot read
-        client = client_options(connect_timeout, read_timeout, endpoint)
+        client = client_options(checked.connect_timeout, checked.read_timeout, endpoint)
 
         def make() -> Any:
             store = import_obstore("obstore.store", "s3")

@@ -280,12 +280,7 @@ class S3Store(WritableStore):
     def _fast_reader(self) -> ObstoreClient:
         """The obstore transport of reads (``SHARDSTREAM_S3_CLIENT=obstore``), made once."""
         if self._obstore is None:
-            self._obstore = ObstoreClient.s3(
-                self.url(""), endpoint_url=self.endpoint_url, region=self.region,
-                key=self._access_key, secret=self._secret, anon=self.anon,
-                requester_pays=self.requester_pays, connect_timeout=self.connect_timeout,
-                read_timeout=self.read_timeout,
-            )  # fmt: skip
+            self._obstore = ObstoreClient.of_s3_store(self)
         return self._obstore
 
     def _region(self) -> str | None:

@@ -66,6 +66,20 @@ def shard_table(data: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     return np.concatenate([[0], np.cumsum(counts)]), sizes
 
 
+def wait_for_nodes(processes: list[subprocess.Popen[bytes]], timeout: float) -> str | None:
+    """Wait until every node exits; say why not as soon as one fails or time runs out."""
+    deadline = time.monotonic() + timeout
+    while any(process.poll() is None for process in processes):
+        codes = [process.poll() for process in processes]
+        if any(code not in (None, 0) for code in codes):
+            return f"a node failed (exits {codes})"
+        if time.monotonic() > deadline:
+            return f"a node ran past {timeout} s"
+        time.sleep(0.2)
+    codes = [process.poll() for process in processes]
+    return None if all(code == 0 for code in codes) else f"a node failed (exits {codes})"
+
+
 def run_nodes(
     python: str, lib: str, args: argparse.Namespace, data: str, work: str, algo: str,
     limit: int | None,
@@ -96,26 +110,22 @@ def run_nodes(
         )  # fmt: skip
         log = open(os.path.join(folder, "log"), "w", encoding="utf-8")  # noqa: SIM115
         processes.append((subprocess.Popen(command, env=env, stdout=log, stderr=log), log, paths))
-    results = []
-    for process, log, paths in processes:
-        try:
-            code = process.wait(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            for other, _, _ in processes:
-                other.kill()
-            raise SystemExit(f"{lib} {algo}: a node ran past {args.timeout} s") from None
+    failed = wait_for_nodes([process for process, _, _ in processes], args.timeout)
+    for process, log, _ in processes:
+        if process.poll() is None:  # one node failed: the others would wait in a barrier
+            process.kill()
+        process.wait()
         log.close()
-        if code != 0 or not os.path.exists(paths["result"]):
-            for other, other_log, _ in processes:  # the first failure may be another's effect
-                if other.poll() is None:
-                    other.kill()
-                other.wait()
-                other_log.close()
-            logs = "\n".join(
-                f"--- node {node} ---\n{Path(entry[1].name).read_text(encoding='utf-8')[-3000:]}"
-                for node, entry in enumerate(processes)
-            )
-            raise SystemExit(f"{lib} {algo}: a node failed (exit {code}):\n{logs}")
+    if failed is not None:
+        logs = "\n".join(
+            f"--- node {node} ---\n{Path(entry[1].name).read_text(encoding='utf-8')[-3000:]}"
+            for node, entry in enumerate(processes)
+        )
+        raise SystemExit(f"{lib} {algo}: {failed}:\n{logs}")
+    results = []
+    for _, _, paths in processes:
+        if not os.path.exists(paths["result"]):
+            raise SystemExit(f"{lib} {algo}: a node exited 0 without its result {paths['result']}")
         with open(paths["result"], encoding="utf-8") as handle:
             result = json.load(handle)
         ledger = Path(paths["ledger"])

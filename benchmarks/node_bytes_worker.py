@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,21 +77,21 @@ def count_reference(ledger: Ledger) -> None:
     stream._download_file = counted
 
 
-def separate_reference_nodes(node: int) -> None:
-    """Give simulated node ``node`` shared-memory prefix ``node`` or above.
+def separate_reference_nodes(node: int, nodes: int) -> None:
+    """Let simulated node ``node`` pick only shared-memory prefixes ``node`` modulo ``nodes``.
 
     mosaicml-streaming names its shared memory (``/dev/shm``) by a prefix that each node's
     leader picks as the lowest one free on its machine; two simulated nodes on one machine pick
-    it at the same moment (after a barrier) and the second fails with ``FileExistsError:
-    /000000_locals``. On real nodes the prefixes live on different machines.
+    it at the same moment (after a barrier) and the second fails with ``FileExistsError``. On
+    real nodes the prefixes live on different machines; here each node scans its own residue
+    class, so no stale segment left by an earlier run can make two nodes meet.
     """
     prefix = importlib.import_module("streaming.base.shared.prefix")
-    original = prefix._check_and_find
 
-    def offset(*args: Any, **kwargs: Any) -> int:
-        return max(int(original(*args, **kwargs)), node)
+    def own_prefixes() -> Iterator[int]:
+        return itertools.count(node, nodes)
 
-    setattr(prefix, "_check_and_find", offset)  # noqa: B010 - a module typed as such
+    setattr(prefix, "_each_prefix_int", own_prefixes)  # noqa: B010 - a module typed as such
 
 
 def make_loader(args: argparse.Namespace) -> Any:
@@ -139,7 +141,9 @@ def main() -> None:
         count_shardstream(ledger)
     else:
         count_reference(ledger)
-        separate_reference_nodes(int(os.environ.get("RANK", "0")))
+        separate_reference_nodes(
+            int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+        )
     payloads = Payloads(args.samples, args.size, 0, args.seed)
     checker = Checker(payloads)
     started = time.perf_counter()

@@ -15,7 +15,7 @@ def test_small_node_bytes_benchmark_runs(tmp_path: Path) -> None:
     out = tmp_path / "node_bytes.json"
     completed = run_benchmark(
         "node_bytes_bench.py", "--samples", "4000", "--shard-bytes", "65536", "--algos", "py1s",
-        "--limit-shards", "0,6", "--out", str(out), timeout=400,
+        "--limit-shards", "0,6", "--timeout", "300", "--out", str(out), timeout=400,
     )  # fmt: skip
     report = json.loads(out.read_text())
     assert report["checks_passed"] is True, completed.stdout

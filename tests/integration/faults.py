@@ -13,7 +13,10 @@ answer), ``stall`` (hold the connection silent for ``stall_seconds``), ``truncat
 answer's head and half of its body, then the connection closes), ``trickle`` (the real answer,
 its body a byte every ``trickle_seconds``), ``html200`` (``200 OK`` with a gateway's HTML page
 instead of the object), ``short200`` (``200 OK`` with the first half of the real body, its
-``Content-Length`` saying so: a short body no client can tell from its headers).
+``Content-Length`` saying so: a short body no client can tell from its headers), ``hold``
+(the real answer, once :meth:`FaultProxy.release` is called; :attr:`FaultProxy.holding` counts
+the requests held now). A rule may match ranged requests only (``Range`` header), or only
+requests for whole objects (``ranged=``).
 
 Each client connection carries one request: the proxy asks the server to close, and says so to
 the client, so no keep-alive connection outlives a fault.
@@ -32,7 +35,7 @@ __all__ = ["HOST", "Fault", "FaultProxy", "Seen"]
 
 HOST = "127.0.0.1"
 Fault = Literal[
-    "status500", "status503", "reset", "stall", "truncate", "trickle", "html200", "short200"
+    "status500", "status503", "reset", "stall", "truncate", "trickle", "html200", "short200", "hold"
 ]
 _REASONS = {
     500: ("Internal Server Error", "InternalError"),
@@ -48,6 +51,7 @@ class Seen:
     method: str
     path: str
     fault: Fault | None
+    ranged: bool = False  # the request had a Range header
 
 
 @dataclass
@@ -58,11 +62,14 @@ class _Rule:
     path_contains: str | None
     stall_seconds: float
     trickle_seconds: float
+    ranged: bool | None = None
 
-    def matches(self, method: str, path: str) -> bool:
+    def matches(self, method: str, path: str, ranged: bool = False) -> bool:
         if self.remaining <= 0:
             return False
         if self.method is not None and method != self.method:
+            return False
+        if self.ranged is not None and ranged != self.ranged:
             return False
         return self.path_contains is None or self.path_contains in path
 
@@ -80,6 +87,10 @@ class FaultProxy:
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._released = threading.Event()
+        #: Requests held by a ``hold`` rule now; notified through :attr:`changed`.
+        self.holding = 0
+        self.changed = threading.Condition()
         proxy = self
 
         class Handler(socketserver.BaseRequestHandler):
@@ -101,6 +112,7 @@ class FaultProxy:
 
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()  # ends stalls
+        self._released.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(10)
@@ -114,11 +126,21 @@ class FaultProxy:
         path_contains: str | None = None,
         stall_seconds: float = 30.0,
         trickle_seconds: float = 0.2,
+        ranged: bool | None = None,
     ) -> None:
-        """Give the next ``count`` requests that match ``fault`` (rules apply in order)."""
+        """Give the next ``count`` requests that match ``fault`` (rules apply in order).
+
+        ``ranged``: match only requests with a ``Range`` header (``True``) or without one.
+        """
         with self._lock:
-            rule = _Rule(fault, count, method, path_contains, stall_seconds, trickle_seconds)
+            rule = _Rule(
+                fault, count, method, path_contains, stall_seconds, trickle_seconds, ranged
+            )
             self._rules.append(rule)
+
+    def release(self) -> None:
+        """Let every request held by a ``hold`` rule go on, now and from now on."""
+        self._released.set()
 
     def count(self, method: str | None = None, path_contains: str | None = None) -> int:
         """How many requests matched ``method`` and ``path_contains`` so far."""
@@ -155,11 +177,19 @@ class FaultProxy:
         if headers.get("expect", "").lower() == "100-continue":  # the client waits for a go
             client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = reader.body(headers)
+        ranged = "range" in headers
         with self._lock:
-            rule = next((r for r in self._rules if r.matches(method, path)), None)
+            rule = next((r for r in self._rules if r.matches(method, path, ranged)), None)
             if rule is not None:
                 rule.remaining -= 1
-            self.seen.append(Seen(method, path, rule.fault if rule else None))
+            self.seen.append(Seen(method, path, rule.fault if rule else None, ranged))
+        if rule is not None and rule.fault == "hold":
+            with self.changed:
+                self.holding += 1
+                self.changed.notify_all()
+            self._released.wait(120)
+            with self.changed:
+                self.holding -= 1
         if rule is not None and rule.fault == "reset":
             client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             client.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -82,7 +82,7 @@ class SampleReader:
         ``ShardView.reads_runs``) is read first, one ``pread`` a run of adjacent samples, then
         decoded sample by sample; any other sample is its view's ``get``.
         """
-        for shards, local, views in self._walk(ids, batch_size, predownload):
+        for shards, local, views in self._walk(ids, batch_size, predownload, ranges=True):
             runs = _batch_runs(shards, local, views)
             if runs is not None:
                 yield from runs.samples(runs.read())
@@ -124,7 +124,7 @@ class SampleReader:
         reads = GroupReads(ahead=policy.read_ahead)
         first = True
         try:
-            for batch in self._walk(ids, batch_size, predownload):
+            for batch in self._walk(ids, batch_size, predownload, ranges=True):
                 views = batch.views
                 if for_worker and self._by_id(views, len(batch.shards)):
                     yield from self._group(pending, reads, for_worker)
@@ -243,8 +243,15 @@ class SampleReader:
         mean = self.open.mean_sample_bytes(list(views))
         return self.policy.rows_per_decode(mean, len(views), width)
 
-    def _walk(self, ids: NDArray[np.int64], width: int, predownload: int) -> Iterator[LocatedBatch]:
-        """Each batch's shards and in-shard indices, with the views of its shards open."""
+    def _walk(
+        self, ids: NDArray[np.int64], width: int, predownload: int, *, ranges: bool = False
+    ) -> Iterator[LocatedBatch]:
+        """Each batch's shards and in-shard indices, with the views of its shards open.
+
+        With ``ranges`` (and the policy's ``first_batch_ranges``), the first batch's samples
+        of shards not yet in the cache are read by range requests, and those shards are
+        fetched whole behind it (:mod:`shardstream.cache.sample_ranges`).
+        """
         if ids.size == 0:
             return
         opened = self.open
@@ -272,12 +279,18 @@ class SampleReader:
                     wanted = set(needed)
                     for shard in [shard for shard in opened.shards() if shard not in wanted]:
                         opened.release(shard)  # the first batch's, or an earlier epoch's
-                ahead.plan(needed, needed_at)
+                ranged: dict[int, ShardView] = {}
+                if first and ranges and self.policy.first_batch_ranges:
+                    ranged = opened.read_by_ranges(shards.tolist(), local.tolist(), pool)
+                ahead.plan(needed, needed_at, whole_later=ranged.keys())
                 for row in range(rows):
                     start, stop = row * width, min((row + 1) * width, len(part))
                     ahead.submit(stop, stop + (0 if first else predownload))
                     row_shards = shards[start:stop].tolist()
-                    views = {shard: ahead.take(shard) for shard in dict.fromkeys(row_shards)}
+                    views = {
+                        shard: ranged[shard] if shard in ranged else ahead.take(shard)
+                        for shard in dict.fromkeys(row_shards)
+                    }
                     yield LocatedBatch(row_shards, local[start:stop].tolist(), views)
                     for shard in done_after.get(row, ()):
                         opened.release(shard)
@@ -316,10 +329,18 @@ class _LookAhead:
         self._needed: list[int] = []
         self._needed_at: list[int] = []
         self._next = 0
+        self._whole_later: set[int] = set()
 
-    def plan(self, needed: list[int], needed_at: list[int]) -> None:
-        """The shards of a part of the plan, in order of first need, with where each is."""
+    def plan(
+        self, needed: list[int], needed_at: list[int], whole_later: Iterable[int] = ()
+    ) -> None:
+        """The shards of a part of the plan, in order of first need, with where each is.
+
+        ``whole_later``: shards whose samples at hand were read otherwise (by ranges), only
+        fetched now, not opened.
+        """
         self._needed, self._needed_at, self._next = needed, needed_at, 0
+        self._whole_later = set(whole_later)
 
     def submit(self, current: int, horizon: int) -> None:
         """Start on every shard first needed before sample ``horizon`` of the part.
@@ -331,7 +352,7 @@ class _LookAhead:
         while self._next < len(self._needed) and self._needed_at[self._next] < horizon:
             shard = self._needed[self._next]
             if shard not in opened and shard not in pending:
-                if self._needed_at[self._next] < current:
+                if self._needed_at[self._next] < current and shard not in self._whole_later:
                     pending[shard] = self._pool.submit(self._scope.run, opened.open_in_pool, shard)
                 elif not self._cache.is_present(shard):  # a stat, not a task
                     pending[shard] = self._pool.submit(self._scope.run, opened.fetch_in_pool, shard)

@@ -192,6 +192,12 @@ class LocalDataset:
             view = self._open(shard)
         return view
 
+    def schema(self, shard: int) -> MDSSchema | None:
+        """Shard ``shard``'s columns (``None`` for a shard of another format than MDS)."""
+        if self._entries is None:
+            self._load()
+        return self._schemas[shard]
+
     def release(self, shard: int) -> None:
         """Unmap one shard (decoded values stay valid); it is mapped again on next use."""
         with self._lock:

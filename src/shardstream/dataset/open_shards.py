@@ -11,12 +11,16 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Executor
 
 import numpy as np
 
 from shardstream.cache import ShardCache
+from shardstream.cache.sample_ranges import SampleRanges
+from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.stream_data import StreamData
 from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
+from shardstream.format.mds import MDSSchema
 from shardstream.format.read_policy import ReadPolicy
 from shardstream.format.shard_view import ShardView
 
@@ -58,6 +62,7 @@ class OpenShards:
         # Shards marked as used this epoch: touched, or fetched by this reader (their files'
         # times are fresh then).
         self._marked: set[int] = set()
+        self._ranges = SampleRanges(cache)
 
     def __contains__(self, shard: int) -> bool:
         return shard in self._open
@@ -135,6 +140,28 @@ class OpenShards:
         if self.cache.ensure(shard):
             self._marked.add(shard)
 
+    def read_by_ranges(
+        self, shards: Sequence[int], local: Sequence[int], pool: Executor
+    ) -> dict[int, ShardView]:
+        """Views of the samples ``local`` of ``shards`` whose shards are not here yet, by ranges.
+
+        Only shards that :class:`~shardstream.cache.sample_ranges.SampleRanges` can read that
+        way, and that are not open; the views are not kept open (their shards are fetched
+        whole for the rest of the epoch).
+        """
+        wanted: dict[int, list[int]] = {}
+        for shard, index in zip(shards, local, strict=True):
+            wanted.setdefault(shard, []).append(index)
+        readable = {
+            shard: indices
+            for shard, indices in wanted.items()
+            if shard not in self._open and self._schema(shard) is not None
+            and self._ranges.readable(shard)
+        }  # fmt: skip
+        if not readable:
+            return {}
+        return self._ranges.views(readable, self._checked_schema, pool)
+
     def keep(self, shard: int, view: ShardView) -> ShardView:
         """Keep ``view`` open, letting go of the least recently used beyond the limits."""
         if shard not in self._marked:
@@ -163,6 +190,18 @@ class OpenShards:
         self.held -= self._sizes.pop(shard, 0)
         stream = self._stream_of_shard[shard]
         self.datasets[stream].release(shard - self._first_shard[stream])
+
+    def _schema(self, shard: int) -> MDSSchema | None:
+        stream = self._stream_of_shard[shard]
+        data = self.datasets[stream]
+        if not isinstance(data, LocalDataset):
+            return None
+        return data.schema(shard - self._first_shard[stream])
+
+    def _checked_schema(self, shard: int) -> MDSSchema:
+        schema = self._schema(shard)
+        assert schema is not None
+        return schema
 
     def _opener(self, shard: int) -> ShardView:
         stream = self._stream_of_shard[shard]

@@ -59,6 +59,8 @@ class ReadPolicy:
             loader's process to read from the node's cache (not under a cache limit, where
             the shard could be evicted in between).
         fetch_threads: Threads that fetch and open shards ahead of the reader.
+        first_batch_ranges: A cold epoch's first batch reads its samples of uncompressed
+            remote MDS shards by range requests, before those shards land whole.
         prefetch_factor: Batches each DataLoader worker may have ahead (when the caller sets
             none).
 
@@ -84,6 +86,7 @@ class ReadPolicy:
     pack_mean_bytes: int = 4 * _KIB
     by_id: bool = True
     fetch_threads: int = 4
+    first_batch_ranges: bool = True
     prefetch_factor: int = 4
 
     @classmethod

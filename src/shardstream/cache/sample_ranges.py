@@ -1,0 +1,269 @@
+"""A cold first batch read by byte ranges: just the samples it needs, before their shards land.
+
+A uniformly shuffled first batch draws its samples from hundreds of shards; fetched whole, each
+shard passes through the cache (its lock, a download slot, a temporary file renamed into place)
+before the batch can be read. :class:`SampleRanges` reads the batch's samples straight from the
+remote objects instead, many requests in flight at once: a shard's offset table, then the
+samples' bytes, nearby samples coalesced into one range (a small shard in one range, header
+and all). The whole shards follow behind, through the cache as always, for the rest of the
+epoch.
+
+Bytes read by range are untrusted and never written to the cache: they live in the view this
+module returns, and a shard's file in the cache only ever comes from a whole download. The
+offset table is checked against the index (sample count, the file's size as the last offset,
+offsets in order), each range's length against what was asked for, and a view hands out only
+the samples that were read. A compressed shard (zstd, gzip, ...) cannot be read by range: its
+samples wait for the whole shard.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future, as_completed
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shardstream.cache.shard_cache import ShardCache
+from shardstream.errors import ShardFormatError
+from shardstream.format.batch_decode import ColumnValues
+from shardstream.format.index import ShardEntry
+from shardstream.format.mds import MDSSchema, MDSShardView, parse_offsets
+from shardstream.format.shard_view import ShardView
+from shardstream.storage import ObjectStore
+from shardstream.storage.download import timed_request
+from shardstream.storage.download_options import DownloadOptions
+from shardstream.storage.filesystems import is_local_disk
+
+__all__ = ["RangedShardView", "SampleRanges"]
+
+logger = logging.getLogger(__name__)
+
+#: A shard this small is read in one range, header and samples: one round trip, not two.
+WHOLE_RANGE_BYTES = 256 << 10
+#: Samples of one shard this close are read in one range (a round trip costs more bytes).
+GAP_BYTES = 64 << 10
+
+
+class SampleRanges:
+    """Reads given samples of shards not yet in the cache, by range requests to their remotes.
+
+    Args:
+        cache: The node's shard cache (its streams' stores, index entries and files).
+    """
+
+    def __init__(self, cache: ShardCache) -> None:
+        self.cache = cache
+        self._said_compressed = False
+
+    def readable(self, shard: int) -> bool:
+        """Whether ``shard``'s samples can be read by range: an uncompressed remote MDS shard.
+
+        ``False`` too when its file is in the cache already (read it there), its remote is a
+        folder on this machine's disk (a whole copy is as quick), or it has no samples.
+        """
+        number, entry = self.cache.locate(shard)
+        stream = self.cache.streams[number]
+        if stream.store is None or stream.fetcher is not None or entry.format != "mds":
+            return False
+        if entry.zip_data is not None:
+            if not self._said_compressed:
+                self._said_compressed = True
+                logger.info(
+                    "shard %s is compressed (%s): a first batch waits for compressed shards "
+                    "whole, since a compressed file cannot be read by range",
+                    entry.zip_data.basename, entry.compression,
+                )  # fmt: skip
+            return False
+        if entry.samples < 1 or is_local_disk(stream.store):
+            return False
+        return not self.cache.is_present(shard)
+
+    def views(
+        self,
+        wanted: Mapping[int, Sequence[int]],
+        schema: Callable[[int], MDSSchema],
+        pool: Executor,
+    ) -> dict[int, ShardView]:
+        """A view of the samples ``wanted[shard]`` of each shard, read by ranges in ``pool``.
+
+        Every shard of ``wanted`` must be :meth:`readable`. The requests run in ``pool``, as
+        many at once as it has threads; a shard's offset table comes first (unless the shard is
+        read in one range), then its samples.
+
+        Args:
+            wanted: Shard -> the indices (within it) of the samples to read.
+            schema: The columns of a shard (its index entry's, as the reader holds them).
+            pool: Where the requests run.
+
+        Raises:
+            ShardFormatError: A shard's bytes disagree with its index entry (the message names
+                the shard's URL).
+            StorageError: A request failed after its retries, or a range came back short.
+        """
+        cache = self.cache
+        reads = {shard: _ShardRead(shard, *cache.locate(shard), cache) for shard in wanted}
+        firsts: dict[Future[bytes], _ShardRead] = {}
+        for read in reads.values():
+            firsts[pool.submit(read.get, 0, read.first_range())] = read
+        seconds: dict[Future[bytes], tuple[_ShardRead, int, int]] = {}
+        try:
+            for future in as_completed(firsts):
+                read = firsts[future]
+                read.take_head(future.result())
+                for begin, end in read.sample_ranges(wanted[read.shard]):
+                    seconds[pool.submit(read.get, begin, end)] = (read, begin, end)
+            for future in as_completed(seconds):
+                read, begin, _ = seconds[future]
+                read.take(begin, future.result())
+        except BaseException:
+            for future in [*firsts, *seconds]:
+                future.cancel()
+            raise
+        return {shard: read.view(schema(shard), wanted[shard]) for shard, read in reads.items()}
+
+
+class _ShardRead:
+    """One shard's ranges: the first (header, or the whole small shard), then its samples."""
+
+    def __init__(self, shard: int, number: int, entry: ShardEntry, cache: ShardCache) -> None:
+        stream = cache.streams[number]
+        assert stream.store is not None
+        self.shard = shard
+        self.entry = entry
+        self.store: ObjectStore = stream.store
+        self.options: DownloadOptions = stream.options
+        self.key = entry.raw_data.basename
+        self.url = self.store.url(self.key)
+        self.size = entry.raw_data.bytes
+        self.whole = self.size <= WHOLE_RANGE_BYTES
+        self.buffer: bytes | mmap.mmap = b""
+        self.offsets: NDArray[np.int64] = np.empty(0, np.int64)
+
+    def first_range(self) -> int:
+        """Where the first range ends: the whole shard if small, else its offset table."""
+        return self.size if self.whole else min(self.size, 4 * (self.entry.samples + 2))
+
+    def get(self, begin: int, end: int) -> bytes:
+        """Bytes ``begin .. end - 1`` of the shard, with the stream's deadline and retries."""
+        data = timed_request(
+            lambda: self.store.get_range(self.key, begin, end),
+            self.options,
+            f"reading bytes {begin}-{end - 1} of {self.url}",
+        )
+        if len(data) != end - begin:  # a store's answer is checked again: it is untrusted
+            raise ShardFormatError(
+                f"{self.url}: asked for bytes {begin}-{end - 1} ({end - begin}), got "
+                f"{len(data)}; the remote shard is shorter than index.json says"
+            )
+        return data
+
+    def take_head(self, head: bytes) -> None:
+        """Check the offset table against the index entry; keep the bytes."""
+        try:
+            self.offsets = parse_offsets(head, self.size, self.entry.samples, self.url)
+        except ShardFormatError as exc:
+            raise ShardFormatError(
+                f"{exc} (read by range: the remote shard and its entry in index.json disagree; "
+                f"rewrite the dataset, or fix its index.json)"
+            ) from None
+        if self.whole:
+            self.buffer = head
+            return
+        # Unread pages of an anonymous mapping cost nothing: the samples are written at their
+        # offsets, so the shard decodes exactly as a whole file would.
+        self.buffer = mmap.mmap(-1, self.size)
+        self.buffer[: len(head)] = head
+
+    def sample_ranges(self, indices: Sequence[int]) -> list[tuple[int, int]]:
+        """The ranges to read for samples ``indices``, nearby ones coalesced (none if whole)."""
+        if self.whole:
+            return []
+        picked = np.unique(np.asarray(indices, np.int64))
+        begins, ends = self.offsets[picked], self.offsets[picked + 1]
+        ranges: list[tuple[int, int]] = []
+        for begin, end in zip(begins.tolist(), ends.tolist(), strict=True):
+            if ranges and begin - ranges[-1][1] <= GAP_BYTES:
+                ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
+            elif end > begin:
+                ranges.append((begin, end))
+        return ranges
+
+    def take(self, begin: int, data: bytes) -> None:
+        """Place a range's bytes at their offset."""
+        assert isinstance(self.buffer, mmap.mmap)
+        self.buffer[begin : begin + len(data)] = data
+
+    def view(self, schema: MDSSchema, indices: Sequence[int]) -> RangedShardView:
+        """The view of the samples read."""
+        inner = MDSShardView(self.buffer, schema, self.entry.samples, source=self.url)
+        read = None if self.whole else frozenset(int(index) for index in indices)
+        return RangedShardView(inner, read, len(self.buffer))
+
+
+class RangedShardView:
+    """The samples of one shard read by ranges (implements the shard-view protocol).
+
+    Held in this process's memory, never in the cache; only the samples read are handed out.
+
+    Args:
+        inner: The shard's view over the bytes read (the rest of its buffer is zeros).
+        read: The sample indices read, or ``None`` when the whole shard was.
+        size: Bytes held.
+    """
+
+    in_memory = True  # another process could not read it: never handed over by id
+    grouped_decode = True
+    reads_runs = False
+
+    def __init__(self, inner: MDSShardView, read: frozenset[int] | None, size: int) -> None:
+        self._inner = inner
+        self._read = read
+        self._size = size
+        self.source = inner.source
+
+    @property
+    def names(self) -> list[str]:
+        """The columns, in :meth:`read_columns` order."""
+        return self._inner.names
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes read (or mapped for them)."""
+        return self._size
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def get(self, index: int) -> dict[str, Any]:
+        """Sample ``index``, if it was read."""
+        self._check([index])
+        return self._inner.get(index)
+
+    def read_columns(self, indices: Sequence[int], *, views: bool = False) -> list[ColumnValues]:
+        """Samples ``indices`` as columns; every one must have been read."""
+        self._check(indices)
+        return self._inner.read_columns(indices, views=views)
+
+    def sample_file(self) -> None:
+        """No file: the bytes are in memory."""
+
+    def let_go(self, first: int, stop: int) -> None:
+        """Nothing to unmap that a later read could fault in again."""
+
+    def release(self) -> None:
+        """Drop the bytes (values handed out stay valid)."""
+        self._inner.release()
+
+    def _check(self, indices: Sequence[int]) -> None:
+        if self._read is None:
+            return
+        missing = [index for index in indices if index not in self._read]
+        if missing:
+            raise IndexError(
+                f"{self.source}: samples {missing[:5]} were not read by range (only those of "
+                "the first batch are); read them from the whole shard"
+            )

@@ -1,0 +1,223 @@
+"""A cold first batch is read by range requests, before the whole shards land.
+
+SeaweedFS (S3) on 127.0.0.1 behind :class:`tests.integration.faults.FaultProxy`, which holds
+every GET of a whole shard until the test lets them go: the first batch must come out of
+range requests alone, equal to a read of whole shards, while the cache holds no shard file.
+The proxy counts the requests; nothing here is timed but a generous bound on a wait.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shardstream import MDSWriter, StreamingDataset
+from shardstream.errors import ShardFormatError, StorageError
+from shardstream.storage import S3Store
+
+from .conftest import S3Server
+from .faults import FaultProxy
+
+pytestmark = pytest.mark.s3
+
+BATCH = 12
+_SHARD_FILE = re.compile(r"shard\.\d+\.mds")
+#: (samples, payload bytes, shard size limit): tiny shards are read in one range each, large
+#: ones (over the one-range size) as their offset table, then their samples.
+SHAPES = {"tiny": (240, 40, 600), "large": (96, 20_000, 420_000)}
+
+
+def _sample(i: int, size: int) -> dict[str, Any]:
+    rng = np.random.default_rng(i)
+    return {
+        "id": i,
+        "pad": rng.integers(0, 256, size + (i % 7), dtype=np.uint8).tobytes(),
+        "text": f"sample {i} " * (i % 5),
+        "vec": rng.standard_normal(4).astype(np.float32),
+    }
+
+
+def _write(out: str, samples: int, size: int, limit: int, compression: str | None = None) -> None:
+    columns = {"id": "int", "pad": "bytes", "text": "str", "vec": "ndarray:float32:4"}
+    with MDSWriter(out=out, columns=columns, size_limit=limit, compression=compression) as writer:
+        for i in range(samples):
+            writer.write(_sample(i, size))
+
+
+class Served:
+    """A dataset written to a local folder, uploaded to SeaweedFS, read through the proxy."""
+
+    def __init__(self, server: S3Server, proxy: FaultProxy, folder: Path, name: str) -> None:
+        self.folder = folder
+        self.url = server.url(name)
+        self.proxy = proxy
+        store = S3Store(self.url, endpoint_url=server.endpoint)
+        for file in sorted(os.listdir(folder)):  # the index last, as a writer publishes it
+            if file != "index.json":
+                store.put_file(str(folder / file), file)
+        store.put_file(str(folder / "index.json"), "index.json")
+
+    def shard_gets(self, *, ranged: bool) -> list[str]:
+        """The shard files' GETs (their names) through the proxy so far, ranged or whole."""
+        return [
+            match.group(0)
+            for seen in self.proxy.seen
+            if seen.method == "GET"
+            and seen.ranged == ranged
+            and (match := _SHARD_FILE.search(seen.path)) is not None
+        ]
+
+
+@pytest.fixture
+def served(s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    made: list[FaultProxy] = []
+
+    def make(shape: str, compression: str | None = None) -> Served:
+        samples, size, limit = SHAPES[shape]
+        folder = tmp_path / f"written-{len(made)}"
+        _write(str(folder), samples, size, limit, compression)
+        proxy = FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])).__enter__()
+        made.append(proxy)
+        monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+        return Served(s3_env, proxy, folder, f"ranges-{uuid.uuid4().hex[:8]}")
+
+    yield make
+    for proxy in made:
+        proxy.__exit__(None, None, None)
+
+
+def _dataset(url: str, cache: Path, **options: Any) -> StreamingDataset:
+    return StreamingDataset(
+        remote=url, local=str(cache), batch_size=BATCH, shuffle=True, shuffle_seed=11,
+        download_retry=0, download_timeout=30, **options,
+    )  # fmt: skip
+
+
+def _same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert int(got["id"]) == int(want["id"])
+    assert bytes(got["pad"]) == bytes(want["pad"])
+    assert got["text"] == want["text"]
+    assert got["vec"].dtype == want["vec"].dtype
+    assert got["vec"].tobytes() == want["vec"].tobytes()
+
+
+def _shard_files(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*") if _SHARD_FILE.fullmatch(path.name)]
+
+
+@pytest.mark.parametrize("shape", ["tiny", "large"])
+def test_the_first_batch_is_read_by_ranges_before_any_whole_shard_lands(served, tmp_path, shape):
+    data: Served = served(shape)
+    # The same shuffle over the written folder itself: whole shards, read in place.
+    expected = list(_dataset(None, data.folder))  # type: ignore[arg-type]
+    first_shards = {
+        int(np.searchsorted(_starts(data.folder), int(s["id"]), side="right")) - 1
+        for s in expected[:BATCH]
+    }
+    data.proxy.inject("hold", count=10**6, method="GET", path_contains=".mds", ranged=False)
+    cache = tmp_path / "cache"
+    got: list[dict[str, Any]] = []
+    failed: list[BaseException] = []
+    out = threading.Condition()
+
+    def read() -> None:
+        try:
+            for sample in _dataset(data.url, cache):
+                with out:
+                    got.append(sample)
+                    out.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failed.append(exc)
+            with out:
+                out.notify_all()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        with out:  # a generous bound: what is asserted is what came out, not when
+            out.wait_for(lambda: len(got) >= BATCH or bool(failed), 60)
+            first = list(got[:BATCH])
+        assert not failed, failed
+        assert len(first) == BATCH, "the first batch waited for whole shards"
+        for sample, want in zip(first, expected, strict=False):
+            _same(sample, want)
+        assert _shard_files(cache) == []  # no range result under a shard's name, no partial file
+        ranged = data.shard_gets(ranged=True)
+        assert {int(name.split(".")[1]) for name in ranged} == first_shards
+        if shape == "tiny":  # one range a shard: its header and samples together
+            assert len(ranged) == len(first_shards)
+        else:  # its offset table, then its samples, nearby ones in one range
+            assert len(first_shards) < len(ranged) <= len(first_shards) + BATCH
+        assert data.proxy.holding == len(data.shard_gets(ranged=False))  # none answered yet
+    finally:
+        data.proxy.release()
+        reader.join(120)
+    assert not failed, failed
+    assert len(got) == len(expected)
+    for sample, want in zip(got, expected, strict=True):
+        _same(sample, want)
+    # The whole shards followed, each once, and the cache holds them whole and exact.
+    wholes = data.shard_gets(ranged=False)
+    assert sorted(wholes) == sorted(set(wholes))
+    for path in _shard_files(cache):
+        assert path.read_bytes() == (data.folder / path.name).read_bytes()
+    # A warm epoch reads the cache: no range request.
+    before = len(data.shard_gets(ranged=True))
+    assert len(list(_dataset(data.url, cache))) == len(expected)
+    assert len(data.shard_gets(ranged=True)) == before
+
+
+def _starts(folder: Path) -> np.ndarray:
+    index = json.loads((folder / "index.json").read_text())
+    return np.cumsum([0] + [shard["samples"] for shard in index["shards"]])
+
+
+def test_a_header_that_disagrees_with_the_index_is_an_error_naming_the_shard(served, tmp_path):
+    data: Served = served("large")
+    index = data.folder / "index.json"
+    text = index.read_text()
+    lying = text.replace('"samples": ', '"samples": 1')  # every shard claims more
+    assert lying != text
+    store = S3Store(data.url)
+    index.write_text(lying)
+    store.put_file(str(index), "index.json")
+    dataset = _dataset(data.url, tmp_path / "cache")
+    with pytest.raises(ShardFormatError, match=r"s3://\S+/shard\.\d+\.mds.*read by range"):
+        for _ in dataset:
+            pass
+    assert data.shard_gets(ranged=True)  # it was the range read that said so
+    assert _shard_files(tmp_path / "cache") == []
+
+
+@pytest.mark.parametrize("fault", ["short200", "truncate"])
+def test_a_short_range_answer_is_an_error_naming_the_shard_never_garbage(served, tmp_path, fault):
+    data: Served = served("large")
+    data.proxy.inject(fault, count=10**6, method="GET", path_contains=".mds", ranged=True)
+    got: list[dict[str, Any]] = []
+    with pytest.raises((StorageError, ShardFormatError), match=r"shard\.\d+\.mds"):
+        got.extend(_dataset(data.url, tmp_path / "cache"))
+    assert got == []
+    assert _shard_files(tmp_path / "cache") == []
+
+
+def test_compressed_shards_are_fetched_whole_and_say_so(served, tmp_path, caplog):
+    data: Served = served("large", compression="zstd")
+    expected = list(_dataset(None, data.folder))  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO, logger="shardstream.cache.sample_ranges"):
+        got = list(_dataset(data.url, tmp_path / "cache"))
+    assert len(got) == len(expected)
+    for sample, want in zip(got, expected, strict=True):
+        _same(sample, want)
+    assert not [seen for seen in data.proxy.seen if seen.ranged and ".mds" in seen.path]
+    assert any("cannot be read by range" in record.getMessage() for record in caplog.records)
+    shutil.rmtree(tmp_path / "cache")

@@ -96,10 +96,10 @@ def served(s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         proxy.__exit__(None, None, None)
 
 
-def _dataset(url: str, cache: Path, **options: Any) -> StreamingDataset:
+def _dataset(url: str, cache: Path, batch_size: int = BATCH) -> StreamingDataset:
     return StreamingDataset(
-        remote=url, local=str(cache), batch_size=BATCH, shuffle=True, shuffle_seed=11,
-        download_retry=0, download_timeout=30, **options,
+        remote=url, local=str(cache), batch_size=batch_size, shuffle=True, shuffle_seed=11,
+        download_retry=0, download_timeout=30,
     )  # fmt: skip
 
 
@@ -221,3 +221,14 @@ def test_compressed_shards_are_fetched_whole_and_say_so(served, tmp_path, caplog
     assert not [seen for seen in data.proxy.seen if seen.ranged and ".mds" in seen.path]
     assert any("cannot be read by range" in record.getMessage() for record in caplog.records)
     shutil.rmtree(tmp_path / "cache")
+
+
+def test_small_shards_a_batch_mostly_needs_are_fetched_whole_only(served, tmp_path):
+    # 80 small shards, a batch of 60 samples needs over a quarter of them: the epoch needs
+    # them whole at once, so a range read would only make each cross the link twice.
+    data: Served = served("tiny")
+    expected = list(_dataset(None, data.folder, batch_size=60))  # type: ignore[arg-type]
+    got = list(_dataset(data.url, tmp_path / "cache", batch_size=60))
+    assert [int(s["id"]) for s in got] == [int(s["id"]) for s in expected]
+    assert data.shard_gets(ranged=True) == []
+    assert sorted(data.shard_gets(ranged=False)) == sorted(set(data.shard_gets(ranged=False)))

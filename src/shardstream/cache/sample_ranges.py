@@ -59,11 +59,13 @@ class SampleRanges:
         self.cache = cache
         self._said_compressed = False
 
-    def readable(self, shard: int) -> bool:
+    def readable(self, shard: int, *, small: bool = True) -> bool:
         """Whether ``shard``'s samples can be read by range: an uncompressed remote MDS shard.
 
         ``False`` too when its file is in the cache already (read it there), its remote is a
-        folder on this machine's disk (a whole copy is as quick), or it has no samples.
+        folder on this machine's disk (a whole copy is as quick), or it has no samples; and,
+        unless ``small``, when it is read in one range (its range would cost what its whole
+        download does).
         """
         number, entry = self.cache.locate(shard)
         stream = self.cache.streams[number]
@@ -79,6 +81,8 @@ class SampleRanges:
                 )  # fmt: skip
             return False
         if entry.samples < 1 or is_local_disk(stream.store):
+            return False
+        if not small and entry.raw_data.bytes <= WHOLE_RANGE_BYTES:
             return False
         return not self.cache.is_present(shard)
 

@@ -29,6 +29,7 @@ __all__ = ["OpenShards"]
 logger = logging.getLogger(__name__)
 
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
+_RANGES_BELOW_SHARE = 4  # small shards by range while a batch needs under 1/4 of the shards
 
 
 class OpenShards:
@@ -147,16 +148,19 @@ class OpenShards:
 
         Only shards that :class:`~shardstream.cache.sample_ranges.SampleRanges` can read that
         way, and that are not open; the views are not kept open (their shards are fetched
-        whole for the rest of the epoch).
+        whole for the rest of the epoch). Small shards (one range each) are not, when the
+        batch needs a quarter of the dataset's shards or more: the epoch needs them whole at
+        once, and a range would make each cross the link twice (and again in each worker).
         """
         wanted: dict[int, list[int]] = {}
         for shard, index in zip(shards, local, strict=True):
             wanted.setdefault(shard, []).append(index)
+        small = _RANGES_BELOW_SHARE * len(wanted) < self.cache.num_shards
         readable = {
             shard: indices
             for shard, indices in wanted.items()
             if shard not in self._open and self._schema(shard) is not None
-            and self._ranges.readable(shard)
+            and self._ranges.readable(shard, small=small)
         }  # fmt: skip
         if not readable:
             return {}

@@ -164,9 +164,17 @@ def test_shards_are_requested_in_the_order_the_epoch_first_needs_them(server, tm
     ids = _epoch(server, tmp_path / "cache", ReadPolicy(fetch_threads=1))
 
     assert sorted(ids) == list(range(SAMPLES))
-    order = _first_need(ids)
+    # The first batch is read by ranges (test_first_batch_ranges.py); the whole shards are
+    # asked for as the rest of the epoch first needs them.
+    order = _first_need(ids[BATCH:])
     assert order != sorted(order)  # shuffled: the order is the plan's, not the files'
     assert server.shard_gets() == order  # one thread: exactly the plan's order, each once
+    ranged = [path for method, path, ranged in server.requests if method == "GET" and ranged]
+    assert len(ranged) == len(_first_need(ids[:BATCH]))
+    policy = ReadPolicy(fetch_threads=1, first_batch_ranges=False)
+    whole = _epoch(server, tmp_path / "whole", policy)
+    assert whole == ids
+    assert server.shard_gets()[len(order) :] == _first_need(ids)  # without ranges: every shard
 
 
 @pytest.mark.parametrize("threads", [4, 16])
@@ -175,9 +183,9 @@ def test_parallel_fetches_stray_from_the_plan_order_by_about_the_threads_at_most
 ):
     ids = _epoch(server, tmp_path / "cache", ReadPolicy(fetch_threads=threads))
 
-    order = _first_need(ids)
+    order = _first_need(ids[BATCH:])  # the first batch is read by ranges
     gets = server.shard_gets()
-    assert sorted(gets) == list(range(SHARDS))  # each shard fetched once
+    assert sorted(gets) == sorted(order)  # each shard the rest needs fetched once
     rank = {shard: k for k, shard in enumerate(order)}
     displaced = [abs(rank[shard] - k) for k, shard in enumerate(gets)]
     # Threads take the tasks in the plan's order; which of those running sends first is the

@@ -336,8 +336,9 @@ class _LookAhead:
     ) -> None:
         """The shards of a part of the plan, in order of first need, with where each is.
 
-        ``whole_later``: shards whose samples at hand were read otherwise (by ranges), only
-        fetched now, not opened.
+        ``whole_later``: shards whose samples at hand were read otherwise (by ranges): not
+        fetched for this part, so that the batch goes out first; the next part's look-ahead
+        fetches them where it needs them.
         """
         self._needed, self._needed_at, self._next = needed, needed_at, 0
         self._whole_later = set(whole_later)
@@ -351,8 +352,8 @@ class _LookAhead:
         opened, pending = self._opened, self._pending
         while self._next < len(self._needed) and self._needed_at[self._next] < horizon:
             shard = self._needed[self._next]
-            if shard not in opened and shard not in pending:
-                if self._needed_at[self._next] < current and shard not in self._whole_later:
+            if shard not in opened and shard not in pending and shard not in self._whole_later:
+                if self._needed_at[self._next] < current:
                     pending[shard] = self._pool.submit(self._scope.run, opened.open_in_pool, shard)
                 elif not self._cache.is_present(shard):  # a stat, not a task
                     pending[shard] = self._pool.submit(self._scope.run, opened.fetch_in_pool, shard)

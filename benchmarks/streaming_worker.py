@@ -506,6 +506,7 @@ def ttfb(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
     checker = Checker(payloads, padding) if args.finish else None
     gc.collect()
     started = time.perf_counter()
+    cpu_started = time.process_time()
     dataset, loader = make_loader(
         args.lib, args.data, args.cache, args.batch_size, args.workers, tokens=bool(args.tokens)
     )
@@ -516,6 +517,9 @@ def ttfb(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
     result: dict[str, Any] = {
         "construct_seconds": constructed - started,
         "ttfb_seconds": first - started,
+        # This process's CPU (every thread; not its DataLoader workers'): steadier than the
+        # wall time on a loaded machine.
+        "ttfb_cpu_seconds": time.process_time() - cpu_started,
         "first_batch_size": len(batch["label"]),
     }
     if checker is not None:

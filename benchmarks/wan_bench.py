@@ -341,11 +341,14 @@ def first_batches(bench: Bench, server: S3Server, scale: int) -> dict[str, Any]:
                     continue
                 seconds, result, moved = min(times, key=lambda item: item[0])
                 setting[lib] = {"seconds": seconds, "all": [t[0] for t in times],
+                                "cpu_all": [t[1].get("ttfb_cpu_seconds") for t in times],
                                 "construct_seconds": result["construct_seconds"],
                                 "checks_passed": all(t[1]["checks_passed"] for t in times),
                                 "link": moved, "fraction_of_link": limit / seconds}  # fmt: skip
-                print(f"  workers={workers} {lib}: {seconds:.3f} s ({moved['requests']} "
-                      f"requests, {moved['bytes_down']:,} bytes)", flush=True)  # fmt: skip
+                cpu = result.get("ttfb_cpu_seconds")
+                print(f"  workers={workers} {lib}: {seconds:.3f} s, CPU {cpu or 0:.3f} s "
+                      f"({moved['requests']} requests, {moved['bytes_down']:,} bytes)",
+                      flush=True)  # fmt: skip
             entry["runs"][f"workers={workers}"] = setting
         results[f"{shards} shards"] = entry
     return results

@@ -166,15 +166,15 @@ def drop_stale_files(
     Returns:
         The number of files deleted.
     """
+    present = _FolderScan()
     dropped = 0
     for entry in entries:
-        files = [info for pair in shard_file_pairs(entry) for info in pair if info is not None]
         # A shard's cached files come from its compressed object when it has one.
-        sources = {(zipped or raw).basename for raw, zipped in shard_file_pairs(entry)}
-        if stale is not None and not sources & stale:
+        pairs = shard_file_pairs(entry)
+        if stale is not None and not {(zipped or raw).basename for raw, zipped in pairs} & stale:
             continue
-        paths = [os.path.join(local, info.basename) for info in files]
-        if not any(os.path.lexists(path) for path in paths):
+        paths = [os.path.join(local, info.basename) for pair in pairs for info in pair if info]
+        if not any(map(present.holds, paths)):
             continue
         # The shard's lock: a fetch of it by another process ends before its files go.
         lock = FileLock(shard_lock_path(local, entry))
@@ -184,3 +184,29 @@ def drop_stale_files(
                     os.remove(path)
                     dropped += 1
     return dropped
+
+
+class _FolderScan:
+    """Which names each folder holds, from one ``os.scandir`` a folder, read on first ask.
+
+    One scan of the cache folder replaces a look (``lstat``) per shard: a first start finds
+    the folder empty, and a large index names as many files as it has shards. An entry counts
+    whatever it is (a link, even a broken one, as ``os.path.lexists`` counts it).
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[str, frozenset[str] | None] = {}
+
+    def holds(self, path: str) -> bool:
+        """Whether the folder of ``path`` held an entry of its name when it was scanned."""
+        folder, name = os.path.split(path)
+        if folder not in self._names:
+            try:
+                with os.scandir(folder) as scan:
+                    self._names[folder] = frozenset(entry.name for entry in scan)
+            except (FileNotFoundError, NotADirectoryError):  # a first start: nothing there
+                self._names[folder] = frozenset()
+            except OSError:  # unreadable, yet perhaps searchable: each path is looked at
+                self._names[folder] = None
+        names = self._names[folder]
+        return os.path.lexists(path) if names is None else name in names

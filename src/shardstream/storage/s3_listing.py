@@ -116,17 +116,15 @@ def _scanned_objects(page: bytes, encoded: bool) -> list[tuple[str, int, str | N
     count = page.count(b"<Contents>")
     if not len(keys) == len(sizes) == len(etags) == count:
         return None
-    for name, found in ((b"Contents>", count), (b"Key>", count), (b"Size>", count),
-                        (b"ETag>", count)):  # fmt: skip
-        if page.count(name) != 2 * found:
-            return None
+    if any(page.count(tag) != 2 * count for tag in (b"Contents>", b"Key>", b"Size>", b"ETag>")):
+        return None
     objects: list[tuple[str, int, str | None]] = []
     for key, size, etag in zip(keys, sizes, etags, strict=True):
         for quote in _QUOTES:
             etag = etag.replace(quote, b'"')
         if b"&" in key or b"&" in etag or not size.strip().isdigit():
             return None  # an entity to resolve, or a size no integer: the parser's work
-        name, tag = key.decode("ascii"), etag.decode("ascii")
+        name, tag = key.decode("ascii"), etag.decode("ascii")  # the page is ASCII
         if encoded and ("%" in name or "+" in name):
             name = unquote_plus(name)
         objects.append((name, int(size), tag or None))

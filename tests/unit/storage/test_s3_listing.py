@@ -42,7 +42,7 @@ def contents(
 def answer(body: bytes, encoded: bool = False) -> dict[str, Any]:
     """The answer botocore gives to ``body``, as the hook leaves it."""
     page: dict[str, Any] = {"EncodingType": "url"} if encoded else {}
-    response = {"status_code": 200, "body": body}
+    response: dict[str, Any] = {"status_code": 200, "body": body}
     keep_raw_listing(response, page)
     assert b"<Contents>" not in response["body"]  # botocore parses no object
     assert b"<NextContinuationToken>t0k" in response["body"]  # but still the token

@@ -207,8 +207,11 @@ class S3Store(WritableStore):
     ) -> tuple[dict[str, ObjectInfo], str | None]:
         """One ListObjectsV2 page, through the botocore client of reads.
 
-        A reader's start imports no s3fs.
+        A reader's start imports no s3fs. With obstore reads (``SHARDSTREAM_S3_CLIENT``) the
+        page comes through obstore too: its XML is read in Rust, off the GIL.
         """
+        if self._obstore_reads and usable_here():  # else botocore: a fork of an obstore user
+            return self._fast_reader().list_page(prefix, start_after, token)
         root = f"{self.prefix}/" if self.prefix else ""
         # Keys come URL-encoded (so that any key survives XML), decoded here: the raw page
         # bypasses botocore's own decoding (see storage/s3_listing.py).

@@ -199,7 +199,7 @@ class _FolderScan:
         self._names: dict[str, frozenset[str] | None] = {}
 
     def holds(self, basename: str) -> bool:
-        """Whether the cache held an entry at ``basename`` (relative) when its folder was scanned."""
+        """Whether the cache held an entry at ``basename`` when its folder was scanned."""
         folder, _, name = basename.rpartition("/")
         if folder not in self._names:
             try:

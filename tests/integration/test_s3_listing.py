@@ -16,7 +16,7 @@ from shardstream import MDSWriter
 from shardstream.cache import sync_index
 from shardstream.cache.provenance import read_record
 from shardstream.errors import DownloadTimeoutError, ObjectNotFoundError, StorageError
-from shardstream.storage import DownloadOptions, S3Store, fetch_listing, store_base
+from shardstream.storage import DownloadOptions, S3Store, fetch_listing, s3_listing, store_base
 from shardstream.storage import download as download_module
 from shardstream.storage import s3 as s3_module
 
@@ -174,6 +174,30 @@ def test_a_split_listing_of_seaweedfs_is_exactly_the_serial_one(
         assert store.list_info("shard.0001", split_at=splits) == {
             key: info for key, info in serial.items() if key.startswith("shard.0001")
         }
+
+
+def test_seaweedfs_pages_are_scanned_and_read_as_a_parser_reads_them(
+    s3_server: S3Server, split_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan is taken on a real server's pages, and each page it reads, it reads exactly."""
+    pages: list[tuple[bytes, bool, Any]] = []
+    scan = s3_listing._scanned_objects
+
+    def spied(page: bytes, encoded: bool) -> Any:
+        objects = scan(page, encoded)
+        pages.append((page, encoded, objects))
+        return objects
+
+    monkeypatch.setattr(s3_listing, "_scanned_objects", spied)
+    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 10)
+    store = S3Store(
+        split_url, endpoint_url=s3_server.endpoint, key=s3_server.key, secret=s3_server.secret
+    )
+    assert list(store.list_info()) == sorted(SPLIT_KEYS)
+    scanned = [page for page in pages if page[2] is not None]
+    assert len(scanned) >= 10  # the plain pages of shard names (the odd keys' go to the tree)
+    for page, encoded, objects in scanned:
+        assert objects == s3_listing._tree_objects(page, encoded, split_url)
 
 
 def test_a_split_listing_asks_each_range_from_its_first_key(

@@ -247,3 +247,29 @@ def test_a_first_start_reads_the_index_once_then_lists_split_at_its_names(
         proxy.reset_counts()
         assert sync_index(store, str(tmp_path / "cache"), DownloadOptions()) is None
         assert proxy.count("GET", "index.json") == 0  # a warm start fetches nothing
+
+
+def test_a_first_start_through_obstore_builds_no_botocore_client(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With obstore reads, the index's GET and the listing go through obstore as well."""
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "obstore")
+    monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 5)
+    url = s3_env.url("first-start-obstore")
+    with MDSWriter(out=url, columns=COLUMNS, size_limit=300) as writer:
+        for i in range(40):
+            writer.write(sample(i))
+    port = int(s3_env.endpoint.rsplit(":", 1)[1])
+    with FaultProxy(port) as proxy:
+        store = S3Store(url, endpoint_url=proxy.endpoint, key=s3_env.key, secret=s3_env.secret)
+        entries = sync_index(store, str(tmp_path / "cache"), DownloadOptions())
+        assert entries is not None
+        assert len(entries) > 10
+        assert proxy.count("GET", "index.json") == 1  # its identity matched the listing's
+        assert proxy.count("GET", "start-after=") >= 2  # split at the index's names
+        assert store._client is None  # no botocore client was built
+        record = read_record(str(tmp_path / "cache" / ".shardstream"))
+        assert record is not None
+        assert record.objects == {
+            key: f"{info.size}:{info.etag}" for key, info in store.list_info().items()
+        }

@@ -190,7 +190,12 @@ class S3Store(WritableStore):
         return data
 
     def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
-        """One GET of the whole object through botocore, with the ETag and size it answered."""
+        """One GET of the whole object, with the ETag and size it answered.
+
+        Through obstore where reads go through it: a start then builds no botocore client.
+        """
+        if self._obstore_reads and usable_here():
+            return self._fast_reader().read_info(key)
         bucket, name = self._bucket_and_name(key)
         response = self._reader().get_object(Bucket=bucket, Key=name, **self._request_options())
         body = response["Body"]

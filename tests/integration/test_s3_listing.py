@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from tests.writer_samples import COLUMNS, sample
 
 from shardstream import MDSWriter
-from shardstream.cache import sync_index
+from shardstream.cache import index_sync, sync_index
 from shardstream.cache.provenance import read_record
 from shardstream.errors import DownloadTimeoutError, ObjectNotFoundError, StorageError
 from shardstream.storage import DownloadOptions, S3Store, fetch_listing, s3_listing, store_base
@@ -273,3 +274,41 @@ def test_a_first_start_through_obstore_builds_no_botocore_client(
         assert record.objects == {
             key: f"{info.size}:{info.etag}" for key, info in store.list_info().items()
         }
+
+
+def test_a_first_start_lists_while_the_index_is_parsed(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing's first page is asked for before the index's parse ends, not after."""
+    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 5)
+    monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 5)
+    url = s3_env.url("parse-while-listing")
+    with MDSWriter(out=url, columns=COLUMNS, size_limit=300) as writer:
+        for i in range(40):
+            writer.write(sample(i))
+    store = S3Store(url, endpoint_url=s3_env.endpoint, key=s3_env.key, secret=s3_env.secret)
+    listed = threading.Event()
+    page = store._list_page
+
+    def counted(*args: Any) -> Any:
+        listed.set()
+        return page(*args)
+
+    monkeypatch.setattr(store, "_list_page", counted)
+    held: list[bool] = []
+    parse = index_sync.parse_index  # type: ignore[attr-defined]
+
+    def parse_when_listed(data: bytes | str, *, source: str) -> Any:
+        if source == store.url("index.json") and not held:
+            # A bound, not a timing: a start that lists only after the parse never gets here.
+            held.append(listed.wait(timeout=20))
+        return parse(data, source=source)
+
+    monkeypatch.setattr(index_sync, "parse_index", parse_when_listed)
+    entries = sync_index(store, str(tmp_path / "cache"), DownloadOptions())
+    assert entries is not None
+    assert len(entries) > 10
+    assert held == [True]  # the index's parse saw the listing under way
+    record = read_record(str(tmp_path / "cache" / ".shardstream"))
+    assert record is not None
+    assert set(record.objects) == set(store.list_info())  # split at scanned names: every key

@@ -1,0 +1,123 @@
+"""Samples read by byte ranges: equal to a whole read, only those read handed out, never cached.
+
+The remote here is a local folder (a real ``LocalStore``, ranged reads and all); the requests
+through a real server, and their counts, are in ``tests/integration/test_first_batch_ranges.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shardstream import MDSWriter
+from shardstream.cache import CacheStream, ShardCache
+from shardstream.cache.sample_ranges import GAP_BYTES, WHOLE_RANGE_BYTES, SampleRanges
+from shardstream.errors import ShardFormatError, StorageError
+from shardstream.format.index import parse_index
+from shardstream.format.mds import MDSSchema, MDSShardView
+from shardstream.storage.filesystems import is_local_disk
+from shardstream.storage.local import LocalStore
+
+PAYLOAD = 30_000  # 20 samples a shard: a shard over the one-range size
+
+
+def _write(folder: Path, samples: int = 40) -> None:
+    columns = {"id": "int", "pad": "bytes", "vec": "ndarray:float32:3"}
+    with MDSWriter(out=str(folder), columns=columns, size_limit=620_000) as writer:
+        for i in range(samples):
+            rng = np.random.default_rng(i)
+            writer.write({
+                "id": i,
+                "pad": rng.integers(0, 256, PAYLOAD + i, dtype=np.uint8).tobytes(),
+                "vec": rng.standard_normal(3).astype(np.float32),
+            })  # fmt: skip
+
+
+def _cache(remote: Path, local: Path) -> ShardCache:
+    entries = parse_index((remote / "index.json").read_bytes(), source=str(remote))
+    return ShardCache([CacheStream(str(local), LocalStore(str(remote)), entries)])
+
+
+def _whole(remote: Path, cache: ShardCache, shard: int) -> MDSShardView:
+    _, entry = cache.locate(shard)
+    data = (remote / entry.raw_data.basename).read_bytes()
+    return MDSShardView(data, MDSSchema(entry.columns, sort=False), entry.samples, source="whole")
+
+
+def _schema(cache: ShardCache):
+    return lambda shard: MDSSchema(cache.locate(shard)[1].columns, sort=False)
+
+
+def test_samples_read_by_range_equal_a_whole_read_and_only_they_come_out(tmp_path):
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    _write(remote)
+    cache = _cache(remote, local)
+    assert cache.locate(0)[1].raw_data.bytes > WHOLE_RANGE_BYTES
+    assert PAYLOAD < GAP_BYTES  # neighbours coalesce; the test reads far-apart ones too
+    wanted = {0: [1, 2, 17], 1: [0, 19]}
+    with ThreadPoolExecutor(4) as pool:
+        views = SampleRanges(cache).views(wanted, _schema(cache), pool)
+
+    for shard, indices in wanted.items():
+        whole = _whole(remote, cache, shard)
+        view = views[shard]
+        assert view.in_memory
+        assert view.sample_file() is None
+        for index in indices:
+            got, want = view.get(index), whole.get(index)
+            assert got["id"] == want["id"]
+            assert bytes(got["pad"]) == bytes(want["pad"])
+            assert got["vec"].tobytes() == want["vec"].tobytes()
+        columns = view.read_columns(indices)
+        expected = whole.read_columns(indices)
+        assert [bytes(value) for value in columns[1]] == [bytes(value) for value in expected[1]]
+        assert np.array_equal(np.asarray(columns[0]), np.asarray(expected[0]))
+        with pytest.raises(IndexError, match=r"shard\.0000\d\.mds.*not read by range"):
+            view.get(5)  # never the zeros of an unread sample
+        with pytest.raises(IndexError, match="not read by range"):
+            view.read_columns([indices[0], 6])
+    assert not list(local.rglob("*.mds"))  # nothing cached
+
+
+def test_a_small_shard_is_read_in_one_range_and_every_sample_is_there(tmp_path):
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    with MDSWriter(out=str(remote), columns={"id": "int"}, size_limit=1 << 12) as writer:
+        for i in range(50):
+            writer.write({"id": i})
+    cache = _cache(remote, local)
+    with ThreadPoolExecutor(2) as pool:
+        view = SampleRanges(cache).views({0: [3]}, _schema(cache), pool)[0]
+    assert [view.get(i)["id"] for i in range(len(view))] == list(range(len(view)))
+
+
+def test_a_shard_that_disagrees_with_its_index_is_an_error_naming_it(tmp_path):
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    _write(remote)
+    cache = _cache(remote, local)
+    name = cache.locate(1)[1].raw_data.basename
+    path = remote / name
+    data = bytearray(path.read_bytes())
+    data[0:4] = (int.from_bytes(data[0:4], "little") - 1).to_bytes(4, "little")  # header lies
+    path.write_bytes(bytes(data))
+    with ThreadPoolExecutor(2) as pool, pytest.raises(ShardFormatError, match=name):
+        SampleRanges(cache).views({1: [0]}, _schema(cache), pool)
+    os.truncate(path, 1000)  # shorter than the index says
+    with ThreadPoolExecutor(2) as pool, pytest.raises((StorageError, ShardFormatError), match=name):
+        SampleRanges(cache).views({1: [0]}, _schema(cache), pool)
+
+
+def test_only_uncompressed_remote_mds_shards_not_in_the_cache_are_readable(tmp_path):
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    _write(remote)
+    cache = _cache(remote, local)
+    ranges = SampleRanges(cache)
+    # A folder on this machine's disk is copied whole: a range saves nothing.
+    assert ranges.readable(0) != is_local_disk(LocalStore(str(remote)))
+    zipped = tmp_path / "zipped"
+    with MDSWriter(out=str(zipped), columns={"id": "int"}, compression="zstd") as writer:
+        writer.write({"id": 1})
+    assert not SampleRanges(_cache(zipped, tmp_path / "zlocal")).readable(0)

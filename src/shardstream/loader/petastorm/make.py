@@ -36,7 +36,6 @@ from shardstream.dataset.world import shard_topology
 from shardstream.errors import ConfigurationError
 from shardstream.format.parquet_filters import Filters
 from shardstream.format.parquet_layout import parse_metadata
-from shardstream.format.read_policy import ReadPolicy
 from shardstream.loader.dataloader import StreamingDataLoader
 from shardstream.loader.epoch_loader import ConverterDataLoader
 from shardstream.loader.epoch_tail import EpochTail
@@ -53,6 +52,7 @@ from shardstream.loader.petastorm.unischema import (
 )
 from shardstream.loader.petastorm.urls import dataset_files
 from shardstream.loader.transform_spec import as_transform_spec, transformed_fields
+from shardstream.pipeline.policy import ReadPolicy
 from shardstream.sampling import Topology
 from shardstream.storage import open_store
 

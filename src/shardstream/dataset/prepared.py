@@ -18,7 +18,6 @@ from numpy.typing import NDArray
 from shardstream.cache import CacheStream, ShardCache
 from shardstream.config import io_uring_enabled
 from shardstream.dataset.local import LocalDataset, check_empty_shards
-from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.stream import ResolvedStream
 from shardstream.dataset.stream_data import StreamData, open_remote, open_stream_data
 from shardstream.dataset.stream_data import cache_stream as _cache_stream
@@ -29,6 +28,7 @@ from shardstream.pipeline.reader import SampleReader
 from shardstream.sampling import derived_weights, stream_choices
 from shardstream.storage import ObjectStore
 from shardstream.storage.filesystems import is_local_disk
+from shardstream.tables.dataset import ParquetDataset
 
 if TYPE_CHECKING:
     from shardstream.dataset.introspection import ShardTables

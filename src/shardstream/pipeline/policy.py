@@ -1,17 +1,21 @@
 """The read policy: every threshold and choice of how shard bytes become batches, in one place.
 
-A reader decides, for each shard and each batch, how the bytes travel: read a small file into
-memory or map it; read the samples of a large-sample shard with ``pread`` instead; read a
-shuffled batch from the mappings or from the files (ahead, in a thread); decode several
-batches at once; hand a batch from a DataLoader worker as values, packed into an in-memory file,
-or as its sample ids for the loader to read. Every such decision is a method of
-:class:`ReadPolicy`, and every number behind one is one of its fields, so that the routes a
-batch can take are named here and nowhere else. Whatever the policy chooses, the batches are
-the same: same values, same types, same order (``tests/property/test_read_routes.py``).
+The policy picks the pipeline's stages once per epoch (:meth:`ReadPolicy.route`, a
+:class:`Route`): whether batches are handed over from a DataLoader worker, and then whether
+by id; whether shuffled groups may be read from the files, and ahead in a thread; how many
+batches the first decode takes. Within those stages, its thresholds say how a shard file is
+opened (read whole, mapped, read with ``pread``: :meth:`ReadPolicy.opening`, passed to the
+cache as its ``FileOpening``), when the open shards are large enough for file reads, how many
+batches to decode together, which columns cross packed, how many shards and bytes stay open,
+when a shard is let go, how many fetch threads a reader has, and how wide the loader's result
+pipe is. Every number behind a choice of reading is one of its fields (retry counts and
+the system's own limits aside). Whatever the
+policy chooses, the batches are the same: same values, same types, same order
+(``tests/property/test_read_routes.py`` enumerates every route).
 
 A dataset builds its policy once, from its settings (:meth:`ReadPolicy.for_settings`), and
-passes it down to its reader, its shard files and the loader. Why each default is what it is,
-with the figures behind it, is in ``docs/design/read-path.md``.
+passes it down to its reader, its shard files and the loader. Why each default is what it is
+is said by its field; the figures behind them are in ``docs/design/read-path.md``.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ class ReadPolicy:
             none).
         first_rows: Batches the first decode of an epoch takes: one, so that the first batch
             waits for no other (time to first batch); later decodes take
-            :meth:`rows_per_decode`.
+            ``rows_per_decode``.
         in_order_spread: A group's samples of a shard count as read in order (read from the
             mapping, whose pages go with the shard) when they span fewer than this many
             times their number of samples; a shuffle spreads them over the whole shard.
@@ -101,7 +105,7 @@ class ReadPolicy:
             epoch's batches stay open after it: they add nothing to the epoch's peak, and the
             next epoch would open them (and fault their pages in) again.
         max_fetch_threads: Fetch threads a reader has at most, whatever its download slots
-            carry (:meth:`fetch_threads_for`): as many as an S3 reader's pooled connections;
+            carry (``fetch_threads_for``): as many as an S3 reader's pooled connections;
             more only contend for the interpreter's lock.
         idle_fetch_threads: Fetch threads of a reader with nothing to fetch (local-only
             streams): they only open shards ahead.
@@ -217,7 +221,7 @@ class ReadPolicy:
         Args:
             decode: The reading entrance's decode stage.
             hand_over: The batches leave a DataLoader worker.
-            mean_sample_bytes: The mean bytes a sample of the epoch's streams (their indexes).
+            mean_sample_bytes: The mean bytes a sample of the epoch's first batch's shards.
             width: The device batch size.
         """
         columns = decode == "columns"

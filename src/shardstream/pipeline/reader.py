@@ -63,7 +63,6 @@ class SampleReader:
         self.cache = cache
         self.open = OpenShards(datasets, stream_first_shard, cache, policy)
         self._by_ids = ReadByIds(self.open, shard_starts, policy)
-        self._mean: float | None = None
 
     def get(self, sample_id: int) -> dict[str, Any]:
         """Decode one sample by dataset-wide id, fetching its shard if needed."""
@@ -76,9 +75,18 @@ class SampleReader:
         plan = Plan(ids, batch_size)
         return Fetch(plan, self.shard_starts, self.open, self.cache, self.policy, predownload)
 
-    def route(self, decode: Any, batch_size: int, *, for_worker: bool = False) -> Route:
-        """The stages the policy picks for an epoch read through ``decode``."""
-        mean = self.mean_sample_bytes() if decode == "columns" and for_worker else 0.0
+    def route(
+        self, decode: Any, ids: NDArray[np.int64], batch_size: int, *, for_worker: bool = False
+    ) -> Route:
+        """The stages the policy picks for an epoch of ``ids`` read through ``decode``.
+
+        The size of the epoch's samples is judged from its first batch's shards (from their
+        index entries: nothing is read), so that picking costs the first batch nothing.
+        """
+        mean = 0.0
+        if decode == "columns" and for_worker and ids.size:
+            first = np.searchsorted(self.shard_starts, ids[:batch_size], side="right") - 1
+            mean = self.open.mean_sample_bytes(np.unique(first).tolist())
         return self.policy.route(
             decode, hand_over=for_worker, mean_sample_bytes=mean, width=batch_size
         )
@@ -106,7 +114,7 @@ class SampleReader:
         for_worker: bool = False,
     ) -> Stage[Batch]:
         """The pipeline of :meth:`columns` (with the hand-over stage, ``for_worker``)."""
-        route = self.route("columns", batch_size, for_worker=for_worker)
+        route = self.route("columns", ids, batch_size, for_worker=for_worker)
         fetch = self.fetch(ids, batch_size, predownload=predownload)
         columns = Columns(fetch, self.open, self.shard_starts, self.policy, route)
         return HandOver(columns, self.policy) if for_worker else columns
@@ -129,7 +137,7 @@ class SampleReader:
         its ids (:class:`~shardstream.pipeline.column_batch.BatchRefs`), its shards present in
         the cache, for :meth:`read_batch`.
         """
-        route = self.route("columns", batch_size, for_worker=for_worker)
+        route = self.route("columns", ids, batch_size, for_worker=for_worker)
         fetch = self.fetch(ids, batch_size, predownload=predownload)
         return drain(Columns(fetch, self.open, self.shard_starts, self.policy, route))
 
@@ -143,9 +151,3 @@ class SampleReader:
     def read_batch(self, ids: NDArray[np.int64]) -> ColumnBatch | list[dict[str, Any]]:
         """The device batch of ``ids`` (a ``BatchRefs``), decoded as :meth:`columns` would."""
         return self._by_ids.read(ids)
-
-    def mean_sample_bytes(self) -> float:
-        """The mean bytes a sample of the dataset, from the index (judged once)."""
-        if self._mean is None:
-            self._mean = self.open.mean_sample_bytes(range(len(self._starts) - 1))
-        return self._mean

@@ -138,7 +138,9 @@ def s3_unsigned(environ: Mapping[str, str] | None = None) -> bool:
 def s3_client(environ: Mapping[str, str] | None = None) -> str:
     """Which client S3 reads go through, from ``SHARDSTREAM_S3_CLIENT``.
 
-    ``botocore`` (the default) or ``obstore`` (``shardstream.storage.obstore_client``).
+    ``auto`` (the default: obstore when the ``obstore`` package is installed, else botocore;
+    ``shardstream.storage.s3`` settles it), ``obstore`` (``shardstream.storage.obstore_client``,
+    an error naming the extra if it is missing) or ``botocore``.
 
     Args:
         environ: The environment to read (default: ``os.environ``).
@@ -147,10 +149,10 @@ def s3_client(environ: Mapping[str, str] | None = None) -> str:
         ConfigurationError: The variable names another client.
     """
     environ = os.environ if environ is None else environ
-    text = environ.get("SHARDSTREAM_S3_CLIENT", "").strip().lower() or "botocore"
-    if text not in ("botocore", "obstore"):
+    text = environ.get("SHARDSTREAM_S3_CLIENT", "").strip().lower() or "auto"
+    if text not in ("auto", "botocore", "obstore"):
         raise ConfigurationError(
-            f"SHARDSTREAM_S3_CLIENT={text!r} (environment) is neither botocore nor obstore"
+            f"SHARDSTREAM_S3_CLIENT={text!r} (environment) is none of auto, botocore and obstore"
         )
     return text
 

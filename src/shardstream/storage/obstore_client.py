@@ -21,10 +21,10 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shardstream import config
 from shardstream.errors import (
@@ -42,7 +42,6 @@ from shardstream.storage._obstore_settings import (
     NO_RETRIES,
     S3_HELP,
     SECRET_QUERY,
-    botocore_credentials,
     client_options,
     first_lines,
     import_obstore,
@@ -57,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["ObstoreClient", "usable_here"]
 
 PAGE_KEYS = 1000  # S3's largest listing page, and the size of a page here
+_T = TypeVar("_T")
 _OPEN_LISTINGS = 8  # listings a client keeps open between pages (each is one stream)
 
 
@@ -77,9 +77,11 @@ class ObstoreClient:
         make_store: Makes the obstore store (called on first use, once per process).
         endpoint: The server, as messages name it.
         credentials_help: What to set, appended to credential errors.
-        secrets: Strings that must never appear in a message.
+        secrets: Strings that must never appear in a message (a set may grow meanwhile).
         writable: Whether the store takes writes, listings and deletes (HTTP does not).
         extra: The shardstream extra that installs obstore for this kind of store.
+        relocate: Given a failed request's message, whether the store must be made again
+            (a bucket found in another region); the request is then sent once more.
     """
 
     def __init__(
@@ -89,15 +91,17 @@ class ObstoreClient:
         *,
         endpoint: str,
         credentials_help: str,
-        secrets: Sequence[str] = (),
+        secrets: Collection[str] = (),
         writable: bool = True,
         extra: str = "s3",
+        relocate: Callable[[str], bool] | None = None,
     ) -> None:
         self.root = root.rstrip("/")
         self.endpoint = endpoint
         self._make_store = make_store
         self._help = credentials_help
-        self._secrets = [secret for secret in secrets if secret]
+        self._secrets = secrets
+        self._relocate = relocate
         self._writable = writable
         self._extra = extra
         self._store: Any = None
@@ -144,36 +148,19 @@ class ObstoreClient:
 
     @classmethod
     def of_s3_store(cls, checked: S3Store) -> ObstoreClient:
-        """The transport of an :class:`~shardstream.storage.S3Store`'s own settings (no I/O)."""
-        key, secret = checked._access_key, checked._secret
-        endpoint = checked.endpoint_url
-        settings: dict[str, Any] = {}
-        if endpoint is not None:
-            settings.update(endpoint=endpoint, virtual_hosted_style_request=False)
-        region_name = checked.region or ("us-east-1" if endpoint is not None else None)
-        if region_name is not None:
-            settings["region"] = region_name
-        if checked.requester_pays:
-            settings["request_payer"] = True
-        provider = None
-        if checked.anon:
-            settings["skip_signature"] = True
-        elif key is not None and secret is not None:
-            settings.update(access_key_id=key, secret_access_key=secret)
-        elif not os.environ.get("AWS_ACCESS_KEY_ID"):
-            provider = botocore_credentials  # profiles and files object_store cannot read
-        client = client_options(checked.connect_timeout, checked.read_timeout, endpoint)
+        """The transport of an :class:`~shardstream.storage.S3Store`'s own settings (no I/O).
 
-        def make() -> Any:
-            store = import_obstore("obstore.store", "s3")
-            return store.S3Store(
-                checked.bucket, prefix=checked.prefix or None, config=settings,
-                client_options=client, retry_config=NO_RETRIES,
-                credential_provider=provider,
-            )  # fmt: skip
+        The region, credentials and CA bundle botocore would use, settled on first use; a
+        request the server refuses for the wrong region moves the client to the bucket's own
+        region, once (:mod:`shardstream.storage._obstore_s3`).
+        """
+        from shardstream.storage._obstore_s3 import S3Settings  # S3's, imports botocore's chain
 
-        return cls(checked.url(""), make, endpoint=endpoint or "AWS (no S3_ENDPOINT_URL)",
-                   credentials_help=S3_HELP, secrets=[secret or ""])  # fmt: skip
+        settings = S3Settings(checked)
+        return cls(checked.url(""), settings.make,
+                   endpoint=checked.endpoint_url or "AWS (no S3_ENDPOINT_URL)",
+                   credentials_help=S3_HELP, secrets=settings.handed,
+                   relocate=settings.relocate)  # fmt: skip
 
     @classmethod
     def gcs(
@@ -340,20 +327,36 @@ class ObstoreClient:
         check_range(start, start if end is None else end, self.url(key))
         if start == end:
             return b""
-        obstore = self._module()
-        with self._boundary("reading", key):
-            if end is not None:
-                data = bytes(obstore.get_range(self._obj(), key, start=start, end=end))
-            elif start:
-                data = self._read_tail(obstore, key, start)
-            else:
-                data = bytes(obstore.get(self._obj(), key).bytes())
+        if end is not None:
+            data = self._request("reading", key, lambda obstore, store: bytes(
+                obstore.get_range(store, key, start=start, end=end)))  # fmt: skip
+        else:
+            options = {"range": {"offset": start}} if start else None  # a suffix GET
+            data = self._request("reading", key, lambda obstore, store: bytes(
+                obstore.get(store, key, options=options).bytes()))  # fmt: skip
         if end is not None and len(data) != end - start:
             raise StorageError(
                 f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
                 f"object (the server sent {len(data)} bytes)"
             )
         return data
+
+    def read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        """The whole object, and its size and ETag as the same answer gave them (one GET).
+
+        Raises:
+            ObjectNotFoundError: No object under ``key``.
+            StorageError: The request failed.
+        """
+        check_key(key, self.url(""))
+
+        def get(obstore: ModuleType, store: Any) -> tuple[bytes, ObjectInfo]:
+            result = obstore.get(store, key)
+            meta = result.meta
+            data = bytes(result.bytes())
+            return data, ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
+
+        return self._request("reading", key, get)
 
     def write(self, local_path: str, key: str) -> None:
         """Upload the file at ``local_path`` to ``key``, atomically for readers.
@@ -367,9 +370,8 @@ class ObstoreClient:
         self._check_writable("writing", key)
         check_key(key, self.url(""))
         os.stat(local_path)
-        obstore = self._module()
-        with self._boundary("uploading to", key):
-            obstore.put(self._obj(), key, Path(local_path))
+        self._request("uploading to", key,
+                      lambda obstore, store: obstore.put(store, key, Path(local_path)))  # fmt: skip
 
     def list_page(
         self, prefix: str, start_after: str | None, token: str | None
@@ -393,10 +395,11 @@ class ObstoreClient:
             # obstore lists whole path segments: list the prefix's folder, keep what matches.
             folder = prefix.rpartition("/")[0] if not prefix.endswith("/") else prefix
             offset = max(filter(None, (token, start_after, prefix[:-1])), default=None)
-            stream = self._stream(folder.rstrip("/"), offset)
+            stream, chunk = self._stream(folder.rstrip("/"), offset)
+        else:
+            with self._boundary("listing", prefix):
+                chunk = next(stream, [])
         infos: dict[str, ObjectInfo] = {}
-        with self._boundary("listing", prefix):
-            chunk: Sequence[Any] = next(stream, [])
         last = None
         after = max(filter(None, (token, start_after)), default="")
         for meta in chunk:
@@ -423,9 +426,7 @@ class ObstoreClient:
             ObjectNotFoundError: No object under ``key``.
         """
         check_key(key, self.url(""))
-        obstore = self._module()
-        with self._boundary("checking", key):
-            meta = obstore.head(self._obj(), key)
+        meta = self._request("checking", key, lambda obstore, store: obstore.head(store, key))
         return ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
 
     def remove(self, key: str) -> None:
@@ -436,10 +437,8 @@ class ObstoreClient:
         """
         self._check_writable("deleting", key)
         check_key(key, self.url(""))
-        obstore = self._module()
         try:
-            with self._boundary("deleting", key):
-                obstore.delete(self._obj(), key)
+            self._request("deleting", key, lambda obstore, store: obstore.delete(store, key))
         except ObjectNotFoundError:
             return
 
@@ -473,17 +472,27 @@ class ObstoreClient:
                         self._store = self._make_store()
         return self._store
 
-    def _read_tail(self, obstore: ModuleType, key: str, start: int) -> bytes:
-        """The object from ``start`` to its end: a suffix GET (``bytes=start-``)."""
-        result = obstore.get(self._obj(), key, options={"range": {"offset": start}})
-        return bytes(result.bytes())
-
-    def _stream(self, folder: str, offset: str | None) -> Iterator[Any]:
+    def _request(self, action: str, key: str, call: Callable[[ModuleType, Any], _T]) -> _T:
+        """``call(obstore, store)`` at the boundary; sent once more if the store moved."""
         obstore = self._module()
-        with self._boundary("listing", folder):
-            listing = obstore.list(self._obj(), folder or None, offset=offset,
-                                   chunk_size=PAGE_KEYS)  # fmt: skip
-        return iter(listing)
+        with self._boundary(action, key):
+            try:
+                return call(obstore, self._obj())
+            except Exception as exc:
+                if self._relocate is None or not self._relocate(str(exc)):
+                    raise
+            with self._lock:
+                self._store = None  # made again for the bucket's region
+            return call(obstore, self._obj())
+
+    def _stream(self, folder: str, offset: str | None) -> tuple[Iterator[Any], Sequence[Any]]:
+        """A listing's stream from just after ``offset``, and its first page."""
+
+        def first(obstore: ModuleType, store: Any) -> tuple[Iterator[Any], Sequence[Any]]:
+            stream = iter(obstore.list(store, folder or None, offset=offset, chunk_size=PAGE_KEYS))
+            return stream, next(stream, [])
+
+        return self._request("listing", folder, first)
 
     def _check_writable(self, action: str, key: str) -> None:
         if not self._writable:
@@ -520,8 +529,8 @@ class ObstoreClient:
         refused = (errors.PermissionDeniedError, errors.UnauthenticatedError, PermissionError)
         if isinstance(exc, refused) or says_refused(str(exc)):
             return CredentialsError(
-                f"{where} failed: the server at {self.endpoint} refused the credentials, or none "
-                f"were found ({detail}). {self._help}."
+                f"{where} failed at {self.endpoint}: the credentials were refused, or none were "
+                f"found ({detail}). {self._help}."
             )
         if isinstance(exc, (errors.BaseError, OSError, ValueError, RuntimeError)):
             return StorageError(f"{where} failed at {self.endpoint}: {detail}")
@@ -529,7 +538,7 @@ class ObstoreClient:
 
     def _scrub(self, text: str) -> str:
         """``text`` without any secret, should a server or obstore ever echo one."""
-        for secret in self._secrets:
+        for secret in sorted(filter(None, self._secrets), key=len, reverse=True):
             text = text.replace(secret, "***")
         return SECRET_QUERY.sub(lambda match: f"{match.group(1)}=***", text)
 

@@ -10,7 +10,7 @@ import pytest
 
 from shardstream import config
 from shardstream.errors import ConfigurationError
-from shardstream.storage import S3Store, open_store, s3
+from shardstream.storage import S3Store, _aws_chain, open_store
 
 
 def test_open_store_gives_an_s3_store_without_io(monkeypatch: pytest.MonkeyPatch):
@@ -219,7 +219,9 @@ class SessionSpy:
             return real(*args, **kwargs)
 
         monkeypatch.setattr(botocore.session, "get_session", counted)
-        monkeypatch.setattr(s3, "_SESSIONS", s3._Sessions())  # none kept from other tests
+        monkeypatch.setattr(
+            _aws_chain, "SESSIONS", _aws_chain.Sessions()
+        )  # none kept from other tests
 
 
 def signing_key(store: S3Store) -> str:

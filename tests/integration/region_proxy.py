@@ -20,6 +20,7 @@ from .faults import FaultProxy, Seen
 
 __all__ = ["RegionProxy"]
 
+_AGENT = re.compile(rb"(?im)^user-agent:\s*([^\r\n]*)")
 _SCOPE = re.compile(rb"(?i)authorization:[^\r\n]*Credential=[^/\r\n]+/\d{8}/([a-z0-9-]+)/s3/")
 
 
@@ -27,18 +28,23 @@ class RegionProxy(FaultProxy):
     """A :class:`~tests.integration.faults.FaultProxy` whose bucket lives in ``region``.
 
     ``redirected`` counts the requests it refused for the wrong region; ``seen`` records every
-    request, as the fault proxy's does.
+    request, as the fault proxy's does, and ``agents`` each request's method, path and
+    ``User-Agent`` (which client sent it).
     """
 
     def __init__(self, upstream_port: int, region: str) -> None:
         super().__init__(upstream_port)
         self.region = region
         self.redirected = 0
+        self.agents: list[tuple[str, str, str]] = []
 
     def _serve(self, client: socket.socket) -> None:
         head = _peek_head(client)
         scope = _SCOPE.search(head)
         method, path = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")[:2]
+        agent = _AGENT.search(head)
+        with self._lock:
+            self.agents.append((method, path, agent.group(1).decode() if agent else ""))
         asks_region = scope is None and method == "HEAD" and path.strip("/").count("/") == 0
         if asks_region:  # an unsigned HeadBucket: refused, with the region, as AWS does
             with self._lock:

@@ -282,7 +282,7 @@ def test_gcs_emulator_refuses_xml_uploads(gcs_server: GCSServer, tmp_path: Path)
 def test_s3store_reads_through_obstore_by_default_and_botocore_when_asked(
     s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """obstore installed: S3Store's reads never build the botocore client, unless asked to."""
+    """With obstore installed, S3Store reads never build the botocore client unless asked."""
     monkeypatch.delenv("SHARDSTREAM_S3_CLIENT", raising=False)
     url = s3_env.url("switch")
     store = S3Store(url)

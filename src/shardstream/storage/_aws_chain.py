@@ -9,6 +9,7 @@ the way AWS answers it (:func:`bucket_region`).
 
 from __future__ import annotations
 
+import datetime
 import os
 import threading
 import urllib.error
@@ -16,7 +17,6 @@ import urllib.request
 from typing import Any
 
 from shardstream._optional import require
-from shardstream.errors import CredentialsError
 
 __all__ = [
     "SESSIONS",
@@ -121,9 +121,7 @@ class ChainCredentials:
     no message ever shows one.
     """
 
-    def __init__(self, url: str, help_text: str) -> None:
-        self._url = url
-        self._help = help_text
+    def __init__(self) -> None:
         self._found: Any = None
         self._lock = threading.Lock()
         self.handed: set[str] = set()
@@ -132,7 +130,8 @@ class ChainCredentials:
         """Credentials in obstore's ``S3Credential`` form.
 
         Raises:
-            CredentialsError: The chain holds no credentials.
+            PermissionError: The chain holds no credentials (a ``CredentialsError`` at the
+                store's boundary, which names the URL and what to set).
         """
         with self._lock:
             if self._found is None:
@@ -141,24 +140,23 @@ class ChainCredentials:
                     self._found = session.get_credentials()
             found = self._found
         if found is None:
-            raise CredentialsError(
-                f"using {self._url} failed: no credentials were found in the AWS chain. "
-                f"{self._help}."
-            )
+            raise PermissionError("no credentials were found in the AWS chain")
         frozen = found.get_frozen_credentials()  # refreshes credentials that are due
         self.handed.update(filter(None, (frozen.secret_key, frozen.token)))
+        expiry = getattr(found, "_expiry_time", None)  # None: static credentials
         return {
             "access_key_id": frozen.access_key,
             "secret_access_key": frozen.secret_key,
             "token": frozen.token,
-            "expires_at": getattr(found, "_expiry_time", None),  # None: static credentials
+            # obstore takes UTC's own tzinfo only, not dateutil's that botocore uses
+            "expires_at": expiry.astimezone(datetime.timezone.utc) if expiry else None,
         }
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_url": self._url, "_help": self._help}  # a receiving process resolves its own
+        return {}  # a receiving process resolves the chain itself
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["_url"], state["_help"])  # type: ignore[misc]
+        self.__init__()  # type: ignore[misc]
 
 
 def says_wrong_region(text: str) -> bool:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from shardstream.storage import _aws_chain
 from shardstream.storage._obstore_settings import (
     NO_RETRIES,
-    S3_HELP,
     client_options,
     import_obstore,
 )
@@ -53,7 +52,7 @@ class S3Settings:
         if checked._secret:
             self.handed.add(checked._secret)
         if not checked.anon and checked._access_key is None:
-            self.chain = _aws_chain.ChainCredentials(checked.url(""), S3_HELP)
+            self.chain = _aws_chain.ChainCredentials()
             self.handed = self.chain.handed
 
     @property
@@ -64,7 +63,7 @@ class S3Settings:
         """The obstore ``S3Store`` (resolves the chain: file reads, perhaps a role's request).
 
         Raises:
-            CredentialsError: The chain holds no credentials.
+            PermissionError: The chain holds no credentials.
         """
         checked = self.checked
         if self.region is None:
@@ -81,7 +80,7 @@ class S3Settings:
             settings.update(access_key_id=checked._access_key,
                             secret_access_key=checked._secret)  # fmt: skip
         elif self.chain is not None:
-            self.chain()  # no credentials: CredentialsError now, not a request later
+            self.chain()  # no credentials: an error now, not from a request later
             provider = self.chain
         client = client_options(checked.connect_timeout, checked.read_timeout, self.endpoint)
         bundle = _aws_chain.configured("ca_bundle")

@@ -467,9 +467,8 @@ class ObstoreClient:
             self._listings = OrderedDict()
         if self._store is None:
             with self._lock:
-                if self._store is None:
-                    with self._boundary("connecting to", ""):
-                        self._store = self._make_store()
+                if self._store is None:  # errors: at the caller's boundary, naming its URL
+                    self._store = self._make_store()
         return self._store
 
     def _request(self, action: str, key: str, call: Callable[[ModuleType, Any], _T]) -> _T:

@@ -176,7 +176,8 @@ def test_errors_are_the_same_classes_naming_the_url(
 @pytest.fixture
 def elsewhere(s3_env: S3Server) -> Iterator[RegionProxy]:
     """The server, answering as AWS does for a bucket in ``eu-west-3``."""
-    with RegionProxy(int(s3_env.endpoint.rsplit(":", 1)[1]), "eu-west-3") as proxy:
+    proxy = RegionProxy(int(s3_env.endpoint.rsplit(":", 1)[1]), "eu-west-3")
+    with proxy:
         yield proxy
 
 

@@ -40,7 +40,8 @@ BACKENDS = [
     "s3_botocore",
     "http",
     "gcs",
-    "azure",
+    "azure",  # reads through obstore when installed
+    "azure_adlfs",
     "oci",
     "databricks",
 ]
@@ -50,6 +51,7 @@ MARKS: dict[str, list[Any]] = {
     "s3_botocore": [pytest.mark.s3],
     "gcs": [pytest.mark.gcs],
     "azure": [pytest.mark.azure],
+    "azure_adlfs": [pytest.mark.azure],
 }
 
 

@@ -19,7 +19,6 @@ __all__ = [
     "GCS_HELP",
     "GOOGLE",
     "NO_RETRIES",
-    "S3_HELP",
     "SECRET_QUERY",
     "client_options",
     "first_lines",
@@ -33,11 +32,6 @@ SECRET_QUERY = re.compile(
     r"(?i)\b(sig|signature|x-amz-signature|x-amz-credential|se|sv|st)=[^&\s]*"
 )
 
-S3_HELP = (
-    "S3 credentials come from the standard AWS chain: the AWS_ACCESS_KEY_ID and "
-    "AWS_SECRET_ACCESS_KEY variables, AWS_PROFILE or ~/.aws/credentials, or an instance role; "
-    "the endpoint comes from endpoint_url= or the S3_ENDPOINT_URL variable"
-)
 GCS_HELP = (
     "GCS credentials come from token= (a service-account key file or dict), else from "
     "Application Default Credentials: the GOOGLE_APPLICATION_CREDENTIALS variable naming a "

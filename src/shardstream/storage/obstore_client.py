@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import json
 import os
 import threading
@@ -40,7 +41,6 @@ from shardstream.storage._obstore_settings import (
     GCS_HELP,
     GOOGLE,
     NO_RETRIES,
-    S3_HELP,
     SECRET_QUERY,
     client_options,
     first_lines,
@@ -51,9 +51,10 @@ from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
 if TYPE_CHECKING:
-    from shardstream.storage.s3 import S3Store  # s3 imports this module
+    from shardstream.storage.azure import AzureStore  # azure and s3 import this module
+    from shardstream.storage.s3 import S3Store
 
-__all__ = ["ObstoreClient", "usable_here"]
+__all__ = ["ObstoreClient", "installed", "usable_here"]
 
 PAGE_KEYS = 1000  # S3's largest listing page, and the size of a page here
 _T = TypeVar("_T")
@@ -159,7 +160,7 @@ class ObstoreClient:
         settings = S3Settings(checked)
         return cls(checked.url(""), settings.make,
                    endpoint=checked.endpoint_url or "AWS (no S3_ENDPOINT_URL)",
-                   credentials_help=S3_HELP, secrets=settings.handed,
+                   credentials_help=checked._credentials_help(), secrets=settings.handed,
                    relocate=settings.relocate)  # fmt: skip
 
     @classmethod
@@ -239,12 +240,27 @@ class ObstoreClient:
         Raises:
             ConfigurationError: As :class:`~shardstream.storage.AzureStore` raises it.
         """
-        from shardstream.storage.azure import AzureStore, connection_fields
+        from shardstream.storage.azure import AzureStore
 
         checked = AzureStore(url, account_name=account_name, account_key=account_key,
                              connection_string=connection_string, sas_token=sas_token,
-                             anon=anon, endpoint_url=endpoint_url)  # fmt: skip
+                             anon=anon, endpoint_url=endpoint_url,
+                             connect_timeout=connect_timeout,
+                             read_timeout=read_timeout)  # fmt: skip
+        return cls.of_azure_store(checked)
+
+    @classmethod
+    def of_azure_store(cls, checked: AzureStore) -> ObstoreClient:
+        """The transport of an :class:`~shardstream.storage.AzureStore`'s own settings (no I/O).
+
+        Its connection string, account key, SAS token or ``anon``; else ``object_store``'s own
+        chain (the service principal or managed identity of the environment).
+        """
+        from shardstream.storage.azure import connection_fields
+
         account_key, sas_token = checked._account_key, checked._sas_token
+        anon = checked._anon
+        connect_timeout, read_timeout = checked.connect_timeout, checked.read_timeout
         endpoint = checked.endpoint_url
         if checked._connection_string:
             fields = connection_fields(checked._connection_string)
@@ -263,7 +279,6 @@ class ObstoreClient:
         elif sas_token:
             settings["sas_key"] = sas_token.lstrip("?")
         client = client_options(connect_timeout, read_timeout, endpoint)
-        source = checked.credential_source
         container, prefix = checked.bucket, checked.prefix
 
         def make() -> Any:
@@ -278,7 +293,7 @@ class ObstoreClient:
 
         shown = endpoint or f"https://{checked.account_name}.blob.core.windows.net"
         return cls(checked.url(""), make, endpoint=shown,
-                   credentials_help=f"(credentials from {source}) {AZURE_HELP}",
+                   credentials_help=checked._credentials_help(),
                    secrets=[account_key or "", sas_token or "", checked._connection_string or ""],
                    extra="azure")  # fmt: skip
 
@@ -553,6 +568,12 @@ def usable_here() -> bool:
     Importing obstore and making stores before the fork is harmless.
     """
     return _RUNTIME_PID in (None, os.getpid())
+
+
+@functools.cache
+def installed() -> bool:
+    """Whether the ``obstore`` package is installed (without importing it)."""
+    return importlib.util.find_spec("obstore") is not None
 
 
 def _etag(tag: object) -> str | None:

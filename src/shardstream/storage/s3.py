@@ -16,8 +16,6 @@ one place (uploads in the writer, downloads in :mod:`shardstream.storage.downloa
 from __future__ import annotations
 
 import asyncio
-import functools
-import importlib.util
 import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,7 +29,7 @@ from shardstream.errors import ConfigurationError, StorageError
 from shardstream.storage import _aws_chain
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
-from shardstream.storage.obstore_client import ObstoreClient, usable_here
+from shardstream.storage.obstore_client import ObstoreClient, installed, usable_here
 from shardstream.storage.store_base import Failure, Kind, WritableStore
 
 __all__ = ["S3Store"]
@@ -300,7 +298,7 @@ class S3Store(WritableStore):
 
     def _settle_read_client(self) -> ObstoreClient | bool:
         """The obstore transport, or ``False`` where reads go through botocore."""
-        if self._read_client == "auto" and not _obstore_installed():
+        if self._read_client == "auto" and not installed():
             return False
         lacking = _aws_chain.obstore_lacks(self.endpoint_url)
         if lacking is not None:
@@ -390,11 +388,6 @@ class S3Store(WritableStore):
         filesystem = s3fs.S3FileSystem(**options)
         filesystem.retries = 1  # s3fs's own retry loop: one attempt (see above)
         return filesystem
-
-
-@functools.cache
-def _obstore_installed() -> bool:
-    return importlib.util.find_spec("obstore") is not None
 
 
 def _keep_raw_listing(

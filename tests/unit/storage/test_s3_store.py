@@ -347,7 +347,7 @@ def test_obstore_reads_by_default_and_botocore_when_asked(
     store = S3Store("s3://bucket/p", endpoint_url="http://127.0.0.1:1")
     assert isinstance(store._fast_reader(), ObstoreClient)
     assert store._fast_reader() is store._fast_reader()  # settled once
-    monkeypatch.setattr(s3, "_obstore_installed", lambda: False)
+    monkeypatch.setattr(s3, "installed", lambda: False)
     assert S3Store("s3://bucket/p", endpoint_url="http://127.0.0.1:1")._fast_reader() is None
     monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "botocore")
     assert S3Store("s3://bucket/p", endpoint_url="http://127.0.0.1:1")._fast_reader() is None
@@ -425,7 +425,7 @@ def test_obstore_signs_for_the_region_botocore_would(
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     (tmp_path / "config").write_text(f"[default]\n{profile}")
-    store = S3Store("s3://bucket/p", **arguments)
+    store = S3Store("s3://bucket/p", **arguments)  # type: ignore[arg-type]
     settings = S3Settings(store)
     assert settings.make().config["region"] == expected  # builds the store: no request
     if "endpoint_url" not in arguments:

@@ -124,8 +124,10 @@ def worker(args: Any) -> dict[str, Any]:
     report: dict[str, Any] = {"client": args.worker}
     with Clock() as clock:
         if args.worker != "obstore":
-            if args.worker == "s3store-obstore":
-                os.environ["SHARDSTREAM_S3_CLIENT"] = "obstore"
+            # S3Store reads through obstore by default: name each client
+            os.environ["SHARDSTREAM_S3_CLIENT"] = (
+                "obstore" if args.worker == "s3store-obstore" else "botocore"
+            )
             from shardstream.storage import S3Store
 
             store = S3Store(f"s3://{args.bucket}", endpoint_url=args.endpoint, key=args.key,

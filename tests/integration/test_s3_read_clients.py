@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,3 +249,31 @@ def test_dataloader_workers_read_under_every_start_method(
     assert shard_reads
     clients = {"botocore" if "Botocore" in agent else "obstore" for agent in shard_reads}
     assert clients == ({"botocore"} if context == "fork" else {"obstore"})
+
+
+# --- start-up -------------------------------------------------------------------------------------
+
+_READ_WITHOUT_BOTOCORE = """
+import sys
+from shardstream.storage import S3Store
+store = S3Store(sys.argv[1])
+assert store.get_range("k.bin", 0, 3) == b"012"
+assert store.info("k.bin").size == 10
+assert store.get_bytes_info("k.bin")[0] == b"0123456789"
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("botocore", "s3fs")))
+"""
+
+
+def test_reading_with_keys_from_the_variables_imports_no_botocore(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys in ``AWS_*`` and no config file: obstore reads, and botocore is never imported.
+
+    Importing botocore and making its session cost more CPU than the rest of a client's start.
+    """
+    monkeypatch.delenv("SHARDSTREAM_S3_CLIENT", raising=False)
+    url = _seeded(s3_env, tmp_path)
+    done = subprocess.run([sys.executable, "-c", _READ_WITHOUT_BOTOCORE, url],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

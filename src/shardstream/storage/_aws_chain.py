@@ -14,6 +14,7 @@ import os
 import threading
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 from shardstream._optional import require
@@ -76,11 +77,35 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=SESSIONS.after_fork)
 
 
+# The variable botocore reads for each setting, where no config file can say more.
+_VARIABLES = {
+    "region": "AWS_DEFAULT_REGION",
+    "ca_bundle": "AWS_CA_BUNDLE",
+    "use_fips_endpoint": "AWS_USE_FIPS_ENDPOINT",
+    "use_dualstack_endpoint": "AWS_USE_DUALSTACK_ENDPOINT",
+    "endpoint_url": "AWS_ENDPOINT_URL",
+}
+
+
 def configured(name: str) -> Any:
-    """A setting of botocore's chain (variables, then the profile's config), e.g. ``region``."""
+    """A setting of botocore's chain (variables, then the profile's config), e.g. ``region``.
+
+    With no config file and no profile named, the variable alone, without importing botocore
+    (which costs more CPU than the rest of a client's start).
+    """
+    if not _profiles():
+        return os.environ.get(_VARIABLES[name]) or None
     session = SESSIONS.current()
     with SESSIONS.lock:
         return session.get_config_variable(name)
+
+
+def _profiles() -> bool:
+    """Whether a config file or a named profile may hold settings beyond the variables."""
+    if os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE"):
+        return True
+    path = os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config"
+    return os.path.exists(os.path.expanduser(path))
 
 
 def obstore_lacks(endpoint_url: str | None) -> str | None:
@@ -94,11 +119,12 @@ def obstore_lacks(endpoint_url: str | None) -> str | None:
                        ("use_dualstack_endpoint", "dual-stack endpoints")):  # fmt: skip
         if _true(configured(name)):
             return f"{what} ({name})"
-    session = SESSIONS.current()
-    with SESSIONS.lock:
-        s3_settings = session.get_scoped_config().get("s3") or {}
-    if isinstance(s3_settings, dict) and _true(s3_settings.get("use_accelerate_endpoint")):
-        return "transfer acceleration (s3.use_accelerate_endpoint)"
+    if _profiles():
+        session = SESSIONS.current()
+        with SESSIONS.lock:
+            s3_settings = session.get_scoped_config().get("s3") or {}
+        if isinstance(s3_settings, dict) and _true(s3_settings.get("use_accelerate_endpoint")):
+            return "transfer acceleration (s3.use_accelerate_endpoint)"
     if endpoint_url is None:
         if os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"):
             return "an endpoint from AWS_ENDPOINT_URL(_S3) rather than S3_ENDPOINT_URL"
@@ -135,9 +161,7 @@ class ChainCredentials:
         """
         with self._lock:
             if self._found is None:
-                session = SESSIONS.current()
-                with SESSIONS.lock:
-                    self._found = session.get_credentials()
+                self._found = _from_variables() or _resolved()
             found = self._found
         if found is None:
             raise PermissionError("no credentials were found in the AWS chain")
@@ -157,6 +181,36 @@ class ChainCredentials:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__()  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class _Static:
+    """Keys from the variables, as botocore's first provider reads them (no expiry)."""
+
+    access_key: str
+    secret_key: str
+    token: str | None
+
+    def get_frozen_credentials(self) -> _Static:
+        return self
+
+
+def _from_variables() -> _Static | None:
+    """The ``AWS_*`` keys, where botocore's chain would stop at them, without importing it.
+
+    Only with no config file or profile (which could change what the chain reads) and no
+    ``AWS_CREDENTIAL_EXPIRATION`` (refreshable keys): else ``None``, and botocore resolves.
+    """
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    if not (key and secret) or os.environ.get("AWS_CREDENTIAL_EXPIRATION") or _profiles():
+        return None
+    return _Static(key, secret, os.environ.get("AWS_SESSION_TOKEN") or None)
+
+
+def _resolved() -> Any:
+    session = SESSIONS.current()
+    with SESSIONS.lock:
+        return session.get_credentials()
 
 
 def says_wrong_region(text: str) -> bool:

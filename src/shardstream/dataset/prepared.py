@@ -19,7 +19,6 @@ from shardstream.cache import CacheStream, ShardCache
 from shardstream.config import io_uring_enabled
 from shardstream.dataset.iteration import SampleReader
 from shardstream.dataset.local import LocalDataset, check_empty_shards
-from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.stream import ResolvedStream
 from shardstream.dataset.stream_data import StreamData, open_remote, open_stream_data
 from shardstream.dataset.stream_data import cache_stream as _cache_stream
@@ -29,6 +28,7 @@ from shardstream.format.read_policy import ReadPolicy
 from shardstream.sampling import derived_weights, stream_choices
 from shardstream.storage import ObjectStore
 from shardstream.storage.filesystems import is_local_disk
+from shardstream.tables.dataset import ParquetDataset
 
 if TYPE_CHECKING:
     from shardstream.dataset.introspection import ShardTables

@@ -28,7 +28,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.stream import Stream
 from shardstream.errors import ConfigurationError
 from shardstream.format.index import ShardEntry
@@ -38,6 +37,7 @@ from shardstream.sampling import (
     ShuffleConfig,
     stream_choices,
 )
+from shardstream.tables.dataset import ParquetDataset
 
 if TYPE_CHECKING:
     from shardstream.dataset.prepared import PreparedDataset

@@ -134,8 +134,8 @@ class ObstoreClient:
 
         A custom endpoint gets path-style requests, region ``us-east-1`` unless given, and plain
         ``http://`` when it names one. Credentials: ``key``/``secret``, else unsigned with
-        ``anon`` (default ``SHARDSTREAM_S3_UNSIGNED``), else ``AWS_ACCESS_KEY_ID`` and its
-        neighbours, else botocore's chain (profiles, ``~/.aws``, SSO, instance roles).
+        ``anon`` (default ``SHARDSTREAM_S3_UNSIGNED``), else botocore's chain (the ``AWS_*``
+        variables, profiles and ``~/.aws``, SSO, roles), refreshed as botocore refreshes it.
 
         Raises:
             ConfigurationError: As :class:`~shardstream.storage.S3Store` raises it.

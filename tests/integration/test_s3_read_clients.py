@@ -12,6 +12,7 @@ import logging
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -200,6 +201,20 @@ def test_a_bucket_in_another_region_is_found_from_the_servers_answer(
         again = S3Store(url, endpoint_url=elsewhere.endpoint)
         assert again.get_range("k.bin", 0, 1) == b"0"
         assert elsewhere.redirected == 1  # the process remembers the bucket's region
+
+
+def test_reads_in_many_threads_move_to_the_buckets_region_once(
+    s3_env: S3Server, tmp_path: Path, elsewhere: RegionProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read refused for the wrong region at once succeeds; the region is asked once."""
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "obstore")
+    url = _seeded(s3_env, tmp_path)
+    store = S3Store(url, endpoint_url=elsewhere.endpoint)
+    with ThreadPoolExecutor(8) as pool:
+        reads = list(pool.map(lambda start: store.get_range("k.bin", start, start + 1), range(8)))
+    assert reads == [bytes([48 + start]) for start in range(8)]
+    asked = [seen for seen in elsewhere.agents if seen[0] == "HEAD" and "k.bin" not in seen[1]]
+    assert len(asked) == 1
 
 
 def test_an_explicit_region_is_signed_for_without_a_redirect(

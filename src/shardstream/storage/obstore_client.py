@@ -490,13 +490,17 @@ class ObstoreClient:
         """``call(obstore, store)`` at the boundary; sent once more if the store moved."""
         obstore = self._module()
         with self._boundary(action, key):
+            store = self._obj()
             try:
-                return call(obstore, self._obj())
+                return call(obstore, store)
             except Exception as exc:
-                if self._relocate is None or not self._relocate(str(exc)):
+                if self._relocate is None:
                     raise
-            with self._lock:
-                self._store = None  # made again for the bucket's region
+                with self._lock:
+                    if self._store is store:  # else another thread moved it meanwhile
+                        if not self._relocate(str(exc)):
+                            raise
+                        self._store = None  # made again for the bucket's region
             return call(obstore, self._obj())
 
     def _stream(self, folder: str, offset: str | None) -> tuple[Iterator[Any], Sequence[Any]]:

@@ -25,6 +25,7 @@ from shardstream.storage.obstore_client import ObstoreClient
 
 from .conftest import S3Server
 from .region_proxy import RegionProxy
+from .tls_proxy import TLSProxy
 
 pytestmark = pytest.mark.s3
 
@@ -170,6 +171,26 @@ def test_errors_are_the_same_classes_naming_the_url(
         store.get_range("k.bin", 5, 11)
     assert not isinstance(past.value, (ObjectNotFoundError, CredentialsError))
     _reads_through(store, client)
+
+
+def test_the_ca_bundle_botocore_trusts_is_trusted(
+    s3_env: S3Server, client: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``AWS_CA_BUNDLE`` names the CA of an ``https://`` endpoint, for both clients alike."""
+    url = _seeded(s3_env, tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    with TLSProxy(int(s3_env.endpoint.rsplit(":", 1)[1]), tmp_path) as proxy:
+        monkeypatch.setenv("AWS_CA_BUNDLE", str(proxy.ca_file))
+        store = S3Store(url, endpoint_url=proxy.endpoint)
+        assert store.get_range("k.bin", 0, 3) == b"012"
+        assert store.info("k.bin").size == 10
+        _reads_through(store, client)
+        with TLSProxy(int(s3_env.endpoint.rsplit(":", 1)[1]), other) as stranger:
+            monkeypatch.setenv("AWS_CA_BUNDLE", str(stranger.ca_file))  # another CA
+            refused = S3Store(url, endpoint_url=proxy.endpoint)
+            with pytest.raises(StorageError, match=r"s3://\S+/k\.bin"):
+                refused.get_range("k.bin", 0, 3)
 
 
 # --- region ---------------------------------------------------------------------------------------

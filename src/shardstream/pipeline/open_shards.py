@@ -12,24 +12,38 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Executor
+from typing import Protocol
 
 import numpy as np
 
 from shardstream.cache import ShardCache
 from shardstream.cache.sample_ranges import SampleRanges
-from shardstream.dataset.local import LocalDataset
-from shardstream.dataset.stream_data import StreamData
 from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
 from shardstream.format.mds import MDSSchema
-from shardstream.format.read_policy import ReadPolicy
 from shardstream.format.shard_view import ShardView
+from shardstream.pipeline.policy import ReadPolicy
 
-__all__ = ["OpenShards"]
+__all__ = ["OpenShards", "ShardSource"]
 
 logger = logging.getLogger(__name__)
 
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
 _RANGES_BELOW_SHARE = 4  # small shards by range while a batch needs under 1/4 of the shards
+
+
+class ShardSource(Protocol):
+    """A stream's shards on local disk, opened by their number in the stream.
+
+    ``LocalDataset`` (MDS) and ``ParquetDataset`` (row groups) are the sources a dataset has.
+    """
+
+    def shard_view(self, shard: int) -> ShardView:
+        """Random access to shard ``shard``'s samples (opens it)."""
+        ...
+
+    def release(self, shard: int) -> None:
+        """Let go of shard ``shard`` (values handed out stay valid)."""
+        ...
 
 
 class OpenShards:
@@ -44,7 +58,7 @@ class OpenShards:
 
     def __init__(
         self,
-        datasets: Sequence[StreamData],
+        datasets: Sequence[ShardSource],
         stream_first_shard: Sequence[int],
         cache: ShardCache,
         policy: ReadPolicy,
@@ -197,10 +211,12 @@ class OpenShards:
 
     def _schema(self, shard: int) -> MDSSchema | None:
         stream = self._stream_of_shard[shard]
-        data = self.datasets[stream]
-        if not isinstance(data, LocalDataset):
+        # Only an MDS source (``LocalDataset``) has a schema: row groups are not read by range.
+        schema = getattr(self.datasets[stream], "schema", None)
+        if schema is None:
             return None
-        return data.schema(shard - self._first_shard[stream])
+        found: MDSSchema | None = schema(shard - self._first_shard[stream])
+        return found
 
     def _checked_schema(self, shard: int) -> MDSSchema:
         schema = self._schema(shard)

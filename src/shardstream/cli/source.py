@@ -19,20 +19,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from shardstream.cache.delta_log import LOG_FOLDER, read_snapshot
 from shardstream.cache.index_sync import sync_index
-from shardstream.cache.parquet_index import (
-    is_parquet_key,
-    local_file_layouts,
-    local_layouts,
-    parquet_files,
-    sync_layouts,
-)
 from shardstream.cache.safe_paths import read_file
 from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.cli.arguments import count, dataset_root, positive_seconds
 from shardstream.dataset import LocalDataset
-from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.splits import local_splits, remote_splits, split_advice
 from shardstream.errors import (
     ObjectNotFoundError,
@@ -48,6 +39,15 @@ from shardstream.storage import (
     is_remote,
     local_path,
     open_store,
+)
+from shardstream.tables.dataset import ParquetDataset
+from shardstream.tables.delta_log import LOG_FOLDER, read_snapshot
+from shardstream.tables.layout_index import (
+    is_parquet_key,
+    local_file_layouts,
+    local_layouts,
+    parquet_files,
+    sync_layouts,
 )
 
 __all__ = ["DatasetSource", "add_dataset_arguments", "open_source", "stored_files"]

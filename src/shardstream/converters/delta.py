@@ -1,9 +1,9 @@
 """A Delta table's version written as MDS: the rows the Delta stream reads, in the same order.
 
 The version is read as :class:`~shardstream.StreamingDataset` reads it
-(:mod:`shardstream.cache.delta_log` for the log, the files' row groups through
-:func:`~shardstream.cache.parquet_files.read_row_group`, then
-:func:`~shardstream.format.delta_snapshot.assemble`): deletion vectors applied, renamed
+(:mod:`shardstream.tables.delta_log` for the log, the files' row groups through
+:func:`~shardstream.tables.row_group_files.read_row_group`, then
+:func:`~shardstream.tables.delta_snapshot.assemble`): deletion vectors applied, renamed
 columns under their names, nulls for columns older files lack, partition values as columns.
 The written ``index.json`` records the table and version under ``"source"``.
 """
@@ -15,16 +15,16 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from shardstream.cache.delta_log import TableVersion, read_snapshot
-from shardstream.cache.parquet_files import read_row_group
-from shardstream.cache.parquet_index import local_file_layouts, sync_layouts
 from shardstream.converters.arrow_samples import OnNull
 from shardstream.converters.arrow_types import arrow_module
 from shardstream.converters.tables import arrow_to_mds
 from shardstream.errors import ConfigurationError
-from shardstream.format.delta_snapshot import DeltaSnapshot, assemble
-from shardstream.format.parquet_layout import ParquetFileLayout, parse_metadata
 from shardstream.storage import DownloadOptions, download_file, is_remote, local_path, open_store
+from shardstream.tables.delta_log import TableVersion, read_snapshot
+from shardstream.tables.delta_snapshot import DeltaSnapshot, assemble
+from shardstream.tables.layout import ParquetFileLayout, parse_metadata
+from shardstream.tables.layout_index import local_file_layouts, sync_layouts
+from shardstream.tables.row_group_files import read_row_group
 
 __all__ = ["delta_to_mds", "table_and_version"]
 

@@ -11,8 +11,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from shardstream.dataset.parquet import ParquetDataset
 from shardstream.format.index import ShardEntry
+from shardstream.tables.dataset import ParquetDataset
 
 __all__ = ["data_fingerprint", "dataset_fingerprint", "table_snapshot", "table_versions"]
 

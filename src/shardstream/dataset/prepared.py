@@ -22,7 +22,6 @@ from shardstream.config import io_uring_enabled
 from shardstream.dataset.fingerprint import dataset_fingerprint
 from shardstream.dataset.iteration import SampleReader
 from shardstream.dataset.local import LocalDataset, check_empty_shards
-from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.settings import DatasetSettings
 from shardstream.dataset.shard_tables import ShardTables
 from shardstream.dataset.stream import ResolvedStream
@@ -34,6 +33,7 @@ from shardstream.format.read_policy import ReadPolicy
 from shardstream.sampling import derived_weights, stream_choices
 from shardstream.storage import ObjectStore
 from shardstream.storage.filesystems import is_local_disk
+from shardstream.tables.dataset import ParquetDataset
 
 __all__ = ["MAX_FETCH_THREADS", "PreparedDataset", "fetch_threads", "slot_share"]
 

@@ -16,9 +16,9 @@ from shardstream.cache import ensure_private_folder
 from shardstream.errors import ConfigurationError
 from shardstream.format.hashing import HASH_ALGORITHMS
 from shardstream.format.index import safe_basename
-from shardstream.format.parquet_filters import Filters
 from shardstream.sampling.mixing import StreamWeight
 from shardstream.storage import DownloadOptions, is_remote, local_path
+from shardstream.tables.filters import Filters
 
 __all__ = ["Stream"]
 

@@ -4,7 +4,7 @@ Every format's view implements it: an MDS shard mapped or read into memory
 (:class:`~shardstream.format.mds.MDSShardView`), an MDS shard read with ``pread``
 (:class:`~shardstream.format.mds_file.MDSFileView`), a JSON/CSV/TSV/XSV shard
 (:class:`~shardstream.format.split.SplitShardView`) and a Parquet row group
-(:class:`~shardstream.format.parquet_view.RowGroupView`). Readers above the format layer use
+(:class:`~shardstream.tables.row_group_view.RowGroupView`). Readers above the format layer use
 these members only, never the concrete class.
 """
 

@@ -196,18 +196,18 @@ def test_a_cache_limit_evicts_row_groups_and_the_epoch_stays_whole(remote: Path,
 def test_the_derived_index_is_read_once_and_again_for_changed_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from shardstream.cache import parquet_index
+    from shardstream.tables import layout_index
 
     remote = write_parquet(tmp_path / "remote")
     local = tmp_path / "cache"
     footers: list[str] = []
-    original = parquet_index._remote_layout
+    original = layout_index._remote_layout
 
     def counting(store, key, info, options):
         footers.append(key)
         return original(store, key, info, options)
 
-    monkeypatch.setattr(parquet_index, "_remote_layout", counting)
+    monkeypatch.setattr(layout_index, "_remote_layout", counting)
     assert_once_up_to_repeats(epoch_ids(dataset(remote, local)), ROWS)
     assert len(footers) == len(FILES)
     dataset(remote, local).prepare()

@@ -20,12 +20,12 @@ from numpy.typing import NDArray
 
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError, ShardFormatError
-from shardstream.format.parquet_filters import Filters
 from shardstream.loader.fields import Field
 from shardstream.loader.petastorm.codecs import cast_scalar
 from shardstream.loader.petastorm.predicates import predicate_mask
 from shardstream.loader.petastorm.unischema import Unischema, UnischemaField, as_field
 from shardstream.loader.transform_spec import TransformSpec, returned_columns
+from shardstream.tables.filters import Filters
 
 __all__ = ["DecodeRows", "Outputs", "column_array", "decode_value"]
 

@@ -28,14 +28,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from shardstream.dataset.parquet import ParquetDataset
 from shardstream.dataset.stream import Stream
 from shardstream.dataset.stream_data import open_remote, open_stream_data
 from shardstream.dataset.streaming import StreamingDataset
 from shardstream.dataset.world import shard_topology
 from shardstream.errors import ConfigurationError
-from shardstream.format.parquet_filters import Filters
-from shardstream.format.parquet_layout import parse_metadata
 from shardstream.format.read_policy import ReadPolicy
 from shardstream.loader.dataloader import StreamingDataLoader
 from shardstream.loader.epoch_loader import ConverterDataLoader
@@ -55,6 +52,9 @@ from shardstream.loader.petastorm.urls import dataset_files
 from shardstream.loader.transform_spec import as_transform_spec, transformed_fields
 from shardstream.sampling import Topology
 from shardstream.storage import open_store
+from shardstream.tables.dataset import ParquetDataset
+from shardstream.tables.filters import Filters
+from shardstream.tables.layout import parse_metadata
 
 __all__ = ["make_batch_reader", "make_reader"]
 

@@ -23,7 +23,6 @@ import numpy as np
 from shardstream._optional import require
 from shardstream.converters.spark_workers import use_worker_python
 from shardstream.errors import ConfigurationError, ObjectNotFoundError, SampleValueError
-from shardstream.format.parquet_layout import footer_length, parse_metadata
 from shardstream.loader.petastorm.metadata import (
     COMMON_METADATA,
     ROW_GROUPS_PER_FILE_KEY,
@@ -33,6 +32,7 @@ from shardstream.loader.petastorm.metadata import (
 from shardstream.loader.petastorm.unischema import Unischema
 from shardstream.storage import ObjectStore, open_store
 from shardstream.storage.base import Remover
+from shardstream.tables.layout import footer_length, parse_metadata
 
 __all__ = ["dict_to_spark_row", "materialize_dataset"]
 

@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from shardstream.errors import ConfigurationError, ShardFormatError
-from shardstream.format.parquet_filters import Filters
 from shardstream.loader.fields import Field
 from shardstream.loader.petastorm.blocks import DecodeRows, Outputs, column_array, decode_value
 from shardstream.loader.petastorm.codecs import NdarrayCodec, ScalarCodec
 from shardstream.loader.petastorm.predicates import in_lambda
 from shardstream.loader.petastorm.unischema import Unischema, UnischemaField
 from shardstream.loader.transform_spec import TransformSpec
+from shardstream.tables.filters import Filters
 
 
 def test_values_decode_as_petastorms_decode_row():

@@ -2,7 +2,7 @@
 
 A Delta table is a folder of Parquet files and a transaction log (``_delta_log/``) that says
 which files make up each version. What a reader needs of a version, once the log is read
-(:mod:`shardstream.cache.delta_log`), is pure data: the files (in sorted key order), each
+(:mod:`shardstream.tables.delta_log`), is pure data: the files (in sorted key order), each
 file's partition values, the rows a deletion vector removes from it, and the table's logical
 schema with each column's physical name in the files (column mapping renames columns without
 rewriting them). :func:`assemble` turns one decoded row group into the version's rows.

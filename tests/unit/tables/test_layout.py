@@ -8,7 +8,7 @@ import pytest
 from tests.parquet_data import table
 
 from shardstream.errors import IndexFormatError, ShardFormatError
-from shardstream.format.parquet_layout import (
+from shardstream.tables.layout import (
     dump_layouts,
     footer_length,
     layout_from_footer,

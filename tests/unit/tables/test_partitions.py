@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardstream.errors import ShardFormatError
-from shardstream.format.parquet_partitions import HIVE_NULL, Partitioning, folder_values
+from shardstream.tables.partitions import HIVE_NULL, Partitioning, folder_values
 
 
 def test_folder_values_are_unquoted_and_nulls_read_as_none():

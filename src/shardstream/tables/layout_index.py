@@ -22,12 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from shardstream.cache.layout import STATE_FOLDER
 from shardstream.cache.locks import FileLock
-from shardstream.cache.parquet_files import fetch_range, row_group_basename
 from shardstream.cache.provenance import SourceRecord, identity, read_record
 from shardstream.cache.safe_paths import read_file, write_file
 from shardstream.errors import IndexFormatError, ShardFormatError, ShardNotFoundError
 from shardstream.format.index import safe_basename
-from shardstream.format.parquet_layout import (
+from shardstream.storage import DownloadOptions, ObjectStore, fetch_listing
+from shardstream.storage.base import ObjectInfo
+from shardstream.storage.local import file_identity
+from shardstream.tables.layout import (
     FOOTER_TAIL,
     ParquetFileLayout,
     dump_layouts,
@@ -35,9 +37,7 @@ from shardstream.format.parquet_layout import (
     layout_from_footer,
     parse_layouts,
 )
-from shardstream.storage import DownloadOptions, ObjectStore, fetch_listing
-from shardstream.storage.base import ObjectInfo
-from shardstream.storage.local import file_identity
+from shardstream.tables.row_group_files import fetch_range, row_group_basename
 
 __all__ = [
     "PARQUET_INDEX",

@@ -21,9 +21,9 @@ from shardstream._optional import require
 from shardstream.cache.safe_paths import make_folders
 from shardstream.errors import ShardFormatError, ShardNotFoundError, StorageError
 from shardstream.format.index import ShardEntry
-from shardstream.format.parquet_layout import ParquetFileLayout, RowGroupSpan
 from shardstream.storage import DownloadOptions, ObjectStore, fetch_bytes
 from shardstream.storage.local import temporary_sibling
+from shardstream.tables.layout import ParquetFileLayout, RowGroupSpan
 
 __all__ = ["RowGroupFetcher", "fetch_range", "read_row_group", "row_group_basename"]
 

@@ -12,10 +12,10 @@ import pytest
 from tests.delta_data import rows, same_sized_commits, write
 
 from shardstream import StreamingDataset
-from shardstream.cache.delta_log import _mirror
 from shardstream.errors import ConfigurationError
 from shardstream.storage import DownloadOptions, open_store
 from shardstream.storage.base import ObjectInfo
+from shardstream.tables.delta_log import _mirror
 
 
 def test_a_listed_log_key_that_climbs_out_of_the_log_is_refused(tmp_path: Path) -> None:

@@ -38,10 +38,10 @@ from shardstream.errors import (
     TableVersionError,
     UnsupportedTableError,
 )
-from shardstream.format.delta_snapshot import DeltaFile, DeltaSnapshot, TableColumn
 from shardstream.storage import DownloadOptions, ObjectStore, fetch_bytes, fetch_listing
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key
+from shardstream.tables.delta_snapshot import DeltaFile, DeltaSnapshot, TableColumn
 
 __all__ = ["LOG_FOLDER", "SUPPORTED_READER_FEATURES", "TableVersion", "read_snapshot"]
 

@@ -4,16 +4,16 @@ Every row group that holds rows is one shard: its rows are the shard's samples, 
 and files come in sorted key order. The epoch plan, the shuffle, the partition over ranks and
 workers and the resume points are those of MDS shards, so they hold the same guarantees. A
 sample is ``{column: value}`` over the projected columns (see
-:mod:`shardstream.format.parquet_view` for the value types). Files in ``key=value`` folders
+:mod:`shardstream.tables.row_group_view` for the value types). Files in ``key=value`` folders
 have those partition columns too, after the files' own
-(:mod:`shardstream.format.parquet_partitions`); ``filters`` on them leave whole files out.
+(:mod:`shardstream.tables.partitions`); ``filters`` on them leave whole files out.
 
 A local folder is read in place (each shard's "file" is the Parquet file itself, checked by
 size). For a remote, each shard's file is the row group's compact cache file
-(:mod:`shardstream.cache.parquet_files`), fetched, limited and evicted by the shard cache like
+(:mod:`shardstream.tables.row_group_files`), fetched, limited and evicted by the shard cache like
 any shard.
 
-A Delta table's version (:class:`~shardstream.format.delta_snapshot.DeltaSnapshot`) is read
+A Delta table's version (:class:`~shardstream.tables.delta_snapshot.DeltaSnapshot`) is read
 the same way: its files are the version's, its partition values, deleted rows and column
 names come from the log, and each row group is assembled into the version's rows.
 """
@@ -28,15 +28,15 @@ from typing import Any
 import numpy as np
 
 from shardstream._optional import require
-from shardstream.cache.parquet_files import RowGroupFetcher, read_row_group, row_group_basename
 from shardstream.errors import ConfigurationError, ShardFormatError
 from shardstream.format.column_types import reads_as
-from shardstream.format.delta_snapshot import DeltaSnapshot, assemble
 from shardstream.format.index import FileInfo, ShardEntry
-from shardstream.format.parquet_filters import Filters
-from shardstream.format.parquet_layout import ParquetFileLayout, RowGroupSpan, parse_metadata
-from shardstream.format.parquet_partitions import Partitioning
-from shardstream.format.parquet_view import RowGroupView
+from shardstream.tables.delta_snapshot import DeltaSnapshot, assemble
+from shardstream.tables.filters import Filters
+from shardstream.tables.layout import ParquetFileLayout, RowGroupSpan, parse_metadata
+from shardstream.tables.partitions import Partitioning
+from shardstream.tables.row_group_files import RowGroupFetcher, read_row_group, row_group_basename
+from shardstream.tables.row_group_view import RowGroupView
 
 __all__ = ["ParquetDataset"]
 

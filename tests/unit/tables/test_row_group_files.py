@@ -10,17 +10,17 @@ import pyarrow.parquet as pq
 import pytest
 from tests.parquet_data import table
 
-from shardstream.cache.parquet_files import (
+from shardstream.errors import ShardFormatError, ShardNotFoundError
+from shardstream.format.index import FileInfo, ShardEntry
+from shardstream.storage import DownloadOptions, LocalStore
+from shardstream.tables.layout import parse_metadata
+from shardstream.tables.layout_index import is_parquet_key, local_layouts, sync_layouts
+from shardstream.tables.row_group_files import (
     RowGroupFetcher,
     _SpanFile,
     read_row_group,
     row_group_basename,
 )
-from shardstream.cache.parquet_index import is_parquet_key, local_layouts, sync_layouts
-from shardstream.errors import ShardFormatError, ShardNotFoundError
-from shardstream.format.index import FileInfo, ShardEntry
-from shardstream.format.parquet_layout import parse_metadata
-from shardstream.storage import DownloadOptions, LocalStore
 
 
 @pytest.fixture
@@ -97,9 +97,9 @@ def test_a_missing_or_changed_file_is_reported(source: Path, tmp_path: Path):
 
 
 def test_long_footers_take_a_second_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from shardstream.cache import parquet_index
+    from shardstream.tables import layout_index
 
-    monkeypatch.setattr(parquet_index, "FOOTER_TAIL", 64)
+    monkeypatch.setattr(layout_index, "FOOTER_TAIL", 64)
     root = tmp_path / "remote"
     root.mkdir()
     pq.write_table(table(0, 50), root / "a.parquet", row_group_size=10)

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardstream.errors import ConfigurationError
-from shardstream.format.parquet_filters import Filters
+from shardstream.tables.filters import Filters
 
 
 def test_a_flat_list_is_one_conjunction_and_nested_lists_an_or_of_ands():

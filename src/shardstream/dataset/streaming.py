@@ -23,9 +23,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from shardstream._torch import require_torch, worker_info
-from shardstream.cache import EpochStart, NodeOrders
+from shardstream.cache import EpochStart
 from shardstream.cache.layout import node_state_folder
 from shardstream.dataset.column_batch import BatchRefs, ColumnBatch, for_transfer
+from shardstream.dataset.epoch_plans import epoch_plan, log_layout
 from shardstream.dataset.indexing import checked_id, select
 from shardstream.dataset.introspection import Introspection
 from shardstream.dataset.iteration import Batch, SampleReader
@@ -36,7 +37,7 @@ from shardstream.dataset.settings import DatasetSettings, Setting
 from shardstream.dataset.stream import Stream
 from shardstream.errors import ConfigurationError
 from shardstream.format.read_policy import ReadPolicy
-from shardstream.sampling import EpochPlan, ShuffleConfig, Topology, resample
+from shardstream.sampling import EpochPlan, ShuffleConfig, Topology
 
 __all__ = ["StreamingDataset", "reads_through_getitem"]
 
@@ -336,51 +337,18 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         if start.drop_first >= prepared.epoch_size > 0:  # resumed at the very end
             start = EpochStart(start.epoch + 1, 0)
         plan = self.plan(start, topology)
-        if topology.global_worker == 0:  # said once per job, not by every worker
-            if plan.dropped:
-                level = self._progress.once(info, f"dropped {plan.dropped}", logging.WARNING,
-                                            self._runs_folder)  # fmt: skip
-                logger.log(
-                    level, "epoch %d: %d samples fit no whole %s batch and are left out",
-                    start.epoch, plan.dropped, settings.batching_method,
-                )  # fmt: skip
-            if plan.padding:
-                level = self._progress.once(info, f"padding {plan.padding}", logging.INFO,
-                                            self._runs_folder)  # fmt: skip
-                logger.log(
-                    level,
-                    "epoch %d: %d samples are repeated so that each of the %d ranks gets as many",
-                    start.epoch, plan.padding, topology.world_size,
-                )  # fmt: skip
+        log_layout(
+            plan, start.epoch, topology, settings.batching_method,
+            lambda note, level: self._progress.once(info, note, level, self._runs_folder),
+        )  # fmt: skip
         return prepared.sample_reader(), plan, settings.look_ahead()
 
     def plan(self, start: EpochStart, topology: Topology) -> EpochPlan:
         """The samples ``topology``'s worker reads in the epoch ``start`` names."""
-        prepared, settings = self._prepare(), self.settings
-        assert settings.batch_size is not None
-        units = resample(
-            prepared.stream_shard_sizes, prepared.choices, seed=settings.shuffle_seed,
-            epoch=start.epoch, sampling_method=settings.sampling_method,
-            sampling_granularity=settings.sampling_granularity,
+        return epoch_plan(
+            self.settings, self._prepare(), start, topology,
+            initial_nodes=self._initial_nodes, state_folder=self._state_folder(),
         )  # fmt: skip
-        nodes = settings.canonical_nodes(topology, self._initial_nodes)
-        state = self._state_folder()
-        memo = None  # node orders kept for runs that resume; a cache limit counts shards only
-        if state is not None and prepared.cache.limit is None:
-            folder = os.path.join(state, "plans")
-            memo = NodeOrders(folder, units.sizes, nodes, start.epoch, settings.shuffle_config)
-        return EpochPlan.for_worker(
-            units,
-            topology=topology,
-            num_canonical_nodes=nodes,
-            global_batch_size=settings.batch_size * topology.world_size,
-            epoch=start.epoch,
-            shuffle=settings.shuffle_config,
-            drop_first=start.drop_first,
-            batching_method=settings.batching_method,
-            memo=memo,
-            stream_names=[stream.remote or stream.local for stream in prepared.resolved],
-        )
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration run ``epoch`` (as samplers' ``set_epoch`` does)."""

@@ -174,6 +174,12 @@ class DatasetSettings:
         Raises:
             ConfigurationError: A value is invalid.
         """
+        if not isinstance(self.streams, tuple) or not self.streams:
+            raise ConfigurationError("streams is empty: give at least one Stream")
+        if not all(isinstance(stream, Stream) for stream in self.streams):
+            raise ConfigurationError(
+                f"streams must be shardstream Streams, got {list(self.streams)!r}"
+            )
         if self.validate_hash is not None and self.validate_hash not in HASH_ALGORITHMS:
             raise ConfigurationError(
                 f"validate_hash={self.validate_hash!r} is not a known algorithm; use one of "
@@ -267,6 +273,8 @@ class DatasetSettings:
 
 def _normal(name: str, value: Any) -> Any:
     """A setting's value as the settings hold it (text sizes parsed, sequences made tuples)."""
+    if name == "shuffle":
+        return bool(value)
     if value is None:
         return None
     if name == "split":

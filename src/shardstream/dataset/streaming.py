@@ -120,8 +120,8 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         stream_config: Further arguments of that class's constructor.
 
     Attributes:
-        settings: The arguments, checked (:class:`~shardstream.dataset.settings.DatasetSettings`).
-            Each argument is also an attribute of the same name (``epoch_size``'s count is
+        settings: The arguments, checked and frozen (a ``DatasetSettings``). Each argument is
+            also an attribute of the same name (``epoch_size``'s count is
             ``requested_epoch_size``), read from the settings; setting one replaces them,
             checked again.
         batch_mode: Iterating yields whole device batches (:meth:`iter_batches`) instead of

@@ -117,3 +117,16 @@ def test_the_dataset_reads_the_same_with_its_settings_written_or_given(remote: P
     written = StreamingDataset(remote=str(remote), local=str(tmp_path / "b"), batch_size=4)
     written.shuffle, written.shuffle_seed, written.num_canonical_nodes = True, 11, 2
     assert [int(s["id"]) for s in given] == [int(s["id"]) for s in written]
+
+
+def test_streams_written_are_checked(tmp_path: Path):
+    ds = StreamingDataset(local=str(tmp_path), batch_size=4)
+    with pytest.raises(ConfigurationError, match="streams is empty"):
+        ds.streams = []
+    with pytest.raises(ConfigurationError, match="must be shardstream Streams"):
+        ds.streams = [str(tmp_path)]  # type: ignore[list-item]
+    other = Stream(local=str(tmp_path / "other"))
+    ds.streams = [other]
+    assert ds.streams == [other]
+    ds.shuffle = 1  # type: ignore[assignment]
+    assert ds.shuffle is True

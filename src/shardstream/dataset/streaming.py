@@ -270,7 +270,8 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
 
     def get_item(self, sample_id: int) -> dict[str, Any]:
         """The sample with dataset-wide id ``sample_id`` (negative counts from the end)."""
-        return self._reader().get(checked_id(sample_id, self.num_samples))
+        prepared = self._prepare()
+        return prepared.sample_reader().get(checked_id(sample_id, prepared.num_samples))
 
     # --- iteration ------------------------------------------------------------------------------
 
@@ -408,7 +409,10 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         self._prepare()
 
     def _prepare(self) -> PreparedDataset:
-        return self._load(self.settings)
+        loaded, settings = self._loaded, self.settings
+        if loaded is not None and loaded[0] is settings:  # the usual case: once per sample read
+            return loaded[1]
+        return self._load(settings)
 
     def _load(self, settings: DatasetSettings) -> PreparedDataset:
         """The data ``settings`` load: kept, and loaded again once what it depends on changes."""

@@ -126,10 +126,6 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             checked again.
         batch_mode: Iterating yields whole device batches (:meth:`iter_batches`) instead of
             samples. :class:`~shardstream.StreamingDataLoader` sets it for its iterations.
-        rank_process: The process id of the rank process whose DataLoader workers iterate
-            this dataset (its run state is kept under that id). Set by
-            :class:`~shardstream.StreamingDataLoader` before its workers start; otherwise the
-            process that sent the dataset to a worker, or a forked worker's parent.
 
     Raises:
         ConfigurationError: An argument is invalid; the message says which and why.
@@ -235,7 +231,12 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
 
     @property
     def rank_process(self) -> int | None:
-        """The process id of the rank process whose DataLoader workers iterate this dataset."""
+        """The process id of the rank process whose DataLoader workers iterate this dataset.
+
+        Its run state is kept under that id. Set by :class:`~shardstream.StreamingDataLoader`
+        before its workers start; otherwise (``None``) the process that sent the dataset to a
+        worker, or a forked worker's parent.
+        """
         return self._progress.rank_process
 
     @rank_process.setter

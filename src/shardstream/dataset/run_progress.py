@@ -64,12 +64,14 @@ class RunProgress:
         """Make the next iteration run ``epoch`` from its start."""
         self.next_epoch = epoch
         self.resume = None
+        self.current = None  # as the workers' run state forgets theirs
         self.run_state(folder, os.getpid()).update(next_epoch=epoch, resume=None)
 
     def resume_at(self, start: EpochStart, folder: Folder) -> None:
         """Make the next iteration start at ``start`` (a loaded state's place)."""
         self.resume = start
         self.next_epoch = start.epoch
+        self.current = None  # as the workers' run state forgets theirs
         self.run_state(folder, os.getpid()).update(next_epoch=start.epoch, resume=start)
 
     def current_start(self, folder: Folder) -> EpochStart:

@@ -414,3 +414,15 @@ def test_a_state_is_written_and_restored_from_settings_and_data_alone(rows_3000:
     assert restored.settings.num_canonical_nodes == 2
     assert (other.shuffle, other.shuffle_seed) == (False, 9176)  # frozen: a new one came out
     assert [dict(s.table_pins) for s in loads] == [{}]
+
+
+def test_a_state_saved_right_after_loading_one_is_the_loaded_one(rows_3000: Path):
+    """Read in the rank process, then loaded: the epoch read before is no longer current."""
+    saved = dataset(rows_3000).state_dict(96, from_beginning=True) | {"epoch": 4}
+    ds = dataset(rows_3000)
+    assert len([int(sample["id"]) for sample in ds]) == 3000
+    ds.load_state_dict(saved)
+    again = ds.state_dict(0, from_beginning=False)
+    assert (again["epoch"], again["sample_in_epoch"]) == (4, 96)
+    ds.set_epoch(6)
+    assert ds.state_dict(0, from_beginning=False)["epoch"] == 6

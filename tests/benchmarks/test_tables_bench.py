@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.suite_rows import rows_from
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "tables_bench.py"
 
 
@@ -33,3 +35,10 @@ def test_quick_benchmark_runs_and_checks_pass(tmp_path: Path):
             assert method["cpu_s"] >= 0
         assert result["floor"]["ratio_to_floor"] == 1.0
     assert "correctness: PASS" in done.stdout
+    rows = rows_from("tables", report)
+    assert len(rows) == 8
+    assert {row.metric for row in rows} == {
+        "table iteration, unshuffled", "table iteration, shuffled"
+    }  # fmt: skip
+    assert all(row.checks_passed for row in rows)
+    assert all(row.ratio is not None and row.ratio > 0 for row in rows)

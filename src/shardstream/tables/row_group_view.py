@@ -51,6 +51,8 @@ class RowGroupView:
         self._table: Any = table
         self._columns: list[Any] = [None] * len(self.names)
         self._all: list[Any] | None = None  # every column, once all are decoded
+        # Each decoded column's dtype and row shape where it goes into a batch as one array.
+        self._kinds: tuple[tuple[np.dtype[Any], tuple[int, ...]] | None, ...] = ()
 
     in_memory = True
     grouped_decode = False  # decoded whole already: one call or many cost the same
@@ -117,41 +119,33 @@ class RowGroupView:
         order = np.argsort(which, kind="stable")
         grouped, picked = which[order], rows[order]
         cuts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(order)]
-        parts = [(views[int(grouped[b])], b, e) for b, e in itertools.pairwise(cuts)]
-        sizes = np.repeat([len(view) for view, _, _ in parts], np.diff(cuts))
+        spans = list(itertools.pairwise(cuts))
+        parts = [views[shard] for shard in grouped[cuts[:-1]].tolist()]
+        sizes = np.repeat([view._rows for view in parts], np.diff(cuts))
         if len(picked) and (picked.min() < 0 or (picked >= sizes).any()):
             raise IndexError(f"rows {list(local)} run outside their row groups")
         back = np.empty(len(order), np.int64)  # batch slot -> position in grouped order
         back[order] = np.arange(len(order))
-        decoded = [
-            view._all if view._all is not None else view._decode_all() for view, _, _ in parts
-        ]
+        decoded = [view._all if view._all is not None else view._decode_all() for view in parts]
+        kinds = {view._kinds for view in parts}
         out: list[ColumnValues] = []
-        for k in range(len(decoded[0]) if decoded else 0):
-            columns = [columns[k] for columns in decoded]
-            first = columns[0]
-            if (
-                isinstance(first, np.ndarray)
-                and first.dtype in _AS_ARRAY
-                and all(
-                    isinstance(c, np.ndarray)
-                    and c.dtype == first.dtype
-                    and c.shape[1:] == first.shape[1:]
-                    for c in columns
-                )
-            ):
-                taken = [c[picked[b:e]] for c, (_, b, e) in zip(columns, parts, strict=True)]
+        for k in range(len(parts[0].names) if parts else 0):
+            columns = [values[k] for values in decoded]
+            if (len(kinds) == 1 and parts[0]._kinds[k] is not None) or _one_array_type(columns):
+                taken = [c[picked[b:e]] for c, (b, e) in zip(columns, spans, strict=True)]
                 out.append(np.concatenate(taken)[back])  # batch order
                 continue
             values: list[Any] = []
-            for c, (_, b, e) in zip(columns, parts, strict=True):
+            for c, (b, e) in zip(columns, spans, strict=True):
                 if isinstance(c, np.ndarray):
                     values.extend(c[picked[b:e]])
+                elif e - b > 1:
+                    values.extend(operator.itemgetter(*picked[b:e].tolist())(c))
                 else:
-                    values.extend(c[i] for i in picked[b:e].tolist())
-            out.append(
-                list(operator.itemgetter(*back.tolist())(values)) if len(values) > 1 else values
-            )
+                    values.append(c[int(picked[b])])
+            if len(values) > 1:
+                values = list(operator.itemgetter(*back.tolist())(values))
+            out.append(values)
         return out
 
     def sample_file(self) -> SampleFile | None:
@@ -168,8 +162,13 @@ class RowGroupView:
         self._all = None
 
     def _decode_all(self) -> list[Any]:
-        self._all = [self._column(k) for k in range(len(self.names))]
-        return self._all
+        columns = [self._column(k) for k in range(len(self.names))]
+        self._kinds = tuple(
+            (c.dtype, c.shape[1:]) if isinstance(c, np.ndarray) and c.dtype in _AS_ARRAY else None
+            for c in columns
+        )
+        self._all = columns
+        return columns
 
     def _column(self, k: int) -> Any:
         values = self._columns[k]

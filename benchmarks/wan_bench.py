@@ -197,6 +197,10 @@ class Bench:
             if lib.startswith("shardstream"):  # our own failure ends the run
                 raise
             raise PeerFailed(str(exc)) from exc
+        except subprocess.TimeoutExpired as exc:
+            if lib.startswith("shardstream"):
+                raise
+            raise PeerFailed(f"ran past {exc.timeout:.0f} s and was stopped") from exc
         finally:
             if saved is None:
                 os.environ.pop("PYTHONPATH", None)

@@ -52,7 +52,7 @@ nitpick_ignore_regex = [
         r"(builtins|collections|datetime|os|typing|types|mmap|_pickle|pathlib|concurrent)(\..*)?",
     ),
     (r"py:.*", r"(numpy|pyarrow|pandas|pyspark|torch|tensorflow|datasets|PIL)(\..*)?"),
-    (r"py:.*", r"shardstream\.(cache|dataset|format|sampling|storage|writer)\..*"),
+    (r"py:.*", r"shardstream\.(cache|dataset|format|pipeline|sampling|storage|writer)\..*"),
     (r"py:.*", r"shardstream\.(converters|loader)\.[a-z_]+\..*"),
     (r"py:.*", r"shardstream\.dataset\.stream_registry\.F"),
     (r"py:mod", r"shardstream\..*"),  # modules are not pages: their names show as code

@@ -7,6 +7,8 @@ reproduced from its description alone.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shardstream import MDSWriter
+from shardstream.pipeline.policy import Entrance, ReadPolicy, Route
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -139,3 +142,52 @@ def _blob(rng: np.random.Generator, size: int) -> bytes:
     """``size`` bytes unique to the sample, yet compressible (a short random run, repeated)."""
     run = rng.bytes(61)
     return (run * (size // len(run) + 1))[:size]
+
+
+@dataclass(frozen=True)
+class ForcedRoute(ReadPolicy):
+    """A read policy whose batch-mode epochs take one pipeline: its stage choices forced.
+
+    Defined here, not in a test module, so that spawned DataLoader workers unpickle it.
+    """
+
+    forced: Route | None = None
+
+    def route(
+        self,
+        decode: Entrance,
+        *,
+        hand_over: bool = False,
+        mean_sample_bytes: float = 0.0,
+        width: int = 1,
+    ) -> Route:
+        chosen = super().route(
+            decode, hand_over=hand_over, mean_sample_bytes=mean_sample_bytes, width=width
+        )
+        if self.forced is None or decode != "columns":
+            return chosen
+        return dataclasses.replace(self.forced, decode=decode, hand_over=chosen.hand_over)
+
+
+def column_routes(hand_over: bool = False) -> list[Route]:
+    """Every batch-mode pipeline the policy can pick: each stage variant, in every mix."""
+    return [
+        Route(
+            decode="columns",
+            hand_over=hand_over,
+            by_id=by_id,
+            file_reads=file_reads,
+            read_ahead=read_ahead,
+            first_rows=first_rows,
+        )
+        for by_id, file_reads, read_ahead, first_rows in itertools.product(
+            (False, True), (False, True), (False, True), (1, 3)
+        )
+    ]
+
+
+def route_name(route: Route) -> str:
+    """A route's stage choices, for test ids and notes."""
+    parts = [f"first {route.first_rows}"]
+    parts += [name for name in ("by_id", "file_reads", "read_ahead") if getattr(route, name)]
+    return ",".join(parts)

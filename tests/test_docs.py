@@ -296,3 +296,28 @@ def test_the_docs_script_sets_itself_up_first() -> None:
     body = script.split("set -euo pipefail", 1)[1]  # the commands, after the header comment
     assert "scripts/setup" in body, "a fresh clone has no .venv: set it up as scripts/demo does"
     assert body.index("scripts/setup") < body.index("sphinx-build")
+
+
+#: A date, or a commit named in backticks: what a diary holds and a design note does not.
+DIARY = re.compile(r"\b20\d\d-\d\d-\d\d\b|`[0-9a-f]{7,40}`")
+
+
+def diary_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if DIARY.search(line)]
+
+
+def test_design_notes_say_what_is_not_when() -> None:
+    notes = sorted((DOCS / "design").glob("*.md"))
+    assert len(notes) >= 3
+    found = {note.name: diary_lines(note.read_text(encoding="utf-8")) for note in notes}
+    assert {name: lines for name, lines in found.items() if lines} == {}, (
+        "dated figures and commits belong in docs/benchmarks.md and in commit messages"
+    )
+    # A reference, not a diary: the read path's note stays readable in one sitting.
+    assert len((DOCS / "design" / "read-path.md").read_text(encoding="utf-8").splitlines()) < 330
+
+
+def test_the_diary_check_can_fail() -> None:
+    assert diary_lines("## Run of 2026-11-28\nsee `82654c8`\nfine\n8 MiB, `read_whole_bytes`") == [
+        "## Run of 2026-11-28", "see `82654c8`",
+    ]  # fmt: skip

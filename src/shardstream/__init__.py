@@ -15,7 +15,7 @@ from shardstream._version import __version__
 from shardstream.compat import install_streaming_alias
 from shardstream.dataset import LocalDataset, Stream, StreamRegistry, streams_registry
 from shardstream.format.encodings import Encoding, get_encoding, register_encoding
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.policy import ReadPolicy
 from shardstream.writer import CSVWriter, JSONWriter, MDSWriter, TSVWriter, XSVWriter, merge_index
 
 if TYPE_CHECKING:

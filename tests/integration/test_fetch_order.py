@@ -22,7 +22,7 @@ import pytest
 
 from shardstream import MDSWriter, StreamingDataset
 from shardstream.dataset.prepared import MAX_FETCH_THREADS
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.policy import ReadPolicy
 
 SAMPLES = 1200
 PER_SHARD = 10  # ten samples of about 125 bytes fill a shard of the size limit below

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,10 +14,10 @@ from hypothesis import strategies as st
 from tests.writer_samples import COLUMNS, sample
 
 from shardstream import MDSWriter
-from shardstream.cache import sync_index
+from shardstream.cache import index_sync, sync_index
 from shardstream.cache.provenance import read_record
 from shardstream.errors import DownloadTimeoutError, ObjectNotFoundError, StorageError
-from shardstream.storage import DownloadOptions, S3Store, fetch_listing, store_base
+from shardstream.storage import DownloadOptions, S3Store, fetch_listing, s3_listing, store_base
 from shardstream.storage import download as download_module
 from shardstream.storage import s3 as s3_module
 
@@ -176,6 +177,30 @@ def test_a_split_listing_of_seaweedfs_is_exactly_the_serial_one(
         }
 
 
+def test_seaweedfs_pages_are_scanned_and_read_as_a_parser_reads_them(
+    s3_server: S3Server, split_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan is taken on a real server's pages, and each page it reads, it reads exactly."""
+    pages: list[tuple[bytes, bool, Any]] = []
+    scan = s3_listing._scanned_objects
+
+    def spied(page: bytes, encoded: bool) -> Any:
+        objects = scan(page, encoded)
+        pages.append((page, encoded, objects))
+        return objects
+
+    monkeypatch.setattr(s3_listing, "_scanned_objects", spied)
+    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 10)
+    store = S3Store(
+        split_url, endpoint_url=s3_server.endpoint, key=s3_server.key, secret=s3_server.secret
+    )
+    assert list(store.list_info()) == sorted(SPLIT_KEYS)
+    scanned = [page for page in pages if page[2] is not None]
+    assert len(scanned) >= 10  # the plain pages of shard names (the odd keys' go to the tree)
+    for page, encoded, objects in scanned:
+        assert objects == s3_listing._tree_objects(page, encoded, split_url)
+
+
 def test_a_split_listing_asks_each_range_from_its_first_key(
     s3_server: S3Server, split_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,3 +248,67 @@ def test_a_first_start_reads_the_index_once_then_lists_split_at_its_names(
         proxy.reset_counts()
         assert sync_index(store, str(tmp_path / "cache"), DownloadOptions()) is None
         assert proxy.count("GET", "index.json") == 0  # a warm start fetches nothing
+
+
+def test_a_first_start_through_obstore_builds_no_botocore_client(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With obstore reads, the index's GET and the listing go through obstore as well."""
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "obstore")
+    monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 5)
+    url = s3_env.url("first-start-obstore")
+    with MDSWriter(out=url, columns=COLUMNS, size_limit=300) as writer:
+        for i in range(40):
+            writer.write(sample(i))
+    port = int(s3_env.endpoint.rsplit(":", 1)[1])
+    with FaultProxy(port) as proxy:
+        store = S3Store(url, endpoint_url=proxy.endpoint, key=s3_env.key, secret=s3_env.secret)
+        entries = sync_index(store, str(tmp_path / "cache"), DownloadOptions())
+        assert entries is not None
+        assert len(entries) > 10
+        assert proxy.count("GET", "index.json") == 1  # its identity matched the listing's
+        assert proxy.count("GET", "start-after=") >= 2  # split at the index's names
+        assert store._client is None  # no botocore client was built
+        record = read_record(str(tmp_path / "cache" / ".shardstream"))
+        assert record is not None
+        assert record.objects == {
+            key: f"{info.size}:{info.etag}" for key, info in store.list_info().items()
+        }
+
+
+def test_a_first_start_lists_while_the_index_is_parsed(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing's first page is asked for before the index's parse ends, not after."""
+    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 5)
+    monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 5)
+    url = s3_env.url("parse-while-listing")
+    with MDSWriter(out=url, columns=COLUMNS, size_limit=300) as writer:
+        for i in range(40):
+            writer.write(sample(i))
+    store = S3Store(url, endpoint_url=s3_env.endpoint, key=s3_env.key, secret=s3_env.secret)
+    listed = threading.Event()
+    page = store._list_page
+
+    def counted(*args: Any) -> Any:
+        listed.set()
+        return page(*args)
+
+    monkeypatch.setattr(store, "_list_page", counted)
+    held: list[bool] = []
+    parse = index_sync.parse_index  # type: ignore[attr-defined]
+
+    def parse_when_listed(data: bytes | str, *, source: str) -> Any:
+        if source == store.url("index.json") and not held:
+            # A bound, not a timing: a start that lists only after the parse never gets here.
+            held.append(listed.wait(timeout=20))
+        return parse(data, source=source)
+
+    monkeypatch.setattr(index_sync, "parse_index", parse_when_listed)
+    entries = sync_index(store, str(tmp_path / "cache"), DownloadOptions())
+    assert entries is not None
+    assert len(entries) > 10
+    assert held == [True]  # the index's parse saw the listing under way
+    record = read_record(str(tmp_path / "cache" / ".shardstream"))
+    assert record is not None
+    assert set(record.objects) == set(store.list_info())  # split at scanned names: every key

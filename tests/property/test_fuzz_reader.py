@@ -36,7 +36,7 @@ from shardstream.errors import (
     ShardstreamError,
 )
 from shardstream.format.mds import MDSSchema, shard_header
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.policy import ReadPolicy
 
 # SHARDSTREAM_FUZZ_EXAMPLES=5000 fuzzes longer than the default run does.
 FUZZ = settings(

@@ -29,14 +29,22 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from tests.read_routes_data import KIB, MIB, MDSData, ParquetData
+from tests.read_routes_data import (
+    KIB,
+    MIB,
+    ForcedRoute,
+    MDSData,
+    ParquetData,
+    column_routes,
+    route_name,
+)
 from torch.utils.data import DataLoader, default_collate
 
 from shardstream import StreamingDataLoader, StreamingDataset
 from shardstream.cache.layout import kept_bytes
-from shardstream.dataset.column_batch import PackedBytes
 from shardstream.format.compression import COMPRESSIONS
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.column_batch import PackedBytes
+from shardstream.pipeline.policy import ReadPolicy, Route
 
 #: Larger than any file, sample or batch here: a threshold never reached.
 HUGE = 1 << 50
@@ -420,3 +428,98 @@ def test_workers_under_a_cache_limit_yield_the_reference_batches(
     ds = open_dataset(remote, tmp_path / "cache", **options)
     assert_same_batches(expected, by_batches(ds, workers=2, context="fork"))
     assert_route_taken(route, kind, loader_reads)
+
+
+# --- every pipeline: each stage variant the policy can pick, forced ----------------------------
+
+#: How shard files are opened (the policy's thresholds), under every pipeline.
+OPENINGS: dict[str, dict[str, Any]] = {
+    "read whole": {"read_whole_bytes": HUGE},
+    "mapped": {"read_whole_bytes": 0, "pread_mean_bytes": HUGE},
+    "pread": {"read_whole_bytes": 0, "pread_mean_bytes": 0},
+}
+
+
+def forced(opening: str, route: Route | None) -> ForcedRoute:
+    """A policy taking ``route`` (files read once they may be; batches grouped) on ``opening``."""
+    grouped: dict[str, Any] = {
+        "mapped_read_bytes": 0,
+        "group_sample_bytes": HUGE,
+        "group_samples": 1 << 20,
+    }
+    return ForcedRoute(**OPENINGS[opening], **grouped, forced=route)
+
+
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    data=mds_data(),
+    batch_size=st.integers(1, 6),
+    shuffle=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+    zero_copy=st.booleans(),
+)
+def test_every_pipeline_yields_the_plain_reading(
+    data: MDSData, batch_size: int, shuffle: bool, seed: int, zero_copy: bool
+) -> None:
+    """Each pipeline (opening x decode stage x every batch-mode stage mix) reads the reference.
+
+    The batch-mode pipelines go through ``StreamingDataLoader`` in process (a batch handed
+    over by id is read by the loader's read stage); the per-sample pipeline through iteration;
+    the ids pipeline and ``ds[i]`` through a subclass's ``__getitem__``.
+    """
+    with tempfile.TemporaryDirectory(prefix="pipelines-") as folder:
+        scratch = Path(folder)
+        remote = data.write(scratch / "remote")
+        options: dict[str, Any] = {
+            "batch_size": batch_size, "shuffle": shuffle, "shuffle_seed": seed,
+            "validate_hash": data.validate_hash, "zero_copy": zero_copy,
+        }  # fmt: skip
+        local = scratch / "cache"
+        expected = reference(remote, local, **options)
+        for opening in OPENINGS:
+            for route in column_routes():
+                note(f"{opening}: {route_name(route)}")
+                ds = open_dataset(remote, local, read_policy=forced(opening, route), **options)
+                assert_same_batches(expected, by_batches(ds), zero_copy=zero_copy)
+            note(f"{opening}: samples, ids")
+            policy = forced(opening, None)
+            ds = open_dataset(remote, local, read_policy=policy, **options)
+            assert_same_batches(expected, by_samples(ds), zero_copy=zero_copy)
+            ds = open_dataset(remote, local, OneByOne, read_policy=policy, **options)
+            assert_same_batches(expected, by_samples(ds), zero_copy=zero_copy)
+
+
+#: (start method, opening, pipeline): every batch-mode pipeline of a worker under fork, on
+#: mapped and pread shards; under spawn and forkserver (seconds a worker), each mix of by id
+#: and file reads once (read ahead with file reads, first decodes of 3 by id).
+PIPELINE_CASES = [
+    ("fork", opening, route) for opening in ("mapped", "pread") for route in column_routes(True)
+] + [
+    (method, "pread" if route.by_id else "mapped", route)
+    for method in ("spawn", "forkserver")
+    for route in column_routes(hand_over=True)
+    if route.read_ahead == route.file_reads and route.first_rows == (3 if route.by_id else 1)
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "opening", "route"),
+    PIPELINE_CASES,
+    ids=[f"{method}-{opening}-{route_name(route)}" for method, opening, route in PIPELINE_CASES],
+)
+def test_every_worker_pipeline_yields_the_reference_batches(
+    fixed: Fixed,
+    loader_reads: collections.Counter[str],
+    method: str,
+    opening: str,
+    route: Route,
+) -> None:
+    remote, local, expected = fixed["mds"]
+    ds = open_dataset(remote, local, **fixed_options("mds", read_policy=forced(opening, route)))
+    assert_same_batches(expected, by_batches(ds, workers=2, context=method))
+    if route.by_id:  # the loader's read stage read them
+        assert loader_reads["by id"] > 0, dict(loader_reads)

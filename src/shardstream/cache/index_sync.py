@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeGuard, TypeVar
 
@@ -59,6 +61,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+_BASENAME = re.compile(rb'"basename"\s*:\s*"([^"\\]*)"')  # a file name in an index's bytes
 _LEGACY_STAMP = "index.stamp"  # the index's tag alone, as earlier versions kept it
 _INDEX_ROUNDS = 3  # listings a first start makes before it gives up on a changing index
 
@@ -207,15 +210,15 @@ def _index_then_listing(
         ObjectNotFoundError: The remote has no ``index.json``.
     """
     url = store.url(INDEX_BASENAME)
-    fetched = _fetch_identified(store, options)
+    data, info = _get_identified(store, options)
     for _ in range(_INDEX_ROUNDS):
-        names = _entry_names(fetched.entries or [])
-        listing, complete = _list(store, options, names)
+        fetched, (listing, complete) = _parsed_while_listed(store, options, data, info)
         if not fetched.info.etag or listing[INDEX_BASENAME].endswith(":"):
             return listing, complete, None  # no tag on one side: equal sizes tell nothing
         if fetched.matches(listing):
             return listing, complete, fetched
-        fetched = _fetch_identified(store, options)  # rewritten between the GET and the listing
+        data, info = _get_identified(store, options)  # rewritten between the GET and the listing
+        fetched = _Fetched(data, info, _parsed_or_none(data, url))
         if fetched.matches(listing):
             return listing, complete, fetched
         logger.info("%s changed while the remote was listed: listing it again", url)
@@ -226,17 +229,42 @@ def _index_then_listing(
     )
 
 
-def _fetch_identified(store: BaseStore, options: DownloadOptions) -> _Fetched:
+def _parsed_while_listed(
+    store: BaseStore, options: DownloadOptions, data: bytes, info: ObjectInfo
+) -> tuple[_Fetched, tuple[dict[str, str], bool]]:
+    """The index's bytes parsed while the remote is listed, split at the names they hold.
+
+    The listing waits on round trips (and, through obstore, reads its pages off the GIL), the
+    parse on this thread's CPU: run together, a first start waits for the longer of the two.
+    """
+    url = store.url(INDEX_BASENAME)
+    with ThreadPoolExecutor(1, "shardstream-first-listing") as pool:
+        listed = pool.submit(_list, store, options, _scanned_names(data))
+        fetched = _Fetched(data, info, _parsed_or_none(data, url))
+        return fetched, listed.result()
+
+
+def _scanned_names(data: bytes) -> list[str]:
+    """The file names an index's bytes hold, found by a scan, before (and without) a parse.
+
+    Only split points of a listing, which any keys split correctly: a name the scan misreads
+    (an escaped one is skipped) costs the ranges their balance, never an object.
+    """
+    return [name.decode("utf-8", "replace") for name in _BASENAME.findall(data)]
+
+
+def _get_identified(store: BaseStore, options: DownloadOptions) -> tuple[bytes, ObjectInfo]:
     """The index's bytes and their identity, from one GET (with the retries of ``options``)."""
     url = store.url(INDEX_BASENAME)
-    data, info = timed_request(
-        lambda: store.get_bytes_info(INDEX_BASENAME), options, f"reading {url}"
-    )
+    return timed_request(lambda: store.get_bytes_info(INDEX_BASENAME), options, f"reading {url}")
+
+
+def _parsed_or_none(data: bytes, url: str) -> list[ShardEntry] | None:
+    """The index's entries; ``None`` for bytes that are no index (the listing tells whose)."""
     try:
-        entries: list[ShardEntry] | None = parse_index(data, source=url)
-    except IndexFormatError:  # a gateway's page, or the remote's own: the listing tells
-        entries = None
-    return _Fetched(data, info, entries)
+        return parse_index(data, source=url)
+    except IndexFormatError:  # a gateway's page, or the remote's own
+        return None
 
 
 def _check_sizes(entries: list[ShardEntry], listing: dict[str, str], source: str) -> None:

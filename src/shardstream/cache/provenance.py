@@ -166,21 +166,50 @@ def drop_stale_files(
     Returns:
         The number of files deleted.
     """
+    present = _FolderScan(local)
     dropped = 0
     for entry in entries:
-        files = [info for pair in shard_file_pairs(entry) for info in pair if info is not None]
         # A shard's cached files come from its compressed object when it has one.
-        sources = {(zipped or raw).basename for raw, zipped in shard_file_pairs(entry)}
-        if stale is not None and not sources & stale:
+        pairs = shard_file_pairs(entry)
+        if stale is not None and not {(zipped or raw).basename for raw, zipped in pairs} & stale:
             continue
-        paths = [os.path.join(local, info.basename) for info in files]
-        if not any(os.path.lexists(path) for path in paths):
+        names = [info.basename for pair in pairs for info in pair if info]
+        if not any(map(present.holds, names)):
             continue
         # The shard's lock: a fetch of it by another process ends before its files go.
         lock = FileLock(shard_lock_path(local, entry))
         with lock.hold(timeout=lock_timeout, what=f"shard {entry.data_file.basename}"):
-            for path in paths:
+            for name in names:
                 with contextlib.suppress(FileNotFoundError):
-                    os.remove(path)
+                    os.remove(os.path.join(local, name))
                     dropped += 1
     return dropped
+
+
+class _FolderScan:
+    """Which names each folder of a cache holds, from one ``os.scandir`` a folder, on first ask.
+
+    One scan of the cache folder replaces a look (``lstat``) per shard: a first start finds
+    the folder empty, and a large index names as many files as it has shards. An entry counts
+    whatever it is (a link, even a broken one, as ``os.path.lexists`` counts it).
+    """
+
+    def __init__(self, local: str) -> None:
+        self._local = local
+        self._names: dict[str, frozenset[str] | None] = {}
+
+    def holds(self, basename: str) -> bool:
+        """Whether the cache held an entry at ``basename`` when its folder was scanned."""
+        folder, _, name = basename.rpartition("/")
+        if folder not in self._names:
+            try:
+                with os.scandir(os.path.join(self._local, folder)) as scan:
+                    self._names[folder] = frozenset(entry.name for entry in scan)
+            except (FileNotFoundError, NotADirectoryError):  # a first start: nothing there
+                self._names[folder] = frozenset()
+            except OSError:  # unreadable, yet perhaps searchable: each path is looked at
+                self._names[folder] = None
+        names = self._names[folder]
+        if names is None:
+            return os.path.lexists(os.path.join(self._local, basename))
+        return name in names

@@ -7,6 +7,7 @@ import errno
 import mmap
 import os
 from collections.abc import Iterator
+from typing import Literal, Protocol
 
 from shardstream.cache.layout import in_place_cache
 from shardstream.cache.safe_paths import write_file
@@ -22,13 +23,59 @@ from shardstream.format.hashing import HASH_ALGORITHMS, hash_bytes, hash_chunks
 from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.format.mds_file import CAN_PREAD, MDSFileView, ShardFile
-from shardstream.format.read_policy import ReadPolicy
 from shardstream.format.shard_view import ShardView
 from shardstream.format.split import SplitShardView
 
-__all__ = ["ShardFiles", "shard_file_pairs"]
+__all__ = ["FileOpening", "ShardFiles", "ShardOpening", "shard_file_pairs"]
 
 Opened = Buffer | ShardFile  # a file's bytes, its mapping, or the open file
+
+#: How a shard file is opened: read into memory, memory-mapped, or kept open for ``pread``.
+ShardOpening = Literal["whole", "map", "pread"]
+
+
+class FileOpening(Protocol):
+    """How a reader opens shard files: a decision the reader's read policy makes.
+
+    The cache decides nothing about reading: the dataset passes its policy
+    (``shardstream.ReadPolicy``), whose thresholds say when a file is read whole, mapped or
+    read with ``pread``.
+    """
+
+    @property
+    def zero_copy(self) -> bool:
+        """``bytes`` columns of mapped shards come as memoryviews of the mapping."""
+        ...
+
+    def opening(
+        self, file_bytes: int, samples: int, *, can_pread: bool, shared: bool = False
+    ) -> ShardOpening:
+        """How to open a file of ``file_bytes`` holding ``samples`` samples (0: not MDS data)."""
+        ...
+
+    def reads_runs(self, file_bytes: int, samples: int) -> bool:
+        """Whether a shard opened for ``pread`` reads each batch's samples as runs."""
+        ...
+
+
+class _Unread:
+    """The opening of files no reader reads here: decompressed and checked, then let go.
+
+    Mapped (the pages are the file's, not the process's), except a file read in place, which
+    another process may cut short while it is open: ``pread``, or read whole if not MDS data.
+    """
+
+    zero_copy = False
+
+    def opening(
+        self, file_bytes: int, samples: int, *, can_pread: bool, shared: bool = False
+    ) -> ShardOpening:
+        if shared and can_pread:
+            return "pread" if samples else "whole"
+        return "map" if file_bytes else "whole"
+
+    def reads_runs(self, file_bytes: int, samples: int) -> bool:
+        return False
 
 
 class ShardFiles:
@@ -46,9 +93,10 @@ class ShardFiles:
             user's cache, :func:`~shardstream.cache.layout.in_place_cache`, found when a
             compressed file is first opened).
         validate_hash: A digest algorithm to check each stored file against, or ``None``.
-        policy: How files are opened (read whole, mapped, or read with ``pread``:
-            :meth:`ReadPolicy.opening`) and whether views return ``bytes`` columns as
-            memoryviews of the mapped file.
+        policy: How files are opened (read whole, mapped, or read with ``pread``) and whether
+            views return ``bytes`` columns as memoryviews of the mapped file: the reader's
+            read policy. Without one, files are opened only to be decompressed and checked
+            (mapped, or read with ``pread`` where shared).
     """
 
     def __init__(
@@ -57,7 +105,7 @@ class ShardFiles:
         cache_root: str | None = None,
         validate_hash: str | None = None,
         *,
-        policy: ReadPolicy | None = None,
+        policy: FileOpening | None = None,
     ) -> None:
         if validate_hash is not None and validate_hash not in HASH_ALGORITHMS:
             raise ConfigurationError(
@@ -70,7 +118,7 @@ class ShardFiles:
         # (``cache_root`` is ``root``); else they are the dataset's, read in place.
         self.in_place = cache_root is None or os.path.realpath(cache_root) != os.path.realpath(root)
         self.validate_hash = validate_hash
-        self.policy = policy or ReadPolicy()
+        self.policy: FileOpening = policy or _Unread()
 
     @property
     def zero_copy(self) -> bool:
@@ -182,7 +230,7 @@ class ShardFiles:
         """A whole file, read-only: read into memory, memory-mapped, or open for ``pread``.
 
         ``shared``: the file is the dataset's, read in place, and never mapped
-        (:meth:`ReadPolicy.opening` says why).
+        (the read policy's ``opening`` says why).
         """
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))

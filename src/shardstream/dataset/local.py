@@ -16,8 +16,8 @@ from shardstream.dataset.indexing import select
 from shardstream.errors import IndexFormatError, ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index, safe_basename
 from shardstream.format.mds import MDSSchema
-from shardstream.format.read_policy import ReadPolicy
 from shardstream.format.shard_view import ShardView
+from shardstream.pipeline.policy import ReadPolicy
 
 __all__ = ["LocalDataset", "check_empty_shards"]
 

@@ -17,14 +17,14 @@ from numpy.typing import NDArray
 
 from shardstream.cache import CacheStream, ShardCache
 from shardstream.config import io_uring_enabled
-from shardstream.dataset.iteration import SampleReader
 from shardstream.dataset.local import LocalDataset, check_empty_shards
 from shardstream.dataset.stream import ResolvedStream
 from shardstream.dataset.stream_data import StreamData, open_remote, open_stream_data
 from shardstream.dataset.stream_data import cache_stream as _cache_stream
 from shardstream.errors import ConfigurationError, EmptyStreamError
 from shardstream.format.index import INDEX_BASENAME
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.policy import ReadPolicy
+from shardstream.pipeline.reader import SampleReader
 from shardstream.sampling import derived_weights, stream_choices
 from shardstream.storage import ObjectStore
 from shardstream.storage.filesystems import is_local_disk
@@ -36,9 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_FETCH_THREADS", "PreparedDataset", "fetch_threads", "slot_share"]
 
-#: Fetch threads a reader has at most, whatever its slots carry: as many as an S3 reader's
-#: pooled connections, and more only contend for the interpreter's lock.
-MAX_FETCH_THREADS = 32
+#: Fetch threads a reader has at most by default (the policy's ``max_fetch_threads``).
+MAX_FETCH_THREADS = ReadPolicy.max_fetch_threads
 
 
 class PreparedDataset:
@@ -135,7 +134,8 @@ class PreparedDataset:
             datasets.append(local)
             cache_streams.append(_cache_stream(stream, local, store))
         if dataset.read_policy is None:
-            threads = fetch_threads(stores, dataset.download_concurrency, slot_share(cache_streams))
+            share = slot_share(cache_streams)
+            threads = fetch_threads(stores, dataset.download_concurrency, share, policy)
             policy = policy.replace(fetch_threads=threads)
         cache = ShardCache(
             cache_streams, limit=dataset.cache_limit, download_slots=dataset.download_concurrency
@@ -189,28 +189,26 @@ def _empty(number: int, stream: ResolvedStream, data: StreamData) -> EmptyStream
 
 
 def fetch_threads(
-    stores: Sequence[ObjectStore | None], download_concurrency: int, share: int = 1
+    stores: Sequence[ObjectStore | None],
+    download_concurrency: int,
+    share: int = 1,
+    policy: ReadPolicy | None = None,
 ) -> int:
-    """Fetch threads of a reader: one a download the node allows, to hide request latency.
-
-    Copying a shard from a disk of this machine takes microseconds, and more threads only
-    contend for the interpreter's lock: one. A reader whose stores include any network store,
-    network file system or FUSE mount gets a thread for each download the node's slots carry
-    at once, ``download_concurrency * share`` (at most :data:`MAX_FETCH_THREADS`, unless the
-    slots alone are more): over a link with tens of milliseconds to a first byte, a first
-    batch spread over many small shards waits one round trip per ``threads`` shards.
+    """Fetch threads of a reader over ``stores``: the policy's ``fetch_threads_for``.
 
     Args:
         stores: The store of each stream (``None`` for a local-only stream).
         download_concurrency: The node's download slots.
         share: Downloads of the dataset's shards one slot carries (:func:`slot_share`).
+        policy: The read policy (default: ``ReadPolicy()``).
     """
     remote = [store for store in stores if store is not None]
-    if remote and all(is_local_disk(store) for store in remote):
-        return 1
-    if not remote:
-        return min(4, download_concurrency)
-    return max(download_concurrency, min(download_concurrency * share, MAX_FETCH_THREADS))
+    return (policy or ReadPolicy()).fetch_threads_for(
+        remote=bool(remote),
+        local_disk=all(is_local_disk(store) for store in remote),
+        download_concurrency=download_concurrency,
+        share=share,
+    )
 
 
 def slot_share(streams: Sequence[CacheStream]) -> int:

@@ -20,7 +20,7 @@ from shardstream.dataset.splits import local_splits, remote_splits, split_advice
 from shardstream.dataset.stream import ResolvedStream
 from shardstream.errors import ConfigurationError, ObjectNotFoundError, ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.policy import ReadPolicy
 from shardstream.storage import ObjectStore, fetch_listing, open_store
 from shardstream.tables.dataset import ParquetDataset
 from shardstream.tables.layout_index import parquet_files

@@ -29,10 +29,8 @@ from shardstream.cache import EpochStart, NodeOrders, RunState, ensure_private_f
 from shardstream.cache.layout import node_state_folder
 from shardstream.dataset import resume_state as saved_state
 from shardstream.dataset.arguments import check_arguments
-from shardstream.dataset.column_batch import BatchRefs, ColumnBatch, for_transfer
 from shardstream.dataset.indexing import checked_id, select
 from shardstream.dataset.introspection import Introspection
-from shardstream.dataset.iteration import Batch, SampleReader
 from shardstream.dataset.prepared import PreparedDataset
 from shardstream.dataset.resume_state import STATE_VERSION, check_state, warn_overrides
 from shardstream.dataset.stream import Stream
@@ -40,7 +38,9 @@ from shardstream.dataset.stream_registry import dataset_streams
 from shardstream.dataset.world import detect_topology, explicit_topology
 from shardstream.errors import ConfigurationError
 from shardstream.format.index import safe_basename
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.column_batch import BatchRefs, ColumnBatch
+from shardstream.pipeline.policy import ReadPolicy
+from shardstream.pipeline.reader import Batch, SampleReader
 from shardstream.sampling import (
     EpochPlan,
     ShuffleConfig,
@@ -123,7 +123,7 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         version: The one stream's Delta ``version`` (``None``: the latest); state dicts
             record the version read, and resuming reads it again.
         read_policy: How shards are read and batches handed over
-            (:class:`~shardstream.format.read_policy.ReadPolicy`; default: built from these
+            (:class:`~shardstream.pipeline.policy.ReadPolicy`; default: built from these
             settings). Every policy yields the same samples in the same order; its
             ``zero_copy`` is this dataset's.
         stream_name: Without ``streams``, the registered ``Stream`` class that builds the one
@@ -303,9 +303,9 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
     def iter_batches(self) -> Iterator[Batch]:
         """Yield this worker's device batches of the next epoch, for a loader to collate.
 
-        Each is a :class:`~shardstream.dataset.column_batch.ColumnBatch` (columns, in batch
+        Each is a :class:`~shardstream.pipeline.column_batch.ColumnBatch` (columns, in batch
         order), a list of sample dicts (its shards disagree on the columns), or, in a
-        DataLoader worker, possibly a :class:`~shardstream.dataset.column_batch.BatchRefs`
+        DataLoader worker, possibly a :class:`~shardstream.pipeline.column_batch.BatchRefs`
         whose values the loader's process reads itself (:meth:`read_batch`). Batches that
         leave a worker are ready to be pickled (no views of shards). A subclass that
         overrides ``__getitem__`` or ``get_item`` has no batch mode: iterate its samples.
@@ -317,15 +317,9 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             )
         reader, plan, predownload = self._begin_epoch()
         in_worker = worker_info() is not None
-        batches = reader.columns(
+        yield from reader.batches(
             plan.ids, plan.batch_size, predownload=predownload, for_worker=in_worker
         )
-        if not in_worker:
-            yield from batches
-            return
-        policy = reader.policy
-        for batch in batches:
-            yield for_transfer(batch, policy) if isinstance(batch, ColumnBatch) else batch
 
     def read_batch(self, batch: BatchRefs) -> ColumnBatch | list[dict[str, Any]]:
         """The values of a batch a worker handed over as its sample ids, read in this process."""

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardstream._torch import pin_memory
-from shardstream.dataset.column_batch import BatchRefs, ColumnBatch
+from shardstream.pipeline.column_batch import BatchRefs, ColumnBatch
 
 __all__ = ["Counted", "CountingCollate", "samples_in"]
 

@@ -8,13 +8,13 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from shardstream._torch import as_tensor, default_collate, default_convert, require_torch
-from shardstream.dataset.column_batch import BatchRefs, ColumnBatch
 from shardstream.dataset.streaming import StreamingDataset, reads_through_getitem
 from shardstream.errors import ConfigurationError
-from shardstream.format.read_policy import ReadPolicy
 from shardstream.loader.batch_count import Counted, CountingCollate, samples_in
 from shardstream.loader.result_pipe import widen_result_pipe
 from shardstream.loader.worker_watchdog import EndWithMain, MainProcess
+from shardstream.pipeline.column_batch import BatchRefs, ColumnBatch
+from shardstream.pipeline.policy import ReadPolicy
 
 __all__ = ["StreamingDataLoader"]
 
@@ -87,6 +87,10 @@ class StreamingDataLoader(DataLoader[Any]):
         else:
             super().__init__(dataset, *args, **kwargs)
             self._drop_short, self._device_batch_size = False, 0  # torch drops short batches
+        policy = getattr(dataset, "read_policy", None)
+        self._pipe_bytes = (
+            policy if isinstance(policy, ReadPolicy) else ReadPolicy()
+        ).result_pipe_bytes
         self.num_samples_yielded = 0
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
@@ -100,7 +104,9 @@ class StreamingDataLoader(DataLoader[Any]):
         to_tensor = as_tensor() if self._device_batches else None
         try:
             iterator = self._workers_ending_with_this_process()
-            widen_result_pipe(iterator)  # a whole batch crosses from a worker in one write
+            widen_result_pipe(
+                iterator, self._pipe_bytes
+            )  # a whole batch crosses from a worker in one write
             for batch in iterator:
                 # Counted as batch_count says: the samples handed over, not the collated shape.
                 if isinstance(batch, Counted) and batch.items:  # no batching: sample by sample

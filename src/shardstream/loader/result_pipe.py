@@ -19,14 +19,14 @@ try:
 except ImportError:  # pragma: no cover - not on Windows
     fcntl = None  # type: ignore[assignment]
 
+from shardstream.pipeline.policy import ReadPolicy
+
 __all__ = ["RESULT_PIPE_BYTES", "widen_result_pipe"]
 
 _log = logging.getLogger(__name__)
 
-#: What the result pipe is widened to: Linux's default ceiling for an unprivileged process
-#: (``/proc/sys/fs/pipe-max-size``). Batches above ~1 MiB of large values do not cross the
-#: pipe (``dataset/column_batch.py`` passes them as in-memory files or sample ids).
-RESULT_PIPE_BYTES = 1 << 20
+#: What the result pipe is widened to by default: the read policy's ``result_pipe_bytes``.
+RESULT_PIPE_BYTES = ReadPolicy.result_pipe_bytes
 
 #: ``fcntl``'s command that sets a pipe's size (Linux only; named by Python from 3.10).
 _SET_SIZE: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)

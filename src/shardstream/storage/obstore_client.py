@@ -355,6 +355,21 @@ class ObstoreClient:
             )
         return data
 
+    def read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        """The whole object, and its size and ETag as the same GET answered them.
+
+        Raises:
+            ObjectNotFoundError: No object under ``key``.
+            StorageError: The request failed.
+        """
+        check_key(key, self.url(""))
+        obstore = self._module()
+        with self._boundary("reading", key):
+            result = obstore.get(self._obj(), key)
+            data = bytes(result.bytes())
+        meta = result.meta
+        return data, ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
+
     def write(self, local_path: str, key: str) -> None:
         """Upload the file at ``local_path`` to ``key``, atomically for readers.
 

@@ -17,27 +17,23 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote_plus
-from xml.etree import ElementTree
 
 from shardstream import config
 from shardstream._optional import require
-from shardstream.errors import ConfigurationError, StorageError
+from shardstream.errors import ConfigurationError
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
 from shardstream.storage.obstore_client import ObstoreClient, usable_here
+from shardstream.storage.s3_listing import RAW_LISTING, keep_raw_listing, page_objects
 from shardstream.storage.store_base import Failure, Kind, WritableStore
 
 __all__ = ["S3Store"]
 
 _PURPOSE = "Reading and writing s3:// URLs"
 _POOL = 32  # pooled connections of the reading client: parallel ranges of a few downloads
-_RAW_LISTING = "shardstream-raw-listing"  # where a listing page's own XML travels
-_CONTENTS = re.compile(rb"<Contents>.*?</Contents>", re.DOTALL)  # keys are escaped: no "<"
 _PAGE_KEYS = 1000  # S3's largest listing page
 
 # S3 error codes that mean "who you are" rather than "what you asked for".
@@ -194,7 +190,12 @@ class S3Store(WritableStore):
         return data
 
     def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
-        """One GET of the whole object through botocore, with the ETag and size it answered."""
+        """One GET of the whole object, with the ETag and size it answered.
+
+        Through obstore where reads go through it: a start then builds no botocore client.
+        """
+        if self._obstore_reads and usable_here():
+            return self._fast_reader().read_info(key)
         bucket, name = self._bucket_and_name(key)
         response = self._reader().get_object(Bucket=bucket, Key=name, **self._request_options())
         body = response["Body"]
@@ -211,11 +212,14 @@ class S3Store(WritableStore):
     ) -> tuple[dict[str, ObjectInfo], str | None]:
         """One ListObjectsV2 page, through the botocore client of reads.
 
-        A reader's start imports no s3fs.
+        A reader's start imports no s3fs. With obstore reads (``SHARDSTREAM_S3_CLIENT``) the
+        page comes through obstore too: its XML is read in Rust, off the GIL.
         """
+        if self._obstore_reads and usable_here():  # else botocore: a fork of an obstore user
+            return self._fast_reader().list_page(prefix, start_after, token)
         root = f"{self.prefix}/" if self.prefix else ""
         # Keys come URL-encoded (so that any key survives XML), decoded here: the raw page
-        # bypasses botocore's own decoding (see _keep_raw_listing).
+        # bypasses botocore's own decoding (see storage/s3_listing.py).
         request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": root + prefix,
                                    "EncodingType": "url", "MaxKeys": _PAGE_KEYS}  # fmt: skip
         request.update(self._request_options())
@@ -224,19 +228,7 @@ class S3Store(WritableStore):
         elif start_after is not None:
             request["StartAfter"] = root + start_after
         page = self._reader().list_objects_v2(**request)
-        # A server that ignores EncodingType does not echo it (botocore reads it so).
-        encoded = page.get("EncodingType") == "url"
-        raw = page.get(_RAW_LISTING)
-        listed = (
-            _listed_objects(raw, encoded, self.url(prefix))
-            if raw is not None
-            else list(_parsed_objects(page))
-        )
-        infos: dict[str, ObjectInfo] = {}
-        for name, size, etag in listed:
-            key = name[len(root) :]
-            if key and not key.endswith("/"):  # "folder" markers are no objects
-                infos[key] = ObjectInfo(size=size, etag=etag.strip('"') if etag else None)
+        infos = page_objects(page, root, self.url(prefix))
         following = page.get("NextContinuationToken")
         return infos, (following if page.get("IsTruncated") and following else None)
 
@@ -323,7 +315,7 @@ class S3Store(WritableStore):
             options["aws_secret_access_key"] = self._secret
         client = _SESSIONS.client(options)
         client.meta.events.register(
-            "before-parse.s3.ListObjectsV2", _keep_raw_listing, unique_id=_RAW_LISTING
+            "before-parse.s3.ListObjectsV2", keep_raw_listing, unique_id=RAW_LISTING
         )
         return client
 
@@ -420,72 +412,6 @@ def _file_identity(path: str) -> tuple[int, ...] | None:
     except OSError:
         return None
     return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
-
-
-def _keep_raw_listing(
-    response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **kwargs: Any
-) -> None:
-    """Hand a listing page's XML to :meth:`S3Store.list_info` and spare botocore its objects.
-
-    botocore's modelled parser costs more CPU a page than the page's round trip to a distant
-    region (docs/design/wan-link.md): the objects of a successful page are
-    read with ElementTree instead (:func:`_listed_objects`) and cut from what botocore parses,
-    which keeps the page's truncation flag and continuation token. Errors parse as usual.
-    """
-    body = response_dict.get("body")
-    if response_dict.get("status_code", 500) >= 300 or not isinstance(body, bytes):
-        return
-    customized_response_dict[_RAW_LISTING] = body
-    response_dict["body"] = _CONTENTS.sub(b"", body)
-
-
-def _listed_objects(page: bytes, encoded: bool, url: str) -> list[tuple[str, int, str | None]]:
-    """``(key, size, etag)`` of each object of a ListObjectsV2 page; ``encoded``: URL-encoded.
-
-    Raises:
-        StorageError: The ``200 OK`` answer is no listing page (a gateway's HTML page, a body
-            cut short): a transfer error, retried as one; read as a page of no keys, it would
-            end the listing early and every later object would seem deleted.
-    """
-    # The page comes from the store the caller named, parsed as botocore parses it (expat
-    # refuses entity expansion attacks).
-    try:
-        root = ElementTree.fromstring(page)  # noqa: S314
-    except ElementTree.ParseError as exc:
-        raise _not_a_listing(url, page, f"not XML ({exc})") from exc
-    name = root.tag.rpartition("}")[2]
-    if name != "ListBucketResult":
-        raise _not_a_listing(url, page, f"a <{name}> document")
-    return list(_objects(root, encoded))
-
-
-def _not_a_listing(url: str, page: bytes, what: str) -> StorageError:
-    return StorageError(
-        f"listing {url} failed: a transfer error: the server answered 200 OK with "
-        f"{len(page)} bytes that are no listing page but {what}"
-    )
-
-
-def _objects(root: ElementTree.Element, encoded: bool) -> Iterator[tuple[str, int, str | None]]:
-    for element in root:
-        if element.tag.rpartition("}")[2] != "Contents":
-            continue
-        fields = {child.tag.rpartition("}")[2]: child.text or "" for child in element}
-        key = unquote_plus(fields["Key"]) if encoded else fields["Key"]
-        yield key, int(fields["Size"]), fields.get("ETag") or None
-
-
-def _parsed_objects(page: dict[str, Any]) -> Iterator[tuple[str, int, str | None]]:
-    """``(key, size, etag)`` of a page botocore parsed itself (its body came as no bytes)."""
-    for item in page.get("Contents") or ():
-        etag = item.get("ETag")
-        yield (
-            unquote_plus(str(item["Key"]))
-            if page.get("EncodingType") == "url"
-            else str(item["Key"]),
-            int(item["Size"]),
-            str(etag) if etag else None,
-        )
 
 
 def _no_expect_header(request: Any, **kwargs: Any) -> None:

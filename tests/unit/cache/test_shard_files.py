@@ -27,7 +27,7 @@ from shardstream.format.compression import get_compression
 from shardstream.format.index import FileInfo, ShardEntry, parse_index
 from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.format.mds_file import MDSFileView
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.policy import ReadPolicy
 
 
 def make(folder: Path, n: int = 6, **kwargs: Any) -> tuple[ShardEntry, MDSSchema]:
@@ -45,6 +45,19 @@ def samples(view: Any) -> list[dict[str, Any]]:
 EXPECTED = [{"id": i, "text": f"t{i}"} for i in range(6)]
 
 
+def files_of(*args: Any, **kwargs: Any) -> ShardFiles:
+    """Shard files opened as a reader with the default read policy opens them."""
+    return ShardFiles(*args, policy=ReadPolicy(), **kwargs)
+
+
+def test_files_no_reader_reads_are_mapped_or_read_in_place_without_thresholds(tmp_path: Path):
+    # The cache's own ShardFiles (decompress, check) is given no policy: it decides nothing.
+    entry, schema = make(tmp_path)
+    view = ShardFiles(str(tmp_path)).open(entry, schema)  # read in place: pread, never mapped
+    assert isinstance(view, MDSFileView)
+    assert samples(view) == EXPECTED
+
+
 @pytest.fixture(autouse=True)
 def user_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The user's cache root, where a dataset read in place has its decompressed copies."""
@@ -55,12 +68,12 @@ def user_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 
 def test_unknown_validate_hash_is_refused_up_front(tmp_path: Path):
     with pytest.raises(ConfigurationError, match=r"validate_hash='sha0' is not a known algorithm"):
-        ShardFiles(str(tmp_path), validate_hash="sha0")
+        files_of(str(tmp_path), validate_hash="sha0")
 
 
 def test_open_an_uncompressed_shard(tmp_path: Path):
     entry, schema = make(tmp_path)
-    view = ShardFiles(str(tmp_path)).open(entry, schema)
+    view = files_of(str(tmp_path)).open(entry, schema)
     assert isinstance(view, MDSShardView)
     assert samples(view) == EXPECTED
     assert view.source == os.path.join(str(tmp_path), "shard.00000.mds")
@@ -72,7 +85,7 @@ def test_missing_shard_names_the_file(tmp_path: Path):
     with pytest.raises(
         ShardNotFoundError, match=f"shard file {tmp_path}/shard.00000.mds is missing"
     ) as info:
-        ShardFiles(str(tmp_path)).open(entry, schema)
+        files_of(str(tmp_path)).open(entry, schema)
     assert isinstance(info.value, FileNotFoundError)
 
 
@@ -83,20 +96,20 @@ def test_shard_of_the_wrong_size(tmp_path: Path):
     size = entry.raw_data.bytes
     message = rf"{path} is {size - 3} bytes but index.json says {size}"
     with pytest.raises(ShardFormatError, match=message):
-        ShardFiles(str(tmp_path)).open(entry, schema)
+        files_of(str(tmp_path)).open(entry, schema)
 
 
 def test_empty_shard_file(tmp_path: Path):
     entry, schema = make(tmp_path)
     (tmp_path / "shard.00000.mds").write_bytes(b"")
     with pytest.raises(ShardFormatError, match=r"is 0 bytes but index.json says"):
-        ShardFiles(str(tmp_path)).open(entry, schema)
+        files_of(str(tmp_path)).open(entry, schema)
 
 
 def test_compressed_shard_is_decompressed_into_the_cache(tmp_path: Path):
     root, cache = tmp_path / "ds", tmp_path / "cache"
     entry, schema = make(root, compression="zstd")
-    files = ShardFiles(str(root), str(cache))
+    files = files_of(str(root), str(cache))
     assert samples(files.open(entry, schema)) == EXPECTED
     assert os.listdir(cache) == ["shard.00000.mds"]  # renamed into place: no temporary left
     assert (cache / "shard.00000.mds").stat().st_size == entry.raw_data.bytes
@@ -106,10 +119,10 @@ def test_compressed_shard_is_decompressed_into_the_cache(tmp_path: Path):
 def test_decompressed_shard_is_reused(tmp_path: Path):
     root, cache = tmp_path / "ds", tmp_path / "cache"
     entry, schema = make(root, compression="gz")
-    ShardFiles(str(root), str(cache)).open(entry, schema)
+    files_of(str(root), str(cache)).open(entry, schema)
     stamp = (cache / "shard.00000.mds").stat().st_mtime_ns
     os.remove(root / "shard.00000.mds.gz")  # only the decompressed copy is left
-    assert samples(ShardFiles(str(root), str(cache)).open(entry, schema)) == EXPECTED
+    assert samples(files_of(str(root), str(cache)).open(entry, schema)) == EXPECTED
     assert (cache / "shard.00000.mds").stat().st_mtime_ns == stamp
 
 
@@ -117,7 +130,7 @@ def test_cache_defaults_to_a_folder_of_the_dataset_s_own_outside_it(
     tmp_path: Path, user_cache: Path
 ):
     entry, schema = make(tmp_path / "ds", compression="bz2")
-    files = ShardFiles(str(tmp_path / "ds"))
+    files = files_of(str(tmp_path / "ds"))
     assert samples(files.open(entry, schema)) == EXPECTED
     assert sorted(os.listdir(tmp_path / "ds")) == ["index.json", "shard.00000.mds.bz2"]
     assert files.cache_root == in_place_cache(str(tmp_path / "ds"))
@@ -129,7 +142,7 @@ def test_the_default_cache_is_looked_up_only_for_compressed_shards(
     tmp_path: Path, user_cache: Path
 ):
     entry, schema = make(tmp_path, compression=None)
-    assert samples(ShardFiles(str(tmp_path)).open(entry, schema)) == EXPECTED
+    assert samples(files_of(str(tmp_path)).open(entry, schema)) == EXPECTED
     assert os.listdir(user_cache) == []
 
 
@@ -167,7 +180,7 @@ def test_a_cached_copy_of_the_wrong_size_is_replaced(tmp_path: Path):
     entry, schema = make(root, compression="zstd")
     cache.mkdir()
     (cache / "shard.00000.mds").write_bytes(b"half a shard")
-    assert samples(ShardFiles(str(root), str(cache)).open(entry, schema)) == EXPECTED
+    assert samples(files_of(str(root), str(cache)).open(entry, schema)) == EXPECTED
 
 
 def test_corrupt_compressed_shard(tmp_path: Path):
@@ -175,7 +188,7 @@ def test_corrupt_compressed_shard(tmp_path: Path):
     path = tmp_path / "shard.00000.mds.zstd"
     path.write_bytes(b"\x00" * entry.zip_data.bytes)  # type: ignore[union-attr]
     with pytest.raises(ShardFormatError, match=rf"{path} is not valid zstd data"):
-        ShardFiles(str(tmp_path), str(tmp_path / "cache")).open(entry, schema)
+        files_of(str(tmp_path), str(tmp_path / "cache")).open(entry, schema)
     assert not (tmp_path / "cache" / "shard.00000.mds").exists()
 
 
@@ -184,7 +197,7 @@ def test_compressed_shard_of_the_wrong_size(tmp_path: Path):
     path = tmp_path / "shard.00000.mds.zstd"
     path.write_bytes(path.read_bytes() + b"\x00")
     with pytest.raises(ShardFormatError, match=rf"{path} is {entry.zip_data.bytes + 1} bytes"):  # type: ignore[union-attr]
-        ShardFiles(str(tmp_path)).open(entry, schema)
+        files_of(str(tmp_path)).open(entry, schema)
 
 
 @pytest.mark.parametrize("compression", [None, "zstd"])
@@ -193,7 +206,7 @@ def test_validate_hash_accepts_intact_files(tmp_path: Path, compression: str | N
     for algorithm in ("sha1", "xxh64"):
         assert (
             samples(
-                ShardFiles(str(tmp_path), str(tmp_path / algorithm), algorithm).open(entry, schema)
+                files_of(str(tmp_path), str(tmp_path / algorithm), algorithm).open(entry, schema)
             )
             == EXPECTED
         )
@@ -209,7 +222,7 @@ def test_validate_hash_mismatch(tmp_path: Path, compression: str | None):
     expected = entry.data_file.hashes["sha1"]
     message = rf"{path}: sha1 digest is \w+ but index.json says {expected}"
     with pytest.raises(ChecksumError, match=message):
-        ShardFiles(str(tmp_path), str(tmp_path / "cache"), "sha1").open(entry, schema)
+        files_of(str(tmp_path), str(tmp_path / "cache"), "sha1").open(entry, schema)
     assert not (tmp_path / "cache").exists()
 
 
@@ -219,13 +232,13 @@ def test_validate_hash_not_in_the_index(tmp_path: Path):
         ConfigurationError,
         match=r"validate_hash='md5', but index.json records only \['sha1'\] digests for",
     ):
-        ShardFiles(str(tmp_path), validate_hash="md5").open(entry, schema)
+        files_of(str(tmp_path), validate_hash="md5").open(entry, schema)
 
 
 def test_validate_hash_without_any_digest(tmp_path: Path):
     entry, schema = make(tmp_path)
     with pytest.raises(ConfigurationError, match="records only no digests"):
-        ShardFiles(str(tmp_path), validate_hash="sha1").open(entry, schema)
+        files_of(str(tmp_path), validate_hash="sha1").open(entry, schema)
 
 
 # --- hostile input (found by tests/property/test_fuzz_reader.py) -----------------------------
@@ -248,13 +261,13 @@ def test_a_basename_that_names_no_file_is_a_missing_shard(tmp_path: Path, basena
     entry, schema = make(tmp_path)
     (tmp_path / "folder").mkdir()
     with pytest.raises(ShardNotFoundError, match="is missing \\(or not a file\\)"):
-        ShardFiles(str(tmp_path)).open(renamed(entry, basename), schema)
+        files_of(str(tmp_path)).open(renamed(entry, basename), schema)
 
 
 def test_a_compressed_basename_that_names_no_file_is_a_missing_shard(tmp_path: Path):
     entry, schema = make(tmp_path, compression="zstd")
     with pytest.raises(ShardNotFoundError, match="is missing \\(or not a file\\)"):
-        ShardFiles(str(tmp_path)).open(renamed(entry, "x" * 300, "zip_data"), schema)
+        files_of(str(tmp_path)).open(renamed(entry, "x" * 300, "zip_data"), schema)
 
 
 @pytest.mark.parametrize("basename", ["x" * 300, "shard.00000.mds.zstd/inner", "folder"])
@@ -262,7 +275,7 @@ def test_a_decompressed_basename_that_cannot_be_a_file(tmp_path: Path, basename:
     entry, schema = make(tmp_path, compression="zstd")
     (tmp_path / "folder").mkdir()
     with pytest.raises(ShardFormatError, match="cannot store the decompressed shard at"):
-        ShardFiles(str(tmp_path), str(tmp_path)).open(renamed(entry, basename), schema)
+        files_of(str(tmp_path), str(tmp_path)).open(renamed(entry, basename), schema)
 
 
 def test_decompression_stops_at_the_size_the_index_records(tmp_path: Path):
@@ -277,7 +290,7 @@ def test_decompression_stops_at_the_size_the_index_records(tmp_path: Path):
             ShardFormatError,
             match=rf"{path} decompresses to more than the {entry.raw_data.bytes} bytes index.json",
         ):
-            ShardFiles(str(tmp_path)).open(entry, schema)
+            files_of(str(tmp_path)).open(entry, schema)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -292,7 +305,7 @@ def test_every_codec_stops_at_the_size_the_index_records(tmp_path: Path, code: s
     path.write_bytes(bomb)
     entry = replace(entry, zip_data=replace(entry.zip_data, bytes=len(bomb)))  # type: ignore[type-var]
     with pytest.raises(ShardFormatError, match="decompresses to more than the"):
-        ShardFiles(str(tmp_path), str(tmp_path)).open(entry, schema)
+        files_of(str(tmp_path), str(tmp_path)).open(entry, schema)
     assert not (tmp_path / "shard.00000.mds").exists()
 
 
@@ -304,7 +317,7 @@ def test_a_large_shard_is_decompressed_a_piece_at_a_time(tmp_path: Path):
     entry = ShardEntry("mds", 0, raw, packed, "zstd", (), None, {})
     tracemalloc.start()
     try:
-        ShardFiles(str(tmp_path), str(tmp_path / "cache")).materialize(entry)
+        files_of(str(tmp_path), str(tmp_path / "cache")).materialize(entry)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -319,7 +332,7 @@ def test_a_shard_that_decompresses_short_is_not_kept(tmp_path: Path):
     packed = FileInfo("s.mds.zstd", (tmp_path / "s.mds.zstd").stat().st_size)
     entry = ShardEntry("mds", 0, raw, packed, "zstd", (), None, {})
     with pytest.raises(ShardFormatError, match=r"to 1000 bytes but index\.json says 1001"):
-        ShardFiles(str(tmp_path), str(tmp_path)).materialize(entry)
+        files_of(str(tmp_path), str(tmp_path)).materialize(entry)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.mds.zstd"]
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from shardstream import config
 from shardstream.cache.uring import Ring, open_ring
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.policy import ReadPolicy
 
 
 def _ring_or_why() -> tuple[Ring | None, str]:

@@ -13,9 +13,9 @@ from torch.utils.data import DataLoader
 
 from shardstream import MDSWriter, StreamingDataLoader, StreamingDataset
 from shardstream.errors import ConfigurationError
-from shardstream.format.read_policy import ReadPolicy
 from shardstream.loader import dataloader as dataloader_module
 from shardstream.loader.result_pipe import RESULT_PIPE_BYTES, widen_result_pipe
+from shardstream.pipeline.policy import ReadPolicy
 
 COLUMNS = {
     "id": "int",
@@ -201,7 +201,7 @@ def test_batches_decoded_together_equal_torch_collating_each_sample(
     # 610 small samples in ~60 shards, batches of 16: each batch draws a sample or two from
     # each of many shards, so the reader decodes several batches in one call per shard
     # (38 batches + 1 of 2: groups of up to 8, the last one partial).
-    from shardstream.dataset import batch_assembly
+    from shardstream.pipeline import batch_assembly
 
     root = tmp_path / "many"
     with MDSWriter(out=str(root), columns={"id": "int", "data": "bytes"}, size_limit=200) as w:
@@ -247,7 +247,7 @@ def _large_samples(root: Path, count: int) -> Path:
 def test_batches_of_large_samples_leave_workers_as_ids_and_come_out_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    from shardstream.dataset.iteration import SampleReader
+    from shardstream.pipeline.reader import SampleReader
 
     remote = _large_samples(tmp_path / "remote", 600)  # 2 shards for pread, 1 read whole
 
@@ -295,9 +295,9 @@ def test_batches_from_mapped_shards_of_large_values_leave_workers_as_ids(
     # cross through shared memory: the loader's process reads them itself. Samples in order
     # it gathers from the mappings and lets their pages go; shuffled ones it reads from the
     # files, mapping nothing. Arrays of 256 tokens (128 KiB a batch) still cross as values.
-    from shardstream.dataset.iteration import SampleReader
     from shardstream.format.mds import MDSShardView
     from shardstream.format.mds_file import SampleRuns
+    from shardstream.pipeline.reader import SampleReader
 
     root = tmp_path / "tokens"
     count = 19 * (1 << 20) // (2 * tokens)  # two shards over 8 MiB each: both mapped
@@ -376,8 +376,9 @@ def test_the_workers_result_pipe_holds_a_whole_batch(
         pytest.skip("pipe sizes are Linux's")
     sizes: list[int | None] = []
 
-    def widen(iterator: Any) -> int | None:
-        sizes.append(widen_result_pipe(iterator))
+    def widen(iterator: Any, size: int) -> int | None:
+        assert size == ReadPolicy().result_pipe_bytes  # the policy's, passed by the loader
+        sizes.append(widen_result_pipe(iterator, size))
         reader = iterator._worker_result_queue._reader
         sizes.append(fcntl.fcntl(reader.fileno(), fcntl.F_GETPIPE_SZ))
         return sizes[0]

@@ -194,7 +194,7 @@ def test_open_store_passes_options_to_s3():
 def test_a_listing_page_botocore_parsed_itself_still_lists_its_objects():
     # A page whose body reached botocore as no bytes (so no raw XML was kept) is read from
     # botocore's own parse, its URL-encoded keys decoded as the raw route decodes them.
-    from shardstream.storage.s3 import _parsed_objects
+    from shardstream.storage.s3_listing import parsed_objects as _parsed_objects
 
     page = {
         "EncodingType": "url",

@@ -33,7 +33,6 @@ from shardstream.dataset.stream_data import open_remote, open_stream_data
 from shardstream.dataset.streaming import StreamingDataset
 from shardstream.dataset.world import shard_topology
 from shardstream.errors import ConfigurationError
-from shardstream.format.read_policy import ReadPolicy
 from shardstream.loader.dataloader import StreamingDataLoader
 from shardstream.loader.epoch_loader import ConverterDataLoader
 from shardstream.loader.epoch_tail import EpochTail
@@ -50,6 +49,7 @@ from shardstream.loader.petastorm.unischema import (
 )
 from shardstream.loader.petastorm.urls import dataset_files
 from shardstream.loader.transform_spec import as_transform_spec, transformed_fields
+from shardstream.pipeline.policy import ReadPolicy
 from shardstream.sampling import Topology
 from shardstream.storage import open_store
 from shardstream.tables.dataset import ParquetDataset

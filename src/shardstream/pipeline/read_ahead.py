@@ -24,8 +24,8 @@ from typing import Any, cast
 import numpy as np
 
 from shardstream.cache.uring import Ring, open_ring
-from shardstream.dataset.column_batch import ColumnBatch
 from shardstream.format.mds_file import SampleRuns
+from shardstream.pipeline.column_batch import ColumnBatch
 
 __all__ = ["GroupReads", "ReadAhead"]
 

@@ -17,10 +17,10 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from shardstream.dataset.column_batch import Column, ColumnBatch
 from shardstream.errors import ShardstreamError
 from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.shard_view import ShardView
+from shardstream.pipeline.column_batch import Column, ColumnBatch
 
 __all__ = ["LocatedBatch", "decode_columns", "decode_rows"]
 

@@ -10,15 +10,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shardstream.dataset.column_batch import (
+from shardstream.errors import ShardstreamError
+from shardstream.pipeline.column_batch import (
     CAN_PACK,
     ColumnBatch,
     PackedArray,
     PackedBytes,
     for_transfer,
 )
-from shardstream.errors import ShardstreamError
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.policy import ReadPolicy
 
 pytestmark = pytest.mark.skipif(not CAN_PACK, reason="memfd_create is Linux's")  # CI is Linux
 

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shardstream.dataset.batch_assembly import LocatedBatch, decode_columns, decode_rows
 from shardstream.errors import ShardFormatError
+from shardstream.pipeline.batch_assembly import LocatedBatch, decode_columns, decode_rows
 
 
 class _View:

@@ -1,17 +1,21 @@
 """The read policy: every threshold and choice of how shard bytes become batches, in one place.
 
-A reader decides, for each shard and each batch, how the bytes travel: read a small file into
-memory or map it; read the samples of a large-sample shard with ``pread`` instead; read a
-shuffled batch from the mappings or from the files (ahead, in a thread); decode several
-batches at once; hand a batch from a DataLoader worker as values, packed into an in-memory file,
-or as its sample ids for the loader to read. Every such decision is a method of
-:class:`ReadPolicy`, and every number behind one is one of its fields, so that the routes a
-batch can take are named here and nowhere else. Whatever the policy chooses, the batches are
-the same: same values, same types, same order (``tests/property/test_read_routes.py``).
+The policy picks the pipeline's stages once per epoch (:meth:`ReadPolicy.route`, a
+:class:`Route`): whether batches are handed over from a DataLoader worker, and then whether
+by id; whether shuffled groups may be read from the files, and ahead in a thread; how many
+batches the first decode takes. Within those stages, its thresholds say how a shard file is
+opened (read whole, mapped, read with ``pread``: :meth:`ReadPolicy.opening`, passed to the
+cache as its ``FileOpening``), when the open shards are large enough for file reads, how many
+batches to decode together, which columns cross packed, how many shards and bytes stay open,
+when a shard is let go, how many fetch threads a reader has, and how wide the loader's result
+pipe is. Every number behind a choice of reading is one of its fields (retry counts and
+the system's own limits aside). Whatever the
+policy chooses, the batches are the same: same values, same types, same order
+(``tests/property/test_read_routes.py`` enumerates every route).
 
 A dataset builds its policy once, from its settings (:meth:`ReadPolicy.for_settings`), and
-passes it down to its reader, its shard files and the loader. Why each default is what it is,
-with the figures behind it, is in ``docs/design/read-path.md``.
+passes it down to its reader, its shard files and the loader. Why each default is what it is
+is said by its field; the figures behind them are in ``docs/design/read-path.md``.
 """
 
 from __future__ import annotations
@@ -20,14 +24,44 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ReadPolicy", "ShardOpening"]
+import numpy as np
+from numpy.typing import NDArray
 
-#: How a shard file is opened: read into memory, memory-mapped, or kept open for ``pread``.
-ShardOpening = Literal["whole", "map", "pread"]
+from shardstream.cache.shard_files import ShardOpening
+
+__all__ = ["ReadPolicy", "Route", "ShardOpening"]
+
+#: How a reading entrance takes its batches: sample by sample, as ids, or as columns.
+Entrance = Literal["samples", "ids", "columns"]
 
 _KIB = 1 << 10
 _MIB = 1 << 20
 _GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Route:
+    """The stages of one epoch's pipeline, as the policy picks them (:meth:`ReadPolicy.route`).
+
+    Attributes:
+        decode: The decode stage: sample dicts one by one, ids (a subclass's
+            ``__getitem__`` makes each sample), or whole batches as columns.
+        hand_over: The batches leave a DataLoader worker (packed where large, see
+            ``for_transfer``); ``bytes`` columns may hold views of the shards until then.
+        by_id: A batch whose shards another process reads as cheaply (not read whole into
+            memory) is handed over as its sample ids, for the loader's read stage.
+        file_reads: Shuffled groups of mapped shards may be read from their files (not
+            with ``zero_copy``, whose values are views of the mappings).
+        read_ahead: Those reads run ahead, in a thread.
+        first_rows: Batches the first decode takes.
+    """
+
+    decode: Entrance
+    hand_over: bool
+    by_id: bool
+    file_reads: bool
+    read_ahead: bool
+    first_rows: int
 
 
 @dataclass(frozen=True)
@@ -61,6 +95,23 @@ class ReadPolicy:
         fetch_threads: Threads that fetch and open shards ahead of the reader.
         prefetch_factor: Batches each DataLoader worker may have ahead (when the caller sets
             none).
+        first_rows: Batches the first decode of an epoch takes: one, so that the first batch
+            waits for no other (time to first batch); later decodes take
+            ``rows_per_decode``.
+        in_order_spread: A group's samples of a shard count as read in order (read from the
+            mapping, whose pages go with the shard) when they span fewer than this many
+            times their number of samples; a shuffle spreads them over the whole shard.
+        keep_open_tail: Shards whose last use falls in the last ``1 / keep_open_tail`` of an
+            epoch's batches stay open after it: they add nothing to the epoch's peak, and the
+            next epoch would open them (and fault their pages in) again.
+        max_fetch_threads: Fetch threads a reader has at most, whatever its download slots
+            carry (``fetch_threads_for``): as many as an S3 reader's pooled connections;
+            more only contend for the interpreter's lock.
+        idle_fetch_threads: Fetch threads of a reader with nothing to fetch (local-only
+            streams): they only open shards ahead.
+        result_pipe_bytes: What a DataLoader's result pipe is widened to: Linux's default
+            ceiling for an unprivileged process (``/proc/sys/fs/pipe-max-size``), room for a
+            whole batch of small values; larger values cross packed or by id, not through it.
 
     Example:
         from shardstream import ReadPolicy, StreamingDataset
@@ -85,6 +136,12 @@ class ReadPolicy:
     by_id: bool = True
     fetch_threads: int = 4
     prefetch_factor: int = 4
+    first_rows: int = 1
+    in_order_spread: int = 2
+    keep_open_tail: int = 8
+    max_fetch_threads: int = 32
+    idle_fetch_threads: int = 4
+    result_pipe_bytes: int = 1 * _MIB
 
     @classmethod
     def for_settings(
@@ -114,6 +171,67 @@ class ReadPolicy:
             read_ahead=io_uring and cache_limit is None,
             by_id=cache_limit is None,
             fetch_threads=fetch_threads,
+        )
+
+    def fetch_threads_for(
+        self, *, remote: bool, local_disk: bool, download_concurrency: int, share: int = 1
+    ) -> int:
+        """Fetch threads of a reader: one a download the node allows, to hide request latency.
+
+        Copying a shard from a disk of this machine takes microseconds, and more threads only
+        contend for the interpreter's lock: one. A reader whose stores include any network
+        store, network file system or FUSE mount gets a thread for each download the node's
+        slots carry at once, ``download_concurrency * share`` (at most
+        :attr:`max_fetch_threads`, unless the slots alone are more): over a link with tens of
+        milliseconds to a first byte, a first batch spread over many small shards waits one
+        round trip per ``threads`` shards.
+
+        Args:
+            remote: Some stream has a store to fetch from.
+            local_disk: Every such store is a disk of this machine.
+            download_concurrency: The node's download slots.
+            share: Downloads of the dataset's shards one slot carries.
+        """
+        if remote and local_disk:
+            return 1
+        if not remote:
+            return min(self.idle_fetch_threads, download_concurrency)
+        wanted = min(download_concurrency * share, self.max_fetch_threads)
+        return max(download_concurrency, wanted)
+
+    def release_before(self, rows: int) -> int:
+        """Of an epoch's ``rows`` batches, those after whose last use a shard is let go."""
+        tail = max(1, self.keep_open_tail)
+        return rows * (tail - 1) // tail
+
+    def in_order(self, span: NDArray[np.int64], samples: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Whether each shard's ``samples`` samples, spanning ``span`` indices, are in order."""
+        return span < self.in_order_spread * samples
+
+    def route(
+        self,
+        decode: Entrance,
+        *,
+        hand_over: bool = False,
+        mean_sample_bytes: float = 0.0,
+        width: int = 1,
+    ) -> Route:
+        """The stages of an epoch read through ``decode``, chosen once for the epoch.
+
+        Args:
+            decode: The reading entrance's decode stage.
+            hand_over: The batches leave a DataLoader worker.
+            mean_sample_bytes: The mean bytes a sample of the epoch's first batch's shards.
+            width: The device batch size.
+        """
+        columns = decode == "columns"
+        return Route(
+            decode=decode,
+            hand_over=columns and hand_over,
+            by_id=columns and hand_over and self.hands_over_ids(mean_sample_bytes, width),
+            file_reads=columns and not self.zero_copy,
+            read_ahead=self.read_ahead,
+            first_rows=max(1, self.first_rows),
         )
 
     def replace(self, **changes: object) -> ReadPolicy:

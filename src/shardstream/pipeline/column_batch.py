@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.errors import ShardstreamError
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.policy import ReadPolicy
 
 __all__ = [
     "CAN_PACK",

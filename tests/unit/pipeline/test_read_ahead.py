@@ -14,10 +14,10 @@ from tests.mds_shards import SCHEMA, corrupt_shard, file_of, mapped_view, sample
 from tests.memory import HAS_PROC_STATUS, mapped_kib
 
 from shardstream import StreamingDataLoader, StreamingDataset
-from shardstream.dataset.read_ahead import GroupReads
 from shardstream.errors import ShardFormatError
 from shardstream.format.mds_file import SampleFile, SampleRuns, ShardFile, read_samples
-from shardstream.format.read_policy import ReadPolicy
+from shardstream.pipeline.policy import ReadPolicy
+from shardstream.pipeline.read_ahead import GroupReads
 from shardstream.writer import MDSWriter
 
 Picks = list[tuple[int, int]]

@@ -13,7 +13,7 @@ from tests.streaming_data import write_dataset
 
 from shardstream import StreamingDataset
 from shardstream.cache.shard_cache import ShardCache
-from shardstream.dataset.iteration import _last_uses
+from shardstream.pipeline.fetch import last_uses
 
 
 @settings(max_examples=200, deadline=None)
@@ -22,7 +22,7 @@ from shardstream.dataset.iteration import _last_uses
     st.integers(1, 6),
 )
 def test_each_shard_is_done_after_the_last_row_that_uses_it(shards, width):
-    done = _last_uses(shards, width)  # rows of ``width``, the last one maybe short
+    done = last_uses(shards, width)  # rows of ``width``, the last one maybe short
     rows = [shards[at : at + width] for at in range(0, len(shards), width)]
     released = [shard for row in sorted(done) for shard in done[row]]
     assert sorted(released) == sorted(set(shards.tolist()))  # each shard once

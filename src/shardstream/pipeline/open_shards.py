@@ -11,20 +11,35 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from shardstream.cache import ShardCache
-from shardstream.dataset.stream_data import StreamData
 from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
-from shardstream.format.read_policy import ReadPolicy
 from shardstream.format.shard_view import ShardView
+from shardstream.pipeline.policy import ReadPolicy
 
-__all__ = ["OpenShards"]
+__all__ = ["OpenShards", "ShardSource"]
 
 logger = logging.getLogger(__name__)
 
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
+
+
+class ShardSource(Protocol):
+    """A stream's shards on local disk, opened by their number in the stream.
+
+    ``LocalDataset`` (MDS) and ``ParquetDataset`` (row groups) are the sources a dataset has.
+    """
+
+    def shard_view(self, shard: int) -> ShardView:
+        """Random access to shard ``shard``'s samples (opens it)."""
+        ...
+
+    def release(self, shard: int) -> None:
+        """Let go of shard ``shard`` (values handed out stay valid)."""
+        ...
 
 
 class OpenShards:
@@ -39,7 +54,7 @@ class OpenShards:
 
     def __init__(
         self,
-        datasets: Sequence[StreamData],
+        datasets: Sequence[ShardSource],
         stream_first_shard: Sequence[int],
         cache: ShardCache,
         policy: ReadPolicy,

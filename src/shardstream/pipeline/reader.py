@@ -1,0 +1,153 @@
+"""The reading entrances of a dataset, each driving the pipeline's stages.
+
+A :class:`SampleReader` is made once per process. Each entrance builds its pipeline from the
+stages of this package, with the stages the read policy picks for the epoch
+(:meth:`~shardstream.pipeline.policy.ReadPolicy.route`), and drives it:
+
+- :meth:`SampleReader.samples`: plan -> fetch -> decode as samples;
+- :meth:`SampleReader.ids`: plan -> fetch -> ids (a subclass's ``__getitem__`` decodes);
+- :meth:`SampleReader.columns`: plan -> fetch -> decode as columns, and
+  :meth:`SampleReader.batches` -> hand over, in a DataLoader worker;
+- :meth:`SampleReader.read_batch`: the loader's read of a batch handed over by id;
+- :meth:`SampleReader.get`: a one-id plan, located and decoded in the caller's thread (a
+  sample at a time needs no look-ahead).
+
+Whatever the route, the samples are the same, in the same order
+(``tests/property/test_read_routes.py``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shardstream.cache import ShardCache
+from shardstream.pipeline.column_batch import ColumnBatch
+from shardstream.pipeline.decode import Batch, Columns, Ids, Samples
+from shardstream.pipeline.fetch import Fetch
+from shardstream.pipeline.handover import HandOver, ReadByIds
+from shardstream.pipeline.open_shards import OpenShards, ShardSource
+from shardstream.pipeline.plan import Plan
+from shardstream.pipeline.policy import ReadPolicy, Route
+from shardstream.pipeline.stage import Stage, drain
+
+__all__ = ["Batch", "SampleReader"]
+
+
+class SampleReader:
+    """Decodes samples by dataset-wide id, making their shards present first.
+
+    Args:
+        datasets: One source per stream, over the stream's local folder.
+        shard_starts: The first dataset-wide sample id of every shard, plus the total.
+        stream_first_shard: The first dataset-wide shard of every stream, plus the total.
+        cache: The node's shard cache.
+        policy: The read policy.
+    """
+
+    def __init__(
+        self,
+        datasets: Sequence[ShardSource],
+        shard_starts: NDArray[np.int64],
+        stream_first_shard: Sequence[int],
+        cache: ShardCache,
+        policy: ReadPolicy,
+    ) -> None:
+        self.policy = policy
+        self.shard_starts = shard_starts
+        self._starts = shard_starts.tolist()
+        self.cache = cache
+        self.open = OpenShards(datasets, stream_first_shard, cache, policy)
+        self._by_ids = ReadByIds(self.open, shard_starts, policy)
+
+    def get(self, sample_id: int) -> dict[str, Any]:
+        """Decode one sample by dataset-wide id, fetching its shard if needed."""
+        starts = self._starts
+        shard = bisect.bisect_right(starts, sample_id) - 1  # a scalar: no array round trip
+        return self.open.view(shard).get(sample_id - starts[shard])
+
+    def fetch(self, ids: NDArray[np.int64], batch_size: int, *, predownload: int) -> Fetch:
+        """The plan and fetch stages over ``ids`` (device batches of ``batch_size``)."""
+        plan = Plan(ids, batch_size)
+        return Fetch(plan, self.shard_starts, self.open, self.cache, self.policy, predownload)
+
+    def route(
+        self, decode: Any, ids: NDArray[np.int64], batch_size: int, *, for_worker: bool = False
+    ) -> Route:
+        """The stages the policy picks for an epoch of ``ids`` read through ``decode``.
+
+        The size of the epoch's samples is judged from its first batch's shards (from their
+        index entries: nothing is read), so that picking costs the first batch nothing.
+        """
+        mean = 0.0
+        if decode == "columns" and for_worker and ids.size:
+            first = np.searchsorted(self.shard_starts, ids[:batch_size], side="right") - 1
+            mean = self.open.mean_sample_bytes(np.unique(first).tolist())
+        return self.policy.route(
+            decode, hand_over=for_worker, mean_sample_bytes=mean, width=batch_size
+        )
+
+    def samples(
+        self, ids: NDArray[np.int64], batch_size: int, *, predownload: int
+    ) -> Iterator[dict[str, Any]]:
+        """Yield the samples of ``ids`` (device batches of ``batch_size``, in order) one by one."""
+        stage = Samples(self.fetch(ids, batch_size, predownload=predownload))
+        for batch in drain(stage):
+            yield from batch
+
+    def ids(self, ids: NDArray[np.int64], batch_size: int, *, predownload: int) -> Iterator[int]:
+        """Yield ``ids`` one by one, each one's shard fetched (and read ahead) first."""
+        stage = Ids(self.fetch(ids, batch_size, predownload=predownload), self._starts)
+        for batch in drain(stage):
+            yield from batch
+
+    def columns_stage(
+        self,
+        ids: NDArray[np.int64],
+        batch_size: int,
+        *,
+        predownload: int,
+        for_worker: bool = False,
+    ) -> Stage[Batch]:
+        """The pipeline of :meth:`columns` (with the hand-over stage, ``for_worker``)."""
+        route = self.route("columns", ids, batch_size, for_worker=for_worker)
+        fetch = self.fetch(ids, batch_size, predownload=predownload)
+        columns = Columns(fetch, self.open, self.shard_starts, self.policy, route)
+        return HandOver(columns, self.policy) if for_worker else columns
+
+    def columns(
+        self,
+        ids: NDArray[np.int64],
+        batch_size: int,
+        *,
+        predownload: int,
+        for_worker: bool = False,
+    ) -> Iterator[Batch]:
+        """Yield each device batch of ``ids`` (of ``batch_size``, the last maybe short) as columns.
+
+        A batch whose shards disagree on the columns (streams of other schemas) comes as a
+        list of sample dicts instead, for the caller to collate as it would any samples.
+        ``for_worker``: the batches leave a DataLoader worker. ``bytes`` columns of MDS shards
+        may hold memoryviews of the shards, which the caller must copy or drop before asking
+        for the next batch (:meth:`batches` does); a batch the route hands over by id comes as
+        its ids (:class:`~shardstream.pipeline.column_batch.BatchRefs`), its shards present in
+        the cache, for :meth:`read_batch`.
+        """
+        route = self.route("columns", ids, batch_size, for_worker=for_worker)
+        fetch = self.fetch(ids, batch_size, predownload=predownload)
+        return drain(Columns(fetch, self.open, self.shard_starts, self.policy, route))
+
+    def batches(
+        self, ids: NDArray[np.int64], batch_size: int, *, predownload: int, for_worker: bool
+    ) -> Iterator[Batch]:
+        """:meth:`columns`, handed over (ready to leave the worker) when ``for_worker``."""
+        stage = self.columns_stage(ids, batch_size, predownload=predownload, for_worker=for_worker)
+        return drain(stage)
+
+    def read_batch(self, ids: NDArray[np.int64]) -> ColumnBatch | list[dict[str, Any]]:
+        """The device batch of ``ids`` (a ``BatchRefs``), decoded as :meth:`columns` would."""
+        return self._by_ids.read(ids)

@@ -19,10 +19,16 @@ listing stays botocore's and is not measured again). Each client measures:
 
 CPU figures are robust on a shared machine; wall-clock ones are not (say so when quoting them).
 
+``--kind gcs|azure|http`` measures the same for fake-gcs-server, Azurite or a static HTTP
+server (``benchmarks/client_stores.py``): today's store (``GCSStore``, ``AzureStore``,
+``HTTPStore``) against ``ObstoreClient`` of the same kind, without ``small_get_timed`` and,
+for HTTP, without a listing.
+
 Run::
 
     PYTHONPATH=src .venv/bin/python benchmarks/client_bench.py --out client.json
     PYTHONPATH=src .venv/bin/python benchmarks/client_bench.py --quick   # a smoke run
+    PYTHONPATH=src .venv/bin/python benchmarks/client_bench.py --quick --kind gcs
 """
 
 from __future__ import annotations
@@ -118,8 +124,10 @@ def worker(args: Any) -> dict[str, Any]:
     report: dict[str, Any] = {"client": args.worker}
     with Clock() as clock:
         if args.worker != "obstore":
-            if args.worker == "s3store-obstore":
-                os.environ["SHARDSTREAM_S3_CLIENT"] = "obstore"
+            # S3Store reads through obstore by default: name each client
+            os.environ["SHARDSTREAM_S3_CLIENT"] = (
+                "obstore" if args.worker == "s3store-obstore" else "botocore"
+            )
             from shardstream.storage import S3Store
 
             store = S3Store(f"s3://{args.bucket}", endpoint_url=args.endpoint, key=args.key,
@@ -199,6 +207,72 @@ def worker(args: Any) -> dict[str, Any]:
     return report
 
 
+def store_worker(args: Any) -> dict[str, Any]:
+    """One GCS, Azure or HTTP client's figures (``--kind``), as :func:`worker` measures S3's."""
+    from benchmarks.client_stores import client
+
+    size = args.large_mib * MiB
+    report: dict[str, Any] = {"client": args.worker}
+    with Clock() as clock:
+        get, list_all, _ = client(args.kind, args.worker, args.url, args.endpoint)
+        get(SMALL_OBJECT, 0, 1)
+    report["construct"] = {"cpu_s": clock.cpu, "wall_s": clock.wall}
+    get(SMALL_OBJECT, 0, 1024)
+    with Clock() as clock:
+        for index in range(args.gets):
+            start = (index * 1024) % (MiB - 1024)
+            assert len(get(SMALL_OBJECT, start, start + 1024)) == 1024
+    report["small_get"] = {"cpu_ms": 1e3 * clock.cpu / args.gets,
+                           "wall_ms": 1e3 * clock.wall / args.gets}  # fmt: skip
+    report["small_get_timed"] = report["small_get"]  # not measured again here
+    with Clock() as clock:
+        assert len(get(LARGE_OBJECT, 0, size)) == size
+    report["stream_1"] = {"mb_s": size / 1e6 / clock.wall, "cpu_s": clock.cpu}
+    part = size // 8
+    with Clock() as clock, ThreadPoolExecutor(8) as pool:
+        parts = list(pool.map(lambda i: get(LARGE_OBJECT, i * part, (i + 1) * part), range(8)))
+        assert sum(len(p) for p in parts) == 8 * part
+    report["stream_8"] = {"mb_s": 8 * part / 1e6 / clock.wall, "cpu_s": clock.cpu}
+    if args.kind != "http":
+        pages = -(-args.keys // 1000)
+        with Clock() as clock:
+            listed = list_all("list/")
+        assert listed == args.keys, listed
+        report["listing"] = {"pages_s": pages / clock.wall, "cpu_ms_page": 1e3 * clock.cpu / pages}
+    return report
+
+
+def run_store_kind(args: Any) -> dict[str, dict[str, Any]]:
+    """GCS, Azure or HTTP: today's client against obstore, straight and through the link."""
+    from benchmarks.client_stores import run_server, seed
+
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp, run_server(args.kind, "client-bench") as server:
+        seed(server, {SMALL_OBJECT: os.urandom(MiB),
+                      LARGE_OBJECT: os.urandom(args.large_mib * MiB)}, args.keys)  # fmt: skip
+        link = LinkProcess(f"127.0.0.1:{server.port}", tmp, ["--latency-ms", "30",
+                           "--connection-mbps", "80", "--link-mbps", "125"], "client")  # fmt: skip
+        direct = f"127.0.0.1:{server.port}"
+        linked = link.endpoint.removeprefix("http://")
+        try:
+            for path, gets in (("direct", args.gets), ("link", args.link_gets)):
+                host = direct if path == "direct" else linked
+                url, endpoint = (server.url.replace(direct, host),
+                                 server.endpoint.replace(direct, host))  # fmt: skip
+                results[path] = {}
+                for which in ("current", "obstore"):
+                    command = [sys.executable, __file__, "--worker", which, "--kind", args.kind,
+                               "--url", url, "--endpoint", endpoint, "--gets", str(gets),
+                               "--keys", str(args.keys),
+                               "--large-mib", str(args.large_mib)]  # fmt: skip
+                    done = subprocess.run(command, capture_output=True, text=True, check=False)
+                    results[path][which] = (json.loads(done.stdout) if done.returncode == 0
+                                            else {"error": done.stderr[-2000:]})  # fmt: skip
+        finally:
+            link.stop()
+    return results
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
     lines = ["| path | client | construct CPU s | CPU ms/GET | CPU ms/GET timed | MB/s 1 | "
              "MB/s 8 | pages/s | CPU ms/page |", "|" + " --- |" * 9]  # fmt: skip
@@ -227,15 +301,24 @@ def main() -> int:
     parser.add_argument("--large-mib", type=int, default=64)
     parser.add_argument("--quick", action="store_true", help="a smoke run: fewer of everything")
     parser.add_argument("--out", help="write the JSON report here")
-    parser.add_argument("--worker", choices=CLIENTS, help=argparse.SUPPRESS)
-    for name in ("endpoint", "key", "bucket", "prefix"):
+    parser.add_argument("--kind", choices=("s3", "gcs", "azure", "http"), default="s3",
+                        help="the kind of store: SeaweedFS, fake-gcs-server, Azurite, a static "
+                        "HTTP server")  # fmt: skip
+    parser.add_argument("--worker", choices=(*CLIENTS, "current"), help=argparse.SUPPRESS)
+    for name in ("endpoint", "key", "bucket", "prefix", "url"):
         parser.add_argument(f"--{name}", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args)))
+        print(json.dumps(worker(args) if args.kind == "s3" else store_worker(args)))
         return 0
     if args.quick:
         args.gets, args.link_gets, args.keys, args.large_mib = 200, 50, 2000, 16
+    if args.kind != "s3":
+        stores = run_store_kind(args)
+        print(table(stores))
+        if args.out:
+            Path(args.out).write_text(json.dumps(stores, indent=2) + "\n", encoding="utf-8")
+        return 0
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp, run_seaweedfs(Path(tmp) / "weed") as server:
         prefix = "client-bench"

@@ -6,7 +6,7 @@ Usage::
     .venv/bin/python benchmarks/suite.py --merge-only     # re-merge the drivers' JSON in --out-dir
 
 Runs the drivers one after another, each in its own process (``format``, ``sampling``,
-``shuffle``, ``node_bytes``, ``parquet``, ``delta``, ``download``, ``streaming``,
+``shuffle``, ``node_bytes``, ``parquet``, ``delta``, ``tables``, ``download``, ``streaming``,
 ``streaming_issue`` (the epochs again at the full-scale sizes: 1M samples of 1 KiB, 20k of
 ~100 KiB), ``spark``); each writes its JSON into ``--out-dir``. Then the rows of every JSON
 (``suite_rows.py``) become one table: workload, metric, shardstream, the best peer, the
@@ -72,6 +72,7 @@ DRIVERS = [
     Driver("node_bytes", "node_bytes_bench.py", (), ("--quick",), 3.0),
     Driver("parquet", "parquet_bench.py", (), ("--quick",), 2.5),
     Driver("delta", "delta_bench.py", (), ("--quick",), 3.0),
+    Driver("tables", "tables_bench.py", (), ("--quick",), 6.0),
     Driver("download", "download_bench.py", (), ("--quick",), 2.0),
     Driver(
         "streaming",

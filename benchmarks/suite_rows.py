@@ -345,6 +345,26 @@ def _delta_rows(report: dict[str, Any]) -> list[Row]:
     ]  # fmt: skip
 
 
+def _tables_rows(report: dict[str, Any]) -> list[Row]:
+    """tables_bench.py: Parquet and Delta beside pyarrow's to_batches -> torch (the floor)."""
+    rows = []
+    for name, result in report.get("results", {}).items():
+        table, kind, batch = name.split("/")
+        label = f"{table} {kind}, batch {batch} ({report['rows']:,} rows)"
+        unshuffled, shuffled = result["unshuffled"], result["shuffled"]
+        rows += [
+            Row(label, "table iteration, unshuffled", "samples/s", unshuffled["rows_per_s"],
+                {"pyarrow to_batches": result["floor"]["rows_per_s"]}, target=0.8,
+                checks_passed=unshuffled["checks_passed"] and result["floor"]["checks_passed"],
+                source="tables", note="peer: the floor, pyarrow's own reader -> torch"),
+            Row(label, "table iteration, shuffled", "samples/s", shuffled["rows_per_s"],
+                {"shardstream unshuffled": unshuffled["rows_per_s"]}, target=0.5,
+                checks_passed=shuffled["checks_passed"], source="tables",
+                note="peer: the same table unshuffled (target: within 2x)"),
+        ]  # fmt: skip
+    return rows
+
+
 def _shuffle_rows(report: dict[str, Any]) -> list[Row]:
     """shuffle_quality.py: simulated shard downloads per node, py1s and py1e (LRU of 64)."""
     rows = []
@@ -395,6 +415,7 @@ EXTRACTORS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "sampling": _sampling_rows,
     "parquet": _parquet_rows,
     "delta": _delta_rows,
+    "tables": _tables_rows,
     "shuffle": _shuffle_rows,
     "node_bytes": _node_bytes_rows,
     "streaming_issue": functools.partial(_epoch_rows, sizes=True),

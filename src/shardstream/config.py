@@ -41,6 +41,7 @@ from shardstream.sampling.topology import Sourced
 
 __all__ = [
     "AzureEnvironment",
+    "azure_client",
     "azure_environment",
     "cache_root",
     "databricks_host",
@@ -138,7 +139,9 @@ def s3_unsigned(environ: Mapping[str, str] | None = None) -> bool:
 def s3_client(environ: Mapping[str, str] | None = None) -> str:
     """Which client S3 reads go through, from ``SHARDSTREAM_S3_CLIENT``.
 
-    ``botocore`` (the default) or ``obstore`` (``shardstream.storage.obstore_client``).
+    ``auto`` (the default: obstore when the ``obstore`` package is installed, else botocore;
+    ``shardstream.storage.s3`` settles it), ``obstore`` (``shardstream.storage.obstore_client``,
+    an error naming the extra if it is missing) or ``botocore``.
 
     Args:
         environ: The environment to read (default: ``os.environ``).
@@ -147,10 +150,32 @@ def s3_client(environ: Mapping[str, str] | None = None) -> str:
         ConfigurationError: The variable names another client.
     """
     environ = os.environ if environ is None else environ
-    text = environ.get("SHARDSTREAM_S3_CLIENT", "").strip().lower() or "botocore"
-    if text not in ("botocore", "obstore"):
+    text = environ.get("SHARDSTREAM_S3_CLIENT", "").strip().lower() or "auto"
+    if text not in ("auto", "botocore", "obstore"):
         raise ConfigurationError(
-            f"SHARDSTREAM_S3_CLIENT={text!r} (environment) is neither botocore nor obstore"
+            f"SHARDSTREAM_S3_CLIENT={text!r} (environment) is none of auto, botocore and obstore"
+        )
+    return text
+
+
+def azure_client(environ: Mapping[str, str] | None = None) -> str:
+    """Which client Azure Blob reads go through, from ``SHARDSTREAM_AZURE_CLIENT``.
+
+    ``auto`` (the default: obstore when the ``obstore`` package is installed and the
+    credentials are ones it takes, else adlfs; ``shardstream.storage.azure`` settles it) or
+    ``adlfs``.
+
+    Args:
+        environ: The environment to read (default: ``os.environ``).
+
+    Raises:
+        ConfigurationError: The variable names another client.
+    """
+    environ = os.environ if environ is None else environ
+    text = environ.get("SHARDSTREAM_AZURE_CLIENT", "").strip().lower() or "auto"
+    if text not in ("auto", "adlfs"):
+        raise ConfigurationError(
+            f"SHARDSTREAM_AZURE_CLIENT={text!r} (environment) is neither auto nor adlfs"
         )
     return text
 

@@ -24,6 +24,7 @@ from .servers_gcs_azure import (  # noqa: F401 (fake-gcs-server and Azurite fixt
     gcs_env,
     gcs_server,
     store_factory_azure,
+    store_factory_azure_adlfs,
     store_factory_gcs,
 )
 from .store_factories import (  # noqa: F401 (the local, s3 and http conformance fixtures)
@@ -32,6 +33,8 @@ from .store_factories import (  # noqa: F401 (the local, s3 and http conformance
     store_factory_http,
     store_factory_local,
     store_factory_s3,
+    store_factory_s3_botocore,
+    store_factory_s3_obstore,
 )
 
 __all__ = ["S3Server"]  # for the tests that type their fixtures with it

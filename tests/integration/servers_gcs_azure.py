@@ -249,5 +249,17 @@ def store_factory_gcs(gcs_env: GCSServer) -> Callable[[], GCSStore]:
 
 @pytest.fixture
 def store_factory_azure(azure_env: AzureServer) -> Callable[[], AzureStore]:
-    """Fresh, empty Azure stores (a new prefix each) for the conformance suite."""
+    """Fresh, empty Azure stores (a new prefix each) for the conformance suite.
+
+    As users get them: reads through obstore when it is installed, else adlfs.
+    """
+    return lambda: azure_env.store("conformance")
+
+
+@pytest.fixture
+def store_factory_azure_adlfs(
+    azure_env: AzureServer, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[], AzureStore]:
+    """Fresh Azure stores whose reads go through adlfs (``SHARDSTREAM_AZURE_CLIENT=adlfs``)."""
+    monkeypatch.setenv("SHARDSTREAM_AZURE_CLIENT", "adlfs")
     return lambda: azure_env.store("conformance")

@@ -1,4 +1,4 @@
-"""Store factories for the conformance suite: ``local``, ``s3`` and (read-only) ``http``.
+"""Store factories for the conformance suite: ``local``, ``s3`` (each client) and ``http``.
 
 ``store_factory_<name>`` returns a callable that gives a fresh, empty dataset root each time.
 A read-only backend also provides ``seed_<name>``: ``seed(store, key, data)`` puts an object
@@ -29,6 +29,8 @@ __all__ = [
     "store_factory_http",
     "store_factory_local",
     "store_factory_s3",
+    "store_factory_s3_botocore",
+    "store_factory_s3_obstore",
 ]
 
 StoreFactory = Callable[[], ObjectStore]
@@ -43,7 +45,27 @@ def store_factory_local(tmp_path: Path) -> StoreFactory:
 
 @pytest.fixture
 def store_factory_s3(s3_env: S3Server) -> StoreFactory:
+    """S3Store as users get it: its reads through obstore when installed, else botocore."""
     return lambda: S3Store(s3_env.url("conformance"))
+
+
+@pytest.fixture
+def store_factory_s3_obstore(s3_env: S3Server, monkeypatch: pytest.MonkeyPatch) -> StoreFactory:
+    """S3Store with its reads through obstore (``SHARDSTREAM_S3_CLIENT=obstore``)."""
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "obstore")
+    return lambda: _reading_through(S3Store(s3_env.url("conformance")), "obstore")
+
+
+@pytest.fixture
+def store_factory_s3_botocore(s3_env: S3Server, monkeypatch: pytest.MonkeyPatch) -> StoreFactory:
+    """S3Store with its reads through botocore (``SHARDSTREAM_S3_CLIENT=botocore``)."""
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "botocore")
+    return lambda: _reading_through(S3Store(s3_env.url("conformance")), "botocore")
+
+
+def _reading_through(store: S3Store, client: str) -> S3Store:
+    assert store._read_client == client  # the switch was read, and names this client
+    return store
 
 
 @pytest.fixture(scope="session")

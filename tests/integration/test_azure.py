@@ -34,6 +34,7 @@ from shardstream.storage import (
     fetch_listing,
     open_store,
 )
+from shardstream.storage.obstore_client import ObstoreClient
 
 from .faults import FaultProxy
 from .servers_gcs_azure import AzureServer
@@ -353,3 +354,32 @@ def test_a_wrong_200_listing_or_body_is_a_transfer_error(
         dest = tmp_path / "copy"
         assert download_file(store, "f", str(dest), DownloadOptions(retry=2), expected_size=17)
         assert dest.read_bytes() == b"through the proxy"
+
+
+def test_reads_go_through_obstore_unless_its_credentials_or_the_switch_say_otherwise(
+    azure_env: AzureServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Reads go through obstore for the credentials it takes; adlfs for the rest, or if asked."""
+    monkeypatch.delenv("SHARDSTREAM_AZURE_CLIENT", raising=False)
+    url = azure_env.url("client")
+    writer = AzureStore(url, connection_string=azure_env.connection_string)
+    source = tmp_path / "f"
+    source.write_bytes(b"0123456789")
+    writer.put_file(str(source), "k.bin")
+    fast = AzureStore(url)  # the connection string from the environment
+    assert fast.get_range("k.bin", 2, 5) == b"234"
+    assert fast.info("k.bin") == writer.info("k.bin")  # the same tag under both clients
+    assert isinstance(fast._obstore, ObstoreClient)
+    assert fast._fs is None  # adlfs never made for reading
+    keyed = AzureStore(url, account_name=azure_env.account, account_key=azure_env.key,
+                       endpoint_url=azure_env.endpoint)  # fmt: skip
+    assert keyed.get_bytes("k.bin") == b"0123456789"
+    assert isinstance(keyed._obstore, ObstoreClient)
+    options = AzureStore(url, client_options={"retry_total": 0})  # the SDK's own settings
+    assert options.get_range("k.bin", 0, 1) == b"0"
+    assert options._obstore is False
+    monkeypatch.setenv("SHARDSTREAM_AZURE_CLIENT", "adlfs")
+    asked = AzureStore(url)
+    assert asked.get_range("k.bin", 0, 2) == b"01"
+    assert asked._obstore is False
+    assert asked._fs is not None

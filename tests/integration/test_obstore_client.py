@@ -279,11 +279,11 @@ def test_gcs_emulator_refuses_xml_uploads(gcs_server: GCSServer, tmp_path: Path)
 
 
 @pytest.mark.s3
-def test_s3store_reads_through_obstore_when_asked(
+def test_s3store_reads_through_obstore_by_default_and_botocore_when_asked(
     s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``SHARDSTREAM_S3_CLIENT=obstore``: S3Store's reads never build the botocore client."""
-    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "obstore")
+    """With obstore installed, S3Store reads never build the botocore client unless asked."""
+    monkeypatch.delenv("SHARDSTREAM_S3_CLIENT", raising=False)
     url = s3_env.url("switch")
     store = S3Store(url)
     source = tmp_path / "f.bin"
@@ -291,20 +291,23 @@ def test_s3store_reads_through_obstore_when_asked(
     store.put_file(str(source), "k.bin")  # writes stay on s3fs
     assert store.get_range("k.bin", 2, 5) == b"234"
     assert store.get_bytes("k.bin") == b"0123456789"
+    assert store.get_bytes_info("k.bin")[1] == store.info("k.bin")
     assert store.get_range("k.bin", 3, 3) == b""
     with pytest.raises(StorageError, match=r"k\.bin"):
         store.get_range("k.bin", 5, 11)
     with pytest.raises(ObjectNotFoundError, match=r"s3://.*/none\.bin"):
         store.get_range("none.bin", 0, 1)
     assert store._client is None  # the botocore client of reads: never made
+    assert isinstance(store._obstore, ObstoreClient)
     monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "boto")
     with pytest.raises(ConfigurationError, match="SHARDSTREAM_S3_CLIENT"):
         S3Store(url)
-    monkeypatch.delenv("SHARDSTREAM_S3_CLIENT")
-    default = S3Store(url)
-    assert default.get_range("k.bin", 0, 3) == b"012"
-    assert default._client is not None  # botocore stays the default
-    assert default._obstore is None
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "botocore")
+    escape = S3Store(url)
+    assert escape.get_range("k.bin", 0, 3) == b"012"
+    assert escape.info("k.bin").size == 10
+    assert escape._client is not None  # the old path, whole
+    assert escape._obstore is None
 
 
 @pytest.mark.s3

@@ -14,8 +14,7 @@ from tests.writer_samples import COLUMNS, check_dataset, sample
 
 from shardstream import MDSWriter
 from shardstream.errors import CredentialsError, ObjectNotFoundError, StorageError, UploadError
-from shardstream.storage import S3Store, open_store
-from shardstream.storage import s3 as s3_module
+from shardstream.storage import S3Store, _aws_chain, open_store
 from shardstream.writer import mds_writer
 
 from .conftest import S3Server
@@ -206,7 +205,7 @@ def test_the_kept_session_follows_the_environments_credentials(
 ):
     # One botocore session serves the process; it must not keep serving credentials the
     # environment has since changed, nor hide credentials passed explicitly.
-    monkeypatch.setattr(s3_module, "_SESSIONS", s3_module._Sessions())
+    monkeypatch.setattr(_aws_chain, "SESSIONS", _aws_chain.Sessions())
     url = s3_env.url("kept-session")
     source = tmp_path / "object.bin"
     source.write_bytes(b"kept")

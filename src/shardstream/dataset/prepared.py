@@ -1,23 +1,28 @@
 """What the first use of a ``StreamingDataset`` loads: the streams, their indexes, the cache.
 
-Loaded once per process (a DataLoader worker gets it pickled, its stores opened again), and
-kept with the dataset: the streams resolved, each stream's shard table, the node's shard
-cache, the epoch's draw over the streams, the read policy, and the reader that keeps shards
-open.
+Loaded from the dataset's :class:`~shardstream.dataset.settings.DatasetSettings` alone, once
+per process (a DataLoader worker gets it pickled, its stores opened again), and kept with the
+dataset: the streams resolved, each stream's shard table, the node's shard cache, the epoch's
+draw over the streams, the read policy, and what is made from them on first use (the reader
+that keeps shards open, the reference's shard tables, the data's fingerprint).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.cache import CacheStream, ShardCache
 from shardstream.config import io_uring_enabled
+from shardstream.dataset.fingerprint import dataset_fingerprint
 from shardstream.dataset.local import LocalDataset, check_empty_shards
+from shardstream.dataset.settings import DatasetSettings
+from shardstream.dataset.shard_tables import ShardTables
 from shardstream.dataset.stream import ResolvedStream
 from shardstream.dataset.stream_data import StreamData, open_remote, open_stream_data
 from shardstream.dataset.stream_data import cache_stream as _cache_stream
@@ -29,10 +34,6 @@ from shardstream.sampling import derived_weights, stream_choices
 from shardstream.storage import ObjectStore
 from shardstream.storage.filesystems import is_local_disk
 from shardstream.tables.dataset import ParquetDataset
-
-if TYPE_CHECKING:
-    from shardstream.dataset.introspection import ShardTables
-    from shardstream.dataset.streaming import StreamingDataset
 
 __all__ = ["MAX_FETCH_THREADS", "PreparedDataset", "fetch_threads", "slot_share"]
 
@@ -64,8 +65,40 @@ class PreparedDataset:
         ).astype(np.int64)
         self.shard_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.reader: SampleReader | None = None  # made on first read, kept for the process
-        self.fingerprint: str | None = None  # of the data, for state dicts: made when first asked
-        self.tables: ShardTables | None = None  # the reference's shard arrays, when first asked
+
+    @property
+    def num_samples(self) -> int:
+        """Unique samples over every stream (before weighting)."""
+        return int(self.shard_starts[-1])
+
+    @property
+    def epoch_size(self) -> int:
+        """Samples per epoch, after the streams' weights."""
+        return int(self.choices.sum())
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """The data's fingerprint, as state dicts record it."""
+        return dataset_fingerprint(self.datasets)
+
+    @cached_property
+    def tables(self) -> ShardTables:
+        """The reference's tables of the shards."""
+        return ShardTables.of(
+            self.resolved, self.datasets, self.stream_first_shard, self.shard_starts
+        )
+
+    def sample_reader(self) -> SampleReader:
+        """The reader of this process, made on first use and kept (it keeps shards open)."""
+        if self.reader is None:
+            self.reader = SampleReader(
+                self.datasets,
+                self.shard_starts,
+                self.stream_first_shard.tolist(),
+                self.cache,
+                self.policy,
+            )
+        return self.reader
 
     def __getstate__(self) -> dict[str, Any]:
         # Stores hold clients and locks that do not pickle (a spawned DataLoader worker): send
@@ -86,10 +119,10 @@ class PreparedDataset:
         self.cache = ShardCache(streams, limit=limit, download_slots=slots)
 
     @classmethod
-    def load(cls, dataset: StreamingDataset) -> PreparedDataset:
-        """Resolve ``dataset``'s streams, open their indexes and stores, and draw the epoch.
+    def load(cls, settings: DatasetSettings) -> PreparedDataset:
+        """Resolve the streams, open their indexes and stores, and draw the epoch.
 
-        Each of ``dataset.streams`` is then settled with the weights derived for it.
+        Each of ``settings.streams`` is then settled with the weights derived for it.
 
         Raises:
             ConfigurationError: Two streams share a local folder, or a stream is invalid.
@@ -97,17 +130,17 @@ class PreparedDataset:
         """
         resolved = [
             stream.resolve(
-                download_retry=dataset.download_retry,
-                download_timeout=dataset.download_timeout,
-                validate_hash=dataset.validate_hash,
-                keep_zip=dataset.keep_zip,
-                download_concurrency=dataset.download_concurrency,
-                columns=dataset.columns,
-                split=dataset.split,
+                download_retry=settings.download_retry,
+                download_timeout=settings.download_timeout,
+                validate_hash=settings.validate_hash,
+                keep_zip=settings.keep_zip,
+                download_concurrency=settings.download_concurrency,
+                columns=None if settings.columns is None else list(settings.columns),
+                split=settings.split,
             )
-            for stream in dataset.streams
+            for stream in settings.streams
         ]
-        for number, version in dataset.table_pins.items():  # resuming on a saved Delta version
+        for number, version in settings.table_pins.items():  # resuming on a saved Delta version
             resolved[number] = resolved[number].pinned(version)
         locals_seen: dict[str, str | None] = {}
         for stream in resolved:
@@ -117,28 +150,28 @@ class PreparedDataset:
                 )
             locals_seen[stream.local] = stream.remote
         stores = [open_remote(stream) for stream in resolved]
-        if dataset.read_policy is not None:
-            policy = dataset.read_policy.replace(zero_copy=dataset.zero_copy)
+        if settings.read_policy is not None:
+            policy = settings.read_policy.replace(zero_copy=settings.zero_copy)
         else:  # its fetch threads are known once the shards' sizes are (below)
             policy = ReadPolicy.for_settings(
-                zero_copy=dataset.zero_copy,
-                cache_limit=dataset.cache_limit,
+                zero_copy=settings.zero_copy,
+                cache_limit=settings.cache_limit,
                 io_uring=io_uring_enabled(),
             )
         datasets: list[StreamData] = []
         cache_streams: list[CacheStream] = []
         for stream, store in zip(resolved, stores, strict=True):
             local = open_stream_data(
-                stream, store, allow_unsafe_types=dataset.allow_unsafe_types, policy=policy
+                stream, store, allow_unsafe_types=settings.allow_unsafe_types, policy=policy
             )
             datasets.append(local)
             cache_streams.append(_cache_stream(stream, local, store))
-        if dataset.read_policy is None:
+        if settings.read_policy is None:
             share = slot_share(cache_streams)
-            threads = fetch_threads(stores, dataset.download_concurrency, share, policy)
+            threads = fetch_threads(stores, settings.download_concurrency, share, policy)
             policy = policy.replace(fetch_threads=threads)
         cache = ShardCache(
-            cache_streams, limit=dataset.cache_limit, download_slots=dataset.download_concurrency
+            cache_streams, limit=settings.cache_limit, download_slots=settings.download_concurrency
         )
         _check_empty_remote_shards(datasets, stores, cache)
         sizes = [int(local.shard_sizes.sum()) for local in datasets]
@@ -146,11 +179,11 @@ class PreparedDataset:
             if size == 0:
                 raise _empty(number, stream, local)
         weights = [stream.weight for stream in resolved]
-        epoch_size = dataset.requested_epoch_size
-        choices = stream_choices(sizes, weights, epoch_size=epoch_size, seed=dataset.shuffle_seed)
+        epoch_size = settings.requested_epoch_size
+        choices = stream_choices(sizes, weights, epoch_size=epoch_size, seed=settings.shuffle_seed)
         proportions, repeats = derived_weights(sizes, weights, choices, epoch_size=epoch_size)
         for given, proportion, repeat, choose in zip(
-            dataset.streams, proportions, repeats, choices, strict=True
+            settings.streams, proportions, repeats, choices, strict=True
         ):
             given.settle(proportion, repeat, choose)
         return cls(resolved, datasets, cache, choices, policy)

@@ -18,35 +18,40 @@ it orders) is a ``ConfigurationError`` naming the key. A state without these key
 reference's, older shardstream's) resumes with the dataset's values, as the reference does.
 
 Every value is checked against the dataset before anything is sized by it.
+
+A state is made of three things, none of them the dataset: where reading stands
+(:class:`Position`), the settings read with
+(:class:`~shardstream.dataset.settings.DatasetSettings`) and the data they loaded
+(:class:`~shardstream.dataset.prepared.PreparedDataset`). :func:`write_state` writes them;
+:func:`restore` checks a state and gives back the settings and the position to resume at.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from shardstream.dataset.fingerprint import (
+    data_fingerprint,
+    dataset_fingerprint,
+    table_snapshot,
+    table_versions,
+)
+from shardstream.dataset.prepared import PreparedDataset
+from shardstream.dataset.settings import SEED_LIMIT, DatasetSettings
 from shardstream.dataset.stream import Stream
 from shardstream.errors import ConfigurationError
-from shardstream.format.index import ShardEntry
-from shardstream.sampling import (
-    BATCHING_METHODS,
-    SHUFFLE_ALGORITHMS,
-    ShuffleConfig,
-    stream_choices,
-)
-from shardstream.tables.dataset import ParquetDataset
-
-if TYPE_CHECKING:
-    from shardstream.dataset.prepared import PreparedDataset
+from shardstream.sampling import BATCHING_METHODS, SHUFFLE_ALGORITHMS, Topology, stream_choices
 
 __all__ = [
     "MAX_CANONICAL_NODES",
     "ORDER_SETTINGS",
     "SEED_LIMIT",
     "STATE_VERSION",
+    "Position",
+    "Restored",
     "Resume",
     "adopt_settings",
     "check_layout",
@@ -55,19 +60,19 @@ __all__ = [
     "dataset_fingerprint",
     "dataset_order",
     "order_settings",
+    "restore",
     "saved_order",
     "table_pins",
     "table_versions",
     "warn_moved_on",
     "warn_overrides",
+    "write_state",
 ]
 
 logger = logging.getLogger(__name__)
 
 #: The version of the state dict this module writes (the reference's keys alone: version 1).
 STATE_VERSION = 2
-#: Seeds and epochs are unsigned 64-bit words of the shuffle's ``SeedSequence``.
-SEED_LIMIT = 1 << 64
 #: Canonical nodes a state may name beyond the epoch's sample count (each costs memory).
 MAX_CANONICAL_NODES = 1 << 16
 
@@ -75,7 +80,7 @@ _REQUIRED = ("epoch", "sample_in_epoch", "num_canonical_nodes", "shuffle_seed")
 _FORCE = "load_state_dict(state, strict=False)"
 
 #: The dataset's settings, beyond ``shuffle_seed`` and ``num_canonical_nodes``, that decide
-#: which samples make up an epoch and their order: state key -> the dataset's attribute.
+#: which samples make up an epoch and their order: state key -> the settings' field.
 ORDER_SETTINGS = {
     "shuffle": "shuffle",
     "shuffle_algo": "shuffle_algo",
@@ -114,23 +119,25 @@ _ORDER_VALUES: dict[str, tuple[Any, str]] = {
 }
 
 
-def dataset_order(dataset: Any) -> dict[str, Any]:
-    """The dataset's own value of each of the :data:`ORDER_SETTINGS`, by state key."""
-    return {key: getattr(dataset, attribute) for key, attribute in ORDER_SETTINGS.items()}
+def dataset_order(settings: DatasetSettings) -> dict[str, Any]:
+    """The settings' own value of each of the :data:`ORDER_SETTINGS`, by state key."""
+    return {key: getattr(settings, field) for key, field in ORDER_SETTINGS.items()}
 
 
-def order_settings(dataset: Any, choices: Sequence[int]) -> dict[str, Any]:
-    """The dataset's settings of the order, as a state dict records them.
+def order_settings(
+    settings: DatasetSettings, choices: Sequence[int], topology: Topology
+) -> dict[str, Any]:
+    """The settings of the order, as a state dict records them.
 
     ``choices``: the samples each stream contributes to an epoch (``choose_per_stream``).
-    ``global_batch_size`` (``None``: no ``batch_size`` yet) orders every batching method but
-    ``random``.
+    ``global_batch_size`` (``None``: no ``batch_size`` yet; ``topology``'s ranks times it)
+    orders every batching method but ``random``.
     """
-    batch = dataset.batch_size
+    batch = settings.batch_size
     return {
-        **dataset_order(dataset),
+        **dataset_order(settings),
         "choose_per_stream": [int(count) for count in choices],
-        "global_batch_size": None if batch is None else batch * dataset.topology.world_size,
+        "global_batch_size": None if batch is None else batch * topology.world_size,
     }
 
 
@@ -157,27 +164,25 @@ def saved_order(obj: Mapping[str, Any]) -> dict[str, Any]:
     return saved
 
 
-def adopt_settings(dataset: Any, saved: Mapping[str, Any]) -> dict[str, str]:
-    """Give ``dataset`` the state's value of each setting in ``saved`` (state key -> value).
-
-    The shuffle's configuration is made again from the dataset's settings.
+def adopt_settings(
+    settings: DatasetSettings, saved: Mapping[str, Any]
+) -> tuple[DatasetSettings, dict[str, str]]:
+    """``settings`` with the state's value of each setting in ``saved`` (state key -> value).
 
     Returns:
-        The key of each value replaced, with a phrase saying so for :func:`warn_overrides` (a
-        dataset's ``None`` for ``num_canonical_nodes`` is no choice: replacing it is not told).
+        The new settings, and the key of each value replaced with a phrase saying so for
+        :func:`warn_overrides` (a ``None`` for ``num_canonical_nodes`` is no choice:
+        replacing it is not told).
     """
     told = {}
+    changes = {}
     for key, value in saved.items():
-        attribute = ORDER_SETTINGS.get(key, key)
-        given = getattr(dataset, attribute)
+        field = ORDER_SETTINGS.get(key, key)
+        given = getattr(settings, field)
         if given != value and not (key == "num_canonical_nodes" and given is None):
             told[key] = f"{key}={value!r} overrides {key}={given!r}"
-        setattr(dataset, attribute, value)
-    dataset.shuffle_config = ShuffleConfig(
-        shuffle=dataset.shuffle, algo=dataset.shuffle_algo, seed=dataset.shuffle_seed,
-        block_size=dataset.shuffle_block_size,
-    )  # fmt: skip
-    return told
+        changes[field] = value
+    return settings.replace(**changes), told
 
 
 def check_layout(
@@ -252,26 +257,6 @@ class Resume:
     num_canonical_nodes: int
     shuffle_seed: int
     initial_physical_nodes: int | None
-
-
-def data_fingerprint(
-    streams: Sequence[Sequence[ShardEntry]], versions: Sequence[int | None] = ()
-) -> str:
-    """A short hex digest of each stream's shards: names, sizes, sample counts and digests.
-
-    A stream read from a Delta table adds its version (``versions``: one per stream, ``None``
-    for the others).
-    """
-    digest = hashlib.sha256()
-    for number, shards in enumerate(streams):
-        digest.update(b"\x00stream")
-        if number < len(versions) and versions[number] is not None:
-            digest.update(f"\x00delta version {versions[number]}".encode())
-        for entry in shards:
-            raw = entry.raw_data
-            hashes = ",".join(f"{k}={v}" for k, v in sorted(raw.hashes.items()))
-            digest.update(f"\n{raw.basename}\t{raw.bytes}\t{entry.samples}\t{hashes}".encode())
-    return digest.hexdigest()[:16]
 
 
 def check_state(
@@ -381,23 +366,6 @@ def _check_position(sample_in_epoch: int, epoch_size: int, global_batch: int, st
         )
 
 
-def dataset_fingerprint(datasets: Sequence[Any]) -> str:
-    """:func:`data_fingerprint` of a dataset's streams, with the Delta versions they read."""
-    return data_fingerprint([data.shards for data in datasets], table_versions(datasets))
-
-
-def table_versions(datasets: Sequence[Any]) -> list[int | None]:
-    """The Delta version each stream read (``None``: not a Delta table)."""
-    return [
-        None if (snapshot := _snapshot(data)) is None else snapshot.version for data in datasets
-    ]
-
-
-def _snapshot(data: object) -> Any:
-    """The Delta version a stream's dataset reads, or ``None`` (MDS, Parquet, empty)."""
-    return data.snapshot if isinstance(data, ParquetDataset) else None
-
-
 def table_pins(obj: Mapping[str, Any], streams: Sequence[Stream]) -> dict[int, int]:
     """The saved Delta versions to read again: of the streams asking for the latest version.
 
@@ -432,7 +400,7 @@ def table_pins(obj: Mapping[str, Any], streams: Sequence[Stream]) -> dict[int, i
 def warn_moved_on(datasets: Sequence[Any], pins: Mapping[int, int]) -> None:
     """Say in the log which Delta tables a resumed run reads at an older version."""
     for number in pins:
-        snapshot = _snapshot(datasets[number])
+        snapshot = table_snapshot(datasets[number])
         if snapshot is not None and snapshot.latest > snapshot.version:
             logger.warning(
                 "resuming on version %d of the Delta table %s, which the state dict was saved "
@@ -448,3 +416,102 @@ def warn_overrides(told: Iterable[str]) -> None:
         logger.warning(
             "the state dict's %s of the dataset, to resume the saved order", "; ".join(phrases)
         )
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a job stands: the epoch, and the samples of it consumed over every rank.
+
+    The state dict's ``epoch`` and ``sample_in_epoch``: all it says of reading itself, the
+    rest being the data and the settings it was read with.
+    """
+
+    epoch: int
+    sample_in_epoch: int
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What loading a state dict gives a dataset.
+
+    Attributes:
+        settings: The dataset's settings with the state's settings of the order and Delta
+            versions.
+        position: Where to resume.
+        initial_physical_nodes: The physical nodes of the run that saved it (``None``: not
+            recorded).
+    """
+
+    settings: DatasetSettings
+    position: Position
+    initial_physical_nodes: int | None
+
+
+def write_state(
+    position: Position,
+    settings: DatasetSettings,
+    data: PreparedDataset,
+    *,
+    topology: Topology,
+    initial_nodes: int | None,
+) -> dict[str, Any]:
+    """The state dict of a job at ``position``, reading ``data`` with ``settings``.
+
+    The reference's keys, then the data's fingerprint and the settings of the order.
+
+    Args:
+        position: Where the job stands.
+        settings: The dataset's settings.
+        data: What they loaded.
+        topology: The data-parallel topology of this rank.
+        initial_nodes: The physical nodes of the run a loaded state was saved in (``None``:
+            this run's).
+    """
+    return {
+        "epoch": position.epoch,
+        "sample_in_epoch": int(position.sample_in_epoch),
+        "num_canonical_nodes": settings.canonical_nodes(topology, initial_nodes),
+        "shuffle_seed": settings.shuffle_seed,
+        "initial_physical_nodes": initial_nodes or topology.nodes,
+        "version": STATE_VERSION,
+        "num_samples": data.num_samples,
+        "fingerprint": data.fingerprint,
+        "table_versions": table_versions(data.datasets),
+        **order_settings(settings, data.choices.tolist(), topology),
+    }
+
+
+def restore(
+    obj: Mapping[str, Any],
+    settings: DatasetSettings,
+    load: Callable[[DatasetSettings], PreparedDataset],
+    *,
+    strict: bool,
+) -> Restored:
+    """Check the state dict ``obj`` against the data ``settings`` read; what resuming it takes.
+
+    Every value is checked before any is taken, and the data is loaded (``load``) at the
+    Delta versions the state was saved on; one WARNING names each setting the state replaces.
+
+    Raises:
+        ConfigurationError: The state lacks a key, holds a bad value, or was saved on other
+            data or other stream weights (unless ``strict`` is ``False``: a warning).
+    """
+    pins = table_pins(obj, settings.streams)
+    pinned = settings.replace(table_pins=pins)
+    saved = saved_order(obj)
+    data = load(pinned)
+    warn_moved_on(data.datasets, pins)
+    global_batch = (settings.batch_size or 0) * settings.ranks().world_size
+    resume = check_state(
+        obj, fingerprint=data.fingerprint, num_samples=data.num_samples,
+        epoch_size=data.epoch_size, global_batch=global_batch, strict=strict,
+    )  # fmt: skip
+    order = {**dataset_order(pinned), "shuffle_seed": resume.shuffle_seed}
+    order |= {"num_canonical_nodes": resume.num_canonical_nodes, **saved}
+    check_layout(obj, data, order, global_batch=global_batch, strict=strict)
+    adopted, told = adopt_settings(pinned, order)
+    warn_overrides(told.values())
+    return Restored(
+        adopted, Position(resume.epoch, resume.sample_in_epoch), resume.initial_physical_nodes
+    )

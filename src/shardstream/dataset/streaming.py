@@ -18,37 +18,26 @@ from __future__ import annotations
 import logging
 import math
 import os
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from shardstream import config
 from shardstream._torch import require_torch, worker_info
-from shardstream.cache import EpochStart, NodeOrders, RunState, ensure_private_folder
+from shardstream.cache import EpochStart
 from shardstream.cache.layout import node_state_folder
-from shardstream.dataset import resume_state as saved_state
-from shardstream.dataset.arguments import check_arguments
+from shardstream.dataset.epoch_plans import epoch_plan, log_layout
 from shardstream.dataset.indexing import checked_id, select
 from shardstream.dataset.introspection import Introspection
 from shardstream.dataset.prepared import PreparedDataset
-from shardstream.dataset.resume_state import STATE_VERSION, check_state, warn_overrides
+from shardstream.dataset.resume_state import Position, restore, write_state
+from shardstream.dataset.run_progress import RunProgress, runs_folder
+from shardstream.dataset.settings import DatasetSettings, Setting
 from shardstream.dataset.stream import Stream
-from shardstream.dataset.stream_registry import dataset_streams
-from shardstream.dataset.world import detect_topology, explicit_topology
 from shardstream.errors import ConfigurationError
-from shardstream.format.index import safe_basename
 from shardstream.pipeline.column_batch import BatchRefs, ColumnBatch
 from shardstream.pipeline.policy import ReadPolicy
 from shardstream.pipeline.reader import Batch, SampleReader
-from shardstream.sampling import (
-    EpochPlan,
-    ShuffleConfig,
-    Topology,
-    parse_epoch_size,
-    resample,
-)
-from shardstream.units import parse_bytes
+from shardstream.sampling import EpochPlan, ShuffleConfig, Topology
 
 __all__ = ["StreamingDataset", "reads_through_getitem"]
 
@@ -131,12 +120,12 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         stream_config: Further arguments of that class's constructor.
 
     Attributes:
+        settings: The arguments, checked and frozen (a ``DatasetSettings``). Each argument is
+            also an attribute of the same name (``epoch_size``'s count is
+            ``requested_epoch_size``), read from the settings; setting one replaces them,
+            checked again.
         batch_mode: Iterating yields whole device batches (:meth:`iter_batches`) instead of
             samples. :class:`~shardstream.StreamingDataLoader` sets it for its iterations.
-        rank_process: The process id of the rank process whose DataLoader workers iterate
-            this dataset (its run state is kept under that id). Set by
-            :class:`~shardstream.StreamingDataLoader` before its workers start; otherwise the
-            process that sent the dataset to a worker, or a forked worker's parent.
 
     Raises:
         ConfigurationError: An argument is invalid; the message says which and why.
@@ -188,69 +177,71 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         format: str | None = None,
         version: int | datetime | str | None = None,
     ) -> None:
-        built = streams is None  # the one stream built here holds the Parquet columns
-        streams = dataset_streams(
-            streams, stream_name=stream_name, stream_config=stream_config, columns=columns,
+        self.settings = DatasetSettings.of(
+            streams=streams, remote=remote, local=local, split=split,
+            download_retry=download_retry, download_timeout=download_timeout,
+            validate_hash=validate_hash, keep_zip=keep_zip, epoch_size=epoch_size,
+            predownload=predownload, cache_limit=cache_limit, sampling_method=sampling_method,
+            sampling_granularity=sampling_granularity, partition_algo=partition_algo,
+            num_canonical_nodes=num_canonical_nodes, batch_size=batch_size, shuffle=shuffle,
+            shuffle_algo=shuffle_algo, shuffle_seed=shuffle_seed,
+            shuffle_block_size=shuffle_block_size, batching_method=batching_method,
+            allow_unsafe_types=allow_unsafe_types, replication=replication, rank=rank,
+            world_size=world_size, ranks_per_node=ranks_per_node, topology=topology,
+            download_concurrency=download_concurrency, zero_copy=zero_copy, columns=columns,
+            read_policy=read_policy, stream_name=stream_name, stream_config=stream_config,
             format=format, version=version,
-            remote=remote, local=local, split=split, download_retry=download_retry,
-            download_timeout=download_timeout, validate_hash=validate_hash, keep_zip=keep_zip,
         )  # fmt: skip
-        columns = None if built else columns
-        check_arguments(
-            validate_hash=validate_hash, sampling_method=sampling_method,
-            partition_algo=partition_algo, batching_method=batching_method,
-            batch_size=batch_size, num_canonical_nodes=num_canonical_nodes,
-            predownload=predownload, replication=replication,
-            shuffle_block_size=shuffle_block_size, sampling_granularity=sampling_granularity,
-            shuffle_seed=shuffle_seed, download_concurrency=download_concurrency,
-        )  # fmt: skip
-        self.shuffle_config = ShuffleConfig(
-            shuffle=bool(shuffle), algo=shuffle_algo, seed=shuffle_seed,
-            block_size=shuffle_block_size,
-        )  # fmt: skip
-        self.streams = list(streams)  # the caller's own: loading settles their weights
-        self.split = None if split is None else safe_basename(split, where="split")
-        self.download_retry = download_retry
-        self.download_timeout = download_timeout
-        self.validate_hash = validate_hash
-        self.keep_zip = keep_zip
-        self.requested_epoch_size = parse_epoch_size(epoch_size)
-        self.predownload = predownload
-        self.cache_limit = (
-            None if cache_limit is None else parse_bytes(cache_limit, what="cache_limit")
-        )
-        self.sampling_method = sampling_method
-        self.sampling_granularity = sampling_granularity
-        self.partition_algo = partition_algo
-        self.num_canonical_nodes = num_canonical_nodes
-        self.batch_size = batch_size
-        self.shuffle = bool(shuffle)
-        self.shuffle_algo = shuffle_algo
-        self.shuffle_seed = shuffle_seed
-        self.shuffle_block_size = shuffle_block_size
-        self.batching_method = batching_method
-        self.allow_unsafe_types = allow_unsafe_types
-        self.replication = replication
-        self.download_concurrency = download_concurrency
-        self.zero_copy = zero_copy
-        self.columns = columns
-        self.read_policy = read_policy
-        self._rank = rank
-        self._world_size = world_size
-        self._ranks_per_node = ranks_per_node
-        self._topology = explicit_topology(topology, rank, world_size, ranks_per_node)
-        self._id = uuid.uuid4().hex[:12]  # tells this dataset's run file from others'
-        self._next_epoch = 0
-        self._resume: EpochStart | None = None
-        self._said: set[str] = set()  # notes logged once (iterating in this process)
-        self._current: EpochStart | None = None
-        self._initial_nodes: int | None = None
-        self._prepared: PreparedDataset | None = None
+        self._loaded: tuple[DatasetSettings, PreparedDataset] | None = None
+        self._progress = RunProgress()
+        self._initial_nodes: int | None = None  # the physical nodes of a loaded state's run
         self.batch_mode = False
-        self.rank_process: int | None = None
-        self._sent_by: int | None = None  # the process that pickled this copy
-        self._received_by: int | None = None  # ... and the one that unpickled it
-        self.table_pins: dict[int, int] = {}  # Delta versions a loaded state resumes on
+
+    streams = Setting[list[Stream]](list)
+    split = Setting[str | None]()
+    download_retry = Setting[int]()
+    download_timeout = Setting[float]()
+    validate_hash = Setting[str | None]()
+    keep_zip = Setting[bool]()
+    requested_epoch_size = Setting[int | None]()
+    predownload = Setting[int | None]()
+    cache_limit = Setting[int | None]()
+    sampling_method = Setting[str]()
+    sampling_granularity = Setting[int]()
+    partition_algo = Setting[str]()
+    num_canonical_nodes = Setting[int | None]()
+    batch_size = Setting[int | None]()
+    shuffle = Setting[bool]()
+    shuffle_algo = Setting[str]()
+    shuffle_seed = Setting[int]()
+    shuffle_block_size = Setting[int | None]()
+    batching_method = Setting[str]()
+    allow_unsafe_types = Setting[bool]()
+    replication = Setting[int | None]()
+    download_concurrency = Setting[int]()
+    zero_copy = Setting[bool]()
+    columns = Setting[list[str] | None](lambda columns: None if columns is None else list(columns))
+    read_policy = Setting[ReadPolicy | None]()
+    table_pins = Setting[dict[int, int]](dict)
+
+    @property
+    def shuffle_config(self) -> ShuffleConfig:
+        """The shuffle of the settings."""
+        return self.settings.shuffle_config
+
+    @property
+    def rank_process(self) -> int | None:
+        """The process id of the rank process whose DataLoader workers iterate this dataset.
+
+        Its run state is kept under that id. Set by :class:`~shardstream.StreamingDataLoader`
+        before its workers start; otherwise (``None``) the process that sent the dataset to a
+        worker, or a forked worker's parent.
+        """
+        return self._progress.rank_process
+
+    @rank_process.setter
+    def rank_process(self, pid: int | None) -> None:
+        self._progress.rank_process = pid
 
     # --- sizes (more in Introspection) ----------------------------------------------------------
 
@@ -280,7 +271,8 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
 
     def get_item(self, sample_id: int) -> dict[str, Any]:
         """The sample with dataset-wide id ``sample_id`` (negative counts from the end)."""
-        return self._reader().get(checked_id(sample_id, self.num_samples))
+        prepared = self._prepare()
+        return prepared.sample_reader().get(checked_id(sample_id, prepared.num_samples))
 
     # --- iteration ------------------------------------------------------------------------------
 
@@ -327,73 +319,38 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
 
     def _begin_epoch(self) -> tuple[SampleReader, EpochPlan, int]:
         """This process's reader, its plan of the epoch it starts now, and its look-ahead."""
-        prepared = self._prepare()
-        if self.batch_size is None:
+        prepared, settings = self._prepare(), self.settings
+        if settings.batch_size is None:
             raise ConfigurationError(
                 "StreamingDataset needs batch_size (the per-device batch size, the same as the "
                 "DataLoader's) to lay the epoch out over ranks and workers"
             )
-        ranks = self.topology
+        ranks = settings.ranks()
         info = worker_info()
         topology = ranks if info is None else ranks.with_worker(info[1], info[0])
         prepared.cache.check_limit(ranks.ranks_per_node * (1 if info is None else info[1]))
-        start = self._claim_epoch(info)
-        if start.drop_first >= int(prepared.choices.sum()) > 0:  # resumed at the very end
+        start = self._progress.claim(info, self._runs_folder)
+        if start.drop_first >= prepared.epoch_size > 0:  # resumed at the very end
             start = EpochStart(start.epoch + 1, 0)
         plan = self.plan(start, topology)
-        if topology.global_worker == 0:  # said once per job, not by every worker
-            if plan.dropped:
-                level = self._once(info, f"dropped {plan.dropped}", logging.WARNING)
-                logger.log(
-                    level, "epoch %d: %d samples fit no whole %s batch and are left out",
-                    start.epoch, plan.dropped, self.batching_method,
-                )  # fmt: skip
-            if plan.padding:
-                level = self._once(info, f"padding {plan.padding}", logging.INFO)
-                logger.log(
-                    level,
-                    "epoch %d: %d samples are repeated so that each of the %d ranks gets as many",
-                    start.epoch, plan.padding, topology.world_size,
-                )  # fmt: skip
-        predownload = self.predownload
-        if predownload is None:
-            predownload = 8 * self.batch_size
-        return self._reader(), plan, predownload
+        log_layout(
+            plan, start.epoch, topology, settings.batching_method,
+            lambda note, level: self._progress.once(info, note, level, self._runs_folder),
+        )  # fmt: skip
+        return prepared.sample_reader(), plan, settings.look_ahead()
 
     def plan(self, start: EpochStart, topology: Topology) -> EpochPlan:
         """The samples ``topology``'s worker reads in the epoch ``start`` names."""
-        prepared = self._prepare()
-        assert self.batch_size is not None
-        units = resample(
-            prepared.stream_shard_sizes, prepared.choices, seed=self.shuffle_seed,
-            epoch=start.epoch, sampling_method=self.sampling_method,
-            sampling_granularity=self.sampling_granularity,
+        return epoch_plan(
+            self.settings, self._prepare(), start, topology,
+            initial_nodes=self._initial_nodes, state_folder=self._state_folder(),
         )  # fmt: skip
-        nodes, state = self._canonical_nodes(topology), self._state_folder()
-        memo = None  # node orders kept for runs that resume; a cache limit counts shards only
-        if state is not None and prepared.cache.limit is None:
-            folder = os.path.join(state, "plans")
-            memo = NodeOrders(folder, units.sizes, nodes, start.epoch, self.shuffle_config)
-        return EpochPlan.for_worker(
-            units,
-            topology=topology,
-            num_canonical_nodes=nodes,
-            global_batch_size=self.batch_size * topology.world_size,
-            epoch=start.epoch,
-            shuffle=self.shuffle_config,
-            drop_first=start.drop_first,
-            batching_method=self.batching_method,
-            memo=memo,
-            stream_names=[stream.remote or stream.local for stream in prepared.resolved],
-        )
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration run ``epoch`` (as samplers' ``set_epoch`` does)."""
         if not isinstance(epoch, int) or epoch < 0:
             raise ConfigurationError(f"epoch must be an integer >= 0, got {epoch!r}")
-        self._next_epoch = epoch
-        self._resume = None
-        self._run_state(os.getpid()).update(next_epoch=epoch, resume=None)
+        self._progress.set_epoch(epoch, self._runs_folder)
 
     # --- resumption -----------------------------------------------------------------------------
 
@@ -408,20 +365,12 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             from_beginning: ``num_samples`` counts from the epoch's start, not from the
                 resume point this run started at.
         """
-        current = self._current_start()
+        current = self._progress.current_start(self._runs_folder)
         sample_in_epoch = num_samples if from_beginning else current.drop_first + num_samples
-        return {
-            "epoch": current.epoch,
-            "sample_in_epoch": int(sample_in_epoch),
-            "num_canonical_nodes": self._canonical_nodes(self.topology),
-            "shuffle_seed": self.shuffle_seed,
-            "initial_physical_nodes": self._initial_nodes or self.topology.nodes,
-            "version": STATE_VERSION,
-            "num_samples": self.num_samples,
-            "fingerprint": self._fingerprint(),
-            "table_versions": saved_state.table_versions(self._prepare().datasets),
-            **saved_state.order_settings(self, self._prepare().choices.tolist()),
-        }
+        return write_state(
+            Position(current.epoch, sample_in_epoch), self.settings, self._prepare(),
+            topology=self.topology, initial_nodes=self._initial_nodes,
+        )  # fmt: skip
 
     def load_state_dict(self, obj: Mapping[str, Any], *, strict: bool = True) -> None:
         """Resume where a state dict says, at the next iteration (on any topology).
@@ -439,28 +388,14 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             ConfigurationError: The state lacks a key, holds a bad value, or was saved on other
                 data or other stream weights; the message names the key, or both datasets.
         """
-        if (pins := saved_state.table_pins(obj, self.streams)) != self.table_pins:
-            self.table_pins, self._prepared = pins, None  # read the state's Delta versions
-        saved = saved_state.saved_order(obj)
-        prepared = self._prepare()
-        saved_state.warn_moved_on(prepared.datasets, pins)
-        global_batch = (self.batch_size or 0) * self.topology.world_size
-        resume = check_state(
-            obj, fingerprint=self._fingerprint(), num_samples=self.num_samples,
-            epoch_size=int(prepared.choices.sum()), global_batch=global_batch, strict=strict,
-        )  # fmt: skip
-        order = {**saved_state.dataset_order(self), "shuffle_seed": resume.shuffle_seed}
-        order |= {"num_canonical_nodes": resume.num_canonical_nodes, **saved}
-        saved_state.check_layout(obj, prepared, order, global_batch=global_batch, strict=strict)
-        told = saved_state.adopt_settings(self, order)  # all checked: nothing fails past here
-        if told.keys() & {"epoch_size", "shuffle_seed"}:
-            self._prepared = None  # the epoch's draw over the streams: seeded, of its size
-            self._prepare()
-        warn_overrides(told.values())
-        self._initial_nodes = resume.initial_physical_nodes
-        self._resume = EpochStart(resume.epoch, resume.sample_in_epoch)
-        self._next_epoch = resume.epoch
-        self._run_state(os.getpid()).update(next_epoch=self._next_epoch, resume=self._resume)
+        restored = restore(obj, self.settings, self._load, strict=strict)
+        self.settings = restored.settings
+        self._prepare()  # the epoch's draw over the streams: seeded, of its size
+        self._initial_nodes = restored.initial_physical_nodes
+        position = restored.position
+        self._progress.resume_at(
+            EpochStart(position.epoch, position.sample_in_epoch), self._runs_folder
+        )
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -469,111 +404,34 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         self._prepare()
 
     def _prepare(self) -> PreparedDataset:
-        if self._prepared is None:
-            self._prepared = PreparedDataset.load(self)
-        return self._prepared
+        loaded, settings = self._loaded, self.settings
+        if loaded is not None and loaded[0] is settings:  # the usual case: once per sample read
+            return loaded[1]
+        return self._load(settings)
 
-    def _fingerprint(self) -> str:
-        """The fingerprint of this dataset's data, as state dicts record it."""
-        prepared = self._prepare()
-        if prepared.fingerprint is None:
-            prepared.fingerprint = saved_state.dataset_fingerprint(prepared.datasets)
-        return prepared.fingerprint
+    def _load(self, settings: DatasetSettings) -> PreparedDataset:
+        """The data ``settings`` load: kept, and loaded again once what it depends on changes."""
+        loaded = self._loaded
+        if loaded is not None and loaded[0] is settings:
+            return loaded[1]
+        if loaded is None or loaded[0].loading() != settings.loading():
+            loaded = (settings, PreparedDataset.load(settings))
+        else:
+            loaded = (settings, loaded[1])
+        self._loaded = loaded
+        return loaded[1]
 
     def _reader(self) -> SampleReader:
-        prepared = self._prepare()
-        if prepared.reader is not None:
-            return prepared.reader
-        prepared.reader = SampleReader(
-            prepared.datasets,
-            prepared.shard_starts,
-            prepared.stream_first_shard.tolist(),
-            prepared.cache,
-            prepared.policy,
-        )
-        return prepared.reader
+        return self._prepare().sample_reader()
 
     @property
     def topology(self) -> Topology:
         """The data-parallel topology of this rank (replica groups count as one rank)."""
-        topology = self._topology or detect_topology(
-            rank=self._rank, world_size=self._world_size, ranks_per_node=self._ranks_per_node
-        )
-        return topology.replicated(self.replication) if self.replication else topology
+        return self.settings.ranks()
 
-    def _canonical_nodes(self, topology: Topology) -> int:
-        if self.num_canonical_nodes is not None:
-            return self.num_canonical_nodes
-        nodes = self._initial_nodes or topology.nodes
-        return nodes * 64 if self.shuffle_algo in ("py1s", "py2s") else nodes
-
-    def _claim_epoch(self, info: tuple[int, int] | None) -> EpochStart:
-        """The epoch and resume point of this iteration, and note it for the next."""
-        if info is None:  # iterating in the rank process itself
-            start = self._resume or EpochStart(self._next_epoch)
-            self._resume = None
-            self._next_epoch = start.epoch + 1
-            self._current = start
-            return start
-        worker, workers = info
-        state = self._run_state(self._rank_process_of_worker())
-        return state.begin(worker, workers, next_epoch=self._next_epoch, resume=self._resume)
-
-    def _once(self, info: tuple[int, int] | None, note: str, level: int) -> int:
-        """``level`` the first time this dataset says ``note`` in this run, DEBUG after."""
-        if info is None:
-            first = note not in self._said
-            self._said.add(note)
-        else:  # DataLoader workers are new copies each epoch: the run state remembers
-            first = self._run_state(self._rank_process_of_worker()).first_time(note)
-        return level if first else logging.DEBUG
-
-    def _rank_process_of_worker(self) -> int:
-        """The rank process this DataLoader worker reads for, whose run state it shares.
-
-        Named explicitly (:attr:`rank_process`), else found from how the worker got this
-        copy: unpickled here from the process that sent it (spawn, forkserver), or inherited
-        from the parent (fork). Never the parent alone: a forkserver worker's parent is the
-        fork server.
-        """
-        if self.rank_process is not None:
-            return self.rank_process
-        if self._received_by == os.getpid() and self._sent_by is not None:
-            return self._sent_by
-        return os.getppid()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_sent_by"] = os.getpid()
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._received_by = os.getpid()
-
-    def _current_start(self) -> EpochStart:
-        """The epoch being read now and its starting point, as the rank process knows it."""
-        from_workers = self._run_state(os.getpid()).current()
-        if from_workers is not None:
-            return from_workers
-        if self._current is not None:
-            return self._current
-        return self._resume or EpochStart(self._next_epoch)
-
-    def _run_state(self, owner: int) -> RunState:
-        return RunState(self._run_folder(), owner, self._id)
-
-    def _run_folder(self) -> str:
-        """``runs/`` in the node-wide state folder, else in the user's cache root.
-
-        A local-only dataset's folder is the user's data, never written to; the cache root is
-        made (or checked to be) this user's alone before run files go there.
-        """
-        state = self._state_folder()
-        if state is None:
-            state = config.cache_root()
-            ensure_private_folder(state)
-        return os.path.join(state, "runs")
+    def _runs_folder(self) -> str:
+        """The node's folder of run files, where workers share the run's progress."""
+        return runs_folder(self._state_folder())
 
     def _state_folder(self) -> str | None:
         """The node-wide state folder (``None``: local-only streams), as the cache's ledger."""

@@ -66,9 +66,13 @@ def decode_columns(
     shards: list[int], local: list[int], views: dict[int, ShardView], raw_views: bool
 ) -> ColumnBatch:
     """One device batch as columns, in batch order, decoding each shard's samples at once."""
+    view = next(iter(views.values()))
     if len(views) == 1:
-        view = next(iter(views.values()))
         return ColumnBatch(view.names, list(view.read_columns(local, views=raw_views)))
+    # Views that gather a batch across each other in one pass (row groups of a table).
+    gather = getattr(type(view), "gather_columns", None)
+    if gather is not None and all(type(other) is type(view) for other in views.values()):
+        return ColumnBatch(view.names, gather(views, shards, local))
     # Group the batch's positions by shard (numpy, no Python step per sample), decode each
     # shard's samples in one call, then put the values back into batch order.
     by_shard = np.asarray(shards, dtype=np.int64)

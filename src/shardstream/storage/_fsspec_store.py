@@ -29,7 +29,7 @@ class FsspecStore(WritableStore):
     bucket: str
     prefix: str
     _netloc: str
-    _clients = ("_fs",)
+    _clients: tuple[str, ...] = ("_fs",)
     _fs: Any
 
     def _init_store(self, connect_timeout: float, read_timeout: float) -> None:

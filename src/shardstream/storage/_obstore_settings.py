@@ -1,7 +1,7 @@
 """How :mod:`shardstream.storage.obstore_client` settles obstore's settings and reads its errors.
 
 The help text each kind of store appends to credential errors, obstore's client options and
-retry settings, botocore's credential chain for obstore, and the scrubbing of its messages.
+retry settings, and the scrubbing of its messages.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ __all__ = [
     "GCS_HELP",
     "GOOGLE",
     "NO_RETRIES",
-    "S3_HELP",
     "SECRET_QUERY",
-    "botocore_credentials",
     "client_options",
     "first_lines",
     "import_obstore",
@@ -34,11 +32,6 @@ SECRET_QUERY = re.compile(
     r"(?i)\b(sig|signature|x-amz-signature|x-amz-credential|se|sv|st)=[^&\s]*"
 )
 
-S3_HELP = (
-    "S3 credentials come from the standard AWS chain: the AWS_ACCESS_KEY_ID and "
-    "AWS_SECRET_ACCESS_KEY variables, AWS_PROFILE or ~/.aws/credentials, or an instance role; "
-    "the endpoint comes from endpoint_url= or the S3_ENDPOINT_URL variable"
-)
 GCS_HELP = (
     "GCS credentials come from token= (a service-account key file or dict), else from "
     "Application Default Credentials: the GOOGLE_APPLICATION_CREDENTIALS variable naming a "
@@ -90,22 +83,6 @@ def client_options(connect: float, read: float, endpoint: str | None) -> dict[st
     if endpoint is not None and endpoint.startswith("http://"):
         options["allow_http"] = True
     return options
-
-
-def botocore_credentials() -> dict[str, Any]:
-    """Credentials from botocore's chain (profiles, ``~/.aws``, SSO, roles); obstore refreshes."""
-    session = require("botocore.session", extra="s3", purpose="S3 credentials from AWS_PROFILE")
-    found = session.get_session().get_credentials()
-    if found is None:
-        raise PermissionError("no credentials found in the AWS chain")
-    frozen = found.get_frozen_credentials()
-    expiry = getattr(found, "_expiry_time", None)
-    return {
-        "access_key_id": frozen.access_key,
-        "secret_access_key": frozen.secret_key,
-        "token": frozen.token,
-        "expires_at": expiry,
-    }
 
 
 def first_lines(exc: BaseException) -> str:

@@ -40,7 +40,9 @@ from shardstream import config
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError, CredentialsError
 from shardstream.storage._fsspec_store import FsspecStore
+from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
+from shardstream.storage.obstore_client import ObstoreClient, installed, usable_here
 from shardstream.storage.store_base import Failure, Kind
 
 __all__ = ["AzureStore", "AzureURL", "parse_azure_url"]
@@ -163,6 +165,7 @@ class AzureStore(FsspecStore):
     """
 
     _noun = "blob"
+    _clients = ("_fs", "_obstore")  # a forked child settles its own
 
     def __init__(
         self,
@@ -245,6 +248,8 @@ class AzureStore(FsspecStore):
         ]
         self._storage_options = dict(storage_options or {})
         self._client_options = dict(client_options or {})
+        self._read_client = config.azure_client()  # "auto" until the first read settles it
+        self._obstore: ObstoreClient | bool | None = None  # False: reads through adlfs
         self._init_store(connect_timeout, read_timeout)
 
     def __repr__(self) -> str:
@@ -254,6 +259,47 @@ class AzureStore(FsspecStore):
         )
 
     # --- the primitives' hooks -----------------------------------------------------------------
+
+    def _read(self, key: str, start: int, end: int | None) -> bytes:
+        if fast := self._fast_reader():
+            return fast.read(key, start, end)
+        return super()._read(key, start, end)
+
+    def _head(self, key: str) -> ObjectInfo:
+        if fast := self._fast_reader():
+            return fast.head(key)
+        return super()._head(key)
+
+    def _fast_reader(self) -> ObstoreClient | None:
+        """The obstore transport of reads, or ``None`` where adlfs serves them.
+
+        obstore, when installed, for the credentials it takes: a connection string, an account
+        key, a SAS token, or anonymous access. adlfs for a ``credential=`` object,
+        ``DefaultAzureCredential`` (obstore's chain is another), ``storage_options`` or
+        ``client_options`` (adlfs's and the SDK's own), an account outside the public cloud
+        with no endpoint given, ``SHARDSTREAM_AZURE_CLIENT=adlfs``, and in a process forked
+        after its parent read through obstore (its runtime does not survive ``fork()``).
+        """
+        if not usable_here():
+            return None
+        return self._lazy("_obstore", self._settle_reader) or None
+
+    def _settle_reader(self) -> ObstoreClient | bool:
+        sovereign = self._suffix not in (None, _PUBLIC_SUFFIX) and not (
+            self.endpoint_url or self._connection_string
+        )
+        if (
+            self._read_client == "adlfs"
+            or not installed()
+            or self._credential is not None
+            or self.credential_source == "DefaultAzureCredential"
+            or self._storage_options
+            or self._client_options
+            or sovereign
+            or not self.account_name
+        ):
+            return False
+        return ObstoreClient.of_azure_store(self)
 
     def _key(self, key: str) -> str:
         if "?" in key or "#" in key:

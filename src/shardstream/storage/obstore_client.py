@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shardstream import config
 from shardstream.errors import (
@@ -40,9 +41,7 @@ from shardstream.storage._obstore_settings import (
     GCS_HELP,
     GOOGLE,
     NO_RETRIES,
-    S3_HELP,
     SECRET_QUERY,
-    botocore_credentials,
     client_options,
     first_lines,
     import_obstore,
@@ -52,11 +51,13 @@ from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
 if TYPE_CHECKING:
-    from shardstream.storage.s3 import S3Store  # s3 imports this module
+    from shardstream.storage.azure import AzureStore  # azure and s3 import this module
+    from shardstream.storage.s3 import S3Store
 
-__all__ = ["ObstoreClient", "usable_here"]
+__all__ = ["ObstoreClient", "installed", "usable_here"]
 
 PAGE_KEYS = 1000  # S3's largest listing page, and the size of a page here
+_T = TypeVar("_T")
 _OPEN_LISTINGS = 8  # listings a client keeps open between pages (each is one stream)
 
 
@@ -77,9 +78,11 @@ class ObstoreClient:
         make_store: Makes the obstore store (called on first use, once per process).
         endpoint: The server, as messages name it.
         credentials_help: What to set, appended to credential errors.
-        secrets: Strings that must never appear in a message.
+        secrets: Strings that must never appear in a message (a set may grow meanwhile).
         writable: Whether the store takes writes, listings and deletes (HTTP does not).
         extra: The shardstream extra that installs obstore for this kind of store.
+        relocate: Given a failed request's message, whether the store must be made again
+            (a bucket found in another region); the request is then sent once more.
     """
 
     def __init__(
@@ -89,15 +92,17 @@ class ObstoreClient:
         *,
         endpoint: str,
         credentials_help: str,
-        secrets: Sequence[str] = (),
+        secrets: Collection[str] = (),
         writable: bool = True,
         extra: str = "s3",
+        relocate: Callable[[str], bool] | None = None,
     ) -> None:
         self.root = root.rstrip("/")
         self.endpoint = endpoint
         self._make_store = make_store
         self._help = credentials_help
-        self._secrets = [secret for secret in secrets if secret]
+        self._secrets = secrets
+        self._relocate = relocate
         self._writable = writable
         self._extra = extra
         self._store: Any = None
@@ -129,8 +134,8 @@ class ObstoreClient:
 
         A custom endpoint gets path-style requests, region ``us-east-1`` unless given, and plain
         ``http://`` when it names one. Credentials: ``key``/``secret``, else unsigned with
-        ``anon`` (default ``SHARDSTREAM_S3_UNSIGNED``), else ``AWS_ACCESS_KEY_ID`` and its
-        neighbours, else botocore's chain (profiles, ``~/.aws``, SSO, instance roles).
+        ``anon`` (default ``SHARDSTREAM_S3_UNSIGNED``), else botocore's chain (the ``AWS_*``
+        variables, profiles and ``~/.aws``, SSO, roles), refreshed as botocore refreshes it.
 
         Raises:
             ConfigurationError: As :class:`~shardstream.storage.S3Store` raises it.
@@ -144,36 +149,19 @@ class ObstoreClient:
 
     @classmethod
     def of_s3_store(cls, checked: S3Store) -> ObstoreClient:
-        """The transport of an :class:`~shardstream.storage.S3Store`'s own settings (no I/O)."""
-        key, secret = checked._access_key, checked._secret
-        endpoint = checked.endpoint_url
-        settings: dict[str, Any] = {}
-        if endpoint is not None:
-            settings.update(endpoint=endpoint, virtual_hosted_style_request=False)
-        region_name = checked.region or ("us-east-1" if endpoint is not None else None)
-        if region_name is not None:
-            settings["region"] = region_name
-        if checked.requester_pays:
-            settings["request_payer"] = True
-        provider = None
-        if checked.anon:
-            settings["skip_signature"] = True
-        elif key is not None and secret is not None:
-            settings.update(access_key_id=key, secret_access_key=secret)
-        elif not os.environ.get("AWS_ACCESS_KEY_ID"):
-            provider = botocore_credentials  # profiles and files object_store cannot read
-        client = client_options(checked.connect_timeout, checked.read_timeout, endpoint)
+        """The transport of an :class:`~shardstream.storage.S3Store`'s own settings (no I/O).
 
-        def make() -> Any:
-            store = import_obstore("obstore.store", "s3")
-            return store.S3Store(
-                checked.bucket, prefix=checked.prefix or None, config=settings,
-                client_options=client, retry_config=NO_RETRIES,
-                credential_provider=provider,
-            )  # fmt: skip
+        The region, credentials and CA bundle botocore would use, settled on first use; a
+        request the server refuses for the wrong region moves the client to the bucket's own
+        region, once (:mod:`shardstream.storage._obstore_s3`).
+        """
+        from shardstream.storage._obstore_s3 import S3Settings  # S3's, imports botocore's chain
 
-        return cls(checked.url(""), make, endpoint=endpoint or "AWS (no S3_ENDPOINT_URL)",
-                   credentials_help=S3_HELP, secrets=[secret or ""])  # fmt: skip
+        settings = S3Settings(checked)
+        return cls(checked.url(""), settings.make,
+                   endpoint=checked.endpoint_url or "AWS (no S3_ENDPOINT_URL)",
+                   credentials_help=checked._credentials_help(), secrets=settings.handed,
+                   relocate=settings.relocate)  # fmt: skip
 
     @classmethod
     def gcs(
@@ -252,12 +240,27 @@ class ObstoreClient:
         Raises:
             ConfigurationError: As :class:`~shardstream.storage.AzureStore` raises it.
         """
-        from shardstream.storage.azure import AzureStore, connection_fields
+        from shardstream.storage.azure import AzureStore
 
         checked = AzureStore(url, account_name=account_name, account_key=account_key,
                              connection_string=connection_string, sas_token=sas_token,
-                             anon=anon, endpoint_url=endpoint_url)  # fmt: skip
+                             anon=anon, endpoint_url=endpoint_url,
+                             connect_timeout=connect_timeout,
+                             read_timeout=read_timeout)  # fmt: skip
+        return cls.of_azure_store(checked)
+
+    @classmethod
+    def of_azure_store(cls, checked: AzureStore) -> ObstoreClient:
+        """The transport of an :class:`~shardstream.storage.AzureStore`'s own settings (no I/O).
+
+        Its connection string, account key, SAS token or ``anon``; else ``object_store``'s own
+        chain (the service principal or managed identity of the environment).
+        """
+        from shardstream.storage.azure import connection_fields
+
         account_key, sas_token = checked._account_key, checked._sas_token
+        anon = checked._anon
+        connect_timeout, read_timeout = checked.connect_timeout, checked.read_timeout
         endpoint = checked.endpoint_url
         if checked._connection_string:
             fields = connection_fields(checked._connection_string)
@@ -276,7 +279,6 @@ class ObstoreClient:
         elif sas_token:
             settings["sas_key"] = sas_token.lstrip("?")
         client = client_options(connect_timeout, read_timeout, endpoint)
-        source = checked.credential_source
         container, prefix = checked.bucket, checked.prefix
 
         def make() -> Any:
@@ -291,7 +293,7 @@ class ObstoreClient:
 
         shown = endpoint or f"https://{checked.account_name}.blob.core.windows.net"
         return cls(checked.url(""), make, endpoint=shown,
-                   credentials_help=f"(credentials from {source}) {AZURE_HELP}",
+                   credentials_help=checked._credentials_help(),
                    secrets=[account_key or "", sas_token or "", checked._connection_string or ""],
                    extra="azure")  # fmt: skip
 
@@ -340,14 +342,13 @@ class ObstoreClient:
         check_range(start, start if end is None else end, self.url(key))
         if start == end:
             return b""
-        obstore = self._module()
-        with self._boundary("reading", key):
-            if end is not None:
-                data = bytes(obstore.get_range(self._obj(), key, start=start, end=end))
-            elif start:
-                data = self._read_tail(obstore, key, start)
-            else:
-                data = bytes(obstore.get(self._obj(), key).bytes())
+        if end is not None:
+            data = self._request("reading", key, lambda obstore, store: bytes(
+                obstore.get_range(store, key, start=start, end=end)))  # fmt: skip
+        else:
+            options = {"range": {"offset": start}} if start else None  # a suffix GET
+            data = self._request("reading", key, lambda obstore, store: bytes(
+                obstore.get(store, key, options=options).bytes()))  # fmt: skip
         if end is not None and len(data) != end - start:
             raise StorageError(
                 f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
@@ -356,19 +357,21 @@ class ObstoreClient:
         return data
 
     def read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
-        """The whole object, and its size and ETag as the same GET answered them.
+        """The whole object, and its size and ETag as the same answer gave them (one GET).
 
         Raises:
             ObjectNotFoundError: No object under ``key``.
             StorageError: The request failed.
         """
         check_key(key, self.url(""))
-        obstore = self._module()
-        with self._boundary("reading", key):
-            result = obstore.get(self._obj(), key)
+
+        def get(obstore: ModuleType, store: Any) -> tuple[bytes, ObjectInfo]:
+            result = obstore.get(store, key)
+            meta = result.meta
             data = bytes(result.bytes())
-        meta = result.meta
-        return data, ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
+            return data, ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
+
+        return self._request("reading", key, get)
 
     def write(self, local_path: str, key: str) -> None:
         """Upload the file at ``local_path`` to ``key``, atomically for readers.
@@ -382,9 +385,8 @@ class ObstoreClient:
         self._check_writable("writing", key)
         check_key(key, self.url(""))
         os.stat(local_path)
-        obstore = self._module()
-        with self._boundary("uploading to", key):
-            obstore.put(self._obj(), key, Path(local_path))
+        self._request("uploading to", key,
+                      lambda obstore, store: obstore.put(store, key, Path(local_path)))  # fmt: skip
 
     def list_page(
         self, prefix: str, start_after: str | None, token: str | None
@@ -408,10 +410,11 @@ class ObstoreClient:
             # obstore lists whole path segments: list the prefix's folder, keep what matches.
             folder = prefix.rpartition("/")[0] if not prefix.endswith("/") else prefix
             offset = max(filter(None, (token, start_after, prefix[:-1])), default=None)
-            stream = self._stream(folder.rstrip("/"), offset)
+            stream, chunk = self._stream(folder.rstrip("/"), offset)
+        else:
+            with self._boundary("listing", prefix):
+                chunk = next(stream, [])
         infos: dict[str, ObjectInfo] = {}
-        with self._boundary("listing", prefix):
-            chunk: Sequence[Any] = next(stream, [])
         last = None
         after = max(filter(None, (token, start_after)), default="")
         for meta in chunk:
@@ -438,9 +441,7 @@ class ObstoreClient:
             ObjectNotFoundError: No object under ``key``.
         """
         check_key(key, self.url(""))
-        obstore = self._module()
-        with self._boundary("checking", key):
-            meta = obstore.head(self._obj(), key)
+        meta = self._request("checking", key, lambda obstore, store: obstore.head(store, key))
         return ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
 
     def remove(self, key: str) -> None:
@@ -451,10 +452,8 @@ class ObstoreClient:
         """
         self._check_writable("deleting", key)
         check_key(key, self.url(""))
-        obstore = self._module()
         try:
-            with self._boundary("deleting", key):
-                obstore.delete(self._obj(), key)
+            self._request("deleting", key, lambda obstore, store: obstore.delete(store, key))
         except ObjectNotFoundError:
             return
 
@@ -483,22 +482,35 @@ class ObstoreClient:
             self._listings = OrderedDict()
         if self._store is None:
             with self._lock:
-                if self._store is None:
-                    with self._boundary("connecting to", ""):
-                        self._store = self._make_store()
+                if self._store is None:  # errors: at the caller's boundary, naming its URL
+                    self._store = self._make_store()
         return self._store
 
-    def _read_tail(self, obstore: ModuleType, key: str, start: int) -> bytes:
-        """The object from ``start`` to its end: a suffix GET (``bytes=start-``)."""
-        result = obstore.get(self._obj(), key, options={"range": {"offset": start}})
-        return bytes(result.bytes())
-
-    def _stream(self, folder: str, offset: str | None) -> Iterator[Any]:
+    def _request(self, action: str, key: str, call: Callable[[ModuleType, Any], _T]) -> _T:
+        """``call(obstore, store)`` at the boundary; sent once more if the store moved."""
         obstore = self._module()
-        with self._boundary("listing", folder):
-            listing = obstore.list(self._obj(), folder or None, offset=offset,
-                                   chunk_size=PAGE_KEYS)  # fmt: skip
-        return iter(listing)
+        with self._boundary(action, key):
+            store = self._obj()
+            try:
+                return call(obstore, store)
+            except Exception as exc:
+                if self._relocate is None:
+                    raise
+                with self._lock:
+                    if self._store is store:  # else another thread moved it meanwhile
+                        if not self._relocate(str(exc)):
+                            raise
+                        self._store = None  # made again for the bucket's region
+            return call(obstore, self._obj())
+
+    def _stream(self, folder: str, offset: str | None) -> tuple[Iterator[Any], Sequence[Any]]:
+        """A listing's stream from just after ``offset``, and its first page."""
+
+        def first(obstore: ModuleType, store: Any) -> tuple[Iterator[Any], Sequence[Any]]:
+            stream = iter(obstore.list(store, folder or None, offset=offset, chunk_size=PAGE_KEYS))
+            return stream, next(stream, [])
+
+        return self._request("listing", folder, first)
 
     def _check_writable(self, action: str, key: str) -> None:
         if not self._writable:
@@ -535,8 +547,8 @@ class ObstoreClient:
         refused = (errors.PermissionDeniedError, errors.UnauthenticatedError, PermissionError)
         if isinstance(exc, refused) or says_refused(str(exc)):
             return CredentialsError(
-                f"{where} failed: the server at {self.endpoint} refused the credentials, or none "
-                f"were found ({detail}). {self._help}."
+                f"{where} failed at {self.endpoint}: the credentials were refused, or none were "
+                f"found ({detail}). {self._help}."
             )
         if isinstance(exc, (errors.BaseError, OSError, ValueError, RuntimeError)):
             return StorageError(f"{where} failed at {self.endpoint}: {detail}")
@@ -544,7 +556,7 @@ class ObstoreClient:
 
     def _scrub(self, text: str) -> str:
         """``text`` without any secret, should a server or obstore ever echo one."""
-        for secret in self._secrets:
+        for secret in sorted(filter(None, self._secrets), key=len, reverse=True):
             text = text.replace(secret, "***")
         return SECRET_QUERY.sub(lambda match: f"{match.group(1)}=***", text)
 
@@ -560,6 +572,12 @@ def usable_here() -> bool:
     Importing obstore and making stores before the fork is harmless.
     """
     return _RUNTIME_PID in (None, os.getpid())
+
+
+@functools.cache
+def installed() -> bool:
+    """Whether the ``obstore`` package is installed (without importing it)."""
+    return importlib.util.find_spec("obstore") is not None
 
 
 def _etag(tag: object) -> str | None:

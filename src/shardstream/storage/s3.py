@@ -16,21 +16,23 @@ one place (uploads in the writer, downloads in :mod:`shardstream.storage.downloa
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shardstream import config
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError
+from shardstream.storage import _aws_chain
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
-from shardstream.storage.obstore_client import ObstoreClient, usable_here
+from shardstream.storage.obstore_client import ObstoreClient, installed, usable_here
 from shardstream.storage.s3_listing import RAW_LISTING, keep_raw_listing, page_objects
 from shardstream.storage.store_base import Failure, Kind, WritableStore
 
 __all__ = ["S3Store"]
+
+logger = logging.getLogger(__name__)
 
 _PURPOSE = "Reading and writing s3:// URLs"
 _POOL = 32  # pooled connections of the reading client: parallel ranges of a few downloads
@@ -92,7 +94,7 @@ class S3Store(WritableStore):
 
     _lists_from_key = True  # ListObjectsV2's StartAfter
     _identifies_reads = True  # a GET's ETag and Content-Length
-    _clients = ("_fs", "_client")
+    _clients = ("_fs", "_client", "_obstore")  # a forked child settles its own
     _default_endpoint = "AWS (no S3_ENDPOINT_URL)"
     _credentials_text = _CREDENTIALS_HELP
     _fs: Any
@@ -138,8 +140,8 @@ class S3Store(WritableStore):
         self._access_key = key
         self._secret = secret
         self._storage_options = dict(storage_options or {})
-        self._obstore_reads = config.s3_client() == "obstore"
-        self._obstore: ObstoreClient | None = None
+        self._read_client = config.s3_client()  # "auto" until the first read settles it
+        self._obstore: ObstoreClient | bool | None = None  # False: reads through botocore
         super().__init__()
 
     def __repr__(self) -> str:
@@ -168,6 +170,8 @@ class S3Store(WritableStore):
         self._reader().delete_object(Bucket=bucket, Key=name, **self._request_options())
 
     def _head(self, key: str) -> ObjectInfo:
+        if fast := self._fast_reader():
+            return fast.head(key)
         bucket, name = self._bucket_and_name(key)
         head = self._reader().head_object(Bucket=bucket, Key=name, **self._request_options())
         etag = head.get("ETag")
@@ -175,8 +179,8 @@ class S3Store(WritableStore):
 
     def _read(self, key: str, start: int, end: int | None) -> bytes:
         """One GET (ranged unless the whole object is asked for), its body read whole."""
-        if self._obstore_reads and usable_here():  # else botocore: a fork of an obstore user
-            return self._fast_reader().read(key, start, end)
+        if fast := self._fast_reader():
+            return fast.read(key, start, end)
         bucket, name = self._bucket_and_name(key)
         options = self._request_options()
         if start or end is not None:
@@ -190,12 +194,9 @@ class S3Store(WritableStore):
         return data
 
     def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
-        """One GET of the whole object, with the ETag and size it answered.
-
-        Through obstore where reads go through it: a start then builds no botocore client.
-        """
-        if self._obstore_reads and usable_here():
-            return self._fast_reader().read_info(key)
+        """One GET of the whole object, with the ETag and size it answered."""
+        if fast := self._fast_reader():
+            return fast.read_info(key)
         bucket, name = self._bucket_and_name(key)
         response = self._reader().get_object(Bucket=bucket, Key=name, **self._request_options())
         body = response["Body"]
@@ -212,11 +213,13 @@ class S3Store(WritableStore):
     ) -> tuple[dict[str, ObjectInfo], str | None]:
         """One ListObjectsV2 page, through the botocore client of reads.
 
-        A reader's start imports no s3fs. With obstore reads (``SHARDSTREAM_S3_CLIENT``) the
-        page comes through obstore too: its XML is read in Rust, off the GIL.
+        A reader's start imports no s3fs. Where obstore is asked for by name
+        (``SHARDSTREAM_S3_CLIENT=obstore``) the page comes through it: its XML is read in Rust,
+        off the GIL. The default keeps listings on botocore, whose page size and answers the
+        listing's retries and checks are built around.
         """
-        if self._obstore_reads and usable_here():  # else botocore: a fork of an obstore user
-            return self._fast_reader().list_page(prefix, start_after, token)
+        if self._read_client == "obstore" and (fast := self._fast_reader()):
+            return fast.list_page(prefix, start_after, token)
         root = f"{self.prefix}/" if self.prefix else ""
         # Keys come URL-encoded (so that any key survives XML), decoded here: the raw page
         # bypasses botocore's own decoding (see storage/s3_listing.py).
@@ -269,11 +272,30 @@ class S3Store(WritableStore):
     def _request_options(self) -> dict[str, str]:
         return {"RequestPayer": "requester"} if self.requester_pays else {}
 
-    def _fast_reader(self) -> ObstoreClient:
-        """The obstore transport of reads (``SHARDSTREAM_S3_CLIENT=obstore``), made once."""
-        if self._obstore is None:
-            self._obstore = ObstoreClient.of_s3_store(self)
-        return self._obstore
+    def _fast_reader(self) -> ObstoreClient | None:
+        """The obstore transport of reads, or ``None`` where botocore serves them.
+
+        Settled on the first read: obstore when asked (``SHARDSTREAM_S3_CLIENT=obstore``) or,
+        by default, when it is installed; botocore when asked, and wherever obstore lacks what
+        the configuration needs (:func:`~shardstream.storage._aws_chain.obstore_lacks`). In a
+        process forked after its parent read through obstore, botocore: obstore's runtime does
+        not survive ``fork()``.
+        """
+        if self._read_client == "botocore" or not usable_here():
+            return None
+        return self._lazy("_obstore", self._settle_read_client) or None
+
+    def _settle_read_client(self) -> ObstoreClient | bool:
+        """The obstore transport, or ``False`` where reads go through botocore."""
+        if self._read_client == "auto" and not installed():
+            return False
+        lacking = _aws_chain.obstore_lacks(self.endpoint_url)
+        if lacking is not None:
+            level = logging.WARNING if self._read_client == "obstore" else logging.DEBUG
+            logger.log(level, "%s: reads go through botocore, as obstore does not support %s",
+                       self.url(""), lacking)  # fmt: skip
+            return False
+        return ObstoreClient.of_s3_store(self)
 
     def _region(self) -> str | None:
         return self.region or ("us-east-1" if self.endpoint_url is not None else None)
@@ -313,7 +335,7 @@ class S3Store(WritableStore):
         if self._access_key is not None:
             options["aws_access_key_id"] = self._access_key
             options["aws_secret_access_key"] = self._secret
-        client = _SESSIONS.client(options)
+        client = _aws_chain.SESSIONS.client(options)
         client.meta.events.register(
             "before-parse.s3.ListObjectsV2", keep_raw_listing, unique_id=RAW_LISTING
         )
@@ -355,63 +377,6 @@ class S3Store(WritableStore):
         filesystem = s3fs.S3FileSystem(**options)
         filesystem.retries = 1  # s3fs's own retry loop: one attempt (see above)
         return filesystem
-
-
-class _Sessions:
-    """The process's botocore session, kept for as long as the credential sources read the same.
-
-    A session loads the service model and endpoint rules once, which a new session per client
-    would load again. It also keeps the credentials of the standard chain once it has resolved
-    them, so it is kept per what the chain reads: the ``AWS_*`` variables and the identity of
-    the config and credentials files. A changed variable (another ``AWS_ACCESS_KEY_ID``) or an
-    edited file gets a new session, as a session per client did. A forked child inherits the
-    session (loaded data, no connections) and builds its own clients from it.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.key: tuple[Any, ...] | None = None
-        self.session: Any = None
-
-    def client(self, options: dict[str, Any]) -> Any:
-        """A new botocore S3 client made with ``options``, from the kept session."""
-        key = _credential_sources()
-        with self.lock:  # a botocore session is not safe to share between threads unguarded
-            if self.session is None or self.key != key:
-                module = require("botocore.session", extra="s3", purpose=_PURPOSE)
-                self.session, self.key = module.get_session(), key
-            return self.session.create_client("s3", **options)
-
-    def after_fork(self) -> None:
-        self.lock = threading.Lock()  # a lock copied mid-use by fork would never open
-
-
-_SESSIONS = _Sessions()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_SESSIONS.after_fork)
-
-
-def _credential_sources() -> tuple[Any, ...]:
-    """What botocore's credential chain and config read, compared for equality only.
-
-    Every ``AWS_*`` variable (keys, token, profile, files, role, container and instance
-    settings), and each config file's identity (device, inode, size, modification time: an
-    edited file is another file) or ``None`` when it is missing.
-    """
-    variables = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
-    paths = (
-        os.environ.get("AWS_CONFIG_FILE", "~/.aws/config"),
-        os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"),
-    )
-    return (variables, *(_file_identity(path) for path in paths))
-
-
-def _file_identity(path: str) -> tuple[int, ...] | None:
-    try:
-        status = os.stat(os.path.expanduser(path))
-    except OSError:
-        return None
-    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
 
 
 def _no_expect_header(request: Any, **kwargs: Any) -> None:

@@ -10,7 +10,9 @@ Each column is turned into Python values once, on first use, and indexed from th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import operator
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,12 @@ from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.shard_file import SampleFile
 
 __all__ = ["RowGroupView"]
+
+#: Numbers whose rows go into a batch as one array: the tensor ``default_collate`` makes of
+#: their scalars one by one (it refuses numpy's uint64 scalars, which stay a list).
+_AS_ARRAY = frozenset(
+    np.dtype(name) for name in ("b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "f2", "f4", "f8")
+)
 
 
 class RowGroupView:
@@ -43,6 +51,8 @@ class RowGroupView:
         self._table: Any = table
         self._columns: list[Any] = [None] * len(self.names)
         self._all: list[Any] | None = None  # every column, once all are decoded
+        # Each decoded column's dtype and row shape where it goes into a batch as one array.
+        self._kinds: tuple[tuple[np.dtype[Any], tuple[int, ...]] | None, ...] = ()
 
     in_memory = True
     grouped_decode = False  # decoded whole already: one call or many cost the same
@@ -62,23 +72,81 @@ class RowGroupView:
         """Row ``index`` (negative counts from the end)."""
         return self.get(index + self._rows if index < 0 else index)
 
-    def get_many(self, indices: Sequence[int]) -> list[list[Any]]:
-        """Rows ``indices`` as one list of values per column (in :attr:`names` order)."""
-        picked = np.asarray(indices, dtype=np.int64)
+    def get_many(self, indices: Sequence[int]) -> list[ColumnValues]:
+        """Rows ``indices`` as the values of each column (in :attr:`names` order).
+
+        A column of numbers (but uint64) comes as one 1-D array, one of number lists of one
+        length as one 2-D array (its rows the values), any other as a list.
+        """
+        if isinstance(indices, np.ndarray):
+            picked = indices.astype(np.int64, copy=False)
+        else:
+            picked = np.fromiter(indices, np.int64, len(indices))
         if picked.size and (picked.min() < 0 or picked.max() >= self._rows):
             raise IndexError(f"{self.source}: rows {indices} run outside {self._rows} rows")
-        out = []
-        for k in range(len(self.names)):
-            values = self._column(k)
+        columns = self._all if self._all is not None else self._decode_all()
+        rows: list[int] | None = None
+        out: list[ColumnValues] = []
+        for values in columns:
             if isinstance(values, np.ndarray):
-                out.append(list(values[picked]))
+                # A fancy index copies: the batch owns its (writable) values.
+                out.append(values[picked] if values.dtype in _AS_ARRAY else list(values[picked]))
+                continue
+            if rows is None:
+                rows = picked.tolist()
+            if len(rows) > 1:
+                out.append(list(operator.itemgetter(*rows)(values)))
             else:
-                out.append([values[i] for i in picked.tolist()])
+                out.append([values[row] for row in rows])
         return out
 
     def read_columns(self, indices: Sequence[int], *, views: bool = False) -> list[ColumnValues]:
-        """Rows ``indices`` as one list per column (:meth:`get_many`)."""
-        return list(self.get_many(indices))
+        """Rows ``indices`` as the values of each column (:meth:`get_many`)."""
+        return self.get_many(indices)
+
+    @staticmethod
+    def gather_columns(
+        views: Mapping[int, RowGroupView], shards: Sequence[int], local: Sequence[int]
+    ) -> list[ColumnValues]:
+        """Row ``local[i]`` of ``views[shards[i]]`` for each ``i``, as :meth:`get_many` gives.
+
+        One batch drawn from many row groups costs one array index per row group and column
+        (a shuffled batch touches every open row group), not a call through the whole
+        per-view protocol. The views must share their columns.
+        """
+        which = np.asarray(shards, dtype=np.int64)
+        rows = np.asarray(local, dtype=np.int64)
+        order = np.argsort(which, kind="stable")
+        grouped, picked = which[order], rows[order]
+        cuts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(order)]
+        spans = list(itertools.pairwise(cuts))
+        parts = [views[shard] for shard in grouped[cuts[:-1]].tolist()]
+        sizes = np.repeat([view._rows for view in parts], np.diff(cuts))
+        if len(picked) and (picked.min() < 0 or (picked >= sizes).any()):
+            raise IndexError(f"rows {list(local)} run outside their row groups")
+        back = np.empty(len(order), np.int64)  # batch slot -> position in grouped order
+        back[order] = np.arange(len(order))
+        decoded = [view._all if view._all is not None else view._decode_all() for view in parts]
+        kinds = {view._kinds for view in parts}
+        out: list[ColumnValues] = []
+        for k in range(len(parts[0].names) if parts else 0):
+            columns = [values[k] for values in decoded]
+            if (len(kinds) == 1 and parts[0]._kinds[k] is not None) or _one_array_type(columns):
+                taken = [c[picked[b:e]] for c, (b, e) in zip(columns, spans, strict=True)]
+                out.append(np.concatenate(taken)[back])  # batch order
+                continue
+            values: list[Any] = []
+            for c, (b, e) in zip(columns, spans, strict=True):
+                if isinstance(c, np.ndarray):
+                    values.extend(c[picked[b:e]])
+                elif e - b > 1:
+                    values.extend(operator.itemgetter(*picked[b:e].tolist())(c))
+                else:
+                    values.append(c[int(picked[b])])
+            if len(values) > 1:
+                values = list(operator.itemgetter(*back.tolist())(values))
+            out.append(values)
+        return out
 
     def sample_file(self) -> SampleFile | None:
         """``None``: a row group is read whole."""
@@ -94,8 +162,13 @@ class RowGroupView:
         self._all = None
 
     def _decode_all(self) -> list[Any]:
-        self._all = [self._column(k) for k in range(len(self.names))]
-        return self._all
+        columns = [self._column(k) for k in range(len(self.names))]
+        self._kinds = tuple(
+            (c.dtype, c.shape[1:]) if isinstance(c, np.ndarray) and c.dtype in _AS_ARRAY else None
+            for c in columns
+        )
+        self._all = columns
+        return columns
 
     def _column(self, k: int) -> Any:
         values = self._columns[k]
@@ -106,6 +179,19 @@ class RowGroupView:
         return values
 
 
+def _one_array_type(columns: list[Any]) -> bool:
+    """Whether the row groups' values of a column are arrays of one dtype and row shape."""
+    first = columns[0]
+    return (
+        isinstance(first, np.ndarray)
+        and first.dtype in _AS_ARRAY
+        and all(
+            isinstance(c, np.ndarray) and c.dtype == first.dtype and c.shape[1:] == first.shape[1:]
+            for c in columns
+        )
+    )
+
+
 def _values(column: Any) -> Any:
     """A chunked Arrow column as an indexable sequence of Python (or numpy) values."""
     pa = require("pyarrow", extra="arrow", purpose="Reading Parquet")
@@ -113,13 +199,18 @@ def _values(column: Any) -> Any:
     if column.null_count == 0 and (
         pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
     ):
-        return np.array(column.to_numpy())  # a writable copy: torch warns on read-only arrays
+        # Read-only when zero-copy: a row is a numpy scalar and a batch a fancy-indexed copy.
+        return column.to_numpy()
     if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and column.null_count == 0:
         item = kind.value_type
         if pa.types.is_integer(item) or pa.types.is_floating(item):
             array = column.combine_chunks()
             if array.values.null_count == 0:
                 offsets = array.offsets.to_numpy()
-                flat = np.array(array.values.to_numpy())
-                return [flat[offsets[i] : offsets[i + 1]] for i in range(len(array))]
+                flat = np.array(array.values.to_numpy()[offsets[0] : offsets[-1]])
+                lengths = np.diff(offsets)
+                if len(array) and (lengths == lengths[0]).all():
+                    return flat.reshape(len(array), int(lengths[0]))  # rows: the values
+                starts = (offsets - offsets[0]).tolist()
+                return [flat[a:b] for a, b in itertools.pairwise(starts)]
     return column.to_pylist()

@@ -181,7 +181,7 @@ def stream(remote: Path, local: Path, plant: Callable[[str], None] | None = None
 
     limited = dataset("1mb")
     if plant is not None:
-        plant(limited._id)
+        plant(limited._progress.id)
     loader = StreamingDataLoader(limited, batch_size=4, num_workers=2)
     assert sorted(int(i) for batch in loader for i in batch["id"]) == list(range(60))
     unlimited = dataset(None)

@@ -383,3 +383,46 @@ def test_a_state_of_an_older_shardstream_says_its_order_cannot_be_checked(
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         mixed(two_streams).load_state_dict(state)
     assert caplog.text == ""
+
+
+def test_a_state_is_written_and_restored_from_settings_and_data_alone(rows_3000: Path):
+    """The position a state holds goes in and comes out as a Position: a stage's state later."""
+    from shardstream.dataset.prepared import PreparedDataset
+    from shardstream.dataset.resume_state import Position, restore, write_state
+    from shardstream.dataset.settings import DatasetSettings
+    from shardstream.sampling import Topology
+
+    saved = DatasetSettings.of(local=str(rows_3000), batch_size=8, shuffle=True, shuffle_seed=3)
+    data = PreparedDataset.load(saved)
+    topology = Topology(nodes=2, ranks_per_node=1, rank=0)
+    state = write_state(Position(2, 96), saved, data, topology=topology, initial_nodes=None)
+    assert state == dataset(
+        rows_3000, shuffle_seed=3, num_canonical_nodes=None, rank=0, world_size=2, ranks_per_node=1
+    ).state_dict(96, True) | {"epoch": 2}
+    other = DatasetSettings.of(local=str(rows_3000), batch_size=8, rank=0, world_size=2,
+                               ranks_per_node=1)  # fmt: skip
+    loads: list[DatasetSettings] = []
+
+    def load(settings: DatasetSettings) -> PreparedDataset:
+        loads.append(settings)
+        return data
+
+    restored = restore(state, other, load, strict=True)
+    assert restored.position == Position(2, 96)
+    assert restored.initial_physical_nodes == 2
+    assert (restored.settings.shuffle, restored.settings.shuffle_seed) == (True, 3)
+    assert restored.settings.num_canonical_nodes == 2
+    assert (other.shuffle, other.shuffle_seed) == (False, 9176)  # frozen: a new one came out
+    assert [dict(s.table_pins) for s in loads] == [{}]
+
+
+def test_a_state_saved_right_after_loading_one_is_the_loaded_one(rows_3000: Path):
+    """Read in the rank process, then loaded: the epoch read before is no longer current."""
+    saved = dataset(rows_3000).state_dict(96, from_beginning=True) | {"epoch": 4}
+    ds = dataset(rows_3000)
+    assert len([int(sample["id"]) for sample in ds]) == 3000
+    ds.load_state_dict(saved)
+    again = ds.state_dict(0, from_beginning=False)
+    assert (again["epoch"], again["sample_in_epoch"]) == (4, 96)
+    ds.set_epoch(6)
+    assert ds.state_dict(0, from_beginning=False)["epoch"] == 6

@@ -213,3 +213,13 @@ def test_a_malformed_connection_string_is_a_credentials_error_without_it(conn: s
     assert "az://data/ds" in str(info.value)
     assert KEY not in str(info.value)
     assert info.value.__cause__ is None
+
+
+@pytest.mark.parametrize(("text", "expected"), [("", "auto"), (" ADLFS ", "adlfs")])
+def test_azure_client(text: str, expected: str):
+    assert config.azure_client({"SHARDSTREAM_AZURE_CLIENT": text}) == expected
+
+
+def test_azure_client_refuses_another_name():
+    with pytest.raises(ConfigurationError, match="SHARDSTREAM_AZURE_CLIENT='obstor'"):
+        config.azure_client({"SHARDSTREAM_AZURE_CLIENT": "obstor"})

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
+import sys
 from typing import Any
 
 import pytest
 
 from shardstream import config
-from shardstream.errors import ConfigurationError
-from shardstream.storage import S3Store, open_store, s3
+from shardstream.errors import ConfigurationError, MissingDependencyError
+from shardstream.storage import S3Store, _aws_chain, open_store, s3
+from shardstream.storage._obstore_s3 import S3Settings
+from shardstream.storage.obstore_client import ObstoreClient
 
 
 def test_open_store_gives_an_s3_store_without_io(monkeypatch: pytest.MonkeyPatch):
@@ -219,7 +223,9 @@ class SessionSpy:
             return real(*args, **kwargs)
 
         monkeypatch.setattr(botocore.session, "get_session", counted)
-        monkeypatch.setattr(s3, "_SESSIONS", s3._Sessions())  # none kept from other tests
+        monkeypatch.setattr(
+            _aws_chain, "SESSIONS", _aws_chain.Sessions()
+        )  # none kept from other tests
 
 
 def signing_key(store: S3Store) -> str:
@@ -315,3 +321,114 @@ def test_a_forked_child_builds_its_own_client_from_the_inherited_session(
     assert os.waitpid(pid, 0)[1] == 0
     assert answer == "0 True True"  # no session made, and not the parent's client
     assert spy.made == 1
+
+
+# --- which client reads, and with what settings (no request is sent) -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", "auto"), ("  ", "auto"), ("obstore", "obstore"), (" Botocore ", "botocore")],
+)
+def test_s3_client(text: str, expected: str):
+    assert config.s3_client({"SHARDSTREAM_S3_CLIENT": text}) == expected
+    assert config.s3_client({}) == "auto"
+
+
+def test_s3_client_refuses_another_name():
+    with pytest.raises(ConfigurationError, match="SHARDSTREAM_S3_CLIENT='boto'"):
+        config.s3_client({"SHARDSTREAM_S3_CLIENT": "boto"})
+
+
+def test_obstore_reads_by_default_and_botocore_when_asked(
+    monkeypatch: pytest.MonkeyPatch, aws_chain: None
+):
+    monkeypatch.delenv("SHARDSTREAM_S3_CLIENT", raising=False)
+    store = S3Store("s3://bucket/p", endpoint_url="http://127.0.0.1:1")
+    assert isinstance(store._fast_reader(), ObstoreClient)
+    assert store._fast_reader() is store._fast_reader()  # settled once
+    monkeypatch.setattr(s3, "installed", lambda: False)
+    assert S3Store("s3://bucket/p", endpoint_url="http://127.0.0.1:1")._fast_reader() is None
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "botocore")
+    assert S3Store("s3://bucket/p", endpoint_url="http://127.0.0.1:1")._fast_reader() is None
+    assert store._client is None  # nothing of botocore's made for deciding
+
+
+def test_asking_for_obstore_without_it_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, aws_chain: None
+):
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "obstore")
+    store = S3Store("s3://bucket/p", endpoint_url="http://127.0.0.1:1")
+    monkeypatch.setitem(sys.modules, "obstore", None)  # as if not installed
+    with pytest.raises(MissingDependencyError, match=r"shardstream\[s3\]"):
+        store.get_range("k.bin", 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "named"),
+    [
+        ("AWS_USE_FIPS_ENDPOINT", "true", "FIPS"),
+        ("AWS_USE_DUALSTACK_ENDPOINT", "true", "dual-stack"),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:2", "AWS_ENDPOINT_URL"),
+        ("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:2", "AWS_ENDPOINT_URL"),
+    ],
+)
+@pytest.mark.parametrize("asked", ["auto", "obstore"])
+def test_what_obstore_lacks_goes_to_botocore_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+    aws_chain: None,
+    caplog: pytest.LogCaptureFixture,
+    variable: str,
+    value: str,
+    named: str,
+    asked: str,
+):
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", asked)
+    monkeypatch.setenv(variable, value)
+    caplog.set_level(logging.DEBUG, logger="shardstream")
+    assert S3Store("s3://bucket/p")._fast_reader() is None
+    (record,) = [r for r in caplog.records if r.name == "shardstream.storage.s3"]
+    assert named in record.getMessage()
+    assert "s3://bucket/p" in record.getMessage()
+    assert record.levelno == (logging.WARNING if asked == "obstore" else logging.DEBUG)
+
+
+def test_transfer_acceleration_in_the_profile_goes_to_botocore(
+    monkeypatch: pytest.MonkeyPatch, aws_chain: None, tmp_path: Any
+):
+    (tmp_path / "config").write_text("[default]\ns3 =\n    use_accelerate_endpoint = true\n")
+    assert S3Store("s3://bucket/p")._fast_reader() is None
+    (tmp_path / "config").write_text("[default]\nregion = eu-north-1\n")
+    assert S3Store("s3://bucket/p")._fast_reader() is not None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "variables", "profile", "expected"),
+    [
+        ({}, {}, "", "us-east-1"),  # as botocore: the global endpoint, then redirects
+        ({}, {"AWS_DEFAULT_REGION": "eu-north-1"}, "", "eu-north-1"),
+        ({}, {}, "region = ap-south-1\n", "ap-south-1"),
+        ({"region": "sa-east-1"}, {"AWS_DEFAULT_REGION": "eu-north-1"}, "", "sa-east-1"),
+        ({"endpoint_url": "http://127.0.0.1:1"}, {"AWS_DEFAULT_REGION": "eu-north-1"}, "",
+         "us-east-1"),  # a custom endpoint: us-east-1 unless given, as for botocore
+    ],
+)  # fmt: skip
+def test_obstore_signs_for_the_region_botocore_would(
+    monkeypatch: pytest.MonkeyPatch,
+    aws_chain: None,
+    tmp_path: Any,
+    arguments: dict[str, str],
+    variables: dict[str, str],
+    profile: str,
+    expected: str,
+):
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "config").write_text(f"[default]\n{profile}")
+    store = S3Store("s3://bucket/p", **arguments)  # type: ignore[arg-type]
+    settings = S3Settings(store)
+    assert settings.make().config["region"] == expected  # builds the store: no request
+    if "endpoint_url" not in arguments:
+        assert expected == (
+            store._reader().meta.region_name if arguments or variables or profile else expected
+        )

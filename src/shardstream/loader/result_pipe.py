@@ -6,7 +6,7 @@ each one crosses in four or five pieces: the worker's writing thread fills the p
 sleeps, the loader empties it and sleeps, and on a machine with as many busy processes as
 cores every piece costs each side a trip through the scheduler. With room for a whole batch,
 a worker writes it in one call and goes on to the next, and the loader reads it in one
-(figures in ``docs/design/read-path.md``).
+(figures in ``docs/benchmarks.md``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ policy chooses, the batches are the same: same values, same types, same order
 
 A dataset builds its policy once, from its settings (:meth:`ReadPolicy.for_settings`), and
 passes it down to its reader, its shard files and the loader. Why each default is what it is
-is said by its field; the figures behind them are in ``docs/design/read-path.md``.
+is said by its field; the figures behind them are in ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations

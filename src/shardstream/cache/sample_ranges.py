@@ -42,21 +42,20 @@ __all__ = ["RangedShardView", "SampleRanges"]
 
 logger = logging.getLogger(__name__)
 
-#: A shard this small is read in one range, header and samples: one round trip, not two.
-WHOLE_RANGE_BYTES = 256 << 10
-#: Samples of one shard this close are read in one range (a round trip costs more bytes).
-GAP_BYTES = 64 << 10
-
 
 class SampleRanges:
     """Reads given samples of shards not yet in the cache, by range requests to their remotes.
 
     Args:
         cache: The node's shard cache (its streams' stores, index entries and files).
+        whole_bytes: A shard up to this size is read in one range, header and samples.
+        gap_bytes: Samples of one shard this close are read in one range.
     """
 
-    def __init__(self, cache: ShardCache) -> None:
+    def __init__(self, cache: ShardCache, *, whole_bytes: int, gap_bytes: int) -> None:
         self.cache = cache
+        self.whole_bytes = whole_bytes
+        self.gap_bytes = gap_bytes
         self._said_compressed = False
 
     def readable(self, shard: int, *, small: bool = True) -> bool:
@@ -82,7 +81,7 @@ class SampleRanges:
             return False
         if entry.samples < 1 or is_local_disk(stream.store):
             return False
-        if not small and entry.raw_data.bytes <= WHOLE_RANGE_BYTES:
+        if not small and entry.raw_data.bytes <= self.whole_bytes:
             return False
         return not self.cache.is_present(shard)
 
@@ -109,7 +108,10 @@ class SampleRanges:
             StorageError: A request failed after its retries, or a range came back short.
         """
         cache = self.cache
-        reads = {shard: _ShardRead(shard, *cache.locate(shard), cache) for shard in wanted}
+        reads = {
+            shard: _ShardRead(shard, *cache.locate(shard), cache, self.whole_bytes, self.gap_bytes)
+            for shard in wanted
+        }
         firsts: dict[Future[bytes], _ShardRead] = {}
         for read in reads.values():
             firsts[pool.submit(read.get, 0, read.first_range())] = read
@@ -133,7 +135,10 @@ class SampleRanges:
 class _ShardRead:
     """One shard's ranges: the first (header, or the whole small shard), then its samples."""
 
-    def __init__(self, shard: int, number: int, entry: ShardEntry, cache: ShardCache) -> None:
+    def __init__(
+        self, shard: int, number: int, entry: ShardEntry, cache: ShardCache, whole_bytes: int,
+        gap_bytes: int,
+    ) -> None:  # fmt: skip
         stream = cache.streams[number]
         assert stream.store is not None
         self.shard = shard
@@ -143,7 +148,8 @@ class _ShardRead:
         self.key = entry.raw_data.basename
         self.url = self.store.url(self.key)
         self.size = entry.raw_data.bytes
-        self.whole = self.size <= WHOLE_RANGE_BYTES
+        self.whole = self.size <= whole_bytes
+        self.gap_bytes = gap_bytes
         self.buffer: bytes | mmap.mmap = b""
         self.offsets: NDArray[np.int64] = np.empty(0, np.int64)
 
@@ -190,7 +196,7 @@ class _ShardRead:
         begins, ends = self.offsets[picked], self.offsets[picked + 1]
         ranges: list[tuple[int, int]] = []
         for begin, end in zip(begins.tolist(), ends.tolist(), strict=True):
-            if ranges and begin - ranges[-1][1] <= GAP_BYTES:
+            if ranges and begin - ranges[-1][1] <= self.gap_bytes:
                 ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
             elif end > begin:
                 ranges.append((begin, end))

@@ -28,7 +28,6 @@ __all__ = ["OpenShards", "ShardSource"]
 logger = logging.getLogger(__name__)
 
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
-_RANGES_BELOW_SHARE = 4  # small shards by range while a batch needs under 1/4 of the shards
 
 
 class ShardSource(Protocol):
@@ -77,7 +76,9 @@ class OpenShards:
         # Shards marked as used this epoch: touched, or fetched by this reader (their files'
         # times are fresh then).
         self._marked: set[int] = set()
-        self._ranges = SampleRanges(cache)
+        self._ranges = SampleRanges(
+            cache, whole_bytes=policy.range_whole_bytes, gap_bytes=policy.range_gap_bytes
+        )
 
     def __contains__(self, shard: int) -> bool:
         return shard in self._open
@@ -163,13 +164,12 @@ class OpenShards:
         Only shards that :class:`~shardstream.cache.sample_ranges.SampleRanges` can read that
         way, and that are not open; the views are not kept open (their shards are fetched
         whole for the rest of the epoch). Small shards (one range each) are not, when the
-        batch needs a quarter of the dataset's shards or more: the epoch needs them whole at
-        once, and a range would make each cross the link twice (and again in each worker).
+        batch needs the policy's ``range_shard_share`` of the dataset's shards or more.
         """
         wanted: dict[int, list[int]] = {}
         for shard, index in zip(shards, local, strict=True):
             wanted.setdefault(shard, []).append(index)
-        small = _RANGES_BELOW_SHARE * len(wanted) < self.cache.num_shards
+        small = len(wanted) < self.policy.range_shard_share * self.cache.num_shards
         readable = {
             shard: indices
             for shard, indices in wanted.items()

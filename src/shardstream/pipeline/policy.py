@@ -95,6 +95,13 @@ class ReadPolicy:
         fetch_threads: Threads that fetch and open shards ahead of the reader.
         first_batch_ranges: A cold epoch's first batch reads its samples of uncompressed
             remote MDS shards by range requests, before those shards land whole.
+        range_whole_bytes: ... a shard up to this size in one range, header and samples
+            together: one round trip, not two, for bytes a round trip would carry anyway.
+        range_gap_bytes: ... samples of one shard this close in one range: a round trip
+            costs more than the bytes between them.
+        range_shard_share: ... and small shards not at all when the first batch needs this
+            share of the dataset's shards or more: the epoch needs them whole at once, and a
+            range would make each cross the link twice.
         prefetch_factor: Batches each DataLoader worker may have ahead (when the caller sets
             none).
         first_rows: Batches the first decode of an epoch takes: one, so that the first batch
@@ -138,6 +145,9 @@ class ReadPolicy:
     by_id: bool = True
     fetch_threads: int = 4
     first_batch_ranges: bool = True
+    range_whole_bytes: int = 256 * _KIB
+    range_gap_bytes: int = 64 * _KIB
+    range_shard_share: float = 0.25
     prefetch_factor: int = 4
     first_rows: int = 1
     in_order_spread: int = 2

@@ -15,14 +15,25 @@ import pytest
 
 from shardstream import MDSWriter
 from shardstream.cache import CacheStream, ShardCache
-from shardstream.cache.sample_ranges import GAP_BYTES, WHOLE_RANGE_BYTES, SampleRanges
+from shardstream.cache.sample_ranges import SampleRanges
 from shardstream.errors import ShardFormatError, StorageError
 from shardstream.format.index import parse_index
 from shardstream.format.mds import MDSSchema, MDSShardView
+from shardstream.pipeline.policy import ReadPolicy
 from shardstream.storage.filesystems import is_local_disk
 from shardstream.storage.local import LocalStore
 
 PAYLOAD = 30_000  # 20 samples a shard: a shard over the one-range size
+
+
+POLICY = ReadPolicy()
+
+
+def _ranges(cache: ShardCache) -> SampleRanges:
+    """The range reader a pipeline builds from the default policy."""
+    return SampleRanges(
+        cache, whole_bytes=POLICY.range_whole_bytes, gap_bytes=POLICY.range_gap_bytes
+    )
 
 
 def _write(folder: Path, samples: int = 40) -> None:
@@ -56,11 +67,12 @@ def test_samples_read_by_range_equal_a_whole_read_and_only_they_come_out(tmp_pat
     remote, local = tmp_path / "remote", tmp_path / "local"
     _write(remote)
     cache = _cache(remote, local)
-    assert cache.locate(0)[1].raw_data.bytes > WHOLE_RANGE_BYTES
-    assert PAYLOAD < GAP_BYTES  # neighbours coalesce; the test reads far-apart ones too
+    assert cache.locate(0)[1].raw_data.bytes > POLICY.range_whole_bytes
+    # Neighbours coalesce; the test reads far-apart ones too.
+    assert POLICY.range_gap_bytes > PAYLOAD
     wanted = {0: [1, 2, 17], 1: [0, 19]}
     with ThreadPoolExecutor(4) as pool:
-        views = SampleRanges(cache).views(wanted, _schema(cache), pool)
+        views = _ranges(cache).views(wanted, _schema(cache), pool)
 
     for shard, indices in wanted.items():
         whole = _whole(remote, cache, shard)
@@ -90,7 +102,7 @@ def test_a_small_shard_is_read_in_one_range_and_every_sample_is_there(tmp_path):
             writer.write({"id": i})
     cache = _cache(remote, local)
     with ThreadPoolExecutor(2) as pool:
-        view = SampleRanges(cache).views({0: [3]}, _schema(cache), pool)[0]
+        view = _ranges(cache).views({0: [3]}, _schema(cache), pool)[0]
     assert [view.get(i)["id"] for i in range(len(view))] == list(range(len(view)))
 
 
@@ -104,20 +116,54 @@ def test_a_shard_that_disagrees_with_its_index_is_an_error_naming_it(tmp_path):
     data[0:4] = (int.from_bytes(data[0:4], "little") - 1).to_bytes(4, "little")  # header lies
     path.write_bytes(bytes(data))
     with ThreadPoolExecutor(2) as pool, pytest.raises(ShardFormatError, match=name):
-        SampleRanges(cache).views({1: [0]}, _schema(cache), pool)
+        _ranges(cache).views({1: [0]}, _schema(cache), pool)
     os.truncate(path, 1000)  # shorter than the index says
     with ThreadPoolExecutor(2) as pool, pytest.raises((StorageError, ShardFormatError), match=name):
-        SampleRanges(cache).views({1: [0]}, _schema(cache), pool)
+        _ranges(cache).views({1: [0]}, _schema(cache), pool)
 
 
 def test_only_uncompressed_remote_mds_shards_not_in_the_cache_are_readable(tmp_path):
     remote, local = tmp_path / "remote", tmp_path / "local"
     _write(remote)
     cache = _cache(remote, local)
-    ranges = SampleRanges(cache)
+    ranges = _ranges(cache)
     # A folder on this machine's disk is copied whole: a range saves nothing.
     assert ranges.readable(0) != is_local_disk(LocalStore(str(remote)))
     zipped = tmp_path / "zipped"
     with MDSWriter(out=str(zipped), columns={"id": "int"}, compression="zstd") as writer:
         writer.write({"id": 1})
-    assert not SampleRanges(_cache(zipped, tmp_path / "zlocal")).readable(0)
+    assert not _ranges(_cache(zipped, tmp_path / "zlocal")).readable(0)
+
+
+class _CountingStore(LocalStore):
+    """A folder store that records every range it is asked for."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.asked: list[tuple[int, int]] = []
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        self.asked.append((start, end))
+        return super().get_range(key, start, end)
+
+
+@pytest.mark.parametrize(
+    ("whole_bytes", "gap_bytes", "requests"),
+    [
+        (1 << 30, 0, 1),  # the policy calls the shard small: one range, header and samples
+        (0, 1 << 20, 2),  # the offset table, then both samples in one coalesced range
+        (0, 0, 3),  # the offset table, then each far-apart sample on its own
+    ],
+)
+def test_the_policy_sizes_decide_the_ranges(tmp_path, whole_bytes, gap_bytes, requests):
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    _write(remote)
+    entries = parse_index((remote / "index.json").read_bytes(), source=str(remote))
+    store = _CountingStore(str(remote))
+    cache = ShardCache([CacheStream(str(local), store, entries)])
+    reader = SampleRanges(cache, whole_bytes=whole_bytes, gap_bytes=gap_bytes)
+    with ThreadPoolExecutor(2) as pool:
+        view = reader.views({0: [1, 17]}, _schema(cache), pool)[0]
+    assert len(store.asked) == requests
+    whole = _whole(remote, cache, 0)
+    assert bytes(view.get(17)["pad"]) == bytes(whole.get(17)["pad"])

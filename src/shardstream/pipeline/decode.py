@@ -113,9 +113,6 @@ class Columns(_Decode):
         self._policy = policy
         self.route = route
 
-    def _done(self, item: Any) -> int:
-        return 1
-
     def _run(self, start: int) -> Iterator[Batch]:
         self.fetch.reset({"batch": start})
         route = self.route

@@ -56,9 +56,9 @@ class Stage(Protocol[T_co]):
 class Stepped(Generic[T]):
     """A stage whose items come from a generator started at a batch of the plan.
 
-    Subclasses write :meth:`_run` (the items from batch ``start`` on) and say in
-    :meth:`_done` how many batches an item stands for (one by default). The generator is made
-    on the first :meth:`next` after a reset, so a stage made and never read starts nothing.
+    Subclasses write :meth:`_run` (the items from batch ``start`` on, one a device batch). The
+    generator is made on the first :meth:`next` after a reset, so a stage made and never read
+    starts nothing.
     """
 
     def __init__(self) -> None:
@@ -69,15 +69,12 @@ class Stepped(Generic[T]):
     def _run(self, start: int) -> Iterator[T]:
         raise NotImplementedError
 
-    def _done(self, item: T) -> int:
-        return 1
-
     def next(self) -> T:
         """The next item; ``StopIteration`` at the end."""
         if self._items is None:
             self._items = self._run(self._start)
         item = next(self._items)
-        self._batches += self._done(item)
+        self._batches += 1
         return item
 
     def state(self) -> StageState:

@@ -98,6 +98,9 @@ def test_range_edges(make_client: Factory, tmp_path: Path) -> None:
     _put(client, tmp_path, "r.bin", b"0123456789")
     assert client.read("r.bin", 10, 10) == b""
     assert client.read("r.bin", 3, 3) == b""
+    # Before the refused ranges: fake-gcs-server drops the connection after its 416 answers,
+    # and the client (its retries off, as callers retry) would send on the dropped one.
+    assert client.read("r.bin", 9, None) == b"9"
     with pytest.raises(StorageError, match=r"r\.bin") as past:
         client.read("r.bin", 5, 11)
     assert not isinstance(past.value, ObjectNotFoundError)
@@ -107,7 +110,6 @@ def test_range_edges(make_client: Factory, tmp_path: Path) -> None:
         with pytest.raises(StorageError, match=r"r\.bin") as tail:
             client.read("r.bin", start, None)
         assert not isinstance(tail.value, ObjectNotFoundError)
-    assert client.read("r.bin", 9, None) == b"9"
     with pytest.raises(ConfigurationError):
         client.read("r.bin", 5, 4)
     with pytest.raises(ConfigurationError):

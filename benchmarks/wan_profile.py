@@ -77,8 +77,21 @@ def child(args: argparse.Namespace) -> None:
     payloads = Payloads(spec["samples"], spec["size"], spec["jitter"], SEED, spec.get("tokens", 0))
     checker = Checker(payloads)
     _trace(args.trace)
-    _, loader = make_loader("shardstream", args.data, args.cache, BATCH_SIZE, args.workers,
-                            True, tokens=bool(spec.get("tokens")))  # fmt: skip
+    if args.no_ranges:
+        from shardstream import StreamingDataLoader, StreamingDataset
+        from shardstream.pipeline.policy import ReadPolicy
+
+        dataset = StreamingDataset(
+            remote=args.data,
+            local=args.cache,
+            batch_size=BATCH_SIZE,
+            shuffle=True,
+            read_policy=ReadPolicy(first_batch_ranges=False),
+        )
+        loader = StreamingDataLoader(dataset, batch_size=BATCH_SIZE, num_workers=args.workers)
+    else:
+        _, loader = make_loader("shardstream", args.data, args.cache, BATCH_SIZE, args.workers,
+                                True, tokens=bool(spec.get("tokens")))  # fmt: skip
     batches = []
     cpu = time.process_time()
     started = time.perf_counter()
@@ -131,6 +144,7 @@ def phases(
         "first_batch": batches[0] - t0 if batches else float("nan"),
         "of_link": moved / link_rate / (result["ended"] - t0),
         "requests": len(requests),
+        "mb": moved / 1e6,
         "main_cpu": result["main_cpu"],
         "passed": float(result["checks"]["passed"]),
     }
@@ -152,6 +166,8 @@ def main() -> int:
     parser.add_argument("--workers", default="0,2")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-ranges", action="store_true", help="first_batch_ranges off")
+    parser.add_argument("--variants", default="ranges", help="ranges,no-ranges: alternate")
     parser.add_argument("--show", action="store_true", help="print every request")
     parser.add_argument("--quick", action="store_true", help="1/16 of the sizes")
     parser.add_argument("--link-mbps", type=float, default=125.0)
@@ -164,6 +180,7 @@ def main() -> int:
     from benchmarks.streaming_worker import Payloads
     from shardstream import MDSWriter
 
+    variants = args.variants.split(",")
     tmp = tempfile.mkdtemp(prefix="shardstream-wan-profile-")
     report: dict[str, Any] = {}
     saved = dict(os.environ)
@@ -189,7 +206,8 @@ def main() -> int:
                                       AWS_ENDPOINT_URL=link.endpoint)  # fmt: skip
                     for workers in [int(w) for w in args.workers.split(",")]:
                         runs = []
-                        for _ in range(args.repeats):
+                        for repeat in range(args.repeats * len(variants)):
+                            variant = variants[repeat % len(variants)]
                             cache = tempfile.mkdtemp(dir=tmp)
                             trace = tempfile.mkdtemp(dir=tmp)
                             result_path = os.path.join(trace, "result.json")
@@ -199,21 +217,31 @@ def main() -> int:
                             subprocess.run(
                                 [sys.executable, __file__, "--child", "--spec", json.dumps(spec),
                                  "--data", remote, "--cache", cache, "--trace", traces,
-                                 "--result", result_path, "--workers", str(workers)],
+                                 "--result", result_path, "--workers", str(workers),
+                                 *(["--no-ranges"] if variant == "no-ranges" else [])],
                                 env=environ, check=True, timeout=600,
                             )  # fmt: skip
                             with open(result_path, encoding="utf-8") as handle:
                                 result = json.load(handle)
                             found = phases(result, traces, args.link_mbps * 1e6, args.show)
-                            runs.append(found)
-                            print(f"{name} w={workers}: " + ", ".join(
+                            runs.append({"variant": variant, **found})
+                            print(f"{name} w={workers} {variant}: " + ", ".join(
                                 f"{k} {v:.3f}" for k, v in found.items()), flush=True)  # fmt: skip
                             shutil.rmtree(cache, ignore_errors=True)
                             shutil.rmtree(trace, ignore_errors=True)
-                        median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-                        report[f"{name} w={workers}"] = {"runs": runs, "median": median}
-                        print(f"== {name} w={workers} median: " + ", ".join(
-                            f"{k} {v:.3f}" for k, v in median.items()), flush=True)  # fmt: skip
+                        for variant in variants:
+                            mine = [r for r in runs if r["variant"] == variant]
+                            median = {k: statistics.median(r[k] for r in mine)
+                                      for k in found}  # fmt: skip
+                            report[f"{name} w={workers} {variant}"] = {
+                                "runs": mine,
+                                "median": median,
+                            }
+                            print(
+                                f"== {name} w={workers} {variant} median: "
+                                + ", ".join(f"{k} {v:.3f}" for k, v in median.items()),
+                                flush=True,
+                            )
             finally:
                 link.stop()
     finally:

@@ -24,6 +24,7 @@ import pytest
 
 from shardstream import MDSWriter, StreamingDataset
 from shardstream.errors import ShardFormatError, StorageError
+from shardstream.pipeline.policy import ReadPolicy
 from shardstream.storage import S3Store
 
 from .conftest import S3Server
@@ -34,8 +35,13 @@ pytestmark = pytest.mark.s3
 BATCH = 12
 _SHARD_FILE = re.compile(r"shard\.\d+\.mds")
 #: (samples, payload bytes, shard size limit): tiny shards are read in one range each, large
-#: ones (over the one-range size) as their offset table, then their samples.
-SHAPES = {"tiny": (240, 40, 600), "large": (96, 20_000, 420_000)}
+#: ones (over the one-range size) as their offset table, then their samples; a batch of bulky
+#: samples needs too much of its large shards' bytes to read them by range.
+SHAPES = {
+    "tiny": (240, 40, 600),
+    "large": (960, 2_000, 420_000),
+    "bulky": (96, 20_000, 420_000),
+}
 
 
 def _sample(i: int, size: int) -> dict[str, Any]:
@@ -285,3 +291,21 @@ def test_large_shards_the_first_batch_reads_by_ranges_are_fetched_whole_beside_t
     assert data.shard_gets(ranged=True)  # the first batch was still read by ranges
     for path in _shard_files(tmp_path / "cache"):
         assert path.read_bytes() == (data.folder / path.name).read_bytes()
+
+
+def test_a_batch_that_needs_much_of_its_large_shards_bytes_fetches_them_whole_only(
+    served, tmp_path
+):
+    # Ranged bytes would cross the link twice (the whole shards follow): above the share, the
+    # batch waits for the whole shards instead, each fetched once.
+    data: Served = served("bulky")
+    index = json.loads((data.folder / "index.json").read_text())
+    shard_bytes = {s["raw_data"]["basename"]: s["raw_data"]["bytes"] for s in index["shards"]}
+    assert min(shard_bytes.values()) > ReadPolicy().range_whole_bytes  # large shards
+    expected = list(_dataset(None, data.folder))  # type: ignore[arg-type]
+    got = list(_dataset(data.url, tmp_path / "cache"))
+    assert [int(s["id"]) for s in got] == [int(s["id"]) for s in expected]
+    for sample, want in zip(got, expected, strict=True):
+        _same(sample, want)
+    assert data.shard_gets(ranged=True) == []
+    assert sorted(data.shard_gets(ranged=False)) == sorted(shard_bytes)

@@ -167,7 +167,7 @@ def main() -> int:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-ranges", action="store_true", help="first_batch_ranges off")
-    parser.add_argument("--variants", default="ranges", help="ranges,no-ranges: alternate")
+    parser.add_argument("--variants", default="ranges", help="ranges,no-ranges,obstore: alternate")
     parser.add_argument("--show", action="store_true", help="print every request")
     parser.add_argument("--quick", action="store_true", help="1/16 of the sizes")
     parser.add_argument("--link-mbps", type=float, default=125.0)
@@ -214,6 +214,8 @@ def main() -> int:
                             traces = os.path.join(trace, "requests")
                             os.makedirs(traces)
                             environ = dict(os.environ, PYTHONPATH=f"{REPO / 'src'}:{REPO}")
+                            if variant == "obstore":  # listings through obstore too
+                                environ["SHARDSTREAM_S3_CLIENT"] = "obstore"
                             subprocess.run(
                                 [sys.executable, __file__, "--child", "--spec", json.dumps(spec),
                                  "--data", remote, "--cache", cache, "--trace", traces,

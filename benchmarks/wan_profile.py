@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/wan_profile.py [--workloads small-1KiB,...] [--workers 0,2]
         [--repeats 3] [--quick] [--out benchmarks/results/wan-profile.json]
+        [--variants ranges,no-ranges,obstore,base --base-src /tmp/base/src] [--show]
 
 Starts SeaweedFS and the link (``wan_link.py``, the driver's defaults), writes and uploads each
 workload of ``wan_bench.py`` once, then runs cold epochs (an empty cache each) in a child
@@ -15,6 +16,11 @@ time each batch reached the loop. Per run it prints the phases of the epoch:
 * ``idle``: time within ``fetch`` with no request in flight, and the mean requests in flight;
 * ``tail``: from the last byte to the last batch (the reading that follows the transfer);
 * ``first batch``: when the first batch reached the loop.
+
+``--variants`` alternates runs of this tree as it is (``ranges``), with the first batch's
+range reads off (``no-ranges``), with listings through obstore too (``obstore``) and of
+another source tree (``base``, ``--base-src``), so that each is measured beside the others on
+the same link and load. ``--show`` prints every request.
 
 Every request is timed in the process that made it with ``time.perf_counter`` (one clock
 across the processes of this machine).
@@ -167,7 +173,10 @@ def main() -> int:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-ranges", action="store_true", help="first_batch_ranges off")
-    parser.add_argument("--variants", default="ranges", help="ranges,no-ranges,obstore: alternate")
+    parser.add_argument(
+        "--variants", default="ranges", help="alternated: ranges (as is), no-ranges, obstore, base"
+    )
+    parser.add_argument("--base-src", help="the variant 'base' reads with this src folder")
     parser.add_argument("--show", action="store_true", help="print every request")
     parser.add_argument("--quick", action="store_true", help="1/16 of the sizes")
     parser.add_argument("--link-mbps", type=float, default=125.0)
@@ -214,6 +223,8 @@ def main() -> int:
                             traces = os.path.join(trace, "requests")
                             os.makedirs(traces)
                             environ = dict(os.environ, PYTHONPATH=f"{REPO / 'src'}:{REPO}")
+                            if variant == "base":  # another source tree (--base-src)
+                                environ["PYTHONPATH"] = f"{args.base_src}:{REPO}"
                             if variant == "obstore":  # listings through obstore too
                                 environ["SHARDSTREAM_S3_CLIENT"] = "obstore"
                             subprocess.run(

@@ -325,8 +325,7 @@ def test_random_access_reads_the_samples_of_iteration(
     """
     with tempfile.TemporaryDirectory(prefix="one-id-") as folder:
         root = data.write(Path(folder) / "data")
-        mds = isinstance(data, MDSData)
-        validate = data.validate_hash if mds else None
+        validate = data.validate_hash if isinstance(data, MDSData) else None
         ds = StreamingDataset(
             local=str(root), batch_size=1, num_canonical_nodes=1, zero_copy=zero_copy,
             validate_hash=validate,
@@ -334,17 +333,15 @@ def test_random_access_reads_the_samples_of_iteration(
         iterated = list(ds)
         size = len(data.blob_sizes)
         assert len(iterated) == size == ds.num_samples
-        if mds:
-            ids = [data.sample(i)["id"] for i in range(size)]
-        else:
-            ids = data.table(0, size)["id"].to_pylist()
-        assert [int(sample["id"]) for sample in iterated] == ids  # in id order
         source: Any
-        if mds:
+        if isinstance(data, MDSData):
+            ids = [data.sample(i)["id"] for i in range(size)]
             source = LocalDataset(root, zero_copy=zero_copy, validate_hash=validate)
             assert_same_samples(iterated, list(source), "iterating a LocalDataset")
         else:
+            ids = data.table(0, size)["id"].to_pylist()
             source = ParquetDataset(str(root), local_layouts(str(root)))
+        assert [int(sample["id"]) for sample in iterated] == ids  # in id order
         order = np.random.default_rng(seed).permutation(size).tolist()
         for name, entrance in (("ds", ds), ("source", source)):
             for i in order:

@@ -21,10 +21,9 @@ from shardstream.errors import IndexFormatError, ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index, safe_basename
 from shardstream.format.mds import MDSSchema
 from shardstream.format.shard_view import ShardView
-from shardstream.pipeline.locate import Decode, Getter, Locate
+from shardstream.pipeline.locate import Getter, Locate
 from shardstream.pipeline.plan import IdPlan
 from shardstream.pipeline.policy import ReadPolicy
-from shardstream.pipeline.stage import drain
 
 __all__ = ["LocalDataset", "check_empty_shards"]
 
@@ -164,9 +163,10 @@ class LocalDataset:
         return self._read(index)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        """Every sample in id order: a plan of each id in turn, through the locate stage."""
+        """Every sample in id order: a plan of each id in turn, read by the locate stage."""
         self._load()
-        yield from drain(Decode(self._locate_stage(IdPlan(range(self._total)))))
+        plan = IdPlan(range(self._total))
+        yield from map(self._locate_stage(plan).read, plan)
 
     @property
     def shard_sizes(self) -> np.ndarray[Any, np.dtype[np.int64]]:

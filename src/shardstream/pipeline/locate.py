@@ -1,16 +1,16 @@
-"""The locate stage of a one-id plan: each id's shard found and opened in the caller's thread.
+"""The locate stage of a one-id plan: each id's shard found, opened and read in this thread.
 
 ``ds[i]`` (:class:`~shardstream.StreamingDataset`, ``LocalDataset``, ``ParquetDataset``) and
 ``LocalDataset``'s iteration read a sample at a time: a plan of one id a step
-(:class:`~shardstream.pipeline.plan.IdPlan`), located and opened here, decoded by the shard
-view's ``get`` (:class:`Decode`). A sample at a time needs no look-ahead, so nothing here
-runs in a thread; what opens a shard is the caller's (a dataset's open shards, fetched through
-the node's cache, or a local source's own).
+(:class:`~shardstream.pipeline.plan.IdPlan`), each id located here by a ``bisect`` over the
+shard starts, its shard opened, and the sample decoded by the shard view's ``get`` (the
+format's decoder of one sample). A sample at a time needs no look-ahead, so nothing here runs
+in a thread; what opens a shard is the caller's (a dataset's open shards, fetched through the
+node's cache, or a local source's own).
 
-Its items are ``(get, index)``: the shard view's sample decoder and the sample's index in the
-shard. :meth:`Locate.read` takes the plan of one id handed straight in and decodes the sample:
-``ds[i]`` builds no plan object and makes one call (a read of one small sample costs little
-more than its decoding, so each allocation and call would show).
+:meth:`Locate.read` takes the plan of one id handed straight in: ``ds[i]`` builds no plan
+object and makes one call (a read of one small sample costs little more than its decoding,
+so each allocation and call would show). Iteration maps it over an :class:`IdPlan`.
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ from shardstream.format.shard_view import ShardView
 from shardstream.pipeline.plan import IdPlan
 from shardstream.pipeline.stage import StageState
 
-__all__ = ["Decode", "Getter", "Locate"]
+__all__ = ["Getter", "Locate"]
 
 #: A shard view's ``get``: sample ``k`` of the shard as ``{column: value}``.
 Getter = Callable[[int], dict[str, Any]]
 
 
 class Locate:
-    """The plan's ids located and their shards opened, in the caller's thread (a stage).
+    """The plan's ids located, their shards opened and each sample read, in this thread (a stage).
 
-    Its state is its plan's: an id handed straight to :meth:`read` is not counted (random
-    access has no place in a plan to resume from).
+    Its items are sample dicts. Its state is its plan's: an id handed straight to :meth:`read`
+    is not counted (random access has no place in a plan to resume from).
 
     Args:
         plan: The plan (one id a step).
@@ -58,23 +58,14 @@ class Locate:
         self._getters = getters
         self._open = open_shard
 
-    def next(self) -> tuple[Getter, int]:
+    def next(self) -> dict[str, Any]:
         """The next item; ``StopIteration`` at the end."""
-        sample_id = self.plan.next()
-        starts = self._starts
-        shard = bisect_right(starts, sample_id) - 1  # a scalar: no array round trip
-        get = self._getters[shard]
-        if get is None:
-            get = self._open(shard).get
-        return get, sample_id - starts[shard]
+        return self.read(self.plan.next())
 
     def read(self, sample_id: int) -> dict[str, Any]:
-        """The plan of one id, ``sample_id`` (``0 <= sample_id < total``), located and decoded.
-
-        What :class:`Decode` hands on for that plan, in one call: ``ds[i]``.
-        """
+        """The sample of the plan of one id, ``sample_id`` (``0 <= sample_id < total``)."""
         starts = self._starts
-        shard = bisect_right(starts, sample_id) - 1
+        shard = bisect_right(starts, sample_id) - 1  # a scalar: no array round trip
         get = self._getters[shard]
         if get is None:
             get = self._open(shard).get
@@ -90,29 +81,3 @@ class Locate:
 
     def close(self) -> None:
         """Nothing to let go of: the open shards are their owner's."""
-
-
-class Decode:
-    """Each located sample decoded by its shard view's ``get`` (a stage; its state is theirs)."""
-
-    __slots__ = ("locate",)
-
-    def __init__(self, locate: Locate) -> None:
-        self.locate = locate
-
-    def next(self) -> dict[str, Any]:
-        """The next item; ``StopIteration`` at the end."""
-        get, index = self.locate.next()
-        return get(index)
-
-    def state(self) -> StageState:
-        """Where the stage stands: ``{"batch": k}``, the device batches handed on."""
-        return self.locate.state()
-
-    def reset(self, state: StageState | None = None) -> None:
-        """Start again at ``state`` (from the start if ``None``)."""
-        self.locate.reset(state)
-
-    def close(self) -> None:
-        """Let go of what the stages before hold."""
-        self.locate.close()

@@ -10,7 +10,8 @@ ints): ``ds[i]`` and a local source's iteration, read by the locate stage
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from numpy.typing import NDArray
@@ -64,31 +65,36 @@ class Plan:
 class IdPlan:
     """Ids one a step, each a device batch of one sample, as ints (a :class:`Stage`).
 
+    ``next`` is the ids' own iterator's (no Python call a step), and iterating the plan
+    iterates those ids from where it stands: a reader of one sample at a time pays for the
+    sample, not the stage.
+
     Args:
-        ids: The ids, in order (a ``range``, a list; one id for ``ds[i]``).
+        ids: The ids, in order (a ``range``, a list or a tuple).
     """
 
-    __slots__ = ("_batch", "ids")
+    __slots__ = ("_ids", "ids", "next")
 
-    def __init__(self, ids: Sequence[int] = ()) -> None:
+    #: The next item; ``StopIteration`` at the end.
+    next: Callable[[], int]
+
+    def __init__(self, ids: range | list[int] | tuple[int, ...] = ()) -> None:
         self.ids = ids
-        self._batch = 0
+        self.reset()
 
-    def next(self) -> int:
-        """The next item; ``StopIteration`` at the end."""
-        batch = self._batch
-        if batch >= len(self.ids):
-            raise StopIteration
-        self._batch = batch + 1
-        return self.ids[batch]
+    def __iter__(self) -> Iterator[int]:
+        return self._ids
 
     def state(self) -> StageState:
         """Where the stage stands: ``{"batch": k}``, the ids handed on."""
-        return {"batch": self._batch}
+        return {"batch": len(self.ids) - operator.length_hint(self._ids)}
 
     def reset(self, state: StageState | None = None) -> None:
         """Start again at ``state`` (from the start if ``None``)."""
-        self._batch = 0 if state is None else min(int(state["batch"]), len(self.ids))
+        ids = iter(self.ids)
+        ids.__setstate__(0 if state is None else min(int(state["batch"]), len(self.ids)))  # type: ignore[attr-defined]
+        self._ids = ids
+        self.next = ids.__next__
 
     def close(self) -> None:
         """Nothing to let go of."""

@@ -19,7 +19,7 @@ import pytest
 from tests.streaming_data import write_dataset
 
 from shardstream import LocalDataset, StreamingDataset
-from shardstream.pipeline.locate import Decode, Locate
+from shardstream.pipeline.locate import Locate
 from shardstream.pipeline.plan import IdPlan
 from shardstream.pipeline.stage import drain
 from shardstream.tables.dataset import ParquetDataset
@@ -40,6 +40,11 @@ def test_an_id_plan_hands_on_one_id_a_step_and_resumes_at_its_state():
     plan.reset()
     assert plan.next() == 3
     assert list(drain(IdPlan([9]))) == [9]
+    plan = IdPlan((5, 1, 5))
+    assert list(plan) == [5, 1, 5]  # iterating it hands on the rest of the plan
+    assert plan.state() == {"batch": 3}
+    plan.reset({"batch": 2})
+    assert list(plan) == [5]
 
 
 @pytest.fixture
@@ -48,9 +53,9 @@ def mds(tmp_path: Path) -> Path:
     return write_dataset(tmp_path / "mds", 24, size_limit=300)
 
 
-def _stages(ds: LocalDataset, ids: list[int]) -> Decode:
+def _stages(ds: LocalDataset, ids: list[int]) -> Locate:
     assert len(ds)  # loads the index
-    return Decode(Locate(IdPlan(ids), ds._start_list, ds._getters, ds._open))
+    return Locate(IdPlan(ids), ds._start_list, ds._getters, ds._open)
 
 
 def test_the_stages_hand_on_the_samples_of_the_plan_and_resume_at_their_state(mds: Path):
@@ -116,20 +121,15 @@ def test_threads_reading_one_dataset_get_their_own_samples(mds: Path):
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Counts the locate stage's reads of one-id plans and its items (a spy on the real stage)."""
-    counts = {"read": 0, "next": 0}
-    read, step = Locate.read, Locate.next
+    """Counts the locate stage's reads of one id (a spy on the real stage)."""
+    counts = {"read": 0}
+    read = Locate.read
 
     def counted_read(self: Locate, sample_id: int) -> dict[str, Any]:
         counts["read"] += 1
         return read(self, sample_id)
 
-    def counted_next(self: Locate) -> Any:
-        counts["next"] += 1
-        return step(self)
-
     monkeypatch.setattr(Locate, "read", counted_read)
-    monkeypatch.setattr(Locate, "next", counted_next)
     return counts
 
 
@@ -164,7 +164,7 @@ def test_every_random_access_reads_through_the_locate_stage(
 def test_a_local_datasets_iteration_goes_through_the_stages(mds: Path, counted: dict[str, int]):
     samples = list(LocalDataset(mds))
     assert [int(sample["id"]) for sample in samples] == list(range(24))
-    assert counted["next"] == 25  # each sample, then the end
+    assert counted["read"] == 24
 
 
 def test_out_of_range_ids_are_index_errors_at_every_entrance(mds: Path, tmp_path: Path):

@@ -91,8 +91,9 @@ class IdPlan:
 
     def reset(self, state: StageState | None = None) -> None:
         """Start again at ``state`` (from the start if ``None``)."""
+        start = 0 if state is None else min(int(state["batch"]), len(self.ids))
         ids = iter(self.ids)
-        ids.__setstate__(0 if state is None else min(int(state["batch"]), len(self.ids)))  # type: ignore[attr-defined]
+        ids.__setstate__(start)  # type: ignore[attr-defined]  # where a resumed plan starts
         self._ids = ids
         self.next = ids.__next__
 

@@ -44,6 +44,8 @@ BACKENDS = [
     "azure_adlfs",
     "oci",
     "databricks",
+    "obstore_s3",  # the obstore client alone, as a whole store (writes and listings too)
+    "obstore_azure",
 ]
 READ_ONLY = {"http"}
 MARKS: dict[str, list[Any]] = {
@@ -52,6 +54,8 @@ MARKS: dict[str, list[Any]] = {
     "gcs": [pytest.mark.gcs],
     "azure": [pytest.mark.azure],
     "azure_adlfs": [pytest.mark.azure],
+    "obstore_s3": [pytest.mark.s3],
+    "obstore_azure": [pytest.mark.azure],
 }
 
 

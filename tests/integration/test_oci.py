@@ -71,6 +71,30 @@ def test_round_trip_range_info_and_overwrite(oci_env: OCIAccount, tmp_path: Path
     assert all(p.startswith(f"/n/{NAMESPACE}/b/{BUCKET}/o/") for p in ranged)
 
 
+def test_a_forked_child_reads_through_a_client_of_its_own(oci_env: OCIAccount, tmp_path: Path):
+    """A parent's SDK client (its pooled connections) is never a forked child's (the base's)."""
+    store = OCIStore(oci_env.url("fork"))
+    put(store, tmp_path, "a.bin", b"0123456789")
+    assert store.get_range("a.bin", 2, 5) == b"234"
+    parent_client = id(store._oci_client())
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, and leave without running pytest's teardown
+        try:
+            data = store.get_range("a.bin", 5, 8)
+            answer = f"{data!r} {id(store._oci_client()) != parent_client}"
+        except BaseException as exc:  # noqa: BLE001 (the parent reports it)
+            answer = repr(exc)
+        os.write(write, answer.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        answer = pipe.read()
+    assert os.waitpid(pid, 0)[1] == 0
+    assert answer == "b'567' True"
+    assert id(store._oci_client()) == parent_client  # the parent keeps its own
+
+
 @pytest.mark.parametrize(("start", "end"), [(60, 101), (100, 101), (200, 300), (101, 101)])
 def test_ranges_past_the_end_fail(oci_env: OCIAccount, tmp_path: Path, start: int, end: int):
     store = OCIStore(oci_env.url("range"))

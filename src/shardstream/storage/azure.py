@@ -261,13 +261,13 @@ class AzureStore(FsspecStore):
     # --- the primitives' hooks -----------------------------------------------------------------
 
     def _read(self, key: str, start: int, end: int | None) -> bytes:
-        if fast := self._fast_reader():
-            return fast.read(key, start, end)
+        if (fast := self._fast_reader()) and (end is not None or not start):
+            return fast.get_bytes(key) if end is None else fast.get_range(key, start, end)
         return super()._read(key, start, end)
 
     def _head(self, key: str) -> ObjectInfo:
         if fast := self._fast_reader():
-            return fast.head(key)
+            return fast.info(key)
         return super()._head(key)
 
     def _fast_reader(self) -> ObstoreClient | None:

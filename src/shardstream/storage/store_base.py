@@ -11,7 +11,8 @@ base builds the whole :class:`~shardstream.storage.base.ObjectStore` contract on
 - ``_classify(exc)``: whether an SDK's exception means a missing object, refused credentials,
   a range past the end, or another failure of the store (or is no store error at all).
 
-The base checks keys and byte ranges before any request, refuses short reads, turns the SDK's
+The base checks keys and byte ranges before any request (and a constructor's timeouts,
+``_check_timeouts``), refuses short reads, turns the SDK's
 exceptions into :class:`~shardstream.errors.ObjectNotFoundError`,
 :class:`~shardstream.errors.CredentialsError` and :class:`~shardstream.errors.StorageError`
 naming the full URL (chained to the SDK's exception unless that one holds a secret), follows a
@@ -44,7 +45,7 @@ from shardstream.errors import (
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
-__all__ = ["BaseStore", "Failure", "Kind", "WritableStore"]
+__all__ = ["BaseStore", "Failure", "Kind", "PastTheEnd", "WritableStore", "check_timeouts"]
 
 #: A bound on a listing's loop (a billion keys at S3's page size), never reached by a real one.
 MAX_PAGES = 1_000_000
@@ -53,8 +54,12 @@ LIST_THREADS = 16
 #: The fewest keys a parallel listing gives one range (about one page of S3's).
 KEYS_PER_RANGE = 1000
 
-# Signatures of shared-access URLs, should an SDK ever put one in an error message.
-_SIGNATURE = re.compile(r"(?i)\b(sig|signature|accountkey|sharedaccesssignature)=([^&;\s'\"]+)")
+# Signatures and credentials of signed URLs (S3's presigned, Azure's shared access) and
+# connection strings, should an SDK or a server ever put one in an error message.
+_SIGNATURE = re.compile(
+    r"(?i)\b(sig|signature|x-amz-signature|x-amz-credential|se|sv|st|accountkey"
+    r"|sharedaccesssignature)=([^&;\s'\"]+)"
+)
 
 
 class Kind(enum.Enum):
@@ -250,7 +255,7 @@ class BaseStore:
         try:
             with self._boundary("reading", key):
                 data = self._read(key, start, end)
-        except _PastTheEnd:
+        except PastTheEnd:
             raise self._past_the_end(key, start, end, self.info(key).size) from None
         if len(data) != end - start:
             raise self._past_the_end(key, start, end, start + len(data))
@@ -382,12 +387,9 @@ class BaseStore:
                 setattr(self, name, client)
             return client
 
-    def _check_timeouts(self, connect_timeout: float, read_timeout: float) -> None:
-        if not (connect_timeout > 0 and read_timeout > 0):
-            raise ConfigurationError(
-                f"{type(self).__name__}({self.url('')!r}): connect_timeout={connect_timeout} and "
-                f"read_timeout={read_timeout} must be positive numbers of seconds"
-            )
+    def _check_timeouts(self, **seconds: float) -> None:
+        """Refuse a timeout (given by its parameter's name) that is not a positive number."""
+        check_timeouts(f"{type(self).__name__}({self.url('')!r})", **seconds)
 
     def _past_the_end(self, key: str, start: int, end: int, size: int) -> StorageError:
         return StorageError(
@@ -400,14 +402,14 @@ class BaseStore:
         """Turn the SDK's errors into shardstream's, naming the URL and holding no secret."""
         try:
             yield
-        except ShardstreamError:
+        except (ShardstreamError, PastTheEnd):
             raise
         except Exception as exc:
             failure = self._classify(exc)
             if failure is None:
                 raise
             if failure.kind is Kind.PAST_END:
-                raise _PastTheEnd from None
+                raise PastTheEnd from None
             error = self._error(failure, f"{action} {self.url(key)}")
             # A traceback prints the chained exception too: keep it out when it holds a secret.
             raise error from (None if self._holds_secret(exc) else exc)
@@ -471,10 +473,21 @@ class WritableStore(BaseStore):
             self._remove(key)
 
 
+def check_timeouts(owner: str, **seconds: float) -> None:
+    """Refuse any of ``seconds`` (timeouts by their parameters' names) that is not positive.
+
+    Raises:
+        ConfigurationError: Naming ``owner`` (what was being made) and every timeout given.
+    """
+    if not all(value > 0 for value in seconds.values()):  # NaN too: it compares false
+        given = " and ".join(f"{name}={value}" for name, value in seconds.items())
+        raise ConfigurationError(f"{owner}: {given}: timeouts must be positive numbers of seconds")
+
+
 def _plain(key: str) -> bool:
     """Whether ``key``'s ``/``-separated parts are all names (none empty, ``.`` or ``..``)."""
     return all(part not in ("", ".", "..") for part in key.split("/"))
 
 
-class _PastTheEnd(Exception):
-    """A store refused a range past the object's end (HTTP 416): the size is asked next."""
+class PastTheEnd(Exception):
+    """A range ran past the object's end (a 416, or a primitive saw it): the size is asked next."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from shardstream.storage import (
     store_base,
 )
 from shardstream.storage.base import ObjectInfo
+from shardstream.storage.obstore_client import ObstoreClient
 from shardstream.storage.store_base import BaseStore, Failure, Kind, WritableStore
 
 
@@ -101,12 +103,22 @@ class RangeError(Exception):
 
 @pytest.mark.parametrize(
     "store_class",
-    [S3Store, GCSStore, AzureStore, OCIStore, DatabricksVolumeStore, HTTPStore, LocalStore],
+    [
+        S3Store,
+        GCSStore,
+        AzureStore,
+        OCIStore,
+        DatabricksVolumeStore,
+        HTTPStore,
+        LocalStore,
+        ObstoreClient,
+    ],
 )
 def test_every_backend_is_built_on_the_one_base(store_class: type):
     assert issubclass(store_class, BaseStore)
     # Only the primitives, the error hook and the message hooks are the backend's own.
-    for name in ("get_bytes", "get_range", "info", "list", "list_info", "_boundary"):
+    own = ("get_bytes", "get_range", "info", "list", "list_info", "_boundary", "_scrub", "_lazy")
+    for name in own:
         assert name not in vars(store_class), name
 
 
@@ -275,3 +287,30 @@ def test_only_plain_keys_split_a_listing(monkeypatch: pytest.MonkeyPatch):
         keys
     )
     assert sorted(call[1] or "" for call in store.calls) == ["", "k4"]
+
+
+_TIMED = [
+    (lambda t: S3Store("s3://b/p", read_timeout=t), "S3Store('s3://b/p'): connect_timeout=10.0"),
+    (lambda t: GCSStore("gs://bkt/p", connect_timeout=t), "GCSStore('gs://bkt/p'): connect_"),
+    (
+        lambda t: AzureStore("az://data/p", account_name="acct", read_timeout=t),
+        "AzureStore('az://data/p'): connect_timeout",
+    ),
+    (lambda t: OCIStore("oci://bkt@ns/p", read_timeout=t), "OCIStore('oci://bkt@ns/p'): connect"),
+    (
+        lambda t: DatabricksVolumeStore("dbfs:/Volumes/c/s/v", read_timeout=t),
+        "DatabricksVolumeStore('dbfs:/Volumes/c/s/v'): read_timeout",
+    ),
+    (lambda t: HTTPStore("http://h/x", timeout=t), "HTTPStore('http://h/x'): timeout"),
+    (lambda t: ObstoreClient.gcs("gs://bkt/p", read_timeout=t), "obstore client of"),
+]
+
+
+@pytest.mark.parametrize(("make", "named"), _TIMED)
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan")])
+def test_every_backend_refuses_a_timeout_that_is_not_positive_in_the_same_words(
+    make: Callable[[float], object], named: str, bad: float
+):
+    with pytest.raises(ConfigurationError, match="timeouts must be positive numbers of s") as info:
+        make(bad)
+    assert named in str(info.value)

@@ -171,16 +171,12 @@ class S3Store(WritableStore):
         self._reader().delete_object(Bucket=bucket, Key=name, **self._request_options())
 
     def _head(self, key: str) -> ObjectInfo:
-        if fast := self._fast_reader():
-            return fast.info(key)
         bucket, name = self._bucket_and_name(key)
         head = self._reader().head_object(Bucket=bucket, Key=name, **self._request_options())
         return ObjectInfo(size=int(head["ContentLength"]), etag=tag(head.get("ETag")))
 
     def _read(self, key: str, start: int, end: int | None) -> bytes:
         """One GET (ranged unless the whole object is asked for), its body read whole."""
-        if (fast := self._fast_reader()) and (end is not None or not start):
-            return fast.get_bytes(key) if end is None else fast.get_range(key, start, end)
         bucket, name = self._bucket_and_name(key)
         options = self._request_options()
         if wanted := range_header(start, end):
@@ -195,8 +191,6 @@ class S3Store(WritableStore):
 
     def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
         """One GET of the whole object, with the ETag and size it answered."""
-        if fast := self._fast_reader():
-            return fast.get_bytes_info(key)
         bucket, name = self._bucket_and_name(key)
         response = self._reader().get_object(Bucket=bucket, Key=name, **self._request_options())
         body = response["Body"]

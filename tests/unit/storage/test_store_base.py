@@ -314,3 +314,48 @@ def test_every_backend_refuses_a_timeout_that_is_not_positive_in_the_same_words(
     with pytest.raises(ConfigurationError, match="timeouts must be positive numbers of s") as info:
         make(bad)
     assert named in str(info.value)
+
+
+class ThroughStore(MemoryStore):
+    """A store whose reads go to another store (as S3Store's go to obstore's), writes not."""
+
+    def __init__(self, fast: BaseStore | None, refuse: bool = False) -> None:
+        super().__init__()
+        self.fast = fast
+        self.refuse = refuse  # the fast reader cannot be settled (an SDK error)
+
+    def _key(self, key: str) -> str:
+        if "?" in key:  # a backend's own key rule (Azure's), checked before any reader
+            raise ConfigurationError(f"{key!r}: no '?'")
+        return super()._key(key)
+
+    def _fast_reader(self) -> BaseStore | None:
+        if self.refuse:
+            raise OSError("the fast client could not be made")
+        return self.fast
+
+
+def test_reads_go_through_a_fast_reader_after_the_key_is_checked():
+    fast = MemoryStore({"a": b"0123456789"})
+    store = ThroughStore(fast)
+    assert store.get_bytes("a") == b"0123456789"
+    assert store.get_range("a", 2, 5) == b"234"
+    assert store.info("a").size == 10
+    assert store.exists("a")
+    assert store.calls == []  # none of its own primitives read
+    assert [call[0] for call in fast.calls] == ["read", "read", "head", "head"]
+    with pytest.raises(ObjectNotFoundError, match="mem://root/b"):  # the reader's error, as is
+        store.get_range("b", 0, 1)
+    with pytest.raises(ConfigurationError, match="no '\\?'"):
+        store.get_bytes("a?x")
+    with pytest.raises(ConfigurationError):  # the range checked by the reader, before a request
+        store.get_range("a", 5, 4)
+    assert len(fast.calls) == 5
+    assert ThroughStore(None, refuse=False).exists("a") is False  # no reader: its primitives
+
+
+def test_a_fast_reader_that_cannot_be_made_fails_the_read_as_a_store_error():
+    store = ThroughStore(None, refuse=True)
+    with pytest.raises(StorageError, match="reading mem://root/a failed") as info:
+        store.get_bytes("a")
+    assert isinstance(info.value.__cause__, OSError)

@@ -21,6 +21,7 @@ __all__ = [
     "client_options",
     "first_lines",
     "import_obstore",
+    "says_past_the_end",
     "says_refused",
 ]
 
@@ -62,8 +63,16 @@ REFUSALS = ("SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "Auth
              "status: 403", "status: 401")  # fmt: skip
 
 
+# A range past the end: the server's 416, or object_store's own check of an answer's range.
+PAST_THE_END = ("416 Range Not Satisfiable", "Wanted range starting at")
+
+
 def says_refused(text: str) -> bool:
     return any(word in text for word in REFUSALS)
+
+
+def says_past_the_end(text: str) -> bool:
+    return any(word in text for word in PAST_THE_END)
 
 
 def client_options(connect: float, read: float, endpoint: str | None) -> dict[str, Any]:

@@ -393,6 +393,8 @@ class AzureStore(FsspecStore):
         not_found = isinstance(exc, (FileNotFoundError, core.ResourceNotFoundError))
         if not_found or status == 404:
             return Failure(Kind.NOT_FOUND, detail)
+        if status == 416 or code == "InvalidRange":  # the base then names the size
+            return Failure(Kind.PAST_END, detail)
         return Failure(Kind.OTHER, detail)
 
     def _credentials_help(self) -> str:

@@ -37,6 +37,7 @@ from shardstream.storage._obstore_settings import (
     client_options,
     first_lines,
     import_obstore,
+    says_past_the_end,
     says_refused,
 )
 from shardstream.storage.answers import tag
@@ -363,7 +364,8 @@ class ObstoreClient(WritableStore):
         if isinstance(exc, refused) or says_refused(str(exc)):
             return Failure(Kind.CREDENTIALS, detail)
         if isinstance(exc, (errors.BaseError, OSError, ValueError, RuntimeError)):
-            return Failure(Kind.OTHER, detail)
+            kind = Kind.PAST_END if says_past_the_end(str(exc)) else Kind.OTHER
+            return Failure(kind, detail)  # past the end: the base then names the size
         return None
 
     # --- hooks that shape messages --------------------------------------------------------------

@@ -239,6 +239,8 @@ class S3Store(WritableStore):
             return Failure(Kind.CREDENTIALS, detail)
         if isinstance(exc, FileNotFoundError) or code in _NOT_FOUND_CODES:
             return Failure(Kind.NOT_FOUND, detail)
+        if code == "InvalidRange":  # a 416: the base then names the size
+            return Failure(Kind.PAST_END, detail)
         # aiohttp's errors (a body cut short, a dropped connection) are not OSErrors, nor is
         # asyncio's TimeoutError before Python 3.11.
         aiohttp = require("aiohttp", extra="s3", purpose=_PURPOSE)

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from tests.forked import in_forked_child
 from tests.writer_samples import COLUMNS, check_dataset, sample
 
 from shardstream import MDSWriter
@@ -77,21 +78,12 @@ def test_a_forked_child_reads_through_a_client_of_its_own(oci_env: OCIAccount, t
     put(store, tmp_path, "a.bin", b"0123456789")
     assert store.get_range("a.bin", 2, 5) == b"234"
     parent_client = id(store._oci_client())
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report, and leave without running pytest's teardown
-        try:
-            data = store.get_range("a.bin", 5, 8)
-            answer = f"{data!r} {id(store._oci_client()) != parent_client}"
-        except BaseException as exc:  # noqa: BLE001 (the parent reports it)
-            answer = repr(exc)
-        os.write(write, answer.encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        answer = pipe.read()
-    assert os.waitpid(pid, 0)[1] == 0
-    assert answer == "b'567' True"
+
+    def read_in_child() -> str:
+        data = store.get_range("a.bin", 5, 8)
+        return f"{data!r} {id(store._oci_client()) != parent_client}"
+
+    assert in_forked_child(read_in_child) == "b'567' True"
     assert id(store._oci_client()) == parent_client  # the parent keeps its own
 
 

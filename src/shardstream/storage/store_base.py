@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from shardstream.errors import (
     ConfigurationError,
@@ -53,6 +53,8 @@ MAX_PAGES = 1_000_000
 LIST_THREADS = 16
 #: The fewest keys a parallel listing gives one range (about one page of S3's).
 KEYS_PER_RANGE = 1000
+
+_T = TypeVar("_T")
 
 # Signatures and credentials of signed URLs (S3's presigned, Azure's shared access) and
 # connection strings, should an SDK or a server ever put one in an error message.
@@ -204,11 +206,9 @@ class BaseStore:
             CredentialsError: The store refused the credentials, or none were found.
             StorageError: Any other failure of the request.
         """
-        self._key(key)
-        if (through := self._reads_through(key)) is not None:
-            return through.get_bytes(key)
-        with self._boundary("reading", key):
-            return self._read(key, 0, None)
+        return self._ask(
+            "reading", key, lambda: self._read(key, 0, None), lambda other: other.get_bytes(key)
+        )
 
     @property
     def lists_in_ranges(self) -> bool:
@@ -285,11 +285,7 @@ class BaseStore:
             CredentialsError: The store refused the credentials, or none were found.
             StorageError: Any other failure of the request.
         """
-        self._key(key)
-        if (through := self._reads_through(key)) is not None:
-            return through.info(key)
-        with self._boundary("checking", key):
-            return self._head(key)
+        return self._ask("checking", key, lambda: self._head(key), lambda other: other.info(key))
 
     def exists(self, key: str) -> bool:
         """Whether an object exists under ``key`` (a prefix of other keys is not one).
@@ -346,6 +342,16 @@ class BaseStore:
     def _key(self, key: str) -> str:
         """``key`` when it stays under the root (:func:`~shardstream.storage.keys.check_key`)."""
         return check_key(key, self.url(""))
+
+    def _ask(
+        self, action: str, key: str, primitive: Callable[[], _T], through: Callable[[BaseStore], _T]
+    ) -> _T:
+        """``primitive()`` at the boundary, or ``through(reader)`` where a fast reader serves."""
+        self._key(key)
+        if (reader := self._reads_through(key)) is not None:
+            return through(reader)
+        with self._boundary(action, key):
+            return primitive()
 
     def _reads_through(self, key: str) -> BaseStore | None:
         """``_fast_reader()``, its settling failures translated as a read's would be."""

@@ -394,7 +394,9 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         dataset's; one warning names each value replaced.
 
         Args:
-            obj: What :meth:`state_dict` returned (or the reference's state dict).
+            obj: What :meth:`state_dict` returned (or the reference's state dict). The
+                reference's state from before its first epoch (``epoch`` -1) resumes nothing,
+                as there.
             strict: Refuse a state saved on other data (its fingerprint differs); ``False``
                 loads it anyway, with a warning.
 
@@ -402,6 +404,11 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             ConfigurationError: The state lacks a key, holds a bad value, or was saved on other
                 data or other stream weights; the message names the key, or both datasets.
         """
+        if obj.get("epoch") == -1 and "sample_in_epoch" in obj:
+            # The reference saves epoch -1 before its first epoch and loads it as nothing to
+            # resume; a job checkpointed before training must start afresh here too.
+            logger.info("the state dict was saved before any epoch began: nothing to resume")
+            return
         restored = restore(obj, self.settings, self._load, strict=strict)
         self.settings = restored.settings
         self._prepare()  # the epoch's draw over the streams: seeded, of its size

@@ -193,15 +193,18 @@ def start_index_sync(
     old = _read(path)
     known = None if record is None else record.objects.get(INDEX_BASENAME)
     data: bytes | None = None
-    if old is not None and known is not None and not known.endswith(":"):
-        info = fetch_info(store, INDEX_BASENAME, options)  # one HEAD, not the index's bytes
-        if info.etag and identity(info) == known:
-            data, current = old, known
-    if data is None:
-        data, info = _get_identified(store, options)
-        if not info.etag:  # no tag: only the listing can tell which bytes these are
-            return sync_index(store, local, options), None
-        current = identity(info)
+    try:
+        if old is not None and known is not None and not known.endswith(":"):
+            info = fetch_info(store, INDEX_BASENAME, options)  # one HEAD, not the index's bytes
+            if info.etag and identity(info) == known:
+                data, current = old, known
+        if data is None:
+            data, info = _get_identified(store, options)
+            if not info.etag:  # no tag: only the listing can tell which bytes these are
+                return sync_index(store, local, options), None
+            current = identity(info)
+    except ObjectNotFoundError as exc:
+        raise _no_index(store) from exc
     entries = parse_index(data, source=store.url(INDEX_BASENAME))
     wait = options.timeout * (options.retry + 1) + 60
     lock_path = os.path.join(state, "index.lock")
@@ -429,11 +432,15 @@ def _list(
         return {INDEX_BASENAME: identity(info)}, False
     listing = {key: identity(info) for key, info in infos.items()}
     if INDEX_BASENAME not in listing:
-        raise ObjectNotFoundError(
-            f"reading {store.url(INDEX_BASENAME)} failed: no such object; point remote= at the "
-            "dataset's root (the folder holding index.json)"
-        )
+        raise _no_index(store)
     return listing, True
+
+
+def _no_index(store: ObjectStore) -> ObjectNotFoundError:
+    return ObjectNotFoundError(
+        f"reading {store.url(INDEX_BASENAME)} failed: no such object; point remote= at the "
+        "dataset's root (the folder holding index.json)"
+    )
 
 
 def _cached_names(path: str) -> list[str]:

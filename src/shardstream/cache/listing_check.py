@@ -138,8 +138,9 @@ class ListingCheck:
             The listing's error, as :meth:`vouch`.
         """
         if not self._done.is_set() and os.getpid() != self._pid:
-            # A forked child has no copy of the listing's thread: it lists itself.
-            self._pid, self._run_lock = os.getpid(), threading.Lock()
+            # A forked child has no copy of the listing's thread: it lists itself (with locks
+            # of its own: the parent's thread may have held them at the fork).
+            self._pid, self._run_lock, self._done = os.getpid(), threading.Lock(), threading.Event()
             self._run()
         self._done.wait()
         if self._error is not None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,3 +129,27 @@ def test_a_listing_that_gives_the_index_another_identity_is_refused(tmp_path: Pa
     written = read_record(str(tmp_path / "cache" / ".shardstream"))
     assert written is not None
     assert written.objects == record
+
+
+def test_a_forked_child_whose_parent_is_still_listing_lists_itself(tmp_path: Path):
+    """The parent's listing thread is not in a forked child: the child's vouch lists anew."""
+    record = {"index.json": INDEX, "a.mds": "1:old", "b.mds": "1:b", "c.mds": "1:c"}
+    gate = threading.Event()  # never set in the parent before the child ends
+    check, (a, _, _) = make(tmp_path, {**record, "a.mds": "1:new"}, gate, record)
+    gate_of_child = os.getpid()
+    with warnings.catch_warnings():  # forking with threads running is the point here
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: its copy of the gate opens at once, as a listing of its own would
+        code = 1
+        try:
+            assert os.getpid() != gate_of_child
+            gate.set()
+            check.vouch(a)
+            code = 0 if not (tmp_path / "cache" / "a.mds").exists() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    gate.set()
+    check.wait()

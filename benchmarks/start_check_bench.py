@@ -15,7 +15,8 @@ start alone, ``--repeat`` times, each on an empty cache). ``--baseline-src`` nam
 folder of another checkout (for example ``/work/base/src``) to time the same starts with its
 code. ``--reference-python`` names the Python of a venv holding mosaicml-streaming: its cold
 start (the ``StreamingDataset`` constructor, which fetches ``index.json`` and lists nothing) is
-timed the same way, on S3.
+timed the same way, on S3. Each start also times its first sample (``first_sample_s``) and
+the end of a listing left running after ``prepare()`` (``listed_s``; the CPU of each too).
 
 On S3 it also times the listing alone, in a fresh process with the client made: serial, and in
 key ranges split at the index's shard names (``list_info(split_at=...)``), with the CPU time
@@ -56,9 +57,20 @@ import json, sys, time
 from shardstream import StreamingDataset
 remote, local, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 started, cpu = time.perf_counter(), time.process_time()
-StreamingDataset(remote=remote, local=local, batch_size=1, **options).prepare()
-print(json.dumps({"seconds": time.perf_counter() - started,
-                  "cpu_seconds": time.process_time() - cpu}))
+dataset = StreamingDataset(remote=remote, local=local, batch_size=1, **options)
+dataset.prepare()
+times = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu}
+if options.get("_first_sample", True) is not False:
+    next(iter(dataset))
+    times["first_sample_s"] = time.perf_counter() - started
+    times["first_sample_cpu_s"] = time.process_time() - cpu
+# The listing may run on after the start (cache/listing_check.py): its end, and the CPU of all.
+checks = [s.check for s in dataset._prepare().cache.streams if getattr(s, "check", None)]
+for check in checks:
+    check.wait()
+times["listed_s"] = time.perf_counter() - started
+times["listed_cpu_s"] = time.process_time() - cpu
+print(json.dumps(times))
 """
 
 # The reference's start: its constructor fetches index.json (rank 0) and lists nothing.
@@ -190,7 +202,7 @@ def start_seconds(
         check=True,
     )
     answer = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"seconds": float(answer["seconds"]), "cpu_seconds": float(answer["cpu_seconds"])}
+    return {key: round(float(value), 3) for key, value in answer.items()}
 
 
 def cold_starts(

@@ -1,4 +1,10 @@
-"""S3 listings read from the page's own XML: every key, size and tag, page after page."""
+"""S3 listings: every key, size and tag, page after page, through either client of reads.
+
+Listings go through obstore where reads do (the default), else through botocore, whose page's
+own XML is read (:mod:`shardstream.storage.s3_listing`). The tests that take ``lister`` run
+under both; the page size of either is set with :func:`_page_keys` (botocore's ``MaxKeys``;
+obstore's pages of its stream, as ``object_store`` asks the server for pages of 1,000 keys).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +23,14 @@ from shardstream import MDSWriter
 from shardstream.cache import index_sync, sync_index
 from shardstream.cache.provenance import read_record
 from shardstream.errors import DownloadTimeoutError, ObjectNotFoundError, StorageError
-from shardstream.storage import DownloadOptions, S3Store, fetch_listing, s3_listing, store_base
+from shardstream.storage import (
+    DownloadOptions,
+    S3Store,
+    fetch_listing,
+    obstore_client,
+    s3_listing,
+    store_base,
+)
 from shardstream.storage import download as download_module
 from shardstream.storage import s3 as s3_module
 
@@ -26,20 +39,37 @@ from .faults import FaultProxy
 
 pytestmark = pytest.mark.s3
 
+
+@pytest.fixture(params=["obstore", "botocore"])
+def lister(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The client of the test's listings (``SHARDSTREAM_S3_CLIENT``)."""
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", request.param)
+    return str(request.param)
+
+
+def _page_keys(patch: pytest.MonkeyPatch, keys: int) -> None:
+    """Pages of ``keys`` keys, whichever client lists."""
+    patch.setattr(s3_module, "_PAGE_KEYS", keys)
+    patch.setattr(obstore_client, "PAGE_KEYS", keys)
+
+
 KEYS = ["a b.bin", "c+d.bin", "e%41.bin", "f&g<h>.bin", "ünï.bin", "n/deep/x.bin", "z.bin"]
 
 
 def test_list_info_reads_every_key_size_and_tag_across_pages(
-    s3_env: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    s3_env: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, lister: str
 ) -> None:
     store = S3Store(
-        s3_env.url("listing"), endpoint_url=s3_env.endpoint, key=s3_env.key, secret=s3_env.secret
+        s3_env.url(f"listing-{lister}"),
+        endpoint_url=s3_env.endpoint,
+        key=s3_env.key,
+        secret=s3_env.secret,
     )
     source = tmp_path / "f.bin"
     for number, key in enumerate(KEYS):
         source.write_bytes(bytes([number]) * (number + 1))
         store.put_file(str(source), key)
-    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 2)  # four pages, three continuation tokens
+    _page_keys(monkeypatch, 2)  # four pages, three tokens
     listed = store.list_info()
     assert sorted(listed) == sorted(KEYS)
     for number, key in enumerate(KEYS):
@@ -73,18 +103,39 @@ def _seed(s3_env: S3Server, prefix: str, tmp_path: Path) -> str:
     return url
 
 
+PAGED = 2 * obstore_client.PAGE_KEYS + 3  # three pages of the server's, whichever client
+
+
+@pytest.fixture(scope="module")
+def paged_url(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A prefix of :data:`PAGED` keys: three pages of the server's own size (1,000 keys)."""
+    url = s3_server.url("paged")
+    store = S3Store(
+        url, endpoint_url=s3_server.endpoint, key=s3_server.key, secret=s3_server.secret
+    )
+    source = tmp_path_factory.mktemp("paged") / "f.bin"
+    source.write_bytes(b"x")
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda k: store.put_file(str(source), f"k.{k:05}.bin"), range(PAGED)))
+    return url
+
+
 @pytest.mark.parametrize("pages", ["list-type=2", "continuation-token"])
 def test_a_listing_is_bounded_as_a_whole_even_when_trickled(
-    s3_env: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pages: str
+    s3_env: S3Server,
+    monkeypatch: pytest.MonkeyPatch,
+    paged_url: str,
+    pages: str,
+    lister: str,
 ):
     """Every page of a listing, sent a byte at a time, falls under timeout and retry."""
-    url = _seed(s3_env, "trickled", tmp_path)
-    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 2)  # four pages
     monkeypatch.setattr(download_module, "backoff_delays", lambda retries, rng: [0.0] * retries)
     with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
-        store = _proxied_store(s3_env, proxy, url)
-        assert sorted(store.list_info()) == sorted(KEYS)  # warm: imports and the client
-        assert proxy.count("GET", "list-type=2") == 4
+        store = _proxied_store(s3_env, proxy, paged_url)
+        assert len(store.list_info()) == PAGED  # warm: imports and the client
+        # obstore asks once more from the last key, to tell an end from a lost page.
+        assert proxy.count("GET", "list-type=2") == 3 + (lister == "obstore")
+        assert proxy.count("GET", "continuation-token") == 2
         # Every page (or every page after the first) trickles: each read comes well within
         # the socket timeout, a page takes minutes.
         proxy.inject("trickle", count=100, method="GET", path_contains=pages)
@@ -102,16 +153,21 @@ def test_a_listing_is_bounded_as_a_whole_even_when_trickled(
 
 @pytest.mark.parametrize("fault", ["html200", "short200"])
 def test_a_wrong_200_listing_page_is_a_transfer_error_not_an_empty_listing(
-    s3_env: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fault: Any
+    s3_env: S3Server, monkeypatch: pytest.MonkeyPatch, paged_url: str, fault: Any, lister: str
 ):
-    url = _seed(s3_env, "wrong", tmp_path)
-    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 2)  # four pages
     monkeypatch.setattr(download_module, "backoff_delays", lambda retries, rng: [0.0] * retries)
     with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
-        store = _proxied_store(s3_env, proxy, url)
+        store = _proxied_store(s3_env, proxy, paged_url)
         # The second page is wrong once: retried, and the listing is whole.
         proxy.inject(fault, count=1, method="GET", path_contains="continuation-token")
-        assert sorted(fetch_listing(store, "", DownloadOptions(retry=1))) == sorted(KEYS)
+        assert len(fetch_listing(store, "", DownloadOptions(retry=1))) == PAGED
+        assert proxy.count("GET", "continuation-token") == 3  # the wrong one, asked again
+        if lister == "obstore":
+            # A wrong first page reads as an empty listing through obstore: the listing's end is
+            # asked once more, whose answer shows the loss, and the listing is retried.
+            proxy.inject(fault, count=1, method="GET", path_contains="list-type=2")
+            assert len(fetch_listing(store, "", DownloadOptions(retry=1))) == PAGED
+            return
         # The first page is wrong every time: a transfer error, never an empty listing
         # (which would read as "no such object" or "every object deleted").
         proxy.inject(fault, count=2, method="GET", path_contains="list-type=2")
@@ -159,13 +215,13 @@ def split_url(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> 
     )
 )
 def test_a_split_listing_of_seaweedfs_is_exactly_the_serial_one(
-    s3_server: S3Server, split_url: str, splits: list[str]
+    s3_server: S3Server, split_url: str, splits: list[str], lister: str
 ) -> None:
     store = S3Store(
         split_url, endpoint_url=s3_server.endpoint, key=s3_server.key, secret=s3_server.secret
     )
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(s3_module, "_PAGE_KEYS", 7)  # ranges of several pages
+        _page_keys(patch, 7)  # ranges of several pages
         patch.setattr(store_base, "KEYS_PER_RANGE", 1)  # split at every key given
         serial = store.list_info()
         assert list(serial) == sorted(SPLIT_KEYS)
@@ -181,6 +237,7 @@ def test_seaweedfs_pages_are_scanned_and_read_as_a_parser_reads_them(
     s3_server: S3Server, split_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The scan is taken on a real server's pages, and each page it reads, it reads exactly."""
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "botocore")  # obstore reads its pages in Rust
     pages: list[tuple[bytes, bool, Any]] = []
     scan = s3_listing._scanned_objects
 
@@ -204,6 +261,8 @@ def test_seaweedfs_pages_are_scanned_and_read_as_a_parser_reads_them(
 def test_a_split_listing_asks_each_range_from_its_first_key(
     s3_server: S3Server, split_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Server pages counted: botocore's, whose page size is set (obstore's are 1,000 keys)."""
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "botocore")
     monkeypatch.setattr(s3_module, "_PAGE_KEYS", 10)
     monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 30)
     with FaultProxy(int(s3_server.endpoint.rsplit(":", 1)[1])) as proxy:
@@ -225,7 +284,7 @@ def test_a_split_listing_asks_each_range_from_its_first_key(
 def test_a_first_start_reads_the_index_once_then_lists_split_at_its_names(
     s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 5)
+    _page_keys(monkeypatch, 5)
     monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 5)
     url = s3_env.url("first-start")
     with MDSWriter(out=url, columns=COLUMNS, size_limit=300) as writer:
@@ -280,7 +339,7 @@ def test_a_first_start_lists_while_the_index_is_parsed(
     s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The listing's first page is asked for before the index's parse ends, not after."""
-    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 5)
+    _page_keys(monkeypatch, 5)
     monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 5)
     url = s3_env.url("parse-while-listing")
     with MDSWriter(out=url, columns=COLUMNS, size_limit=300) as writer:

@@ -31,8 +31,15 @@ from dataclasses import dataclass
 from typing import TypeGuard, TypeVar
 
 from shardstream.cache.layout import STATE_FOLDER
+from shardstream.cache.listing_check import ListingCheck
 from shardstream.cache.locks import FileLock
-from shardstream.cache.provenance import SourceRecord, drop_stale_files, identity, read_record
+from shardstream.cache.provenance import (
+    SourceRecord,
+    drop_stale_files,
+    identity,
+    present_sources,
+    read_record,
+)
 from shardstream.cache.safe_paths import read_file
 from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.errors import (
@@ -55,7 +62,7 @@ from shardstream.storage import (
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.store_base import BaseStore
 
-__all__ = ["sync_index"]
+__all__ = ["start_index_sync", "sync_index"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +160,94 @@ def sync_index(store: ObjectStore, local: str, options: DownloadOptions) -> list
             SourceRecord(remote, listing, complete, _generation(record) + 1).write(state)
         logger.info("checked %s (%d shards)", store.url(INDEX_BASENAME), len(entries))
         return entries
+
+
+def start_index_sync(
+    store: ObjectStore, local: str, options: DownloadOptions
+) -> tuple[list[ShardEntry] | None, ListingCheck | None]:
+    """:func:`sync_index`, with the listing left running while the first shards are fetched.
+
+    Where the store lists in key ranges and a read answers with its bytes' identity, the index
+    is settled first: the cached one when a HEAD answers the identity the record holds for it,
+    else fetched with the identity its GET answered. The cached files of index entries that
+    changed (of every shard, without a record) are deleted now; the listing runs in a
+    :class:`~shardstream.cache.listing_check.ListingCheck`, which the cache asks before it
+    hands over a shard cached before the start. Elsewhere, :func:`sync_index` as it is.
+
+    Returns:
+        The index (``None``: read the cached one) and the listing under way, if any.
+
+    Raises:
+        The errors of :func:`sync_index` that concern the index.
+    """
+    if not _reads_index_first(store):
+        return sync_index(store, local, options), None
+    state = os.path.join(local, STATE_FOLDER)
+    path = os.path.join(local, INDEX_BASENAME)
+    remote = store.url("")
+    record = read_record(state)
+    if record is not None:
+        record.check_remote(remote, local)
+        if not record.complete:
+            return sync_index(store, local, options), None
+    old = _read(path)
+    known = None if record is None else record.objects.get(INDEX_BASENAME)
+    data: bytes | None = None
+    try:
+        if old is not None and known is not None and not known.endswith(":"):
+            info = fetch_info(store, INDEX_BASENAME, options)  # one HEAD, not the index's bytes
+            if info.etag and identity(info) == known:
+                data, current = old, known
+        if data is None:
+            data, info = _get_identified(store, options)
+            if not info.etag:  # no tag: only the listing can tell which bytes these are
+                return sync_index(store, local, options), None
+            current = identity(info)
+    except ObjectNotFoundError as exc:
+        raise _no_index(store) from exc
+    entries = parse_index(data, source=store.url(INDEX_BASENAME))
+    wait = options.timeout * (options.retry + 1) + 60
+    lock_path = os.path.join(state, "index.lock")
+    with FileLock(lock_path).hold(timeout=wait, what="the index"):
+        record = read_record(state)
+        if record is not None:
+            record.check_remote(remote, local)
+        previous = _parse_old(old, path) if old is not None and old != data else []
+        # Without a record the cached files' origin is unknown: they go, as at a waiting start.
+        stale = None if record is None else _changed_entry_sources(previous, entries)
+        if stale is None or stale:
+            drop_stale_files(local, [*previous, *entries], stale, lock_timeout=wait)
+        if data is not old:
+            os.makedirs(local, exist_ok=True)
+            atomic_write(path, [data])
+        unsure = present_sources(local, entries)  # without a record: none, dropped above
+    url = store.url(INDEX_BASENAME)
+
+    def settle(
+        listing: dict[str, str], complete: bool, now: SourceRecord | None
+    ) -> set[str] | None:
+        if now is not None:
+            now.check_remote(remote, local)
+        if complete:
+            _check_sizes(entries, listing, url)
+        return None if now is None else now.changed(listing)
+
+    check = ListingCheck(
+        lambda split_at: _list(store, options, split_at),
+        list(record.objects) if record is not None else _entry_names(entries),
+        state=state,
+        local=local,
+        remote=remote,
+        entries=entries,
+        index_identity=current,
+        unsure=unsure,
+        settle=settle,
+        lock=lambda: FileLock(lock_path).hold(timeout=wait, what="the index"),
+        lock_timeout=wait,
+        seen=_generation(record),
+    )
+    logger.info("read %s (%d shards); listing %s meanwhile", url, len(entries), remote)
+    return entries, check.start()
 
 
 @dataclass(frozen=True)
@@ -337,11 +432,15 @@ def _list(
         return {INDEX_BASENAME: identity(info)}, False
     listing = {key: identity(info) for key, info in infos.items()}
     if INDEX_BASENAME not in listing:
-        raise ObjectNotFoundError(
-            f"reading {store.url(INDEX_BASENAME)} failed: no such object; point remote= at the "
-            "dataset's root (the folder holding index.json)"
-        )
+        raise _no_index(store)
     return listing, True
+
+
+def _no_index(store: ObjectStore) -> ObjectNotFoundError:
+    return ObjectNotFoundError(
+        f"reading {store.url(INDEX_BASENAME)} failed: no such object; point remote= at the "
+        "dataset's root (the folder holding index.json)"
+    )
 
 
 def _cached_names(path: str) -> list[str]:

@@ -33,6 +33,7 @@ __all__ = [
     "SourceRecord",
     "drop_stale_files",
     "identity",
+    "present_sources",
     "read_record",
     "read_state_document",
 ]
@@ -184,6 +185,21 @@ def drop_stale_files(
                     os.remove(os.path.join(local, name))
                     dropped += 1
     return dropped
+
+
+def present_sources(local: str, entries: Iterable[ShardEntry]) -> set[str]:
+    """The source object of each shard of ``entries`` with a file in the cache folder ``local``.
+
+    A shard's source is its compressed file's object when it has one (as in
+    :func:`drop_stale_files`).
+    """
+    present = _FolderScan(local)
+    return {
+        (zipped or raw).basename
+        for entry in entries
+        for raw, zipped in shard_file_pairs(entry)
+        if present.holds(raw.basename) or (zipped is not None and present.holds(zipped.basename))
+    }
 
 
 class _FolderScan:

@@ -40,6 +40,7 @@ from typing import Protocol, TypeVar
 
 from shardstream.cache.download_slots import DownloadSlots
 from shardstream.cache.layout import STATE_FOLDER, kept_bytes, node_state_folder, shard_lock_path
+from shardstream.cache.listing_check import ListingCheck
 from shardstream.cache.locks import FileLock, try_lock_file
 from shardstream.cache.reservations import record, remove_temporaries, reserved_bytes
 from shardstream.cache.safe_paths import make_folders
@@ -87,6 +88,8 @@ class CacheStream:
         keep_zip: Keep compressed files after decompressing them.
         validate_hash: Check compressed files against this digest when decompressing.
         fetcher: Fetches the shards instead of downloading ``raw_data.basename`` (Parquet).
+        check: The start's listing under way, asked before a shard cached before the start is
+            handed over (:mod:`shardstream.cache.listing_check`); ``None`` once settled.
     """
 
     local: str
@@ -96,6 +99,7 @@ class CacheStream:
     keep_zip: bool = False
     validate_hash: str | None = None
     fetcher: ShardFetcher | None = None
+    check: ListingCheck | None = None
 
 
 class ShardCache:
@@ -242,6 +246,7 @@ class ShardCache:
             StorageError: The download failed after every retry.
         """
         number, entry = self.locate(shard)
+        self._vouch(number, entry)
         if self._present(number, entry) or not self._fillable(number, entry):
             return False
         with self._held(number, entry) as lock:
@@ -267,12 +272,19 @@ class ShardCache:
         number, entry = self.locate(shard)
         if not self._fillable(number, entry):  # the dataset's own files, or none: no lock
             return opener(), False
+        self._vouch(number, entry)
         if self._present(number, entry):
             with contextlib.suppress(ShardNotFoundError):  # evicted just now: fetch it below
                 return opener(), False
         with self._held(number, entry) as lock:
             fetched = self._fill(lock, number, entry, shard)
             return opener(), fetched
+
+    def _vouch(self, number: int, entry: ShardEntry) -> None:
+        """Wait where the start's listing must confirm the shard's cached files (or drop them)."""
+        check = self.streams[number].check
+        if check is not None:
+            check.vouch(entry)
 
     @contextlib.contextmanager
     def _held(self, number: int, entry: ShardEntry) -> Iterator[FileLock]:

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.cache import CacheStream, ShardCache
+from shardstream.cache.listing_check import ListingCheck
 from shardstream.config import io_uring_enabled
 from shardstream.dataset.fingerprint import dataset_fingerprint
 from shardstream.dataset.local import LocalDataset, check_empty_shards
@@ -105,6 +106,11 @@ class PreparedDataset:
         # the cache's settings and open the stores again on arrival.
         state = self.__dict__.copy()
         cache = state.pop("cache")
+        # The copy's cache has no listing to ask: it is sent once the listing has settled the
+        # cache (deleted what changed), so that it trusts only confirmed files.
+        for stream in cache.streams:
+            if stream.check is not None:
+                stream.check.wait()
         state["_cache_settings"] = (cache.limit, cache.download_slots)
         state["reader"] = None  # its mapped shards stay in this process
         return state
@@ -161,11 +167,19 @@ class PreparedDataset:
         datasets: list[StreamData] = []
         cache_streams: list[CacheStream] = []
         for stream, store in zip(resolved, stores, strict=True):
+            # The start's listing runs on while the first shards are fetched: the cache asks it
+            # before handing over a shard cached before the start.
+            checks: list[ListingCheck] = []
             local = open_stream_data(
-                stream, store, allow_unsafe_types=settings.allow_unsafe_types, policy=policy
+                stream,
+                store,
+                allow_unsafe_types=settings.allow_unsafe_types,
+                policy=policy,
+                checks=checks,
             )
             datasets.append(local)
-            cache_streams.append(_cache_stream(stream, local, store))
+            check = checks[0] if checks else None
+            cache_streams.append(_cache_stream(stream, local, store, check))
         if settings.read_policy is None:
             share = slot_share(cache_streams)
             threads = fetch_threads(stores, settings.download_concurrency, share, policy)

@@ -13,7 +13,8 @@ import logging
 import os
 
 from shardstream.cache import CacheStream
-from shardstream.cache import sync_index as _sync_index
+from shardstream.cache.index_sync import start_index_sync
+from shardstream.cache.listing_check import ListingCheck
 from shardstream.cache.ownership import claim_cache_folder
 from shardstream.dataset.local import LocalDataset
 from shardstream.dataset.splits import local_splits, remote_splits, split_advice
@@ -40,6 +41,7 @@ def open_stream_data(
     *,
     allow_unsafe_types: bool,
     policy: ReadPolicy,
+    checks: list[ListingCheck] | None = None,
 ) -> StreamData:
     """The stream's dataset, its index fetched (MDS) or its footers read (Parquet).
 
@@ -51,11 +53,16 @@ def open_stream_data(
             siblings).
         CacheFolderError: ``local=`` is not a folder the cache may write to
             (:mod:`shardstream.cache.ownership`).
+
+    ``checks``: where the start's listing goes when it is left running (an MDS stream whose
+    store lists in ranges): the cache must be given it. Without ``checks`` it is waited for.
     """
     if stream.remote is not None:  # the cache writes only in a folder it owns
         claim_cache_folder(stream.local, stream.remote, stream.split)
     try:
-        return _open(stream, store, allow_unsafe_types=allow_unsafe_types, policy=policy)
+        return _open(
+            stream, store, allow_unsafe_types=allow_unsafe_types, policy=policy, checks=checks
+        )
     except (ShardNotFoundError, ObjectNotFoundError) as exc:
         advice = _split_advice(stream)
         if not advice:
@@ -81,6 +88,7 @@ def _open(
     *,
     allow_unsafe_types: bool,
     policy: ReadPolicy,
+    checks: list[ListingCheck] | None,
 ) -> StreamData:
     if stream.format == "delta" or (
         stream.format is None and _no_index(stream) and is_local_table(stream)
@@ -91,7 +99,11 @@ def _open(
     entries = None
     if store is not None:
         try:
-            entries = _sync_index(store, stream.local, stream.options)
+            entries, check = start_index_sync(store, stream.local, stream.options)
+            if check is not None and checks is None:
+                check.wait()  # no cache to hand it to: the check ends here
+            elif check is not None and checks is not None:
+                checks.append(check)
         except ObjectNotFoundError:
             if stream.format is not None:
                 raise
@@ -121,9 +133,12 @@ def _open(
 
 
 def cache_stream(
-    stream: ResolvedStream, data: StreamData, store: ObjectStore | None = None
+    stream: ResolvedStream,
+    data: StreamData,
+    store: ObjectStore | None = None,
+    check: ListingCheck | None = None,
 ) -> CacheStream:
-    """The cache's view of a stream (opening its store when not given)."""
+    """The cache's view of a stream (opening its store when not given), with its listing."""
     if store is None:
         store = open_remote(stream)
     return CacheStream(
@@ -134,6 +149,7 @@ def cache_stream(
         keep_zip=stream.keep_zip,
         validate_hash=stream.validate_hash,
         fetcher=data.fetcher if isinstance(data, ParquetDataset) else None,
+        check=check,
     )
 
 

@@ -320,11 +320,11 @@ class ObstoreClient(WritableStore):
         self._check_writable("listing", prefix)
         with self._lock:
             stream = self._listings.pop((prefix, token), None) if token else None
-        if stream is None:
-            # obstore lists whole path segments: list the prefix's folder, keep what matches.
-            folder = prefix.rpartition("/")[0] if not prefix.endswith("/") else prefix
-            offset = max(filter(None, (token, start_after, prefix[:-1])), default=None)
-            stream, chunk = self._stream(folder.rstrip("/"), offset)
+        # obstore lists whole path segments: list the prefix's folder, keep what matches.
+        folder = (prefix.rpartition("/")[0] if not prefix.endswith("/") else prefix).rstrip("/")
+        offset = max(filter(None, (token, start_after, prefix[:-1])), default=None)
+        if first := stream is None:
+            stream, chunk = self._stream(folder, offset)
         else:
             chunk = next(stream, [])
         infos: dict[str, ObjectInfo] = {}
@@ -340,6 +340,8 @@ class ObstoreClient(WritableStore):
             if not name.endswith("/"):
                 infos[name] = ObjectInfo(size=int(meta["size"]), etag=tag(meta.get("e_tag")))
         if len(chunk) < PAGE_KEYS or last is None:
+            if not (first and infos):
+                self._confirm_end(folder, prefix, max(filter(None, (last, offset)), default=None))
             return infos, None
         with self._lock:
             self._listings[prefix, last] = stream
@@ -417,6 +419,20 @@ class ObstoreClient(WritableStore):
                         raise
                     self._store = None  # made again for the bucket's region
         return call(obstore, self._obj())
+
+    def _confirm_end(self, folder: str, prefix: str, after: str | None) -> None:
+        """Refuse a listing that ended early, after ``after`` (``StorageError``, retried).
+
+        ``object_store`` reads a ``200 OK`` page that is no listing (a gateway's) as an empty
+        last page: a listing ending past its first page, or with no key, is asked once more.
+        """
+        names = (str(meta["path"]) for meta in self._stream(folder, after)[1])
+        lost = next((n for n in names if n > (after or "") and n.startswith(prefix)), None)
+        if lost is not None:
+            raise StorageError(
+                f"listing {self.url(prefix)} failed: a transfer error: a page ended the listing "
+                f"before {lost!r}, which the server lists (a page that is no listing page)"
+            )
 
     def _stream(self, folder: str, offset: str | None) -> tuple[Iterator[Any], Sequence[Any]]:
         """A listing's stream from just after ``offset``, and its first page."""

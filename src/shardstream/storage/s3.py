@@ -204,14 +204,12 @@ class S3Store(WritableStore):
     def _list_page(
         self, prefix: str, start_after: str | None, token: str | None
     ) -> tuple[dict[str, ObjectInfo], str | None]:
-        """One ListObjectsV2 page, through the botocore client of reads.
+        """One ListObjectsV2 page, through the client of reads.
 
-        A reader's start imports no s3fs. Where obstore is asked for by name
-        (``SHARDSTREAM_S3_CLIENT=obstore``) the page comes through it: its XML is read in Rust,
-        off the GIL. The default keeps listings on botocore, whose page size and answers the
-        listing's retries and checks are built around.
+        A reader's start imports no s3fs. Where reads go through obstore the page does too:
+        its XML is read in Rust, off the GIL. Else through the botocore client of reads.
         """
-        if self._read_client == "obstore" and (fast := self._fast_reader()):
+        if fast := self._fast_reader():
             return fast.list_page(prefix, start_after, token)
         root = f"{self.prefix}/" if self.prefix else ""
         # Keys come URL-encoded (so that any key survives XML), decoded here: the raw page

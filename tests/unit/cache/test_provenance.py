@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shardstream.cache.provenance import drop_stale_files
+from shardstream.cache.provenance import drop_stale_files, present_sources
 from shardstream.format.index import FileInfo, ShardEntry
 
 
@@ -96,3 +96,25 @@ def test_one_scan_of_the_folder_not_a_look_per_shard(
     monkeypatch.setattr(os, "lstat", counted)
     assert drop_stale_files(str(local), entries, None, lock_timeout=5) == 0
     assert len(looks) < 10  # the base looked at each of the 2,000 shards' paths
+
+
+def test_present_sources_names_the_source_of_each_shard_with_a_cached_file(tmp_path: Path):
+    local = tmp_path / "cache"
+    (local / "sub").mkdir(parents=True)
+    entries = [
+        entry("a.mds"),  # cached
+        entry("b.mds"),  # not cached
+        entry("sub/c.mds"),  # cached in a subfolder
+        entry("d.mds", "d.mds.zstd"),  # only its compressed file: its source
+        entry("e.mds", "e.mds.zstd"),  # only its decompressed file: the source all the same
+        entry("nofolder/f.mds"),
+    ]
+    for name in ("a.mds", "sub/c.mds", "d.mds.zstd", "e.mds", "unrelated.mds"):
+        (local / name).write_bytes(b"x")
+    assert present_sources(str(local), entries) == {
+        "a.mds",
+        "sub/c.mds",
+        "d.mds.zstd",
+        "e.mds.zstd",
+    }
+    assert present_sources(str(tmp_path / "absent"), entries) == set()

@@ -1,0 +1,142 @@
+"""A start lists the remote while its first shards are fetched, and hands over no stale byte."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shardstream import MDSWriter, StreamingDataset
+from shardstream.cache.provenance import read_record
+from shardstream.storage import open_store
+
+from .conftest import S3Server
+from .faults import FaultProxy
+
+pytestmark = pytest.mark.s3
+
+COLUMNS = {"id": "int", "text": "str"}
+SAMPLES = 24
+
+
+def _regenerate(url: str, folder: Path, label: str) -> bytes:
+    """The dataset under ``url``, written anew in place: same names, sizes and index.
+
+    Written locally and copied up file by file, as the reference or a sync tool does.
+    """
+    with MDSWriter(out=str(folder), columns=COLUMNS, size_limit=200) as writer:
+        for i in range(SAMPLES):
+            writer.write({"id": i, "text": f"{label}-{i:03d}"})
+    store = open_store(url)
+    for name in sorted(os.listdir(folder)):
+        store.put_file(str(folder / name), name)
+    return bytes(store.get_bytes("index.json"))
+
+
+def _cached(s3_env: S3Server, tmp_path: Path, lister: str) -> tuple[str, Path, list[str]]:
+    """A dataset read whole into a cache, then rewritten in place (same names, sizes, index).
+
+    Returns its URL, the cache folder and the cached shards' names; the first shard is
+    removed from the cache, so a start must fetch it, while the others are stale there.
+    """
+    url, local = s3_env.url(f"held-listing-{lister}"), tmp_path / "cache"
+    index = _regenerate(url, tmp_path / "aaa", "aaa")
+    old = [s["text"] for s in StreamingDataset(remote=url, local=str(local), batch_size=4)]
+    assert old == [f"aaa-{i:03d}" for i in range(SAMPLES)]
+    assert _regenerate(url, tmp_path / "bbb", "bbb") == index  # the index is the same
+    shards = sorted(name for name in os.listdir(local) if name.endswith(".mds"))
+    assert len(shards) >= 4
+    os.remove(local / shards[0])
+    return url, local, shards
+
+
+def _read_while_listing_held(
+    proxy: FaultProxy, url: str, local: Path, shard: str, meanwhile: Any = None
+) -> list[str]:
+    """Every sample, read while the listing is held back until ``shard`` has been asked for.
+
+    ``meanwhile``: called while the listing is still held, once ``shard`` was asked for.
+    """
+    proxy.inject("hold", count=1000, method="GET", path_contains="list-type=2")
+    dataset = StreamingDataset(remote=url, local=str(local), batch_size=SAMPLES // 2)
+    samples: list[str] = []
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            samples.extend(sample["text"] for sample in dataset)
+        except BaseException as exc:  # noqa: BLE001 (reported by the test thread)
+            failed.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        # A bound, not a timing: a start that lists before it fetches never gets there.
+        deadline = time.monotonic() + 30
+        while not (proxy.holding and proxy.count("GET", shard)):
+            assert time.monotonic() < deadline, "no shard was fetched while listing"
+            time.sleep(0.05)
+        assert proxy.holding  # the listing is still held back
+        if meanwhile is not None:
+            meanwhile()
+    finally:
+        proxy.release()
+        reader.join(60)
+    assert not failed, failed
+    return samples
+
+
+def _recorded(local: Path, url: str) -> dict[str, str]:
+    """The cache's record, checked: each object the listing's identity, or none known."""
+    record = read_record(str(local / ".shardstream"))
+    assert record is not None
+    listed = {key: f"{info.size}:{info.etag}" for key, info in open_store(url).list_info().items()}
+    assert set(record.objects) == set(listed)
+    assert all(value in ("", listed[key]) for key, value in record.objects.items())
+    assert record.objects["index.json"] == listed["index.json"]
+    return dict(record.objects)
+
+
+@pytest.mark.parametrize("lister", ["obstore", "botocore"])
+def test_a_rewritten_dataset_is_read_anew_while_its_listing_is_held(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lister: str
+) -> None:
+    """The cache holds the old shards; the listing is held back; the first batch is new.
+
+    The shard the cache lacks is fetched while the listing is held (the start does not wait
+    for it); the shards the cache holds are stale, and are handed over only once the listing
+    has shown them changed and they have been fetched again.
+    """
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", lister)
+    url, local, shards = _cached(s3_env, tmp_path, lister)
+    with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
+        monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+        samples = _read_while_listing_held(proxy, url, local, shards[0])
+    assert samples == [f"bbb-{i:03d}" for i in range(SAMPLES)]
+    monkeypatch.setenv("S3_ENDPOINT_URL", s3_env.endpoint)
+    # The shard fetched while the listing ran is of no known version: the next start checks it.
+    assert _recorded(local, url)[shards[0]] == ""
+    again = [s["text"] for s in StreamingDataset(remote=url, local=str(local), batch_size=4)]
+    assert again == [f"bbb-{i:03d}" for i in range(SAMPLES)]
+    _recorded(local, url)
+
+
+def test_a_shard_fetched_before_a_rewrite_the_listing_saw_is_fetched_again(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rewritten between a shard's GET and the listing: the record does not vouch for it."""
+    url, local, shards = _cached(s3_env, tmp_path, "rewritten-meanwhile")
+    with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
+        monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+        samples = _read_while_listing_held(
+            proxy, url, local, shards[0], lambda: _regenerate(url, tmp_path / "ccc", "ccc")
+        )
+    # A writer rewrote the dataset mid-start: any version but the cache's stale one.
+    assert not [text for text in samples if text.startswith("aaa")]
+    monkeypatch.setenv("S3_ENDPOINT_URL", s3_env.endpoint)
+    again = [s["text"] for s in StreamingDataset(remote=url, local=str(local), batch_size=4)]
+    assert again == [f"ccc-{i:03d}" for i in range(SAMPLES)]

@@ -54,6 +54,9 @@ class Route:
             with ``zero_copy``, whose values are views of the mappings).
         read_ahead: Those reads run ahead, in a thread.
         first_rows: Batches the first decode takes.
+        gather: A batch drawn from several shards is gathered in one pass by the sources'
+            own gatherer (every stream a table: its row groups' columns are arrays), not
+            decoded shard by shard and put back into batch order.
     """
 
     decode: Entrance
@@ -62,6 +65,7 @@ class Route:
     file_reads: bool
     read_ahead: bool
     first_rows: int
+    gather: bool = False
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,7 @@ class ReadPolicy:
         hand_over: bool = False,
         mean_sample_bytes: float = 0.0,
         width: int = 1,
+        gathers: bool = False,
     ) -> Route:
         """The stages of an epoch read through ``decode``, chosen once for the epoch.
 
@@ -236,15 +241,17 @@ class ReadPolicy:
             hand_over: The batches leave a DataLoader worker.
             mean_sample_bytes: The mean bytes a sample of the epoch's first batch's shards.
             width: The device batch size.
+            gathers: Every stream's source gathers batches across its shards (tables).
         """
         columns = decode == "columns"
         return Route(
             decode=decode,
             hand_over=columns and hand_over,
             by_id=columns and hand_over and self.hands_over_ids(mean_sample_bytes, width),
-            file_reads=columns and not self.zero_copy,
+            file_reads=columns and not self.zero_copy and not gathers,
             read_ahead=self.read_ahead,
             first_rows=max(1, self.first_rows),
+            gather=columns and gathers,
         )
 
     def replace(self, **changes: object) -> ReadPolicy:

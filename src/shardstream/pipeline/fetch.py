@@ -115,11 +115,13 @@ class Fetch(Stepped[LocatedBatch]):
                 for row in range(rows):
                     begin, stop = row * width, min((row + 1) * width, len(part))
                     ahead.submit(stop, stop + (0 if first else self._predownload))
-                    row_shards = shards[begin:stop].tolist()
+                    in_row = shards[begin:stop]
+                    distinct, at = first_occurrences(in_row)  # numpy: no hashing per sample
                     views = {
                         shard: ranged[shard] if shard in ranged else ahead.take(shard)
-                        for shard in dict.fromkeys(row_shards)
+                        for shard in distinct[np.argsort(at)].tolist()
                     }
+                    row_shards = in_row.tolist()
                     self.plan.skip(1)
                     yield LocatedBatch(row_shards, local[begin:stop].tolist(), views)
                     for shard in done_after.get(row, ()):

@@ -89,12 +89,16 @@ class RowGroupView:
             picked = indices.astype(np.int64, copy=False)
         else:
             picked = np.fromiter(indices, np.int64, len(indices))
-        if picked.size and (picked.min() < 0 or picked.max() >= self._rows):
+        size = picked.size
+        run = size > 1 and picked[-1] - picked[0] == size - 1
+        if run and bool((picked[1:] > picked[:-1]).all()):  # a run of rows, in order
+            first, stop = int(picked[0]), int(picked[-1]) + 1
+            if first < 0 or stop > self._rows:
+                raise IndexError(f"{self.source}: rows {indices} run outside {self._rows} rows")
+            return _run(self._all if self._all is not None else self._decode_all(), first, stop)
+        if size and (picked.min() < 0 or picked.max() >= self._rows):
             raise IndexError(f"{self.source}: rows {indices} run outside {self._rows} rows")
         columns = self._all if self._all is not None else self._decode_all()
-        run = picked.size > 1 and picked[-1] - picked[0] == picked.size - 1
-        if run and bool((picked[1:] > picked[:-1]).all()):  # a run of rows, in order
-            return _run(columns, int(picked[0]), int(picked[-1]) + 1)
         rows: list[int] | None = None
         out: list[ColumnValues] = []
         for values in columns:

@@ -116,12 +116,13 @@ class Fetch(Stepped[LocatedBatch]):
                     begin, stop = row * width, min((row + 1) * width, len(part))
                     ahead.submit(stop, stop + (0 if first else self._predownload))
                     in_row = shards[begin:stop]
-                    distinct, at = first_occurrences(in_row)  # numpy: no hashing per sample
+                    row_shards = in_row.tolist()
+                    # One shard (read in order): no hashing of every sample's shard.
+                    one = bool((in_row == in_row[0]).all())
                     views = {
                         shard: ranged[shard] if shard in ranged else ahead.take(shard)
-                        for shard in distinct[np.argsort(at)].tolist()
+                        for shard in (row_shards[:1] if one else dict.fromkeys(row_shards))
                     }
-                    row_shards = in_row.tolist()
                     self.plan.skip(1)
                     yield LocatedBatch(row_shards, local[begin:stop].tolist(), views)
                     for shard in done_after.get(row, ()):

@@ -3,7 +3,8 @@
 The policy picks the pipeline's stages once per epoch (:meth:`ReadPolicy.route`, a
 :class:`Route`): whether batches are handed over from a DataLoader worker, and then whether
 by id; whether shuffled groups may be read from the files, and ahead in a thread; how many
-batches the first decode takes. Within those stages, its thresholds say how a shard file is
+batches the first decode takes; whether a table's batches are gathered across row groups.
+Within those stages, its thresholds say how a shard file is
 opened (read whole, mapped, read with ``pread``: :meth:`ReadPolicy.opening`, passed to the
 cache as its ``FileOpening``), when the open shards are large enough for file reads, how many
 batches to decode together, which columns cross packed, how many shards and bytes stay open,

@@ -1,7 +1,7 @@
 """Flowers with TensorFlow: a Keras CNN trained from the same shards through ``tf.data``.
 
 The ``tf.data.Dataset`` is shardstream's (the one behind ``make_spark_converter(...)
-.make_tf_dataset()``): a StreamingDataset's samples, typed from the shards' ``index.json``
+.make_tf_dataset()``): a StreamingDataset's samples, typed from the index it loaded
 (``image`` is ``uint8[3, 64, 64]``, ``label`` ``int64``), batched and prefetched::
 
     python examples/flowers/flowers_keras.py --remote demo-data/flowers/Volumes/main/default/flowers
@@ -29,10 +29,9 @@ def flowers(remote: str, cache: str, split: str, batch_size: int, **kwargs: Any)
     """The split as a ``tf.data.Dataset`` of ``(image, label)`` batches; images NHWC floats."""
     streaming = StreamingDataset(remote=remote, local=cache, split=split,
                                  batch_size=batch_size, **kwargs)  # fmt: skip
-    url = f"{remote.rstrip('/')}/{split}"
     # Training: for ever, reshuffled each epoch (Keras counts the steps); validation: one pass.
     epochs = None if kwargs.get("shuffle") else 1
-    batches = tf_dataset(streaming, url, batch_size, epochs, tail=None, prefetch=None)
+    batches = tf_dataset(streaming, batch_size, epochs, tail=None, prefetch=None)
     return batches.map(
         lambda b: (tf.transpose(tf.cast(b.image, tf.float32) / 127.5 - 1, [0, 2, 3, 1]),
                    b.label)

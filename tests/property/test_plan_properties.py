@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import Counter
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardstream.sampling import EpochPlan, ShuffleConfig, Topology
+from shardstream.cache import EpochStart
+from shardstream.dataset.resume_point import ResumePoint
+from shardstream.errors import ConfigurationError
+from shardstream.pipeline.plan import Plan
+from shardstream.sampling import BATCHING_METHODS, EpochPlan, ShuffleConfig, Topology
 
 SHUFFLES = [ShuffleConfig()] + [
     ShuffleConfig(shuffle=True, algo=algo, seed=7, block_size=5)
@@ -147,3 +153,35 @@ def test_resuming_anywhere_continues_exactly(case: dict[str, Any], data: st.Data
     extra = repeats(full, -(total - min(step * gbs, total)) % (shape[0] * shape[1]))
     expected = real_steps(steps_of(sizes, (1, 1, 1), **kwargs), Counter())
     assert real_steps(resumed, extra) == {k - step: v for k, v in expected.items() if k >= step}
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=cases(), data=st.data())
+def test_a_resumed_plan_is_a_fresh_plan_reset_to_the_resume_point(
+    case: dict[str, Any], data: st.DataObject
+) -> None:
+    # What a resumed epoch computes (the plan from the place) is what the fresh epoch's plan,
+    # reset to the place's stage state, hands on: for every worker of every job's shape.
+    sizes, total, gbs = case["sizes"], int(case["sizes"].sum()), case["gbs"]
+    method = data.draw(st.sampled_from(BATCHING_METHODS))
+    kwargs = {**plan_kwargs(case), "batching_method": method}
+    drop = data.draw(st.integers(0, max(0, total - 1)))
+    shape = data.draw(st.sampled_from(shapes_for(gbs)))
+    point = ResumePoint.of(EpochStart(case["epoch"], drop), gbs, method)
+    for topology in topologies(shape):
+        source, state = point.for_worker(topology.worker, topology.workers_per_rank)
+        fresh_of = functools.partial(
+            EpochPlan.for_worker, sizes, topology=topology.with_worker(shape[2], source),
+            drop_first=point.offset, **kwargs,
+        )  # fmt: skip
+        try:
+            resumed = EpochPlan.for_worker(sizes, topology=topology, drop_first=drop, **kwargs)
+        except ConfigurationError:  # a stream too small for the method: so is it fresh
+            with pytest.raises(ConfigurationError):
+                fresh_of()
+            return
+        fresh = fresh_of()
+        plan = Plan(fresh.ids, fresh.batch_size)
+        plan.reset(state)
+        assert plan.rest().tolist() == resumed.ids.tolist()
+        assert (fresh.padding, fresh.dropped) == (resumed.padding, resumed.dropped)

@@ -1,7 +1,8 @@
 """A ``StreamingDataset``'s state dict: its keys, the data it belongs to, the checks on loading.
 
 A state holds the reference's keys (``epoch``, ``sample_in_epoch``, ``num_canonical_nodes``,
-``shuffle_seed``, ``initial_physical_nodes``) and, since version 2, ``version``,
+``shuffle_seed``, ``initial_physical_nodes``), the read pipeline's state (``stages``:
+:mod:`~shardstream.dataset.resume_point`) and, since version 2, ``version``,
 ``num_samples`` and ``fingerprint``: a digest of the data it was saved on (each stream's shard
 names, sizes, sample counts and digests, in order; not where the data lives, so a copied
 dataset or a moved cache resumes). Loading a state saved on other data is an error unless
@@ -40,6 +41,7 @@ from shardstream.dataset.fingerprint import (
     table_versions,
 )
 from shardstream.dataset.prepared import PreparedDataset
+from shardstream.dataset.resume_point import Position, saved_stages
 from shardstream.dataset.settings import SEED_LIMIT, DatasetSettings
 from shardstream.dataset.stream import Stream
 from shardstream.errors import ConfigurationError
@@ -419,18 +421,6 @@ def warn_overrides(told: Iterable[str]) -> None:
 
 
 @dataclass(frozen=True)
-class Position:
-    """Where a job stands: the epoch, and the samples of it consumed over every rank.
-
-    The state dict's ``epoch`` and ``sample_in_epoch``: all it says of reading itself, the
-    rest being the data and the settings it was read with.
-    """
-
-    epoch: int
-    sample_in_epoch: int
-
-
-@dataclass(frozen=True)
 class Restored:
     """What loading a state dict gives a dataset.
 
@@ -457,7 +447,8 @@ def write_state(
 ) -> dict[str, Any]:
     """The state dict of a job at ``position``, reading ``data`` with ``settings``.
 
-    The reference's keys, then the data's fingerprint and the settings of the order.
+    The reference's keys, the pipeline's state, then the data's fingerprint and the settings
+    of the order.
 
     Args:
         position: Where the job stands.
@@ -467,17 +458,20 @@ def write_state(
         initial_nodes: The physical nodes of the run a loaded state was saved in (``None``:
             this run's).
     """
+    order = order_settings(settings, data.choices.tolist(), topology)
+    stages = position.stages(order["global_batch_size"] or 0, data.epoch_size)
     return {
         "epoch": position.epoch,
         "sample_in_epoch": int(position.sample_in_epoch),
         "num_canonical_nodes": settings.canonical_nodes(topology, initial_nodes),
         "shuffle_seed": settings.shuffle_seed,
         "initial_physical_nodes": initial_nodes or topology.nodes,
+        **({} if stages is None else {"stages": stages}),
         "version": STATE_VERSION,
         "num_samples": data.num_samples,
         "fingerprint": data.fingerprint,
         "table_versions": table_versions(data.datasets),
-        **order_settings(settings, data.choices.tolist(), topology),
+        **order,
     }
 
 
@@ -507,11 +501,11 @@ def restore(
         obj, fingerprint=data.fingerprint, num_samples=data.num_samples,
         epoch_size=data.epoch_size, global_batch=global_batch, strict=strict,
     )  # fmt: skip
+    position = Position(resume.epoch, resume.sample_in_epoch)
+    saved_stages(obj, position, data.epoch_size)
     order = {**dataset_order(pinned), "shuffle_seed": resume.shuffle_seed}
     order |= {"num_canonical_nodes": resume.num_canonical_nodes, **saved}
     check_layout(obj, data, order, global_batch=global_batch, strict=strict)
     adopted, told = adopt_settings(pinned, order)
     warn_overrides(told.values())
-    return Restored(
-        adopted, Position(resume.epoch, resume.sample_in_epoch), resume.initial_physical_nodes
-    )
+    return Restored(adopted, position, resume.initial_physical_nodes)

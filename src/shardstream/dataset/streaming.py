@@ -29,7 +29,8 @@ from shardstream.dataset.epoch_plans import epoch_plan, log_layout
 from shardstream.dataset.indexing import checked_id, select
 from shardstream.dataset.introspection import Introspection
 from shardstream.dataset.prepared import PreparedDataset
-from shardstream.dataset.resume_state import Position, restore, write_state
+from shardstream.dataset.resume_point import Position, ResumePoint
+from shardstream.dataset.resume_state import restore, write_state
 from shardstream.dataset.run_progress import RunProgress, runs_folder
 from shardstream.dataset.settings import DatasetSettings, Setting
 from shardstream.dataset.stream import Stream
@@ -37,6 +38,7 @@ from shardstream.errors import ConfigurationError
 from shardstream.pipeline.column_batch import BatchRefs, ColumnBatch
 from shardstream.pipeline.policy import ReadPolicy
 from shardstream.pipeline.reader import Batch, SampleReader
+from shardstream.pipeline.stage import StageState
 from shardstream.sampling import EpochPlan, ShuffleConfig, Topology
 
 __all__ = ["StreamingDataset", "reads_through_getitem"]
@@ -284,13 +286,16 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         if self.batch_mode:
             yield from cast(Iterator[dict[str, Any]], self.iter_batches())
             return
-        reader, plan, predownload = self._begin_epoch()
+        reader, plan, state, predownload = self._begin_epoch()
         custom = reads_through_getitem(self)
         if custom is not None:  # a subclass's __getitem__/get_item makes each sample
-            for sample_id in reader.ids(plan.ids, plan.batch_size, predownload=predownload):
+            ids = reader.ids(plan.ids, plan.batch_size, predownload=predownload, state=state)
+            for sample_id in ids:
                 yield custom(sample_id)
         else:
-            yield from reader.samples(plan.ids, plan.batch_size, predownload=predownload)
+            yield from reader.samples(
+                plan.ids, plan.batch_size, predownload=predownload, state=state
+            )
 
     def iter_batches(self) -> Iterator[Batch]:
         """Yield this worker's device batches of the next epoch, for a loader to collate.
@@ -307,18 +312,23 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
                 f"{type(self).__name__} overrides __getitem__/get_item, so its samples are made "
                 "one by one: iterate the dataset (batch_mode=False), not iter_batches()"
             )
-        reader, plan, predownload = self._begin_epoch()
+        reader, plan, state, predownload = self._begin_epoch()
         in_worker = worker_info() is not None
         yield from reader.batches(
-            plan.ids, plan.batch_size, predownload=predownload, for_worker=in_worker
+            plan.ids, plan.batch_size, predownload=predownload, for_worker=in_worker, state=state
         )
 
     def read_batch(self, batch: BatchRefs) -> ColumnBatch | list[dict[str, Any]]:
         """The values of a batch a worker handed over as its sample ids, read in this process."""
         return self._reader().read_batch(batch.ids)
 
-    def _begin_epoch(self) -> tuple[SampleReader, EpochPlan, int]:
-        """This process's reader, its plan of the epoch it starts now, and its look-ahead."""
+    def _begin_epoch(self) -> tuple[SampleReader, EpochPlan, StageState, int]:
+        """This process's reader, its plan of the epoch it starts now, and its look-ahead.
+
+        The plan is the epoch's as a fresh epoch lays it out; the stage state says where in
+        it this process's pipeline starts (``reset(state)``): a resumed epoch's first batch
+        not read (:class:`~shardstream.dataset.resume_point.ResumePoint`).
+        """
         prepared, settings = self._prepare(), self.settings
         if settings.batch_size is None:
             raise ConfigurationError(
@@ -332,12 +342,16 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         start = self._progress.claim(info, self._runs_folder)
         if start.drop_first >= prepared.epoch_size > 0:  # resumed at the very end
             start = EpochStart(start.epoch + 1, 0)
-        plan = self.plan(start, topology)
+        point = ResumePoint.of(
+            start, settings.batch_size * ranks.world_size, settings.batching_method
+        )
+        worker, state = point.for_worker(topology.worker, topology.workers_per_rank)
+        plan = self.plan(point.layout, topology.with_worker(topology.workers_per_rank, worker))
         log_layout(
             plan, start.epoch, topology, settings.batching_method,
             lambda note, level: self._progress.once(info, note, level, self._runs_folder),
         )  # fmt: skip
-        return prepared.sample_reader(), plan, settings.look_ahead()
+        return prepared.sample_reader(), plan, state, settings.look_ahead()
 
     def plan(self, start: EpochStart, topology: Topology) -> EpochPlan:
         """The samples ``topology``'s worker reads in the epoch ``start`` names."""
@@ -380,7 +394,9 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         dataset's; one warning names each value replaced.
 
         Args:
-            obj: What :meth:`state_dict` returned (or the reference's state dict).
+            obj: What :meth:`state_dict` returned (or the reference's state dict). The
+                reference's state from before its first epoch (``epoch`` -1) resumes nothing,
+                as there.
             strict: Refuse a state saved on other data (its fingerprint differs); ``False``
                 loads it anyway, with a warning.
 
@@ -388,6 +404,11 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
             ConfigurationError: The state lacks a key, holds a bad value, or was saved on other
                 data or other stream weights; the message names the key, or both datasets.
         """
+        if obj.get("epoch") == -1 and "sample_in_epoch" in obj:
+            # The reference saves epoch -1 before its first epoch and loads it as nothing to
+            # resume; a job checkpointed before training must start afresh here too.
+            logger.info("the state dict was saved before any epoch began: nothing to resume")
+            return
         restored = restore(obj, self.settings, self._load, strict=strict)
         self.settings = restored.settings
         self._prepare()  # the epoch's draw over the streams: seeded, of its size

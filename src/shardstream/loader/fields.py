@@ -18,10 +18,8 @@ import numpy as np
 
 from shardstream.errors import ConfigurationError
 from shardstream.format.encodings import get_encoding
-from shardstream.format.index import parse_index
-from shardstream.storage import open_store
 
-__all__ = ["Field", "SparkHint", "as_array", "batch_arrays", "fields_of", "index_columns",
+__all__ = ["Field", "SparkHint", "as_array", "batch_arrays", "dataset_columns", "fields_of",
            "spark_hints"]  # fmt: skip
 
 _NUMERIC = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -93,11 +91,15 @@ def spark_hints(schema: Any) -> dict[str, SparkHint]:
     return hints
 
 
-def index_columns(url: str) -> dict[str, str]:
-    """The MDS column encodings of the dataset at ``url``, from its ``index.json``."""
-    store = open_store(url)
-    entries = parse_index(store.get_bytes("index.json"), source=store.url("index.json"))
-    return dict(entries[0].columns) if entries else {}
+def dataset_columns(dataset: Any) -> dict[str, str]:
+    """The MDS column encodings of ``dataset`` (a ``StreamingDataset``), from the index it loaded.
+
+    Not read again from the remote: the loaders are adapters on what the dataset reads.
+    """
+    shards = dataset.shards
+    if not shards:
+        return {}
+    return dict(zip(shards[0].column_names, shards[0].column_encodings, strict=True))
 
 
 def fields_of(

@@ -40,7 +40,7 @@ from shardstream.errors import ConfigurationError
 from shardstream.loader.dataloader import StreamingDataLoader
 from shardstream.loader.epoch_loader import ConverterDataLoader
 from shardstream.loader.epoch_tail import EpochTail
-from shardstream.loader.fields import SparkHint, fields_of, index_columns, spark_hints
+from shardstream.loader.fields import SparkHint, dataset_columns, fields_of, spark_hints
 from shardstream.loader.transform_spec import TransformCollate, as_transform_spec
 from shardstream.storage import is_remote
 
@@ -241,7 +241,7 @@ class SparkDatasetConverter:
         dataset, tail = self._dataset(batch_size, num_epochs, shuffling_queue_capacity, options)
         collate: dict[str, Any] = {}
         if spec is not None:
-            columns = index_columns(self.cache_dir_url)
+            columns = dataset_columns(dataset)
             collate["collate_fn"] = TransformCollate(spec, fields_of(columns, self._hints), columns)
         loader = StreamingDataLoader(dataset, batch_size=batch_size, num_workers=workers, **collate)
         result = ConverterDataLoader(loader, num_epochs, tail)
@@ -283,8 +283,8 @@ class SparkDatasetConverter:
         options = dict(petastorm_reader_kwargs)
         spec = as_transform_spec(options.pop("transform_spec", None))
         dataset, tail = self._dataset(batch, num_epochs, shuffling_queue_capacity or 0, options)
-        yield tf_dataset(dataset, self.cache_dir_url, batch, num_epochs, tail, prefetch,
-                         hints=self._hints, transform_spec=spec)  # fmt: skip
+        yield tf_dataset(dataset, batch, num_epochs, tail, prefetch, hints=self._hints,
+                         transform_spec=spec)  # fmt: skip
 
     def delete(self) -> None:
         """Delete the materialized copy (local cache folders, or any with a handler).

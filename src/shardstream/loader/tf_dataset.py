@@ -2,7 +2,7 @@
 
 Each element is a namedtuple with one field per column, each a batched tensor, as Petastorm's
 ``make_tf_dataset`` yields (``dataset.map(lambda x: (x.features, x.label))``). The signature is
-known before the first batch, from the dataset's ``index.json`` and the source's Spark schema
+known before the first batch, from the dataset's loaded index and the source's Spark schema
 (:mod:`shardstream.loader.fields`): numbers keep their dtype, ``BooleanType`` is ``tf.bool``,
 arrays their dtype and rank (and sizes where the encoding fixes them), text, bytes, decimals and
 ``json`` columns ``tf.string``. A ``transform_spec`` runs on each batch as a pandas DataFrame.
@@ -19,7 +19,7 @@ from typing import Any
 from shardstream._optional import require
 from shardstream.dataset.streaming import StreamingDataset
 from shardstream.loader.epoch_tail import EpochTail
-from shardstream.loader.fields import Field, SparkHint, batch_arrays, fields_of, index_columns
+from shardstream.loader.fields import Field, SparkHint, batch_arrays, dataset_columns, fields_of
 from shardstream.loader.transform_spec import TransformSpec, apply_transform, transformed_fields
 
 __all__ = ["row_type", "tf_dataset", "with_one_shot_iterator"]
@@ -27,7 +27,6 @@ __all__ = ["row_type", "tf_dataset", "with_one_shot_iterator"]
 
 def tf_dataset(
     dataset: StreamingDataset,
-    url: str,
     batch_size: int,
     num_epochs: int | None,
     tail: EpochTail | None,
@@ -41,8 +40,7 @@ def tf_dataset(
     Batches run on across epochs, as Petastorm's do: only the last one may be short.
 
     Args:
-        dataset: The streaming dataset.
-        url: The MDS dataset it reads, whose index gives the columns.
+        dataset: The streaming dataset (its loaded index gives the columns).
         batch_size: Rows per batch.
         num_epochs: Epochs per pass over the ``tf.data.Dataset``; ``None`` loops for ever.
         tail: The padding to cut from each epoch's end, or ``None`` to keep it.
@@ -58,7 +56,7 @@ def tf_dataset(
         ConfigurationError: A column TensorFlow cannot hold, or a bad ``transform_spec``.
     """
     tf = require("tensorflow", extra="tf", purpose="make_tf_dataset")
-    columns = index_columns(url)
+    columns = dataset_columns(dataset)
     fields = fields_of(columns, hints)
     out_fields = fields if transform_spec is None else transformed_fields(fields, transform_spec)
     element = row_type(out_fields)

@@ -33,7 +33,7 @@ from shardstream.pipeline.locate import Getter, Locate
 from shardstream.pipeline.open_shards import OpenShards, ShardSource
 from shardstream.pipeline.plan import IdPlan, Plan
 from shardstream.pipeline.policy import ReadPolicy, Route
-from shardstream.pipeline.stage import Stage, drain
+from shardstream.pipeline.stage import Stage, StageState, drain
 
 __all__ = ["Batch", "SampleReader"]
 
@@ -89,16 +89,24 @@ class SampleReader:
         )  # fmt: skip
 
     def route(
-        self, decode: Any, ids: NDArray[np.int64], batch_size: int, *, for_worker: bool = False
+        self,
+        decode: Any,
+        ids: NDArray[np.int64],
+        batch_size: int,
+        *,
+        for_worker: bool = False,
+        state: StageState | None = None,
     ) -> Route:
         """The stages the policy picks for an epoch of ``ids`` read through ``decode``.
 
         The size of the epoch's samples is judged from its first batch's shards (from their
-        index entries: nothing is read), so that picking costs the first batch nothing.
+        index entries: nothing is read), so that picking costs the first batch nothing; a
+        pipeline reset to ``state`` starts at that batch.
         """
         mean = 0.0
-        if decode == "columns" and for_worker and ids.size:
-            first = np.searchsorted(self.shard_starts, ids[:batch_size], side="right") - 1
+        at = 0 if state is None else state["batch"] * batch_size
+        if decode == "columns" and for_worker and ids[at:].size:
+            first = np.searchsorted(self.shard_starts, ids[at : at + batch_size], side="right") - 1
             mean = self.open.mean_sample_bytes(np.unique(first).tolist())
         return self.policy.route(
             decode, hand_over=for_worker, mean_sample_bytes=mean, width=batch_size,
@@ -106,16 +114,33 @@ class SampleReader:
         )  # fmt: skip
 
     def samples(
-        self, ids: NDArray[np.int64], batch_size: int, *, predownload: int
+        self,
+        ids: NDArray[np.int64],
+        batch_size: int,
+        *,
+        predownload: int,
+        state: StageState | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Yield the samples of ``ids`` (device batches of ``batch_size``, in order) one by one."""
+        """Yield the samples of ``ids`` (device batches of ``batch_size``, in order) one by one.
+
+        ``state``: the pipeline is reset there (a resumed epoch's first batch not read).
+        """
         stage = Samples(self.fetch(ids, batch_size, predownload=predownload, ranges=True))
+        stage.reset(state)
         for batch in drain(stage):
             yield from batch
 
-    def ids(self, ids: NDArray[np.int64], batch_size: int, *, predownload: int) -> Iterator[int]:
+    def ids(
+        self,
+        ids: NDArray[np.int64],
+        batch_size: int,
+        *,
+        predownload: int,
+        state: StageState | None = None,
+    ) -> Iterator[int]:
         """Yield ``ids`` one by one, each one's shard fetched (and read ahead) first."""
         stage = Ids(self.fetch(ids, batch_size, predownload=predownload), self._starts)
+        stage.reset(state)
         for batch in drain(stage):
             yield from batch
 
@@ -126,12 +151,18 @@ class SampleReader:
         *,
         predownload: int,
         for_worker: bool = False,
+        state: StageState | None = None,
     ) -> Stage[Batch]:
-        """The pipeline of :meth:`columns` (with the hand-over stage, ``for_worker``)."""
-        route = self.route("columns", ids, batch_size, for_worker=for_worker)
+        """The pipeline of :meth:`columns` (with the hand-over stage, ``for_worker``).
+
+        ``state``: the pipeline is reset there (a resumed epoch's first batch not read).
+        """
+        route = self.route("columns", ids, batch_size, for_worker=for_worker, state=state)
         fetch = self.fetch(ids, batch_size, predownload=predownload, ranges=True)
         columns = Columns(fetch, self.open, self.shard_starts, self.policy, route)
-        return HandOver(columns, self.policy) if for_worker else columns
+        stage: Stage[Batch] = HandOver(columns, self.policy) if for_worker else columns
+        stage.reset(state)
+        return stage
 
     def columns(
         self,
@@ -156,10 +187,18 @@ class SampleReader:
         return drain(Columns(fetch, self.open, self.shard_starts, self.policy, route))
 
     def batches(
-        self, ids: NDArray[np.int64], batch_size: int, *, predownload: int, for_worker: bool
+        self,
+        ids: NDArray[np.int64],
+        batch_size: int,
+        *,
+        predownload: int,
+        for_worker: bool,
+        state: StageState | None = None,
     ) -> Iterator[Batch]:
         """:meth:`columns`, handed over (ready to leave the worker) when ``for_worker``."""
-        stage = self.columns_stage(ids, batch_size, predownload=predownload, for_worker=for_worker)
+        stage = self.columns_stage(
+            ids, batch_size, predownload=predownload, for_worker=for_worker, state=state
+        )
         return drain(stage)
 
     def read_batch(self, ids: NDArray[np.int64]) -> ColumnBatch | list[dict[str, Any]]:

@@ -322,8 +322,19 @@ def test_bad_state_dicts_are_refused(remote: Path, tmp_path: Path):
     with pytest.raises(ConfigurationError, match="lacks"):
         ds.load_state_dict({"epoch": 0})
     with pytest.raises(ConfigurationError, match="bad values"):
-        ds.load_state_dict({"epoch": -1, "sample_in_epoch": 0, "num_canonical_nodes": 1,
+        ds.load_state_dict({"epoch": -2, "sample_in_epoch": 0, "num_canonical_nodes": 1,
                             "shuffle_seed": 1})  # fmt: skip
+
+
+def test_the_references_state_from_before_its_first_epoch_resumes_nothing(
+    remote: Path, tmp_path: Path
+):
+    fresh = dataset(remote, tmp_path / "c")
+    ds = dataset(remote, tmp_path / "c")
+    # What mosaicml-streaming's state_dict(0, False) returns before its first epoch.
+    ds.load_state_dict({"epoch": -1, "sample_in_epoch": 0, "num_canonical_nodes": 5,
+                        "shuffle_seed": 1, "initial_physical_nodes": None})  # fmt: skip
+    assert epoch_ids(ds) == epoch_ids(fresh)
 
 
 @pytest.mark.parametrize(("world", "batch"), [(1, 4), (1, 7), (3, 4), (4, 5)])

@@ -37,7 +37,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> str:
 def make(data: str, batch_size: int = 5, epochs: int | None = 1, **kwargs: Any) -> Any:
     dataset = StreamingDataset(local=data, batch_size=batch_size)
     tail = EpochTail.of(epoch_size=dataset.epoch_size, batch_size=batch_size, topology=Topology())
-    return tf_dataset(dataset, data, batch_size, epochs, tail, None, **kwargs)
+    return tf_dataset(dataset, batch_size, epochs, tail, None, **kwargs)
 
 
 def test_elements_are_namedtuples_with_static_shapes(data: str):

@@ -38,7 +38,7 @@ def _epoch(tmp_path: Path, **options: Any) -> tuple[Any, Any]:
     ds = StreamingDataset(
         remote=str(remote), local=str(tmp_path / "cache"), batch_size=4, shuffle=True, **options
     )
-    reader, plan, _ = ds._begin_epoch()
+    reader, plan, _, _ = ds._begin_epoch()
     return reader, plan
 
 

@@ -1,7 +1,7 @@
 """Parquet files and a Delta table read by shardstream, beside pyarrow's own reader (the floor).
 
     .venv/bin/python benchmarks/tables_bench.py [--quick] [--rows N] [--repeats R]
-        [--batch 256 1024] [--out results/tables.json]
+        [--batch 256 1024] [--baseline-src PATH [--rounds 2]] [--out results/tables.json]
 
 Two tables of ``rows`` rows each, in 8 files of row groups of ``--row-group`` rows, written as a
 Delta table by deltalake, the same data files copied into a plain Parquet folder:
@@ -22,13 +22,21 @@ The three take turns, ``--repeats`` rounds, each round in another order; each ep
 time and process CPU time (every thread of the process) are recorded, and the median of each
 reported with rows/s and the ratio to the floor's. Every epoch checks that each id arrives
 exactly once, so a fast wrong answer cannot win.
+
+``--baseline-src`` compares two trees on the same files: each table, format and batch size is
+measured in a fresh process per tree (``PYTHONPATH`` set to this tree's ``src`` or the
+baseline's), ``--rounds`` rounds taking turns in ABBA order; each tree's ratios to the floor
+(of its own process) are reported as their median over the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +47,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # for benchmarks.report
 
-from benchmarks.report import format_table, machine, write_report  # noqa: E402
+from benchmarks.report import format_table, machine, worker_env, write_report  # noqa: E402
 
 FILES = 8
 METHODS = ("floor", "unshuffled", "shuffled")
@@ -170,6 +178,39 @@ def measure(folder: str, kind: str, batch: int, rows: int, repeats: int) -> dict
     return out
 
 
+def measure_in(src: str, folder: str, kind: str, batch: int, rows: int, repeats: int) -> Any:
+    """:func:`measure` in a fresh process importing shardstream from ``src``."""
+    command = [
+        sys.executable, __file__, "--child", folder, kind, str(batch), str(rows), str(repeats)
+    ]  # fmt: skip
+    env = worker_env(PYTHONPATH=os.pathsep.join([src, str(HERE.parent)]))
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def compare(
+    trees: dict[str, str], folder: str, kind: str, batch: int, rows: int, repeats: int, rounds: int
+) -> dict[str, Any]:
+    """Each tree's :func:`measure` in ``rounds`` rounds (ABBA), and the medians of its ratios."""
+    names = list(trees)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for number in range(rounds):
+        for name in names if number % 2 == 0 else names[::-1]:
+            runs[name].append(measure_in(trees[name], folder, kind, batch, rows, repeats))
+    out: dict[str, Any] = {}
+    for name, results in runs.items():
+        out[name] = {
+            "runs": results,
+            **{
+                f"{method}_{key}": statistics.median(r[method][key] for r in results)
+                for method in METHODS
+                for key in ("cpu_s", "cpu_ratio_to_floor", "ratio_to_floor")
+            },
+            "checks_passed": all(r[m]["checks_passed"] for r in results for m in METHODS),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20,000 rows, 2 rounds")
@@ -180,7 +221,14 @@ def main() -> None:
     parser.add_argument("--tables", nargs="+", default=["numeric", "text"])
     parser.add_argument("--formats", nargs="+", default=["delta", "parquet"])
     parser.add_argument("--out", default=str(HERE / "results" / "tables.json"))
+    parser.add_argument("--baseline-src", help="the src folder of the code to compare with")
+    parser.add_argument("--rounds", type=int, default=2, help="ABBA rounds (--baseline-src)")
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:  # one tree's measurement, printed as JSON for the comparing parent
+        folder, kind, batch, rows, repeats = args.child
+        print(json.dumps(measure(folder, kind, int(batch), int(rows), int(repeats))))
+        return
     rows = args.rows or (20_000 if args.quick else 2_000_000)
     repeats = args.repeats or (2 if args.quick else 5)
     row_group = min(args.row_group, max(1, rows // FILES))
@@ -193,6 +241,10 @@ def main() -> None:
         "results": {},
     }
     table = [["table", "format, batch", *(f"{m} rows/s" for m in METHODS), "ratio", "cpu ratio"]]
+    if args.baseline_src:
+        table = [["table", "format, batch", "cpu ratio: before", "after", "shuffled costs"]]
+        trees = {"before": os.path.abspath(args.baseline_src), "after": str(HERE.parent / "src")}
+        report["trees"] = trees
     with tempfile.TemporaryDirectory(prefix="shardstream-tables-bench-") as tmp:
         folders = build(Path(tmp), rows, row_group, args.tables)
         for name, kinds in folders.items():
@@ -200,6 +252,12 @@ def main() -> None:
                 if kind not in args.formats:
                     continue
                 for batch in args.batch:
+                    if args.baseline_src:
+                        both = compare(trees, folder, kind, batch, rows, repeats, args.rounds)
+                        report["results"][f"{name}/{kind}/{batch}"] = both
+                        table.append([name, f"{kind}, {batch}", *_compared(both)])
+                        print(format_table(table[:1] + table[-1:]).splitlines()[-1], flush=True)
+                        continue
                     result = measure(folder, kind, batch, rows, repeats)
                     report["results"][f"{name}/{kind}/{batch}"] = result
                     table.append(
@@ -219,9 +277,19 @@ def main() -> None:
         method["checks_passed"]
         for result in report["results"].values()
         for method in result.values()
-    )
+    )  # per method, or (--baseline-src) per tree
     report["seconds"] = time.perf_counter() - started
     write_report(report, args.out)
+
+
+def _compared(both: dict[str, Any]) -> list[str]:
+    """Unshuffled / shuffled CPU ratios to the floor before and after; shuffled's cost after."""
+    cells = [
+        " / ".join(f"{both[tree][f'{m}_cpu_ratio_to_floor']:.2f}" for m in METHODS[1:])
+        for tree in ("before", "after")
+    ]
+    after = both["after"]
+    return [*cells, f"{after['shuffled_cpu_s'] / after['unshuffled_cpu_s']:.1f}x"]
 
 
 if __name__ == "__main__":

@@ -160,10 +160,12 @@ class ForcedRoute(ReadPolicy):
         hand_over: bool = False,
         mean_sample_bytes: float = 0.0,
         width: int = 1,
+        gathers: bool = False,
     ) -> Route:
         chosen = super().route(
-            decode, hand_over=hand_over, mean_sample_bytes=mean_sample_bytes, width=width
-        )
+            decode, hand_over=hand_over, mean_sample_bytes=mean_sample_bytes, width=width,
+            gathers=gathers,
+        )  # fmt: skip
         if self.forced is None or decode != "columns":
             return chosen
         return dataclasses.replace(self.forced, decode=decode, hand_over=chosen.hand_over)
@@ -189,5 +191,6 @@ def column_routes(hand_over: bool = False) -> list[Route]:
 def route_name(route: Route) -> str:
     """A route's stage choices, for test ids and notes."""
     parts = [f"first {route.first_rows}"]
-    parts += [name for name in ("by_id", "file_reads", "read_ahead") if getattr(route, name)]
+    names = ("by_id", "file_reads", "read_ahead", "gather")
+    parts += [name for name in names if getattr(route, name)]
     return ",".join(parts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -22,7 +22,13 @@ from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.shard_view import ShardView
 from shardstream.pipeline.column_batch import Column, ColumnBatch
 
-__all__ = ["LocatedBatch", "decode_columns", "decode_rows"]
+__all__ = ["Gather", "LocatedBatch", "decode_columns", "decode_rows"]
+
+#: Gathers a batch across shards in one pass: ``gather(views, shards, local)`` is each
+#: sample's column values in batch order, as a shard's ``read_columns`` gives them (a table's
+#: row groups: ``RowGroupGather``). The read policy's route says whether the decode stage
+#: uses one (``Route.gather``), for the whole epoch.
+Gather = Callable[[Mapping[int, Any], Sequence[int], Sequence[int]], list[ColumnValues]]
 
 
 class LocatedBatch(NamedTuple):
@@ -33,12 +39,17 @@ class LocatedBatch(NamedTuple):
     views: dict[int, ShardView]
 
 
-def decode_rows(rows: list[LocatedBatch], raw_views: bool) -> Iterator[ColumnBatch]:
-    """Decode device batches of one schema together; yield them one by one, in order."""
+def decode_rows(
+    rows: list[LocatedBatch], raw_views: bool, gather: Gather | None = None
+) -> Iterator[ColumnBatch]:
+    """Decode device batches of one schema together; yield them one by one, in order.
+
+    ``gather``: the route's gatherer of a batch across shards (:data:`Gather`), if any.
+    """
     if not rows:
         return
     if len(rows) == 1:
-        yield decode_columns(*rows[0], raw_views)
+        yield decode_columns(*rows[0], raw_views, gather)
         return
     views: dict[int, ShardView] = {}
     for row in rows:
@@ -46,12 +57,12 @@ def decode_rows(rows: list[LocatedBatch], raw_views: bool) -> Iterator[ColumnBat
     shards = list(itertools.chain.from_iterable(row.shards for row in rows))
     local = list(itertools.chain.from_iterable(row.local for row in rows))
     try:
-        batch = decode_columns(shards, local, views, raw_views)
+        batch = decode_columns(shards, local, views, raw_views, gather)
     except ShardstreamError:
         # A bad sample: decode batch by batch, so that the batches before its own are
         # delivered and the error comes where it belongs.
         for row in rows:
-            yield decode_columns(*row, raw_views)
+            yield decode_columns(*row, raw_views, gather)
         return
     start = 0
     for row in rows:
@@ -63,16 +74,21 @@ def decode_rows(rows: list[LocatedBatch], raw_views: bool) -> Iterator[ColumnBat
 
 
 def decode_columns(
-    shards: list[int], local: list[int], views: dict[int, ShardView], raw_views: bool
+    shards: list[int],
+    local: list[int],
+    views: dict[int, ShardView],
+    raw_views: bool,
+    gather: Gather | None = None,
 ) -> ColumnBatch:
-    """One device batch as columns, in batch order, decoding each shard's samples at once."""
+    """One device batch as columns, in batch order, decoding each shard's samples at once.
+
+    ``gather``: the route's gatherer of a batch across shards, if any (:data:`Gather`).
+    """
     view = next(iter(views.values()))
     if len(views) == 1:
         return ColumnBatch(view.names, list(view.read_columns(local, views=raw_views)))
-    # Views that gather a batch across each other in one pass (row groups of a table).
-    gather = getattr(type(view), "gather_columns", None)
-    if gather is not None and all(type(other) is type(view) for other in views.values()):
-        return ColumnBatch(view.names, gather(views, shards, local))
+    if gather is not None:
+        return ColumnBatch(view.names, list[Column](gather(views, shards, local)))
     # Group the batch's positions by shard (numpy, no Python step per sample), decode each
     # shard's samples in one call, then put the values back into batch order.
     by_shard = np.asarray(shards, dtype=np.int64)

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from shardstream.format.mds_file import SampleFile, SampleRuns
 from shardstream.format.shard_view import ShardView
-from shardstream.pipeline.batch_assembly import LocatedBatch, decode_rows
+from shardstream.pipeline.batch_assembly import Gather, LocatedBatch, decode_rows
 from shardstream.pipeline.column_batch import BatchRefs, ColumnBatch
 from shardstream.pipeline.fetch import Fetch
 from shardstream.pipeline.open_shards import OpenShards
@@ -122,12 +122,14 @@ class Columns(_Decode):
         rows = route.first_rows  # batches decoded together (the first: time to first batch)
         later_rows: int | None = None  # judged once, from the first batch's shards
         reads = GroupReads(ahead=route.read_ahead)
+        maker = self._opened.gatherer
+        gather = maker() if route.gather and maker is not None else None
         first = True
         try:
             for batch in self.fetch:
                 views = batch.views
                 if route.by_id and not any(view.in_memory for view in views.values()):
-                    yield from self._group(pending, reads, raw_views)
+                    yield from self._group(pending, reads, raw_views, gather)
                     yield from reads.finish()
                     pending = []
                     local = np.asarray(batch.local, dtype=np.int64)
@@ -135,30 +137,36 @@ class Columns(_Decode):
                     continue
                 names = {tuple(view.names) for view in views.values()}
                 if len(names) != 1:
-                    yield from self._group(pending, reads, raw_views)
+                    yield from self._group(pending, reads, raw_views, gather)
                     yield from reads.finish()
                     pending = []
                     pairs = zip(batch.shards, batch.local, strict=True)
                     yield [views[shard].get(index) for shard, index in pairs]
                     continue
                 if pending and pending_names != names:
-                    yield from self._group(pending, reads, raw_views)
+                    yield from self._group(pending, reads, raw_views, gather)
                     pending = []
                 pending.append(batch)
                 pending_names = names
                 if len(pending) >= rows:
-                    yield from self._group(pending, reads, raw_views, wait=first)
+                    yield from self._group(pending, reads, raw_views, gather, wait=first)
                     pending, first = [], False
                     if later_rows is None:
                         later_rows = self._rows_per_decode(views, len(batch.shards))
                     rows = later_rows
-            yield from self._group(pending, reads, raw_views)
+            yield from self._group(pending, reads, raw_views, gather)
             yield from reads.finish()
         finally:
             reads.close()
 
     def _group(
-        self, rows: list[LocatedBatch], reads: GroupReads, raw_views: bool, *, wait: bool = False
+        self,
+        rows: list[LocatedBatch],
+        reads: GroupReads,
+        raw_views: bool,
+        gather: Gather | None,
+        *,
+        wait: bool = False,
     ) -> Iterator[ColumnBatch]:
         """Decode batches of one schema; yield them, and any read ahead before, in order.
 
@@ -175,7 +183,7 @@ class Columns(_Decode):
             runs = file_runs(rows, self._policy)
         if runs is None:
             yield from reads.finish()
-            yield from decode_rows(rows, raw_views)
+            yield from decode_rows(rows, raw_views, gather)
         else:
             yield from reads.start(runs, [len(row.shards) for row in rows], wait=wait)
 

@@ -116,10 +116,13 @@ class Fetch(Stepped[LocatedBatch]):
                 for row in range(rows):
                     begin, stop = row * width, min((row + 1) * width, len(part))
                     ahead.submit(stop, stop + (0 if first else self._predownload))
-                    row_shards = shards[begin:stop].tolist()
+                    in_row = shards[begin:stop]
+                    row_shards = in_row.tolist()
+                    # One shard (read in order): no hashing of every sample's shard.
+                    one = bool((in_row == in_row[0]).all())
                     views = {
                         shard: ranged[shard] if shard in ranged else ahead.take(shard)
-                        for shard in dict.fromkeys(row_shards)
+                        for shard in (row_shards[:1] if one else dict.fromkeys(row_shards))
                     }
                     self.plan.skip(1)
                     yield LocatedBatch(row_shards, local[begin:stop].tolist(), views)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Protocol
 
@@ -21,6 +21,7 @@ from shardstream.cache.sample_ranges import SampleRanges
 from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
 from shardstream.format.mds import MDSSchema
 from shardstream.format.shard_view import ShardView
+from shardstream.pipeline.batch_assembly import Gather
 from shardstream.pipeline.policy import ReadPolicy
 
 __all__ = ["RANGED_BYTES_SHARE", "OpenShards", "ShardSource"]
@@ -66,6 +67,11 @@ class OpenShards:
         policy: ReadPolicy,
     ) -> None:
         self.datasets = list(datasets)
+        # A source may make gatherers of a batch across its shards (a table's ``gatherer``).
+        makers = {getattr(source, "gatherer", None) for source in self.datasets}
+        #: Makes a gatherer of batches across shards (one per epoch's decode stage), when
+        #: every source has the same one; else ``None``.
+        self.gatherer: Callable[[], Gather] | None = makers.pop() if len(makers) == 1 else None
         self.cache = cache
         self.policy = policy
         self._stream_of_shard = np.repeat(

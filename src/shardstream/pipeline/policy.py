@@ -3,7 +3,8 @@
 The policy picks the pipeline's stages once per epoch (:meth:`ReadPolicy.route`, a
 :class:`Route`): whether batches are handed over from a DataLoader worker, and then whether
 by id; whether shuffled groups may be read from the files, and ahead in a thread; how many
-batches the first decode takes. Within those stages, its thresholds say how a shard file is
+batches the first decode takes; whether a table's batches are gathered across row groups.
+Within those stages, its thresholds say how a shard file is
 opened (read whole, mapped, read with ``pread``: :meth:`ReadPolicy.opening`, passed to the
 cache as its ``FileOpening``), when the open shards are large enough for file reads, how many
 batches to decode together, which columns cross packed, how many shards and bytes stay open,
@@ -54,6 +55,9 @@ class Route:
             with ``zero_copy``, whose values are views of the mappings).
         read_ahead: Those reads run ahead, in a thread.
         first_rows: Batches the first decode takes.
+        gather: A batch drawn from several shards is gathered in one pass by the sources'
+            own gatherer (every stream a table: its row groups' columns are arrays), not
+            decoded shard by shard and put back into batch order.
     """
 
     decode: Entrance
@@ -62,6 +66,7 @@ class Route:
     file_reads: bool
     read_ahead: bool
     first_rows: int
+    gather: bool = False
 
 
 @dataclass(frozen=True)
@@ -228,6 +233,7 @@ class ReadPolicy:
         hand_over: bool = False,
         mean_sample_bytes: float = 0.0,
         width: int = 1,
+        gathers: bool = False,
     ) -> Route:
         """The stages of an epoch read through ``decode``, chosen once for the epoch.
 
@@ -236,15 +242,17 @@ class ReadPolicy:
             hand_over: The batches leave a DataLoader worker.
             mean_sample_bytes: The mean bytes a sample of the epoch's first batch's shards.
             width: The device batch size.
+            gathers: Every stream's source gathers batches across its shards (tables).
         """
         columns = decode == "columns"
         return Route(
             decode=decode,
             hand_over=columns and hand_over,
             by_id=columns and hand_over and self.hands_over_ids(mean_sample_bytes, width),
-            file_reads=columns and not self.zero_copy,
+            file_reads=columns and not self.zero_copy and not gathers,
             read_ahead=self.read_ahead,
             first_rows=max(1, self.first_rows),
+            gather=columns and gathers,
         )
 
     def replace(self, **changes: object) -> ReadPolicy:

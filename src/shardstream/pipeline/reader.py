@@ -109,8 +109,9 @@ class SampleReader:
             first = np.searchsorted(self.shard_starts, ids[at : at + batch_size], side="right") - 1
             mean = self.open.mean_sample_bytes(np.unique(first).tolist())
         return self.policy.route(
-            decode, hand_over=for_worker, mean_sample_bytes=mean, width=batch_size
-        )
+            decode, hand_over=for_worker, mean_sample_bytes=mean, width=batch_size,
+            gathers=self.open.gatherer is not None,
+        )  # fmt: skip
 
     def samples(
         self,

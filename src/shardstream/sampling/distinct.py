@@ -35,6 +35,20 @@ def first_occurrences(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDA
         [[1, 2, 3], [1, 3, 0]]
     """
     flat = np.ravel(values)
+    if flat.size > 1:
+        steps = np.diff(flat)
+        if bool((steps >= 0).all()):  # in order (an unshuffled plan): each run's start
+            at = np.flatnonzero(_run_starts(flat))
+            return flat[at], at
+        if bool((steps <= 0).all()):  # in reverse order: each run's start, reversed
+            at = np.flatnonzero(_run_starts(flat))[::-1]
+            return flat[at], at
+        low, high = int(flat.min()), int(flat.max())
+        if high - low < flat.size:  # few distinct values (shards): no sort, one pass
+            first = np.full(high - low + 1, flat.size, dtype=np.int64)
+            np.minimum.at(first, flat - low, np.arange(flat.size))
+            present = np.flatnonzero(first < flat.size)
+            return (present + low).astype(flat.dtype), first[present]
     order = np.argsort(flat, kind="stable")
     ordered = flat[order]
     starts = _run_starts(ordered)

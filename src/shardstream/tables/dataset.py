@@ -38,6 +38,7 @@ from shardstream.tables.filters import Filters
 from shardstream.tables.layout import ParquetFileLayout, RowGroupSpan, parse_metadata
 from shardstream.tables.partitions import Partitioning
 from shardstream.tables.row_group_files import RowGroupFetcher, read_row_group, row_group_basename
+from shardstream.tables.row_group_gather import RowGroupGather
 from shardstream.tables.row_group_view import RowGroupView
 
 __all__ = ["ParquetDataset"]
@@ -71,6 +72,9 @@ class ParquetDataset:
             or a file holds a column read in a type the dataset does not read it as
             (:mod:`shardstream.format.column_types`).
     """
+
+    #: A decode stage's gatherer of batches across row groups (the read policy's route).
+    gatherer = RowGroupGather
 
     def __init__(
         self,

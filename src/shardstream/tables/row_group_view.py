@@ -4,6 +4,8 @@ Each column is turned into Python values once, on first use, and indexed from th
 
 * numbers and booleans without nulls: a numpy array (a row's value is a numpy scalar);
 * lists of numbers without nulls: one numpy array per row (ragged lengths are fine);
+* strings and binaries: a numpy array of ``str`` / ``bytes`` objects (``None`` for nulls),
+  so that a batch's are one array index, not a pick per row;
 * everything else as ``pyarrow`` gives it (``str``, ``bytes``, ``None`` for nulls,
   ``datetime``, ``Decimal``, ``list``, ``dict`` for structs).
 """
@@ -16,18 +18,23 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from shardstream._optional import require
 from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.shard_file import SampleFile
 
-__all__ = ["RowGroupView"]
+__all__ = ["RowGroupView", "batch_values"]
 
 #: Numbers whose rows go into a batch as one array: the tensor ``default_collate`` makes of
 #: their scalars one by one (it refuses numpy's uint64 scalars, which stay a list).
 _AS_ARRAY = frozenset(
     np.dtype(name) for name in ("b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "f2", "f4", "f8")
 )
+#: Strings and binaries: their batch is one array index, then a list (``tolist``).
+_OBJECTS = np.dtype(object)
+#: Columns a batch across row groups takes with one index per row group.
+_JOINED = _AS_ARRAY | {_OBJECTS}
 
 
 class RowGroupView:
@@ -82,7 +89,14 @@ class RowGroupView:
             picked = indices.astype(np.int64, copy=False)
         else:
             picked = np.fromiter(indices, np.int64, len(indices))
-        if picked.size and (picked.min() < 0 or picked.max() >= self._rows):
+        size = picked.size
+        run = size > 1 and picked[-1] - picked[0] == size - 1
+        if run and bool((picked[1:] > picked[:-1]).all()):  # a run of rows, in order
+            first, stop = int(picked[0]), int(picked[-1]) + 1
+            if first < 0 or stop > self._rows:
+                raise IndexError(f"{self.source}: rows {indices} run outside {self._rows} rows")
+            return _run(self._all if self._all is not None else self._decode_all(), first, stop)
+        if size and (picked.min() < 0 or picked.max() >= self._rows):
             raise IndexError(f"{self.source}: rows {indices} run outside {self._rows} rows")
         columns = self._all if self._all is not None else self._decode_all()
         rows: list[int] | None = None
@@ -90,7 +104,7 @@ class RowGroupView:
         for values in columns:
             if isinstance(values, np.ndarray):
                 # A fancy index copies: the batch owns its (writable) values.
-                out.append(values[picked] if values.dtype in _AS_ARRAY else list(values[picked]))
+                out.append(batch_values(values[picked]))
                 continue
             if rows is None:
                 rows = picked.tolist()
@@ -133,7 +147,7 @@ class RowGroupView:
             columns = [values[k] for values in decoded]
             if (len(kinds) == 1 and parts[0]._kinds[k] is not None) or _one_array_type(columns):
                 taken = [c[picked[b:e]] for c, (b, e) in zip(columns, spans, strict=True)]
-                out.append(np.concatenate(taken)[back])  # batch order
+                out.append(batch_values(np.concatenate(taken)[back]))  # batch order
                 continue
             values: list[Any] = []
             for c, (b, e) in zip(columns, spans, strict=True):
@@ -147,6 +161,25 @@ class RowGroupView:
                 values = list(operator.itemgetter(*back.tolist())(values))
             out.append(values)
         return out
+
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release` let go of the decoded data."""
+        return self._table is None
+
+    def kinds(self) -> tuple[tuple[np.dtype[Any], tuple[int, ...]] | None, ...]:
+        """Each column's dtype and row shape where a batch takes it with one array index.
+
+        Numbers (but uint64) and number lists of one length, and strings and binaries (an
+        object array); ``None`` for any other column. Decodes the row group.
+        """
+        if self._all is None:
+            self._decode_all()
+        return self._kinds
+
+    def decoded(self) -> list[Any]:
+        """Each column's values (an array where :meth:`kinds` names one); decodes them."""
+        return self._all if self._all is not None else self._decode_all()
 
     def sample_file(self) -> SampleFile | None:
         """``None``: a row group is read whole."""
@@ -164,7 +197,7 @@ class RowGroupView:
     def _decode_all(self) -> list[Any]:
         columns = [self._column(k) for k in range(len(self.names))]
         self._kinds = tuple(
-            (c.dtype, c.shape[1:]) if isinstance(c, np.ndarray) and c.dtype in _AS_ARRAY else None
+            (c.dtype, c.shape[1:]) if isinstance(c, np.ndarray) and c.dtype in _JOINED else None
             for c in columns
         )
         self._all = columns
@@ -184,12 +217,35 @@ def _one_array_type(columns: list[Any]) -> bool:
     first = columns[0]
     return (
         isinstance(first, np.ndarray)
-        and first.dtype in _AS_ARRAY
+        and first.dtype in _JOINED
         and all(
             isinstance(c, np.ndarray) and c.dtype == first.dtype and c.shape[1:] == first.shape[1:]
             for c in columns
         )
     )
+
+
+def batch_values(values: NDArray[Any]) -> ColumnValues:
+    """A batch's values of a column, taken (copied) from its array: an array, or a list."""
+    if values.dtype in _AS_ARRAY:
+        return values
+    if values.dtype == _OBJECTS:
+        objects: list[Any] = values.tolist()  # the str / bytes / None objects themselves
+        return objects
+    return list(values)  # numpy scalars (uint64, which default_collate refuses as an array)
+
+
+def _run(columns: list[Any], first: int, stop: int) -> list[ColumnValues]:
+    """Rows ``[first, stop)`` of each column, as :meth:`RowGroupView.get_many` gives them."""
+    out: list[ColumnValues] = []
+    for values in columns:
+        if not isinstance(values, np.ndarray):
+            out.append(values[first:stop])  # a list's slice is a new list
+        elif values.dtype in _AS_ARRAY:
+            out.append(values[first:stop].copy())  # the batch owns its (writable) values
+        else:
+            out.append(batch_values(values[first:stop]))
+    return out
 
 
 def _values(column: Any) -> Any:
@@ -201,6 +257,14 @@ def _values(column: Any) -> Any:
     ):
         # Read-only when zero-copy: a row is a numpy scalar and a batch a fancy-indexed copy.
         return column.to_numpy()
+    if (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    ):
+        # ``str`` / ``bytes`` objects (``None`` for nulls), as ``to_pylist`` makes them.
+        return column.to_numpy(zero_copy_only=False)
     if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and column.null_count == 0:
         item = kind.value_type
         if pa.types.is_integer(item) or pa.types.is_floating(item):

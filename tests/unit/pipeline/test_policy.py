@@ -67,6 +67,14 @@ def test_a_routes_stages_are_picked_once_from_the_settings():
     assert (samples.by_id, samples.hand_over, samples.file_reads) == (False, False, False)
 
 
+def test_a_tables_route_gathers_batches_and_reads_no_files():
+    assert not POLICY.route("columns").gather  # MDS: decoded shard by shard
+    table = POLICY.route("columns", hand_over=True, gathers=True)
+    assert table.gather
+    assert not table.file_reads  # a row group has no file of samples to read runs of
+    assert not POLICY.route("samples", gathers=True).gather  # one sample at a time
+
+
 def test_in_order_is_a_span_under_twice_the_samples():
     spans = np.array([0, 5, 6, 100])
     counts = np.array([1, 3, 3, 3])

@@ -27,6 +27,22 @@ def test_first_occurrences_is_np_unique_with_index(values: np.ndarray, rows: int
         assert np.array_equal(got, want)
 
 
+@given(
+    values=st.lists(st.integers(-3, 40), max_size=300).map(lambda v: np.array(v, np.int64)),
+    order=st.sampled_from(["as drawn", "sorted", "reversed"]),
+)
+def test_first_occurrences_of_few_values_in_any_order_is_np_unique_with_index(
+    values: np.ndarray, order: str
+) -> None:
+    # Shards of a plan: few distinct values, often in order or (last uses) in reverse.
+    if order != "as drawn":
+        values = np.sort(values)[:: 1 if order == "sorted" else -1]
+    expected = np.unique(values, return_index=True)
+    for got, want in zip(first_occurrences(values), expected, strict=True):
+        assert np.array_equal(got, want)
+        assert got.dtype == want.dtype
+
+
 @given(values=_ARRAYS)
 def test_distinct_inverse_is_np_unique_with_inverse(values: np.ndarray) -> None:
     wanted, inverse = distinct_inverse(values)

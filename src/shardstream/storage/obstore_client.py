@@ -28,7 +28,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shardstream import config
-from shardstream.errors import ConfigurationError, CredentialsError, UnsupportedURLError
+from shardstream.errors import (
+    ConfigurationError,
+    CredentialsError,
+    StorageError,
+    UnsupportedURLError,
+)
 from shardstream.storage._obstore_settings import (
     AZURE_HELP,
     GCS_HELP,

@@ -270,6 +270,16 @@ class AzureStore(FsspecStore):
             return fast.head(key)
         return super()._head(key)
 
+    @property
+    def ties_ranges(self) -> bool:
+        """Whether a byte range can be tied to a version: through obstore (If-Match) only."""
+        return self._fast_reader() is not None
+
+    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
+        fast = self._fast_reader()
+        assert fast is not None  # ties_ranges said so
+        return fast.read_if(key, start, end, etag)
+
     def _fast_reader(self) -> ObstoreClient | None:
         """The obstore transport of reads, or ``None`` where adlfs serves them.
 

@@ -31,6 +31,7 @@ from shardstream import config
 from shardstream.errors import (
     ConfigurationError,
     CredentialsError,
+    ObjectChangedError,
     ObjectNotFoundError,
     ShardstreamError,
     StorageError,
@@ -350,6 +351,40 @@ class ObstoreClient:
             data = self._request("reading", key, lambda obstore, store: bytes(
                 obstore.get(store, key, options=options).bytes()))  # fmt: skip
         if end is not None and len(data) != end - start:
+            raise StorageError(
+                f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
+                f"object (the server sent {len(data)} bytes)"
+            )
+        return data
+
+    def read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
+        """Bytes ``start .. end - 1`` of the object while its ETag is ``etag`` (one GET, If-Match).
+
+        The ETag the answer carries is compared too, for a server that ignores ``If-Match``.
+
+        Raises:
+            ObjectChangedError: The object's ETag is another.
+            ObjectNotFoundError: No object under ``key``.
+            StorageError: The range runs past the end of the object, or the request failed.
+        """
+        check_key(key, self.url(""))
+        check_range(start, end, self.url(key))
+        if start == end:
+            return b""
+        changed = self._errors.PreconditionError
+        options = {"range": (start, end), "if_match": f'"{etag}"'}
+
+        def get(obstore: ModuleType, store: Any) -> bytes:
+            try:
+                result = obstore.get(store, key, options=options)
+            except changed:
+                raise ObjectChangedError(f"{self.url(key)} is no longer {etag!r}") from None
+            if _etag(result.meta.get("e_tag")) != etag:
+                raise ObjectChangedError(f"{self.url(key)} is no longer {etag!r}")
+            return bytes(result.bytes())
+
+        data = self._request("reading", key, get)
+        if len(data) != end - start:
             raise StorageError(
                 f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
                 f"object (the server sent {len(data)} bytes)"

@@ -29,7 +29,7 @@ import logging
 import mmap
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, Future, as_completed
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
@@ -60,12 +60,17 @@ class SampleRanges:
         cache: The node's shard cache (its streams' stores, index entries and files).
         whole_bytes: A shard up to this size is read in one range, header and samples.
         gap_bytes: Samples of one shard this close are read in one range.
+        in_flight: Requests sent at once, in threads of their own (``0``: as many as the pool
+            handed to :meth:`views` has threads).
     """
 
-    def __init__(self, cache: ShardCache, *, whole_bytes: int, gap_bytes: int) -> None:
+    def __init__(
+        self, cache: ShardCache, *, whole_bytes: int, gap_bytes: int, in_flight: int = 0
+    ) -> None:
         self.cache = cache
         self.whole_bytes = whole_bytes
         self.gap_bytes = gap_bytes
+        self.in_flight = in_flight
         self._said_compressed = False
         self._listed: dict[int, Mapping[str, str]] = {}
 
@@ -124,8 +129,9 @@ class SampleRanges:
     ) -> dict[int, ShardView]:
         """A view of the samples ``wanted[shard]`` of each shard, read by ranges in ``pool``.
 
-        Every shard of ``wanted`` must be :meth:`readable`. The requests run in ``pool``, as
-        many at once as it has threads; a shard's offset table comes first (unless the shard is
+        The requests run in ``pool``, as many at once as it has threads (or, with ``in_flight``,
+        in threads of their own, up to that many at once); a shard's offset table comes first
+        (unless the shard is
         read in one range), then its samples. A shard rewritten since it was listed has no view
         (its ranges are refused), nor one not :meth:`readable`: their samples are to be read
         from their whole downloads.
@@ -133,7 +139,7 @@ class SampleRanges:
         Args:
             wanted: Shard -> the indices (within it) of the samples to read.
             schema: The columns of a shard (its index entry's, as the reader holds them).
-            pool: Where the requests run.
+            pool: Where the requests run (unless ``in_flight``).
 
         Raises:
             ShardFormatError: A shard's bytes disagree with its index entry (the message names
@@ -149,6 +155,12 @@ class SampleRanges:
                 reads[shard] = _ShardRead(
                     shard, number, entry, cache, tag, self.whole_bytes, self.gap_bytes
                 )
+        own = None
+        if self.in_flight and reads:
+            # A round trip for every ``in_flight`` requests: a batch spread over hundreds of
+            # shards would otherwise wait one per fetch thread's share of them.
+            threads = min(self.in_flight, len(reads) + sum(map(len, wanted.values())))
+            pool = own = ThreadPoolExecutor(threads, thread_name_prefix="shardstream-ranges")
         firsts: dict[Future[bytes], _ShardRead] = {}
         for read in reads.values():
             firsts[pool.submit(read.get, 0, read.first_range())] = read
@@ -170,6 +182,9 @@ class SampleRanges:
             for future in [*firsts, *seconds]:
                 future.cancel()
             raise
+        finally:
+            if own is not None:
+                own.shutdown(wait=False, cancel_futures=True)
         return {
             shard: read.view(schema(shard), wanted[shard])
             for shard, read in reads.items()

@@ -174,21 +174,16 @@ def client(kind: str, which: str, url: str, endpoint: str) -> tuple[Any, Any, An
     if which == "current":
         store = _current(kind, url, endpoint)
         return store.get_range, lambda prefix: len(store.list_info(prefix)), store
+    from shardstream.storage import AzureStore
     from shardstream.storage.obstore_client import ObstoreClient
 
     if kind == "gcs":
         fast = ObstoreClient.gcs(url, endpoint_url=endpoint)
     elif kind == "azure":
-        fast = ObstoreClient.azure(url, connection_string=connection_string(endpoint))
+        fast = ObstoreClient.of_azure_store(
+            AzureStore(url, connection_string=connection_string(endpoint))
+        )
     else:
         fast = ObstoreClient.http(url)
 
-    def list_all(prefix: str) -> int:
-        count, token = 0, None
-        while True:
-            page, token = fast.list_page(prefix, None, token)
-            count += len(page)
-            if token is None:
-                return count
-
-    return fast.read, list_all, fast
+    return fast.get_range, lambda prefix: len(fast.list_info(prefix)), fast

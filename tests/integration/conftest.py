@@ -32,6 +32,8 @@ from .store_factories import (  # noqa: F401 (the local, s3 and http conformance
     seed_http,
     store_factory_http,
     store_factory_local,
+    store_factory_obstore_azure,
+    store_factory_obstore_s3,
     store_factory_s3,
     store_factory_s3_botocore,
     store_factory_s3_obstore,

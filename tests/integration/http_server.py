@@ -21,9 +21,12 @@ _RANGE = re.compile(r"bytes=(\d+)-(\d*)")
 
 
 class StaticServer:
-    """Serves ``root`` at ``http://127.0.0.1:<port>/`` until closed (a context manager)."""
+    """Serves ``root`` at ``http://127.0.0.1:<port>/`` until closed (a context manager).
 
-    def __init__(self, root: str) -> None:
+    ``ranges=False`` answers every GET with the whole file, as servers that ignore ``Range`` do.
+    """
+
+    def __init__(self, root: str, *, ranges: bool = True) -> None:
         self.root = root
         served = root
 
@@ -49,7 +52,8 @@ class StaticServer:
                     data = handle.read()
                 size = len(data)
                 etag = f'"{status.st_ino:x}-{status.st_size:x}-{status.st_mtime_ns:x}"'
-                match = _RANGE.fullmatch(self.headers.get("Range", ""))
+                # ranges=False: a server that ignores Range and sends the whole file (200).
+                match = _RANGE.fullmatch(self.headers.get("Range", "")) if ranges else None
                 code = HTTPStatus.OK
                 if match:
                     start = int(match.group(1))

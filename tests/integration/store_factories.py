@@ -1,4 +1,4 @@
-"""Store factories for the conformance suite: ``local``, ``s3`` (each client) and ``http``.
+"""Store factories for the conformance suite: ``local``, ``s3`` (each client), ``http``, obstore.
 
 ``store_factory_<name>`` returns a callable that gives a fresh, empty dataset root each time.
 A read-only backend also provides ``seed_<name>``: ``seed(store, key, data)`` puts an object
@@ -16,18 +16,22 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from shardstream.storage import HTTPStore, LocalStore, ObjectStore, S3Store
+from shardstream.storage import AzureStore, HTTPStore, LocalStore, ObjectStore, S3Store
+from shardstream.storage.obstore_client import ObstoreClient
 
 from .http_server import StaticServer
 
 if TYPE_CHECKING:
     from .conftest import S3Server
+    from .servers_gcs_azure import AzureServer
 
 __all__ = [
     "http_server",
     "seed_http",
     "store_factory_http",
     "store_factory_local",
+    "store_factory_obstore_azure",
+    "store_factory_obstore_s3",
     "store_factory_s3",
     "store_factory_s3_botocore",
     "store_factory_s3_obstore",
@@ -61,6 +65,23 @@ def store_factory_s3_botocore(s3_env: S3Server, monkeypatch: pytest.MonkeyPatch)
     """S3Store with its reads through botocore (``SHARDSTREAM_S3_CLIENT=botocore``)."""
     monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "botocore")
     return lambda: _reading_through(S3Store(s3_env.url("conformance")), "botocore")
+
+
+@pytest.fixture
+def store_factory_obstore_s3(s3_env: S3Server) -> StoreFactory:
+    """The obstore client alone, as a whole store: writes, listings and deletes through it too."""
+    return lambda: ObstoreClient.of_s3_store(S3Store(s3_env.url("conformance")))
+
+
+@pytest.fixture
+def store_factory_obstore_azure(azure_env: AzureServer) -> StoreFactory:
+    """The obstore client of an Azure store (Azurite), alone, as a whole store."""
+
+    def make() -> ObjectStore:
+        store: AzureStore = azure_env.store("conformance")
+        return ObstoreClient.of_azure_store(store)
+
+    return make
 
 
 def _reading_through(store: S3Store, client: str) -> S3Store:

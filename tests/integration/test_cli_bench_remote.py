@@ -38,10 +38,12 @@ def test_bench_a_remote_dataset_reports_bytes_moved_and_first_batch(
     assert cold["bytes_downloaded"] == remote_bytes
     assert cold["download_mb_per_s"] == pytest.approx(remote_bytes / cold["seconds"] / 1e6)
     assert warm["bytes_downloaded"] == 0  # the second pass read the cache
-    text = run("bench", url, "--batch-size", "8", "-q", env=env_of(s3_env)).stdout
+    text = run("bench", url, "--batch-size", "8", "--link-mbps", "100", "-q",
+               env=env_of(s3_env)).stdout  # fmt: skip
     assert "downloaded" in text
     assert "MB/s" in text
     assert "first batch" in text
+    assert "of a 100 Mbit/s link" in text  # the share of the user's link, in words too
     # A link the user names: each pass reports the share of it that crossed the network.
     rated = json.loads(run("bench", url, "--batch-size", "8", "--epochs", "2", "--cache",
                            str(tmp_path / "rated"), "--link-mbps", "100", "--json", "-q",

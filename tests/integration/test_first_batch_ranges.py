@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import pytest
 
 from shardstream import MDSWriter, StreamingDataset
 from shardstream.errors import ShardFormatError, StorageError
+from shardstream.pipeline.policy import ReadPolicy
 from shardstream.storage import S3Store
 
 from .conftest import S3Server
@@ -33,8 +35,13 @@ pytestmark = pytest.mark.s3
 BATCH = 12
 _SHARD_FILE = re.compile(r"shard\.\d+\.mds")
 #: (samples, payload bytes, shard size limit): tiny shards are read in one range each, large
-#: ones (over the one-range size) as their offset table, then their samples.
-SHAPES = {"tiny": (240, 40, 600), "large": (96, 20_000, 420_000)}
+#: ones (over the one-range size) as their offset table, then their samples; a batch of bulky
+#: samples needs too much of its large shards' bytes to read them by range.
+SHAPES = {
+    "tiny": (240, 40, 600),
+    "large": (960, 2_000, 420_000),
+    "bulky": (96, 20_000, 420_000),
+}
 
 
 def _sample(i: int, size: int) -> dict[str, Any]:
@@ -196,7 +203,10 @@ def test_a_header_that_disagrees_with_the_index_is_an_error_naming_the_shard(ser
         for _ in dataset:
             pass
     assert data.shard_gets(ranged=True)  # it was the range read that said so
-    assert _shard_files(tmp_path / "cache") == []
+    # Large shards are fetched whole beside the ranges: what landed is the remote's whole
+    # file, never a range's bytes under a shard's name.
+    for path in _shard_files(tmp_path / "cache"):
+        assert path.read_bytes() == (data.folder / path.name).read_bytes()
 
 
 @pytest.mark.parametrize("fault", ["short200", "truncate"])
@@ -207,7 +217,8 @@ def test_a_short_range_answer_is_an_error_naming_the_shard_never_garbage(served,
     with pytest.raises((StorageError, ShardFormatError), match=r"shard\.\d+\.mds"):
         got.extend(_dataset(data.url, tmp_path / "cache"))
     assert got == []
-    assert _shard_files(tmp_path / "cache") == []
+    for path in _shard_files(tmp_path / "cache"):  # whole shards fetched beside the ranges
+        assert path.read_bytes() == (data.folder / path.name).read_bytes()
 
 
 def test_compressed_shards_are_fetched_whole_and_say_so(served, tmp_path, caplog):
@@ -232,3 +243,69 @@ def test_small_shards_a_batch_mostly_needs_are_fetched_whole_only(served, tmp_pa
     assert [int(s["id"]) for s in got] == [int(s["id"]) for s in expected]
     assert data.shard_gets(ranged=True) == []
     assert sorted(data.shard_gets(ranged=False)) == sorted(set(data.shard_gets(ranged=False)))
+
+
+def test_large_shards_the_first_batch_reads_by_ranges_are_fetched_whole_beside_them(
+    served, tmp_path
+):
+    # The ranges cost round trips, not the link's bytes: the whole shards' transfer starts
+    # with them, not after the first batch (a cold epoch would wait that long for every byte).
+    # Every range request is held: the whole GETs of the batch's (large) shards must still go
+    # out, while nothing has come out of the reader yet.
+    data: Served = served("large")
+    expected = list(_dataset(None, data.folder))  # type: ignore[arg-type]
+    starts = _starts(data.folder)
+    first_shards = {
+        f"shard.{int(np.searchsorted(starts, int(s['id']), side='right')) - 1:05d}.mds"
+        for s in expected[:BATCH]
+    }
+    data.proxy.inject("hold", count=10**6, method="GET", path_contains=".mds", ranged=True)
+    got: list[dict[str, Any]] = []
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            got.extend(_dataset(data.url, tmp_path / "cache"))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failed.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60  # a generous bound on a wait, not a timing
+        while not first_shards <= set(data.shard_gets(ranged=False)) and not failed:
+            assert time.monotonic() < deadline, "the whole shards waited for the ranges"
+            time.sleep(0.02)
+        assert not failed, failed
+        assert got == []  # the ranges are held: the first batch is not out
+        assert data.proxy.holding > 0
+    finally:
+        data.proxy.release()
+        reader.join(120)
+    assert not failed, failed
+    assert [int(s["id"]) for s in got] == [int(s["id"]) for s in expected]
+    for sample, want in zip(got, expected, strict=True):
+        _same(sample, want)
+    wholes = data.shard_gets(ranged=False)
+    assert sorted(wholes) == sorted(set(wholes))  # each shard fetched whole once
+    assert data.shard_gets(ranged=True)  # the first batch was still read by ranges
+    for path in _shard_files(tmp_path / "cache"):
+        assert path.read_bytes() == (data.folder / path.name).read_bytes()
+
+
+def test_a_batch_that_needs_much_of_its_large_shards_bytes_fetches_them_whole_only(
+    served, tmp_path
+):
+    # Ranged bytes would cross the link twice (the whole shards follow): above the share, the
+    # batch waits for the whole shards instead, each fetched once.
+    data: Served = served("bulky")
+    index = json.loads((data.folder / "index.json").read_text())
+    shard_bytes = {s["raw_data"]["basename"]: s["raw_data"]["bytes"] for s in index["shards"]}
+    assert min(shard_bytes.values()) > ReadPolicy().range_whole_bytes  # large shards
+    expected = list(_dataset(None, data.folder))  # type: ignore[arg-type]
+    got = list(_dataset(data.url, tmp_path / "cache"))
+    assert [int(s["id"]) for s in got] == [int(s["id"]) for s in expected]
+    for sample, want in zip(got, expected, strict=True):
+        _same(sample, want)
+    assert data.shard_gets(ranged=True) == []
+    assert sorted(data.shard_gets(ranged=False)) == sorted(shard_bytes)

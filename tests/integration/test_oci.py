@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from tests.forked import in_forked_child
 from tests.writer_samples import COLUMNS, check_dataset, sample
 
 from shardstream import MDSWriter
@@ -69,6 +70,21 @@ def test_round_trip_range_info_and_overwrite(oci_env: OCIAccount, tmp_path: Path
     ranged = [p for m, p in oci_env.server.requests if m == "GET" and "a.bin" in p]
     assert ranged
     assert all(p.startswith(f"/n/{NAMESPACE}/b/{BUCKET}/o/") for p in ranged)
+
+
+def test_a_forked_child_reads_through_a_client_of_its_own(oci_env: OCIAccount, tmp_path: Path):
+    """A parent's SDK client (its pooled connections) is never a forked child's (the base's)."""
+    store = OCIStore(oci_env.url("fork"))
+    put(store, tmp_path, "a.bin", b"0123456789")
+    assert store.get_range("a.bin", 2, 5) == b"234"
+    parent_client = id(store._oci_client())
+
+    def read_in_child() -> str:
+        data = store.get_range("a.bin", 5, 8)
+        return f"{data!r} {id(store._oci_client()) != parent_client}"
+
+    assert in_forked_child(read_in_child) == "b'567' True"
+    assert id(store._oci_client()) == parent_client  # the parent keeps its own
 
 
 @pytest.mark.parametrize(("start", "end"), [(60, 101), (100, 101), (200, 300), (101, 101)])

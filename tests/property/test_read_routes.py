@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, note, settings
@@ -40,11 +41,13 @@ from tests.read_routes_data import (
 )
 from torch.utils.data import DataLoader, default_collate
 
-from shardstream import StreamingDataLoader, StreamingDataset
+from shardstream import LocalDataset, StreamingDataLoader, StreamingDataset
 from shardstream.cache.layout import kept_bytes
 from shardstream.format.compression import COMPRESSIONS
 from shardstream.pipeline.column_batch import PackedBytes
 from shardstream.pipeline.policy import ReadPolicy, Route
+from shardstream.tables.dataset import ParquetDataset
+from shardstream.tables.layout_index import local_layouts
 
 #: Larger than any file, sample or batch here: a threshold never reached.
 HUGE = 1 << 50
@@ -285,6 +288,74 @@ def test_every_route_yields_the_reference_batches(
                 assert_same_batches(expected, by_batches(in_place), zero_copy=zero_copy)
                 in_place = StreamingDataset(local=str(remote), num_canonical_nodes=1, **route)
                 assert_same_batches(expected, by_samples(in_place), zero_copy=zero_copy)
+
+
+# --- random access: every entrance of one id reads the samples of iteration -------------------
+
+
+def assert_same_sample(want: dict[str, Any], have: dict[str, Any], where: str) -> None:
+    """``have`` is ``want``: the same keys, and values of the same types, dtypes and shapes."""
+    assert list(have) == list(want), f"{where}: keys {list(have)} != {list(want)}"
+    for name, value in want.items():
+        got = have[name]
+        assert type(got) is type(value), f"{where}[{name!r}]: {type(got)} != {type(value)}"
+        if isinstance(value, np.ndarray):
+            assert (got.dtype, got.shape) == (value.dtype, value.shape), f"{where}[{name!r}]"
+            assert np.array_equal(got, value), f"{where}[{name!r}]: other values"
+        elif isinstance(value, memoryview):
+            assert got.readonly, f"{where}[{name!r}]: a writable view"
+            assert bytes(got) == bytes(value), f"{where}[{name!r}]: other bytes"
+        else:
+            assert got == value, f"{where}[{name!r}]: {got!r} != {value!r}"
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=mds_data() | parquet_data(), zero_copy=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_random_access_reads_the_samples_of_iteration(
+    data: MDSData | ParquetData, zero_copy: bool, seed: int
+) -> None:
+    """``ds[i]``, ``LocalDataset[i]`` and ``ParquetDataset[i]`` give iteration's samples.
+
+    Iteration (the pipeline's per-sample decode stage, unshuffled) reads every sample in id
+    order; each one-id entrance is asked for every id, in a random order, negative ids too.
+    """
+    with tempfile.TemporaryDirectory(prefix="one-id-") as folder:
+        root = data.write(Path(folder) / "data")
+        validate = data.validate_hash if isinstance(data, MDSData) else None
+        ds = StreamingDataset(
+            local=str(root), batch_size=1, num_canonical_nodes=1, zero_copy=zero_copy,
+            validate_hash=validate,
+        )  # fmt: skip
+        iterated = list(ds)
+        size = len(data.blob_sizes)
+        assert len(iterated) == size == ds.num_samples
+        source: Any
+        if isinstance(data, MDSData):
+            ids = [data.sample(i)["id"] for i in range(size)]
+            source = LocalDataset(root, zero_copy=zero_copy, validate_hash=validate)
+            assert_same_samples(iterated, list(source), "iterating a LocalDataset")
+        else:
+            ids = data.table(0, size)["id"].to_pylist()
+            source = ParquetDataset(str(root), local_layouts(str(root)))
+        assert [int(sample["id"]) for sample in iterated] == ids  # in id order
+        order = np.random.default_rng(seed).permutation(size).tolist()
+        for name, entrance in (("ds", ds), ("source", source)):
+            for i in order:
+                key = i - size if i % 2 else i  # negative ids count from the end
+                assert_same_sample(iterated[i], entrance[key], f"{name}[{key}]")
+            for bad in (size, -size - 1):
+                with pytest.raises(IndexError):
+                    entrance[bad]
+
+
+def assert_same_samples(want: list[dict[str, Any]], have: list[dict[str, Any]], where: str) -> None:
+    assert len(have) == len(want), f"{where}: {len(have)} samples, expected {len(want)}"
+    for k, (a, b) in enumerate(zip(want, have, strict=True)):
+        assert_same_sample(a, b, f"{where}, sample {k}")
 
 
 # --- the parametrized part: DataLoader workers under every start method -----------------------

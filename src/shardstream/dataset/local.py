@@ -1,10 +1,14 @@
-"""``LocalDataset``: random access by sample id to an MDS dataset on local disk."""
+"""``LocalDataset``: random access by sample id to an MDS dataset on local disk.
+
+It reads as the pipeline reads a sample at a time: ``ds[i]`` and iteration are plans of one
+id a step, located and decoded by the locate stage (:mod:`shardstream.pipeline.locate`) over
+this dataset's own open shards.
+"""
 
 from __future__ import annotations
 
 import os
 import threading
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
@@ -17,6 +21,8 @@ from shardstream.errors import IndexFormatError, ShardNotFoundError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry, parse_index, safe_basename
 from shardstream.format.mds import MDSSchema
 from shardstream.format.shard_view import ShardView
+from shardstream.pipeline.locate import Getter, Locate
+from shardstream.pipeline.plan import IdPlan
 from shardstream.pipeline.policy import ReadPolicy
 
 __all__ = ["LocalDataset", "check_empty_shards"]
@@ -88,9 +94,11 @@ class LocalDataset:
         self._starts = np.zeros(1, np.int64)
         self._start_list: list[int] = [0]
         self._total = 0  # known once the index is loaded
-        # Each open shard's sample getter (view.get), looked up on the hot path.
-        self._getters: list[Callable[[int], dict[str, Any]] | None] = []
+        # Each open shard's sample getter (view.get), which the locate stage looks up.
+        self._getters: list[Getter | None] = []
         self._views: list[ShardView | None] = []
+        # The locate stage's read of a one-id plan (made when the index is loaded).
+        self._read: Callable[[int], dict[str, Any]] = self._read_after_load
         self._parsed = None if entries is None else list(entries)
         self._check_empty = check_empty
 
@@ -135,15 +143,8 @@ class LocalDataset:
                 ``TypeError``, and a ``ValueError`` as in mosaicml-streaming).
             IndexError: An id is out of range.
         """
-        if type(key) is int:
-            # The hot path, inlined from get_item for a sample id in range of an open shard.
-            starts = self._start_list
-            if 0 <= key < self._total:
-                shard = bisect_right(starts, key) - 1
-                get = self._getters[shard]
-                if get is not None:
-                    return get(key - starts[shard])
-            return self.get_item(key)
+        if type(key) is int and 0 <= key < self._total:  # the usual key: a one-id plan
+            return self._read(key)
         return select(key, len(self), self.get_item)
 
     def get_item(self, sample_id: int) -> dict[str, Any]:
@@ -159,19 +160,13 @@ class LocalDataset:
         index = sample_id + total if sample_id < 0 else sample_id
         if not 0 <= index < total:
             raise IndexError(f"sample id {sample_id} is out of range for {total} samples")
-        shard = bisect_right(starts, index) - 1
-        view = self._views[shard]
-        if view is None:
-            view = self._open(shard)
-        return view.get(index - starts[shard])
+        return self._read(index)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        for shard in range(len(self._load())):
-            view = self._views[shard]
-            if view is None:
-                view = self._open(shard)
-            for index in range(len(view)):
-                yield view.get(index)
+        """Every sample in id order: a plan of each id in turn, read by the locate stage."""
+        self._load()
+        plan = IdPlan(range(self._total))
+        yield from map(self._locate_stage(plan).read, plan)
 
     @property
     def shard_sizes(self) -> np.ndarray[Any, np.dtype[np.int64]]:
@@ -208,8 +203,9 @@ class LocalDataset:
     def close(self) -> None:
         """Release the shards' memory maps (arrays already decoded stay valid)."""
         with self._lock:
-            self._views = [None] * len(self._views)
-            self._getters = [None] * len(self._views)
+            # In place: the locate stage holds these lists.
+            self._views[:] = [None] * len(self._views)
+            self._getters[:] = [None] * len(self._views)
 
     def __enter__(self) -> LocalDataset:
         return self
@@ -223,11 +219,22 @@ class LocalDataset:
         state["_lock"] = None
         state["_views"] = [None] * len(self._views)
         state["_getters"] = [None] * len(self._views)
+        state["_read"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        loaded = self._entries is not None
+        self._read = self._locate_stage(IdPlan()).read if loaded else self._read_after_load
+
+    def _read_after_load(self, sample_id: int) -> dict[str, Any]:
+        self._load()
+        return self._read(sample_id)
+
+    def _locate_stage(self, plan: IdPlan) -> Locate:
+        """The locate stage over this dataset's open shards, reading ``plan``."""
+        return Locate(plan, self._start_list, self._getters, self._open)
 
     def _load(self) -> list[ShardEntry]:
         if self._entries is not None:
@@ -270,6 +277,7 @@ class LocalDataset:
         self._total = self._start_list[-1]
         self._views = [None] * len(entries)
         self._getters = [None] * len(entries)
+        self._read = self._locate_stage(IdPlan()).read
         self._entries = entries
         return entries
 

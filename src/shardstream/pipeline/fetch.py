@@ -110,6 +110,7 @@ class Fetch(Stepped[LocatedBatch]):
                         opened.release(shard)  # the first batch's, or an earlier epoch's
                 ranged: dict[int, ShardView] = {}
                 if first and self._ranges:
+                    ahead.fetch_large_now(needed, self._policy.range_whole_bytes, self._policy)
                     ranged = opened.read_by_ranges(shards.tolist(), local.tolist(), pool)
                 ahead.plan(needed, needed_at, whole_later=ranged.keys())
                 for row in range(rows):
@@ -128,6 +129,7 @@ class Fetch(Stepped[LocatedBatch]):
             scope.cancel()
             ahead.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
+            ahead.shutdown()
 
 
 def locate(
@@ -161,6 +163,7 @@ class _LookAhead:
         self._needed_at: list[int] = []
         self._next = 0
         self._whole_later: set[int] = set()
+        self._early: ThreadPoolExecutor | None = None
 
     def plan(
         self, needed: list[int], needed_at: list[int], whole_later: Iterable[int] = ()
@@ -190,6 +193,29 @@ class _LookAhead:
                     pending[shard] = self._pool.submit(self._scope.run, opened.fetch_in_pool, shard)
             self._next += 1
 
+    def fetch_large_now(self, shards: list[int], above: int, policy: ReadPolicy) -> None:
+        """Start fetching whole every shard of ``shards`` larger than ``above`` bytes, now.
+
+        The first batch's shards whose samples are read by ranges: their ranges cost round
+        trips, not the link's bytes, so the whole shards' transfer runs beside them instead
+        of after the batch (a cold epoch would otherwise wait that long for every byte). In
+        threads of their own, so that the ranges keep the fetch threads; small shards are left
+        to the look-ahead, as their whole fetch costs what their range does.
+        """
+        cache, pending = self._cache, self._pending
+        large = [
+            shard for shard in shards
+            if shard not in pending and shard not in self._opened
+            and cache.locate(shard)[1].raw_data.bytes > above and not cache.is_present(shard)
+        ]  # fmt: skip
+        if not large:
+            return
+        self._early = ThreadPoolExecutor(
+            min(len(large), policy.fetch_threads), thread_name_prefix="shardstream-fetch-whole"
+        )
+        for shard in large:
+            pending[shard] = self._early.submit(self._scope.run, self._opened.fetch_in_pool, shard)
+
     def take(self, shard: int) -> ShardView:
         """The open view of ``shard``: opened by a thread, kept open, or opened now."""
         opened = self._opened
@@ -204,6 +230,11 @@ class _LookAhead:
         """Cancel the tasks not started; give those running :data:`LET_GO_S` to let go."""
         running = [future for future in self._pending.values() if not future.cancel()]
         wait(running, timeout=LET_GO_S)
+
+    def shutdown(self) -> None:
+        """Let the threads of :meth:`fetch_large_now` go (never joined, as the pool's)."""
+        if self._early is not None:
+            self._early.shutdown(wait=False, cancel_futures=True)
 
 
 def last_uses(

@@ -23,11 +23,14 @@ from shardstream.format.mds import MDSSchema
 from shardstream.format.shard_view import ShardView
 from shardstream.pipeline.policy import ReadPolicy
 
-__all__ = ["OpenShards", "ShardSource"]
+__all__ = ["RANGED_BYTES_SHARE", "OpenShards", "ShardSource"]
 
 logger = logging.getLogger(__name__)
 
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
+#: The most of its large shards' bytes a first batch reads by ranges: those shards are fetched
+#: whole beside the ranges, so the ranged bytes cross the link twice (a cold epoch's cost).
+RANGED_BYTES_SHARE = 1 / 32
 
 
 class ShardSource(Protocol):
@@ -167,7 +170,9 @@ class OpenShards:
         Only shards that :class:`~shardstream.cache.sample_ranges.SampleRanges` can read that
         way, and that are not open; the views are not kept open (their shards are fetched
         whole for the rest of the epoch). Small shards (one range each) are not, when the
-        batch needs the policy's ``range_shard_share`` of the dataset's shards or more.
+        batch needs the policy's ``range_shard_share`` of the dataset's shards or more; larger
+        shards are not, when the batch's samples of them hold more than
+        :data:`RANGED_BYTES_SHARE` of their bytes.
         """
         wanted: dict[int, list[int]] = {}
         for shard, index in zip(shards, local, strict=True):
@@ -179,9 +184,18 @@ class OpenShards:
             if shard not in self._open and self._schema(shard) is not None
             and self._ranges.readable(shard, small=small)
         }  # fmt: skip
+        large = [shard for shard in readable if self._bytes(shard) > self.policy.range_whole_bytes]
+        if large:
+            ranged = self.mean_sample_bytes(large) * sum(len(readable[s]) for s in large)
+            if ranged > RANGED_BYTES_SHARE * sum(self._bytes(shard) for shard in large):
+                for shard in large:  # fetched whole: a range would carry much of it again
+                    del readable[shard]
         if not readable:
             return {}
         return self._ranges.views(readable, self._checked_schema, pool)
+
+    def _bytes(self, shard: int) -> int:
+        return self.cache.locate(shard)[1].raw_data.bytes
 
     def keep(self, shard: int, view: ShardView) -> ShardView:
         """Keep ``view`` open, letting go of the least recently used beyond the limits."""

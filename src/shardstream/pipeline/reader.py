@@ -9,8 +9,8 @@ stages of this package, with the stages the read policy picks for the epoch
 - :meth:`SampleReader.columns`: plan -> fetch -> decode as columns, and
   :meth:`SampleReader.batches` -> hand over, in a DataLoader worker;
 - :meth:`SampleReader.read_batch`: the loader's read of a batch handed over by id;
-- :meth:`SampleReader.get`: a one-id plan, located and decoded in the caller's thread (a
-  sample at a time needs no look-ahead).
+- :attr:`SampleReader.get`: a one-id plan -> locate -> decode, in the caller's thread (a
+  sample at a time needs no look-ahead: :mod:`~shardstream.pipeline.locate`).
 
 Whatever the route, the samples are the same, in the same order
 (``tests/property/test_read_routes.py``).
@@ -18,8 +18,7 @@ Whatever the route, the samples are the same, in the same order
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,8 +29,9 @@ from shardstream.pipeline.column_batch import ColumnBatch
 from shardstream.pipeline.decode import Batch, Columns, Ids, Samples
 from shardstream.pipeline.fetch import Fetch
 from shardstream.pipeline.handover import HandOver, ReadByIds
+from shardstream.pipeline.locate import Getter, Locate
 from shardstream.pipeline.open_shards import OpenShards, ShardSource
-from shardstream.pipeline.plan import Plan
+from shardstream.pipeline.plan import IdPlan, Plan
 from shardstream.pipeline.policy import ReadPolicy, Route
 from shardstream.pipeline.stage import Stage, drain
 
@@ -63,12 +63,17 @@ class SampleReader:
         self.cache = cache
         self.open = OpenShards(datasets, stream_first_shard, cache, policy)
         self._by_ids = ReadByIds(self.open, shard_starts, policy)
+        # No getter is kept here: each sample asks the open shards, which fetch, mark and keep
+        # the least recently used order.
+        getters: list[Getter | None] = [None] * (len(self._starts) - 1)
+        #: The locate stage of :attr:`get`'s one-id plans.
+        self.locate = Locate(IdPlan(), self._starts, getters, self.open.view)
+        self.get = self.locate.read
 
-    def get(self, sample_id: int) -> dict[str, Any]:
-        """Decode one sample by dataset-wide id, fetching its shard if needed."""
-        starts = self._starts
-        shard = bisect.bisect_right(starts, sample_id) - 1  # a scalar: no array round trip
-        return self.open.view(shard).get(sample_id - starts[shard])
+    #: ``get(sample_id)`` decodes one sample by dataset-wide id (``0 <= sample_id < total``),
+    #: fetching its shard: a one-id plan, located (its shard fetched and opened) and decoded
+    #: in this thread (:meth:`Locate.read`).
+    get: Callable[[int], dict[str, Any]]
 
     def fetch(
         self, ids: NDArray[np.int64], batch_size: int, *, predownload: int, ranges: bool = False

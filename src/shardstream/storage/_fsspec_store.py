@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardstream.errors import ObjectNotFoundError
+from shardstream.storage.answers import tag
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.store_base import WritableStore
 
@@ -33,7 +34,7 @@ class FsspecStore(WritableStore):
     _fs: Any
 
     def _init_store(self, connect_timeout: float, read_timeout: float) -> None:
-        self._check_timeouts(connect_timeout, read_timeout)
+        self._check_timeouts(connect_timeout=connect_timeout, read_timeout=read_timeout)
         self.connect_timeout = float(connect_timeout)
         self.read_timeout = float(read_timeout)
         super().__init__()
@@ -98,8 +99,7 @@ class FsspecStore(WritableStore):
         raise NotImplementedError
 
     def _etag(self, details: dict[str, Any]) -> str | None:
-        etag = details.get("etag")
-        return str(etag).strip('"') if etag else None
+        return tag(details.get("etag"))
 
     # --- internals ------------------------------------------------------------------------------
 

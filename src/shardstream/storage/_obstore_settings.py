@@ -1,36 +1,32 @@
 """How :mod:`shardstream.storage.obstore_client` settles obstore's settings and reads its errors.
 
 The help text each kind of store appends to credential errors, obstore's client options and
-retry settings, and the scrubbing of its messages.
+retry settings, and the first line of its messages.
 """
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 from types import ModuleType
 from typing import Any
 
 from shardstream._optional import require
-from shardstream.errors import ConfigurationError
+from shardstream.storage.store_base import check_timeouts
 
 __all__ = [
     "AZURE_HELP",
     "GCS_HELP",
     "GOOGLE",
     "NO_RETRIES",
-    "SECRET_QUERY",
     "client_options",
     "first_lines",
     "import_obstore",
+    "says_past_the_end",
     "says_refused",
 ]
 
 GOOGLE = "https://storage.googleapis.com"
 PURPOSE = "The obstore transport of object stores"
-SECRET_QUERY = re.compile(
-    r"(?i)\b(sig|signature|x-amz-signature|x-amz-credential|se|sv|st)=[^&\s]*"
-)
 
 GCS_HELP = (
     "GCS credentials come from token= (a service-account key file or dict), else from "
@@ -67,15 +63,20 @@ REFUSALS = ("SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "Auth
              "status: 403", "status: 401")  # fmt: skip
 
 
+# A range past the end: the server's 416, or object_store's own check of an answer's range.
+PAST_THE_END = ("416 Range Not Satisfiable", "Wanted range starting at")
+
+
 def says_refused(text: str) -> bool:
     return any(word in text for word in REFUSALS)
 
 
+def says_past_the_end(text: str) -> bool:
+    return any(word in text for word in PAST_THE_END)
+
+
 def client_options(connect: float, read: float, endpoint: str | None) -> dict[str, Any]:
-    if not (connect > 0 and read > 0):
-        raise ConfigurationError(
-            f"connect_timeout={connect} and read_timeout={read} must be positive seconds"
-        )
+    check_timeouts(f"obstore client of {endpoint}", connect_timeout=connect, read_timeout=read)
     options: dict[str, Any] = {
         "connect_timeout": timedelta(seconds=connect),
         "read_timeout": timedelta(seconds=read),

@@ -40,7 +40,6 @@ from shardstream import config
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError, CredentialsError
 from shardstream.storage._fsspec_store import FsspecStore
-from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
 from shardstream.storage.obstore_client import ObstoreClient, installed, usable_here
 from shardstream.storage.store_base import Failure, Kind
@@ -260,26 +259,6 @@ class AzureStore(FsspecStore):
 
     # --- the primitives' hooks -----------------------------------------------------------------
 
-    def _read(self, key: str, start: int, end: int | None) -> bytes:
-        if fast := self._fast_reader():
-            return fast.read(key, start, end)
-        return super()._read(key, start, end)
-
-    def _head(self, key: str) -> ObjectInfo:
-        if fast := self._fast_reader():
-            return fast.head(key)
-        return super()._head(key)
-
-    @property
-    def ties_ranges(self) -> bool:
-        """Whether a byte range can be tied to a version: through obstore (If-Match) only."""
-        return self._fast_reader() is not None
-
-    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
-        fast = self._fast_reader()
-        assert fast is not None  # ties_ranges said so
-        return fast.read_if(key, start, end, etag)
-
     def _fast_reader(self) -> ObstoreClient | None:
         """The obstore transport of reads, or ``None`` where adlfs serves them.
 
@@ -414,6 +393,8 @@ class AzureStore(FsspecStore):
         not_found = isinstance(exc, (FileNotFoundError, core.ResourceNotFoundError))
         if not_found or status == 404:
             return Failure(Kind.NOT_FOUND, detail)
+        if status == 416 or code == "InvalidRange":  # the base then names the size
+            return Failure(Kind.PAST_END, detail)
         return Failure(Kind.OTHER, detail)
 
     def _credentials_help(self) -> str:

@@ -43,7 +43,7 @@ from shardstream.errors import (
     StorageError,
     UnsupportedURLError,
 )
-from shardstream.storage.answers import info_from_headers
+from shardstream.storage.answers import info_from_headers, range_header, ranged_body
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import url_for_message
 from shardstream.storage.store_base import Failure, Kind, WritableStore
@@ -140,11 +140,7 @@ class DatabricksVolumeStore(WritableStore):
         read_timeout: float = 60.0,
     ) -> None:
         self.root = parse_volume_url(url)
-        if not read_timeout > 0:
-            raise ConfigurationError(
-                f"DatabricksVolumeStore({url!r}): read_timeout={read_timeout} must be a positive "
-                "number of seconds"
-            )
+        self._check_timeouts(read_timeout=read_timeout)
         self._host_argument = host
         self._token_argument = token
         self.read_timeout = float(read_timeout)
@@ -191,14 +187,10 @@ class DatabricksVolumeStore(WritableStore):
         self._request("DELETE", "files", self._path(key))
 
     def _read(self, key: str, start: int, end: int | None) -> bytes:
-        ranged = bool(start) or end is not None
-        headers = {"Range": f"bytes={start}-{'' if end is None else end - 1}"} if ranged else {}
+        wanted = range_header(start, end)
+        headers = {"Range": wanted} if wanted else {}
         status, data = self._request("GET", "files", self._path(key), headers=headers)
-        if ranged and status == 200:  # the server ignored the range and sent the whole file
-            if end is not None and end > len(data):
-                raise self._past_the_end(key, start, end, len(data))
-            return data[start:end]
-        return data
+        return ranged_body(data, status, start, end)
 
     def _head(self, key: str) -> ObjectInfo:
         with self._send("HEAD", "files", self._path(key)) as response:

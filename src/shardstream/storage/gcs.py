@@ -208,6 +208,8 @@ class GCSStore(FsspecStore):
             return Failure(Kind.CREDENTIALS, detail)
         if isinstance(exc, FileNotFoundError) or code == 404:
             return Failure(Kind.NOT_FOUND, detail)
+        if code == 416:  # a range past the end: the base then names the size
+            return Failure(Kind.PAST_END, detail)
         return Failure(Kind.OTHER, detail)
 
     def _secrets(self) -> Sequence[str]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from urllib.parse import quote, urlsplit
 
 from shardstream.errors import ConfigurationError, StorageError, UnsupportedURLError
-from shardstream.storage.answers import info_from_headers
+from shardstream.storage.answers import info_from_headers, range_header, ranged_body
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import url_for_message
 from shardstream.storage.store_base import BaseStore, Failure, Kind
@@ -64,9 +64,8 @@ class HTTPStore(BaseStore):
                 f"{url_for_message(url)!r}: an http(s):// dataset URL takes no query or "
                 "fragment; drop it and pass credentials as headers="
             )
-        if not timeout > 0:
-            raise ConfigurationError(f"HTTPStore({url!r}): timeout={timeout} must be positive")
         self.base = url.rstrip("/")
+        self._check_timeouts(timeout=timeout)
         self.timeout = timeout
         self._headers = dict(headers or {})
         self._opener = urllib.request.build_opener()
@@ -95,17 +94,14 @@ class HTTPStore(BaseStore):
     def _read(self, key: str, start: int, end: int | None) -> bytes:
         """One GET (ranged unless the whole object is asked for); a short body is an error."""
         url = self.url(key)
-        ranged = bool(start) or end is not None
-        headers = {"Range": f"bytes={start}-{'' if end is None else end - 1}"} if ranged else {}
-        with self._open(url, "GET", headers) as response:
+        wanted = range_header(start, end)
+        with self._open(url, "GET", {"Range": wanted} if wanted else {}) as response:
             body = response.read()
             status = int(response.status)
             length = response.headers.get("Content-Length")
         if length is not None and length.strip().isdigit() and int(length) != len(body):
             raise StorageError(f"reading {url}: got {len(body)} of {int(length)} bytes")
-        if ranged and status == http.HTTPStatus.OK:  # the server ignored the Range header
-            return body[start:end]
-        return body
+        return ranged_body(body, status, start, end)
 
     def _head(self, key: str) -> ObjectInfo:
         """Size (``Content-Length``) and ``ETag`` from one HEAD request."""

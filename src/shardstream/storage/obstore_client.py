@@ -1,9 +1,11 @@
 """A transport over obstore (the Rust ``object_store`` crate): S3, GCS, Azure Blob and HTTP.
 
-The primitives a store needs (ranged read, atomic write, a listing page, head, remove) through
-one client whose requests cost a fraction of botocore's CPU (``benchmarks/client_bench.py``).
-One class serves every kind of store; :meth:`ObstoreClient.s3`, :meth:`~ObstoreClient.gcs`,
-:meth:`~ObstoreClient.azure` and :meth:`~ObstoreClient.http` settle each kind's endpoint and
+A store (:class:`~shardstream.storage.store_base.WritableStore`) whose primitives (ranged
+read, atomic write, a listing page, head, remove) go through one client whose requests cost a
+fraction of botocore's CPU (``benchmarks/client_bench.py``); the base checks keys and ranges
+and translates obstore's errors, as for every backend. One class serves every kind of store;
+:meth:`ObstoreClient.of_s3_store`, :meth:`~ObstoreClient.of_azure_store`,
+:meth:`~ObstoreClient.gcs` and :meth:`~ObstoreClient.http` settle each kind's endpoint and
 credentials from the same arguments and variables as the backends of the same kind
 (:mod:`shardstream.storage.s3`, ``gcs``, ``azure``), and name them in credential errors.
 
@@ -15,12 +17,10 @@ again in a forked child, whose parent's connections it must not share.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import json
 import os
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
@@ -32,9 +32,6 @@ from shardstream.errors import (
     ConfigurationError,
     CredentialsError,
     ObjectChangedError,
-    ObjectNotFoundError,
-    ShardstreamError,
-    StorageError,
     UnsupportedURLError,
 )
 from shardstream.storage._obstore_settings import (
@@ -42,14 +39,15 @@ from shardstream.storage._obstore_settings import (
     GCS_HELP,
     GOOGLE,
     NO_RETRIES,
-    SECRET_QUERY,
     client_options,
     first_lines,
     import_obstore,
+    says_past_the_end,
     says_refused,
 )
+from shardstream.storage.answers import tag
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.keys import check_key, check_range
+from shardstream.storage.store_base import Failure, Kind, WritableStore
 
 if TYPE_CHECKING:
     from shardstream.storage.azure import AzureStore  # azure and s3 import this module
@@ -62,12 +60,13 @@ _T = TypeVar("_T")
 _OPEN_LISTINGS = 8  # listings a client keeps open between pages (each is one stream)
 
 
-class ObstoreClient:
+class ObstoreClient(WritableStore):
     """One bucket (container, site) and prefix, reached through obstore.
 
-    Build it with a factory (:meth:`s3`, :meth:`gcs`, :meth:`azure`, :meth:`http`). Keys are
-    ``/``-separated and relative to the prefix. Every method may do I/O; the constructor never
-    does.
+    Build it with a factory (:meth:`of_s3_store`, :meth:`of_azure_store`, :meth:`gcs`,
+    :meth:`http`). Keys are ``/``-separated and relative to the prefix. It is an
+    :class:`~shardstream.storage.base.ObjectStore`: every method may do I/O; the constructor
+    never does.
 
     Errors: a missing object raises :class:`~shardstream.errors.ObjectNotFoundError`, refused
     or missing credentials :class:`~shardstream.errors.CredentialsError` (saying what to set),
@@ -86,6 +85,10 @@ class ObstoreClient:
             (a bucket found in another region); the request is then sent once more.
     """
 
+    _identifies_reads = True  # a GET's ETag and size
+    _ties_ranges = True  # a ranged GET's If-Match, and the ETag it answered
+    _clients = ("_store",)  # made on first use, and again in a forked child
+
     def __init__(
         self,
         root: str,
@@ -102,13 +105,12 @@ class ObstoreClient:
         self.endpoint = endpoint
         self._make_store = make_store
         self._help = credentials_help
-        self._secrets = secrets
+        self._handed = secrets
         self._relocate = relocate
         self._writable = writable
         self._extra = extra
         self._store: Any = None
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
+        super().__init__()
         # Open listings by (prefix, token): each held stream serves its listing's next page.
         self._listings: OrderedDict[tuple[str, str], Iterator[Any]] = OrderedDict()
 
@@ -118,39 +120,13 @@ class ObstoreClient:
     # --- factories ------------------------------------------------------------------------------
 
     @classmethod
-    def s3(
-        cls,
-        url: str,
-        *,
-        endpoint_url: str | None = None,
-        region: str | None = None,
-        key: str | None = None,
-        secret: str | None = None,
-        anon: bool | None = None,
-        requester_pays: bool | None = None,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 60.0,
-    ) -> ObstoreClient:
-        """S3 or an S3-compatible server, with :class:`~shardstream.storage.S3Store`'s arguments.
+    def of_s3_store(cls, checked: S3Store) -> ObstoreClient:
+        """The obstore store of an :class:`~shardstream.storage.S3Store`'s settings (no I/O).
 
         A custom endpoint gets path-style requests, region ``us-east-1`` unless given, and plain
         ``http://`` when it names one. Credentials: ``key``/``secret``, else unsigned with
         ``anon`` (default ``SHARDSTREAM_S3_UNSIGNED``), else botocore's chain (the ``AWS_*``
         variables, profiles and ``~/.aws``, SSO, roles), refreshed as botocore refreshes it.
-
-        Raises:
-            ConfigurationError: As :class:`~shardstream.storage.S3Store` raises it.
-        """
-        from shardstream.storage.s3 import S3Store  # the same checks and defaults, no I/O
-
-        checked = S3Store(url, endpoint_url=endpoint_url, region=region, key=key, secret=secret,
-                          anon=anon, requester_pays=requester_pays,
-                          connect_timeout=connect_timeout, read_timeout=read_timeout)  # fmt: skip
-        return cls.of_s3_store(checked)
-
-    @classmethod
-    def of_s3_store(cls, checked: S3Store) -> ObstoreClient:
-        """The transport of an :class:`~shardstream.storage.S3Store`'s own settings (no I/O).
 
         The region, credentials and CA bundle botocore would use, settled on first use; a
         request the server refuses for the wrong region moves the client to the bucket's own
@@ -218,41 +194,8 @@ class ObstoreClient:
                    credentials_help=GCS_HELP, secrets=secrets, extra="gcs")  # fmt: skip
 
     @classmethod
-    def azure(
-        cls,
-        url: str,
-        *,
-        account_name: str | None = None,
-        account_key: str | None = None,
-        connection_string: str | None = None,
-        sas_token: str | None = None,
-        anon: bool = False,
-        endpoint_url: str | None = None,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 60.0,
-    ) -> ObstoreClient:
-        """Azure Blob Storage (or Azurite), with :class:`~shardstream.storage.AzureStore`'s.
-
-        The account and credentials are settled as ``AzureStore`` settles them (arguments,
-        then ``AZURE_STORAGE_*``, then the service principal or managed identity of the
-        environment); a connection string's ``BlobEndpoint`` or ``endpoint_url`` names another
-        endpoint, such as Azurite's ``http://127.0.0.1:10000/devstoreaccount1``.
-
-        Raises:
-            ConfigurationError: As :class:`~shardstream.storage.AzureStore` raises it.
-        """
-        from shardstream.storage.azure import AzureStore
-
-        checked = AzureStore(url, account_name=account_name, account_key=account_key,
-                             connection_string=connection_string, sas_token=sas_token,
-                             anon=anon, endpoint_url=endpoint_url,
-                             connect_timeout=connect_timeout,
-                             read_timeout=read_timeout)  # fmt: skip
-        return cls.of_azure_store(checked)
-
-    @classmethod
     def of_azure_store(cls, checked: AzureStore) -> ObstoreClient:
-        """The transport of an :class:`~shardstream.storage.AzureStore`'s own settings (no I/O).
+        """The obstore store of an :class:`~shardstream.storage.AzureStore`'s settings (no I/O).
 
         Its connection string, account key, SAS token or ``anon``; else ``object_store``'s own
         chain (the service principal or managed identity of the environment).
@@ -327,50 +270,20 @@ class ObstoreClient:
         """The full URL of ``key`` (never with credentials)."""
         return f"{self.root}/{key}" if key else self.root
 
-    def read(self, key: str, start: int, end: int | None) -> bytes:
-        """Bytes ``start .. end - 1`` of the object (``end=None``: to its end), in one GET.
-
-        An empty range (``start == end``) returns ``b""`` without a request; with ``end=None``,
-        a ``start`` at or past the object's end is a range past the end (the server answers
-        416), as with ``end`` given.
-
-        Raises:
-            ConfigurationError: The range is negative or reversed.
-            ObjectNotFoundError: No object under ``key``.
-            StorageError: The range runs past the end of the object, or the request failed.
-        """
-        check_key(key, self.url(""))
-        check_range(start, start if end is None else end, self.url(key))
-        if start == end:
-            return b""
+    def _read(self, key: str, start: int, end: int | None) -> bytes:
+        """One GET: ranged, a suffix from ``start``, or the whole object."""
         if end is not None:
-            data = self._request("reading", key, lambda obstore, store: bytes(
+            return self._call(lambda obstore, store: bytes(
                 obstore.get_range(store, key, start=start, end=end)))  # fmt: skip
-        else:
-            options = {"range": {"offset": start}} if start else None  # a suffix GET
-            data = self._request("reading", key, lambda obstore, store: bytes(
-                obstore.get(store, key, options=options).bytes()))  # fmt: skip
-        if end is not None and len(data) != end - start:
-            raise StorageError(
-                f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
-                f"object (the server sent {len(data)} bytes)"
-            )
-        return data
+        options = {"range": {"offset": start}} if start else None  # a suffix GET
+        return self._call(lambda obstore, store: bytes(
+            obstore.get(store, key, options=options).bytes()))  # fmt: skip
 
-    def read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
-        """Bytes ``start .. end - 1`` of the object while its ETag is ``etag`` (one GET, If-Match).
+    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
+        """One ranged GET with ``If-Match``; the ETag it answered compared too.
 
         The ETag the answer carries is compared too, for a server that ignores ``If-Match``.
-
-        Raises:
-            ObjectChangedError: The object's ETag is another.
-            ObjectNotFoundError: No object under ``key``.
-            StorageError: The range runs past the end of the object, or the request failed.
         """
-        check_key(key, self.url(""))
-        check_range(start, end, self.url(key))
-        if start == end:
-            return b""
         changed = self._errors.PreconditionError
         options = {"range": (start, end), "if_match": f'"{etag}"'}
 
@@ -378,52 +291,45 @@ class ObstoreClient:
             try:
                 result = obstore.get(store, key, options=options)
             except changed:
-                raise ObjectChangedError(f"{self.url(key)} is no longer {etag!r}") from None
-            if _etag(result.meta.get("e_tag")) != etag:
-                raise ObjectChangedError(f"{self.url(key)} is no longer {etag!r}")
+                raise ObjectChangedError(self.url(key)) from None
+            if tag(result.meta.get("e_tag")) != etag:
+                raise ObjectChangedError(self.url(key))
             return bytes(result.bytes())
 
-        data = self._request("reading", key, get)
-        if len(data) != end - start:
-            raise StorageError(
-                f"reading {self.url(key)}: byte range [{start}, {end}) runs past the end of the "
-                f"object (the server sent {len(data)} bytes)"
-            )
-        return data
+        return self._call(get)
 
-    def read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
-        """The whole object, and its size and ETag as the same answer gave them (one GET).
-
-        Raises:
-            ObjectNotFoundError: No object under ``key``.
-            StorageError: The request failed.
-        """
-        check_key(key, self.url(""))
+    def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
+        """One GET of the whole object, with the size and ETag of its own answer."""
 
         def get(obstore: ModuleType, store: Any) -> tuple[bytes, ObjectInfo]:
             result = obstore.get(store, key)
             meta = result.meta
             data = bytes(result.bytes())
-            return data, ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
+            return data, ObjectInfo(size=int(meta["size"]), etag=tag(meta.get("e_tag")))
 
-        return self._request("reading", key, get)
+        return self._call(get)
 
-    def write(self, local_path: str, key: str) -> None:
-        """Upload the file at ``local_path`` to ``key``, atomically for readers.
-
-        One PUT, or a multipart upload when large: readers see the whole object or none of it.
-
-        Raises:
-            FileNotFoundError: No file at ``local_path`` (the caller's, not the store's).
-            UnsupportedURLError: The store takes no writes (HTTP).
-        """
+    def _write(self, local_path: str, key: str) -> None:
+        """One PUT, or a multipart upload when large: readers see the whole object or none."""
         self._check_writable("writing", key)
-        check_key(key, self.url(""))
-        os.stat(local_path)
-        self._request("uploading to", key,
-                      lambda obstore, store: obstore.put(store, key, Path(local_path)))  # fmt: skip
+        self._call(lambda obstore, store: obstore.put(store, key, Path(local_path)))
 
     def list_page(
+        self, prefix: str, start_after: str | None, token: str | None
+    ) -> tuple[dict[str, ObjectInfo], str | None]:
+        """:meth:`_list_page` at the boundary: a store that lists through this client pages here.
+
+        Raises:
+            UnsupportedURLError: The store has no listing (HTTP).
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        if prefix:
+            self._key(prefix)
+        with self._boundary("listing", prefix):
+            return self._list_page(prefix, start_after, token)
+
+    def _list_page(
         self, prefix: str, start_after: str | None, token: str | None
     ) -> tuple[dict[str, ObjectInfo], str | None]:
         """One page (at most :data:`PAGE_KEYS`) of the objects whose keys start with ``prefix``.
@@ -437,8 +343,6 @@ class ObstoreClient:
             UnsupportedURLError: The store has no listing (HTTP).
         """
         self._check_writable("listing", prefix)
-        if prefix:
-            check_key(prefix, self.url(""))
         with self._lock:
             stream = self._listings.pop((prefix, token), None) if token else None
         if stream is None:
@@ -447,8 +351,7 @@ class ObstoreClient:
             offset = max(filter(None, (token, start_after, prefix[:-1])), default=None)
             stream, chunk = self._stream(folder.rstrip("/"), offset)
         else:
-            with self._boundary("listing", prefix):
-                chunk = next(stream, [])
+            chunk = next(stream, [])
         infos: dict[str, ObjectInfo] = {}
         last = None
         after = max(filter(None, (token, start_after)), default="")
@@ -460,7 +363,7 @@ class ObstoreClient:
             if not name.startswith(prefix):
                 return infos, None  # sorted: every later key is past the prefix
             if not name.endswith("/"):
-                infos[name] = ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
+                infos[name] = ObjectInfo(size=int(meta["size"]), etag=tag(meta.get("e_tag")))
         if len(chunk) < PAGE_KEYS or last is None:
             return infos, None
         with self._lock:
@@ -469,28 +372,37 @@ class ObstoreClient:
                 self._listings.popitem(last=False)
         return infos, last
 
-    def head(self, key: str) -> ObjectInfo:
-        """The object's size and ETag, from one HEAD request.
+    def _head(self, key: str) -> ObjectInfo:
+        meta = self._call(lambda obstore, store: obstore.head(store, key))
+        return ObjectInfo(size=int(meta["size"]), etag=tag(meta.get("e_tag")))
 
-        Raises:
-            ObjectNotFoundError: No object under ``key``.
-        """
-        check_key(key, self.url(""))
-        meta = self._request("checking", key, lambda obstore, store: obstore.head(store, key))
-        return ObjectInfo(size=int(meta["size"]), etag=_etag(meta.get("e_tag")))
-
-    def remove(self, key: str) -> None:
-        """Delete the object under ``key``; a missing object is not an error (already gone).
-
-        Raises:
-            UnsupportedURLError: The store takes no deletes (HTTP).
-        """
+    def _remove(self, key: str) -> None:
         self._check_writable("deleting", key)
-        check_key(key, self.url(""))
-        try:
-            self._request("deleting", key, lambda obstore, store: obstore.delete(store, key))
-        except ObjectNotFoundError:
-            return
+        self._call(lambda obstore, store: obstore.delete(store, key))
+
+    def _classify(self, exc: Exception) -> Failure | None:
+        errors = self._errors
+        detail = f"{type(exc).__name__}: {first_lines(exc)}"
+        if isinstance(exc, (errors.NotFoundError, FileNotFoundError)):
+            return Failure(Kind.NOT_FOUND, detail)
+        refused = (errors.PermissionDeniedError, errors.UnauthenticatedError, PermissionError)
+        if isinstance(exc, refused) or says_refused(str(exc)):
+            return Failure(Kind.CREDENTIALS, detail)
+        if isinstance(exc, (errors.BaseError, OSError, ValueError, RuntimeError)):
+            kind = Kind.PAST_END if says_past_the_end(str(exc)) else Kind.OTHER
+            return Failure(kind, detail)  # past the end: the base then names the size
+        return None
+
+    # --- hooks that shape messages --------------------------------------------------------------
+
+    def _endpoint(self) -> str:
+        return self.endpoint
+
+    def _credentials_help(self) -> str:
+        return self._help
+
+    def _secrets(self) -> Sequence[str]:
+        return list(self._handed)  # a copy: the set of handed-out secrets may grow meanwhile
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -511,32 +423,25 @@ class ObstoreClient:
                 "SHARDSTREAM_S3_CLIENT=botocore"
             )
         _RUNTIME_PID = os.getpid()
-        if self._pid != os.getpid():
-            self._lock = threading.Lock()  # a lock copied mid-use by fork would never open
-            self._store, self._pid = None, os.getpid()
+        if self._pid != os.getpid():  # the parent's open listings are streams of its runtime
             self._listings = OrderedDict()
-        if self._store is None:
-            with self._lock:
-                if self._store is None:  # errors: at the caller's boundary, naming its URL
-                    self._store = self._make_store()
-        return self._store
+        return self._lazy("_store", self._make_store)
 
-    def _request(self, action: str, key: str, call: Callable[[ModuleType, Any], _T]) -> _T:
-        """``call(obstore, store)`` at the boundary; sent once more if the store moved."""
+    def _call(self, call: Callable[[ModuleType, Any], _T]) -> _T:
+        """``call(obstore, store)``; sent once more if the store moved to another region."""
         obstore = self._module()
-        with self._boundary(action, key):
-            store = self._obj()
-            try:
-                return call(obstore, store)
-            except Exception as exc:
-                if self._relocate is None:
-                    raise
-                with self._lock:
-                    if self._store is store:  # else another thread moved it meanwhile
-                        if not self._relocate(str(exc)):
-                            raise
-                        self._store = None  # made again for the bucket's region
-            return call(obstore, self._obj())
+        store = self._obj()
+        try:
+            return call(obstore, store)
+        except Exception as exc:
+            if self._relocate is None:
+                raise
+            with self._lock:
+                if self._store is store:  # else another thread moved it meanwhile
+                    if not self._relocate(str(exc)):
+                        raise
+                    self._store = None  # made again for the bucket's region
+        return call(obstore, self._obj())
 
     def _stream(self, folder: str, offset: str | None) -> tuple[Iterator[Any], Sequence[Any]]:
         """A listing's stream from just after ``offset``, and its first page."""
@@ -545,7 +450,7 @@ class ObstoreClient:
             stream = iter(obstore.list(store, folder or None, offset=offset, chunk_size=PAGE_KEYS))
             return stream, next(stream, [])
 
-        return self._request("listing", folder, first)
+        return self._call(first)
 
     def _check_writable(self, action: str, key: str) -> None:
         if not self._writable:
@@ -559,41 +464,6 @@ class ObstoreClient:
 
     def _module(self) -> ModuleType:
         return import_obstore("obstore", self._extra)
-
-    @contextlib.contextmanager
-    def _boundary(self, action: str, key: str) -> Iterator[None]:
-        """Turn obstore's errors into shardstream's, naming the URL."""
-        try:
-            yield
-        except ShardstreamError:
-            raise
-        except Exception as exc:
-            translated = self._translate(exc, action, key)
-            if translated is None:
-                raise
-            raise translated from None  # obstore's message may repeat a secret; ours is scrubbed
-
-    def _translate(self, exc: Exception, action: str, key: str) -> Exception | None:
-        errors = self._errors
-        where = f"{action} {self.url(key)}"
-        detail = self._scrub(f"{type(exc).__name__}: {first_lines(exc)}")
-        if isinstance(exc, (errors.NotFoundError, FileNotFoundError)):
-            return ObjectNotFoundError(f"{where} failed: no such object or bucket ({detail})")
-        refused = (errors.PermissionDeniedError, errors.UnauthenticatedError, PermissionError)
-        if isinstance(exc, refused) or says_refused(str(exc)):
-            return CredentialsError(
-                f"{where} failed at {self.endpoint}: the credentials were refused, or none were "
-                f"found ({detail}). {self._help}."
-            )
-        if isinstance(exc, (errors.BaseError, OSError, ValueError, RuntimeError)):
-            return StorageError(f"{where} failed at {self.endpoint}: {detail}")
-        return None
-
-    def _scrub(self, text: str) -> str:
-        """``text`` without any secret, should a server or obstore ever echo one."""
-        for secret in sorted(filter(None, self._secrets), key=len, reverse=True):
-            text = text.replace(secret, "***")
-        return SECRET_QUERY.sub(lambda match: f"{match.group(1)}=***", text)
 
 
 _RUNTIME_PID: int | None = None  # the process whose obstore has sent requests (and children)
@@ -613,7 +483,3 @@ def usable_here() -> bool:
 def installed() -> bool:
     """Whether the ``obstore`` package is installed (without importing it)."""
     return importlib.util.find_spec("obstore") is not None
-
-
-def _etag(tag: object) -> str | None:
-    return str(tag).strip('"') or None if tag else None

@@ -27,7 +27,7 @@ from typing import Any
 from shardstream import config
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError, CredentialsError
-from shardstream.storage.answers import info_from_headers
+from shardstream.storage.answers import info_from_headers, range_header, tag
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
 from shardstream.storage.store_base import Failure, Kind, WritableStore
@@ -90,6 +90,8 @@ class OCIStore(WritableStore):
     _identifies_reads = True  # a GetObject's ETag and Content-Length
     _default_endpoint = "the profile's region"
     _credentials_text = _CREDENTIALS_HELP
+    _clients = ("_local",)  # one SDK client a thread, and none of a parent's in a forked child
+    _local: threading.local | None
 
     def __init__(
         self,
@@ -102,7 +104,7 @@ class OCIStore(WritableStore):
         read_timeout: float = 60.0,
     ) -> None:
         self.bucket, self.namespace, self.prefix = parse_oci_url(url)
-        self._check_timeouts(connect_timeout, read_timeout)
+        self._check_timeouts(connect_timeout=connect_timeout, read_timeout=read_timeout)
         self.timeouts = (float(connect_timeout), float(read_timeout))
         self.endpoint_url = endpoint_url if endpoint_url is not None else config.oci_endpoint_url()
         self.config_file = os.path.expanduser(
@@ -111,7 +113,6 @@ class OCIStore(WritableStore):
         self.profile = profile if profile is not None else config.oci_profile()
         self._profile: dict[str, Any] | None = None
         self._profile_secrets: tuple[str, ...] = ()
-        self._local = threading.local()  # one SDK client per thread
         super().__init__()
 
     def __repr__(self) -> str:
@@ -136,9 +137,8 @@ class OCIStore(WritableStore):
         self._oci_client().delete_object(self.namespace, self.bucket, self._name(key))
 
     def _read(self, key: str, start: int, end: int | None) -> bytes:
-        options = {}
-        if start or end is not None:
-            options["range"] = f"bytes={start}-{'' if end is None else end - 1}"
+        wanted = range_header(start, end)
+        options = {"range": wanted} if wanted else {}
         response = self._oci_client().get_object(
             self.namespace, self.bucket, self._name(key), **options
         )
@@ -168,10 +168,8 @@ class OCIStore(WritableStore):
         page = self._oci_client().list_objects(self.namespace, self.bucket, **options).data
         infos: dict[str, ObjectInfo] = {}
         for item in page.objects or ():
-            etag = getattr(item, "etag", None)
             infos[item.name[len(root) :]] = ObjectInfo(
-                size=int(getattr(item, "size", None) or 0),
-                etag=str(etag).strip('"') if etag else None,
+                size=int(getattr(item, "size", None) or 0), etag=tag(getattr(item, "etag", None))
             )
         return infos, page.next_start_with or None
 
@@ -211,7 +209,8 @@ class OCIStore(WritableStore):
         The config file is read once per store; each thread gets its own client, because the
         SDK's clients hold a ``requests`` session, which is not documented as thread-safe.
         """
-        client = getattr(self._local, "client", None)
+        local = self._lazy("_local", threading.local)
+        client = getattr(local, "client", None)
         if client is None:
             oci = require("oci", extra="oci", purpose=_PURPOSE)
             options: dict[str, Any] = {
@@ -222,7 +221,7 @@ class OCIStore(WritableStore):
             if self.endpoint_url is not None:
                 options["service_endpoint"] = self.endpoint_url
             client = oci.object_storage.ObjectStorageClient(self._read_profile(oci), **options)
-            self._local.client = client
+            local.client = client
         return client
 
     def _read_profile(self, oci: Any) -> dict[str, Any]:

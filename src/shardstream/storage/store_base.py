@@ -14,7 +14,8 @@ base builds the whole :class:`~shardstream.storage.base.ObjectStore` contract on
 - ``_classify(exc)``: whether an SDK's exception means a missing object, refused credentials,
   a range past the end, or another failure of the store (or is no store error at all).
 
-The base checks keys and byte ranges before any request, refuses short reads, turns the SDK's
+The base checks keys and byte ranges before any request (and a constructor's timeouts,
+``_check_timeouts``), refuses short reads, turns the SDK's
 exceptions into :class:`~shardstream.errors.ObjectNotFoundError`,
 :class:`~shardstream.errors.CredentialsError` and :class:`~shardstream.errors.StorageError`
 naming the full URL (chained to the SDK's exception unless that one holds a secret), follows a
@@ -34,7 +35,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from shardstream.errors import (
     ConfigurationError,
@@ -48,7 +49,7 @@ from shardstream.errors import (
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import check_key, check_range
 
-__all__ = ["BaseStore", "Failure", "Kind", "WritableStore"]
+__all__ = ["BaseStore", "Failure", "Kind", "PastTheEnd", "WritableStore", "check_timeouts"]
 
 #: A bound on a listing's loop (a billion keys at S3's page size), never reached by a real one.
 MAX_PAGES = 1_000_000
@@ -57,8 +58,14 @@ LIST_THREADS = 16
 #: The fewest keys a parallel listing gives one range (about one page of S3's).
 KEYS_PER_RANGE = 1000
 
-# Signatures of shared-access URLs, should an SDK ever put one in an error message.
-_SIGNATURE = re.compile(r"(?i)\b(sig|signature|accountkey|sharedaccesssignature)=([^&;\s'\"]+)")
+_T = TypeVar("_T")
+
+# Signatures and credentials of signed URLs (S3's presigned, Azure's shared access) and
+# connection strings, should an SDK or a server ever put one in an error message.
+_SIGNATURE = re.compile(
+    r"(?i)\b(sig|signature|x-amz-signature|x-amz-credential|se|sv|st|accountkey"
+    r"|sharedaccesssignature)=([^&;\s'\"]+)"
+)
 
 
 class Kind(enum.Enum):
@@ -180,6 +187,16 @@ class BaseStore:
         """Every secret this store holds, to be removed from messages."""
         return ()
 
+    def _fast_reader(self) -> BaseStore | None:
+        """Another store that serves this one's reads (``None``: the primitives serve them).
+
+        A backend whose reads go through a faster client (obstore) returns that client's store
+        of the same root: ``get_bytes``, ``get_range``, ``get_bytes_info`` and ``info`` go to
+        it once this store has checked the key, and its errors, already shardstream's and
+        naming the same URLs, pass as they are.
+        """
+        return None
+
     # --- the ObjectStore protocol ---------------------------------------------------------------
 
     def put_file(self, local_path: str, key: str) -> None:
@@ -203,9 +220,9 @@ class BaseStore:
             CredentialsError: The store refused the credentials, or none were found.
             StorageError: Any other failure of the request.
         """
-        self._key(key)
-        with self._boundary("reading", key):
-            return self._read(key, 0, None)
+        return self._ask(
+            "reading", key, lambda: self._read(key, 0, None), lambda other: other.get_bytes(key)
+        )
 
     @property
     def lists_in_ranges(self) -> bool:
@@ -237,6 +254,8 @@ class BaseStore:
                 f"reading {self.url(key)}: {type(self).__name__} cannot tell which version of "
                 "an object a read returned; use get_bytes and info"
             )
+        if (through := self._reads_through(key)) is not None:
+            return through.get_bytes_info(key)
         with self._boundary("reading", key):
             data, info = self._read_info(key)
         if len(data) != info.size:
@@ -249,7 +268,11 @@ class BaseStore:
     @property
     def ties_ranges(self) -> bool:
         """Whether :meth:`get_range` takes ``if_match`` (else it raises ``UnsupportedURLError``)."""
-        return self._ties_ranges
+        try:
+            reader = self._fast_reader()
+        except Exception:  # noqa: BLE001 - a read reports it; here it only means "not through it"
+            reader = None
+        return self._ties_ranges if reader is None else reader.ties_ranges
 
     def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         """Bytes ``start .. end - 1`` of the object under ``key``, in one ranged request.
@@ -272,6 +295,8 @@ class BaseStore:
             StorageError: The range runs past the end of the object, or the request failed.
         """
         self._key(key)
+        if (through := self._reads_through(key)) is not None:
+            return through.get_range(key, start, end, if_match=if_match)
         check_range(start, end, self.url(key))
         if if_match is not None and not self.ties_ranges:
             raise UnsupportedURLError(
@@ -294,7 +319,7 @@ class BaseStore:
                 f"rewritten since it was listed (version {if_match!r} asked, the store holds "
                 "another); read it again from its new listing"
             ) from None
-        except _PastTheEnd:
+        except PastTheEnd:
             raise self._past_the_end(key, start, end, self.info(key).size) from None
         if len(data) != end - start:
             raise self._past_the_end(key, start, end, start + len(data))
@@ -308,9 +333,7 @@ class BaseStore:
             CredentialsError: The store refused the credentials, or none were found.
             StorageError: Any other failure of the request.
         """
-        self._key(key)
-        with self._boundary("checking", key):
-            return self._head(key)
+        return self._ask("checking", key, lambda: self._head(key), lambda other: other.info(key))
 
     def exists(self, key: str) -> bool:
         """Whether an object exists under ``key`` (a prefix of other keys is not one).
@@ -367,6 +390,24 @@ class BaseStore:
     def _key(self, key: str) -> str:
         """``key`` when it stays under the root (:func:`~shardstream.storage.keys.check_key`)."""
         return check_key(key, self.url(""))
+
+    def _ask(
+        self, action: str, key: str, primitive: Callable[[], _T], through: Callable[[BaseStore], _T]
+    ) -> _T:
+        """``primitive()`` at the boundary, or ``through(reader)`` where a fast reader serves."""
+        self._key(key)
+        if (reader := self._reads_through(key)) is not None:
+            return through(reader)
+        with self._boundary(action, key):
+            return primitive()
+
+    def _reads_through(self, key: str) -> BaseStore | None:
+        """``_fast_reader()``, its settling failures translated as a read's would be."""
+        try:  # no boundary entered on the way of every read: only when settling failed
+            return self._fast_reader()
+        except Exception:
+            with self._boundary("reading", key):
+                raise
 
     def _range_bounds(self, prefix: str, split_at: Sequence[str]) -> builtins.list[str]:
         """At most ``LIST_THREADS - 1`` keys of ``split_at``, evenly spaced, that split the listing.
@@ -426,12 +467,9 @@ class BaseStore:
                 setattr(self, name, client)
             return client
 
-    def _check_timeouts(self, connect_timeout: float, read_timeout: float) -> None:
-        if not (connect_timeout > 0 and read_timeout > 0):
-            raise ConfigurationError(
-                f"{type(self).__name__}({self.url('')!r}): connect_timeout={connect_timeout} and "
-                f"read_timeout={read_timeout} must be positive numbers of seconds"
-            )
+    def _check_timeouts(self, **seconds: float) -> None:
+        """Refuse a timeout (given by its parameter's name) that is not a positive number."""
+        check_timeouts(f"{type(self).__name__}({self.url('')!r})", **seconds)
 
     def _past_the_end(self, key: str, start: int, end: int, size: int) -> StorageError:
         return StorageError(
@@ -444,14 +482,14 @@ class BaseStore:
         """Turn the SDK's errors into shardstream's, naming the URL and holding no secret."""
         try:
             yield
-        except ShardstreamError:
+        except (ShardstreamError, PastTheEnd):
             raise
         except Exception as exc:
             failure = self._classify(exc)
             if failure is None:
                 raise
             if failure.kind is Kind.PAST_END:
-                raise _PastTheEnd from None
+                raise PastTheEnd from None
             error = self._error(failure, f"{action} {self.url(key)}")
             # A traceback prints the chained exception too: keep it out when it holds a secret.
             raise error from (None if self._holds_secret(exc) else exc)
@@ -515,10 +553,21 @@ class WritableStore(BaseStore):
             self._remove(key)
 
 
+def check_timeouts(owner: str, **seconds: float) -> None:
+    """Refuse any of ``seconds`` (timeouts by their parameters' names) that is not positive.
+
+    Raises:
+        ConfigurationError: Naming ``owner`` (what was being made) and every timeout given.
+    """
+    if not all(value > 0 for value in seconds.values()):  # NaN too: it compares false
+        given = " and ".join(f"{name}={value}" for name, value in seconds.items())
+        raise ConfigurationError(f"{owner}: {given}: timeouts must be positive numbers of seconds")
+
+
 def _plain(key: str) -> bool:
     """Whether ``key``'s ``/``-separated parts are all names (none empty, ``.`` or ``..``)."""
     return all(part not in ("", ".", "..") for part in key.split("/"))
 
 
-class _PastTheEnd(Exception):
-    """A store refused a range past the object's end (HTTP 416): the size is asked next."""
+class PastTheEnd(Exception):
+    """A range ran past the object's end (a 416, or a primitive saw it): the size is asked next."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,8 @@ from shardstream._optional import require
 from shardstream.errors import ConfigurationError, ShardFormatError
 from shardstream.format.column_types import reads_as
 from shardstream.format.index import FileInfo, ShardEntry
+from shardstream.pipeline.locate import Getter, Locate
+from shardstream.pipeline.plan import IdPlan
 from shardstream.tables.delta_snapshot import DeltaSnapshot, assemble
 from shardstream.tables.filters import Filters
 from shardstream.tables.layout import ParquetFileLayout, RowGroupSpan, parse_metadata
@@ -44,8 +46,10 @@ __all__ = ["ParquetDataset"]
 class ParquetDataset:
     """Random access to the rows of a Parquet dataset whose footers were read.
 
-    ``len(ds)`` counts rows and ``ds[i]`` is row ``i`` as a dict. A stream of a
-    :class:`~shardstream.StreamingDataset` uses it as it uses a ``LocalDataset``.
+    ``len(ds)`` counts rows and ``ds[i]`` is row ``i`` as a dict: a one-id plan, located and
+    decoded by the locate stage (:mod:`shardstream.pipeline.locate`) over this dataset's row
+    groups. A stream of a :class:`~shardstream.StreamingDataset` uses it as it uses a
+    ``LocalDataset``.
 
     Args:
         root: The folder holding the files (read in place) or the row groups' cache files.
@@ -142,6 +146,10 @@ class ParquetDataset:
         self._views: dict[int, RowGroupView] = {}
         self._metadata: dict[int, Any] = {}
         self._lock = threading.Lock()
+        self._total = int(self._starts[-1])
+        self._start_list: list[int] = self._starts.tolist()
+        self._getters: list[Getter | None] = []
+        self._read = self._locate_stage()
 
     @property
     def shards(self) -> list[ShardEntry]:
@@ -170,12 +178,16 @@ class ParquetDataset:
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         """Row ``index`` of the dataset (negative counts from the end)."""
-        total = len(self)
+        total = self._total
         position = index + total if index < 0 else index
         if not 0 <= position < total:
             raise IndexError(f"row {index} is out of range for {total} rows")
-        shard = int(np.searchsorted(self._starts, position, side="right")) - 1
-        return self.shard_view(shard).get(position - int(self._starts[shard]))
+        return self._read(position)
+
+    def _locate_stage(self) -> Callable[[int], dict[str, Any]]:
+        """The locate stage's read of a one-id plan, over this dataset's row groups."""
+        self._getters = [None] * len(self._groups)  # each decoded row group's ``get``
+        return Locate(IdPlan(), self._start_list, self._getters, self.shard_view).read
 
     def shard_view(self, shard: int) -> RowGroupView:
         """Row group ``shard`` read and decoded (its file must be present).
@@ -215,6 +227,7 @@ class ParquetDataset:
             table = assemble(table, self.snapshot, self._files[number], names, self._keeps[shard])
         view = RowGroupView(table, source=where)
         self._views[shard] = view
+        self._getters[shard] = view.get
         return view
 
     def _physical(self, layout: ParquetFileLayout) -> list[str]:
@@ -266,6 +279,7 @@ class ParquetDataset:
         The view stays valid for whoever holds it; its memory goes with the last reference.
         """
         self._views.pop(shard, None)
+        self._getters[shard] = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Decoded row groups and parsed footers stay in this process; each worker reads its own.
@@ -273,11 +287,13 @@ class ParquetDataset:
         state["_views"] = {}
         state["_metadata"] = {}
         state["_lock"] = None
+        state["_getters"] = state["_read"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._read = self._locate_stage()
 
     def _entry(self, number: int, group: RowGroupSpan, rows: int) -> ShardEntry:
         layout = self.layouts[number]

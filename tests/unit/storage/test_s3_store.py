@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import pytest
+from tests.forked import in_forked_child
 
 from shardstream import config
 from shardstream.errors import ConfigurationError, MissingDependencyError
@@ -303,22 +304,14 @@ def test_a_forked_child_builds_its_own_client_from_the_inherited_session(
     spy = SessionSpy(monkeypatch)
     store = S3Store("s3://bucket", endpoint_url="http://127.0.0.1:1")
     parent_client = id(store._reader())
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report, and leave without running pytest's teardown
-        try:
-            before = spy.made
-            child_client = id(store._reader())
-            other = S3Store("s3://other", endpoint_url="http://127.0.0.1:1")._reader()
-            answer = f"{spy.made - before} {child_client != parent_client} {other is not None}"
-        except BaseException as exc:  # noqa: BLE001 (the parent reports it)
-            answer = repr(exc)
-        os.write(write, answer.encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        answer = pipe.read()
-    assert os.waitpid(pid, 0)[1] == 0
+
+    def build_in_child() -> str:
+        before = spy.made
+        child_client = id(store._reader())
+        other = S3Store("s3://other", endpoint_url="http://127.0.0.1:1")._reader()
+        return f"{spy.made - before} {child_client != parent_client} {other is not None}"
+
+    answer = in_forked_child(build_in_child)
     assert answer == "0 True True"  # no session made, and not the parent's client
     assert spy.made == 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from shardstream.storage import (
     store_base,
 )
 from shardstream.storage.base import ObjectInfo
+from shardstream.storage.obstore_client import ObstoreClient
 from shardstream.storage.store_base import BaseStore, Failure, Kind, WritableStore
 
 
@@ -101,12 +103,22 @@ class RangeError(Exception):
 
 @pytest.mark.parametrize(
     "store_class",
-    [S3Store, GCSStore, AzureStore, OCIStore, DatabricksVolumeStore, HTTPStore, LocalStore],
+    [
+        S3Store,
+        GCSStore,
+        AzureStore,
+        OCIStore,
+        DatabricksVolumeStore,
+        HTTPStore,
+        LocalStore,
+        ObstoreClient,
+    ],
 )
 def test_every_backend_is_built_on_the_one_base(store_class: type):
     assert issubclass(store_class, BaseStore)
     # Only the primitives, the error hook and the message hooks are the backend's own.
-    for name in ("get_bytes", "get_range", "info", "list", "list_info", "_boundary"):
+    own = ("get_bytes", "get_range", "info", "list", "list_info", "_boundary", "_scrub", "_lazy")
+    for name in own:
         assert name not in vars(store_class), name
 
 
@@ -275,3 +287,75 @@ def test_only_plain_keys_split_a_listing(monkeypatch: pytest.MonkeyPatch):
         keys
     )
     assert sorted(call[1] or "" for call in store.calls) == ["", "k4"]
+
+
+_TIMED = [
+    (lambda t: S3Store("s3://b/p", read_timeout=t), "S3Store('s3://b/p'): connect_timeout=10.0"),
+    (lambda t: GCSStore("gs://bkt/p", connect_timeout=t), "GCSStore('gs://bkt/p'): connect_"),
+    (
+        lambda t: AzureStore("az://data/p", account_name="acct", read_timeout=t),
+        "AzureStore('az://data/p'): connect_timeout",
+    ),
+    (lambda t: OCIStore("oci://bkt@ns/p", read_timeout=t), "OCIStore('oci://bkt@ns/p'): connect"),
+    (
+        lambda t: DatabricksVolumeStore("dbfs:/Volumes/c/s/v", read_timeout=t),
+        "DatabricksVolumeStore('dbfs:/Volumes/c/s/v'): read_timeout",
+    ),
+    (lambda t: HTTPStore("http://h/x", timeout=t), "HTTPStore('http://h/x'): timeout"),
+    (lambda t: ObstoreClient.gcs("gs://bkt/p", read_timeout=t), "obstore client of"),
+]
+
+
+@pytest.mark.parametrize(("make", "named"), _TIMED)
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan")])
+def test_every_backend_refuses_a_timeout_that_is_not_positive_in_the_same_words(
+    make: Callable[[float], object], named: str, bad: float
+):
+    with pytest.raises(ConfigurationError, match="timeouts must be positive numbers of s") as info:
+        make(bad)
+    assert named in str(info.value)
+
+
+class ThroughStore(MemoryStore):
+    """A store whose reads go to another store (as S3Store's go to obstore's), writes not."""
+
+    def __init__(self, fast: BaseStore | None, refuse: bool = False) -> None:
+        super().__init__()
+        self.fast = fast
+        self.refuse = refuse  # the fast reader cannot be settled (an SDK error)
+
+    def _key(self, key: str) -> str:
+        if "?" in key:  # a backend's own key rule (Azure's), checked before any reader
+            raise ConfigurationError(f"{key!r}: no '?'")
+        return super()._key(key)
+
+    def _fast_reader(self) -> BaseStore | None:
+        if self.refuse:
+            raise OSError("the fast client could not be made")
+        return self.fast
+
+
+def test_reads_go_through_a_fast_reader_after_the_key_is_checked():
+    fast = MemoryStore({"a": b"0123456789"})
+    store = ThroughStore(fast)
+    assert store.get_bytes("a") == b"0123456789"
+    assert store.get_range("a", 2, 5) == b"234"
+    assert store.info("a").size == 10
+    assert store.exists("a")
+    assert store.calls == []  # none of its own primitives read
+    assert [call[0] for call in fast.calls] == ["read", "read", "head", "head"]
+    with pytest.raises(ObjectNotFoundError, match="mem://root/b"):  # the reader's error, as is
+        store.get_range("b", 0, 1)
+    with pytest.raises(ConfigurationError, match="no '\\?'"):
+        store.get_bytes("a?x")
+    with pytest.raises(ConfigurationError):  # the range checked by the reader, before a request
+        store.get_range("a", 5, 4)
+    assert len(fast.calls) == 5
+    assert ThroughStore(None, refuse=False).exists("a") is False  # no reader: its primitives
+
+
+def test_a_fast_reader_that_cannot_be_made_fails_the_read_as_a_store_error():
+    store = ThroughStore(None, refuse=True)
+    with pytest.raises(StorageError, match="reading mem://root/a failed") as info:
+        store.get_bytes("a")
+    assert isinstance(info.value.__cause__, OSError)

@@ -151,7 +151,7 @@ class ReadPolicy:
     range_whole_bytes: int = 256 * _KIB
     range_gap_bytes: int = 64 * _KIB
     range_shard_share: float = 0.25
-    range_requests: int = 64
+    range_requests: int = 32
     prefetch_factor: int = 4
     first_rows: int = 1
     in_order_spread: int = 2

@@ -545,6 +545,11 @@ def main() -> int:
                 # litdata's boto3 and obstore clients take the endpoint from AWS_ENDPOINT_URL.
                 os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint,
                                   AWS_ENDPOINT_URL=link.endpoint)  # fmt: skip
+                # shardstream's own switches (SHARDSTREAM_S3_CLIENT, ...) reach its workers.
+                os.environ.update({k: v for k, v in saved.items() if k.startswith("SHARDSTREAM_")})
+                report["shardstream_env"] = {
+                    k: v for k, v in saved.items() if k.startswith("SHARDSTREAM_")
+                }
                 bench = Bench(args, Runner(pythons, tmp, args.timeout), link)
                 report["libs"] = bench.libs
                 epochs = (

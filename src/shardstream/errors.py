@@ -44,6 +44,7 @@ mosaicml-streaming raises in its place, so that code written against it still ca
     └── StorageError(OSError)                    an object store refused or failed a request
         ├── CredentialsError                     the store rejected (or found no) credentials
         ├── ObjectNotFoundError(FileNotFoundError)  no object under a key
+        ├── ObjectChangedError                   an object is no longer the version listed
         └── DownloadTimeoutError(TimeoutError)   a download's requests ran past their timeout
 """
 
@@ -69,6 +70,7 @@ __all__ = [
     "MissingColumnError",
     "MissingDependencyError",
     "NoMatchingFieldsError",
+    "ObjectChangedError",
     "ObjectNotFoundError",
     "SampleEncodingError",
     "SampleKeyError",
@@ -297,6 +299,10 @@ class CredentialsError(StorageError):
 
 class ObjectNotFoundError(StorageError, FileNotFoundError):
     """No object exists under the requested key."""
+
+
+class ObjectChangedError(StorageError):
+    """An object was rewritten since it was listed: a read tied to the listed version refused."""
 
 
 class DownloadTimeoutError(StorageError, TimeoutError):

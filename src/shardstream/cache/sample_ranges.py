@@ -14,21 +14,31 @@ offset table is checked against the index (sample count, the file's size as the 
 offsets in order), each range's length against what was asked for, and a view hands out only
 the samples that were read. A compressed shard (zstd, gzip, ...) cannot be read by range: its
 samples wait for the whole shard.
+
+Every range is tied to the version of the shard that the start's listing named (its tag in
+the cache's record, ``cache/provenance.py``: an ETag, a GCS generation, a local file's
+identity), by a conditional request (``If-Match``, ``ifGenerationMatch``): a shard rewritten
+in place between its header's range and its samples' is refused, never read as a mix of two
+versions, and its samples come from its whole download instead. A shard whose store cannot
+tie a range, or that the record does not name with its index size, is not read by range.
 """
 
 from __future__ import annotations
 
 import logging
 import mmap
+import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, Future, as_completed
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from shardstream.cache.layout import STATE_FOLDER
+from shardstream.cache.provenance import read_record
 from shardstream.cache.shard_cache import ShardCache
-from shardstream.errors import ShardFormatError
+from shardstream.errors import ObjectChangedError, ShardFormatError
 from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.index import ShardEntry
 from shardstream.format.mds import MDSSchema, MDSShardView, parse_offsets
@@ -50,13 +60,19 @@ class SampleRanges:
         cache: The node's shard cache (its streams' stores, index entries and files).
         whole_bytes: A shard up to this size is read in one range, header and samples.
         gap_bytes: Samples of one shard this close are read in one range.
+        in_flight: Requests sent at once, in threads of their own (``0``: as many as the pool
+            handed to :meth:`views` has threads).
     """
 
-    def __init__(self, cache: ShardCache, *, whole_bytes: int, gap_bytes: int) -> None:
+    def __init__(
+        self, cache: ShardCache, *, whole_bytes: int, gap_bytes: int, in_flight: int = 0
+    ) -> None:
         self.cache = cache
         self.whole_bytes = whole_bytes
         self.gap_bytes = gap_bytes
+        self.in_flight = in_flight
         self._said_compressed = False
+        self._listed: dict[int, Mapping[str, str]] = {}
 
     def readable(self, shard: int, *, small: bool = True) -> bool:
         """Whether ``shard``'s samples can be read by range: an uncompressed remote MDS shard.
@@ -83,7 +99,27 @@ class SampleRanges:
             return False
         if not small and entry.raw_data.bytes <= self.whole_bytes:
             return False
+        if self._listed_tag(number, entry) is None:
+            return False
         return not self.cache.is_present(shard)
+
+    def _listed_tag(self, number: int, entry: ShardEntry) -> str | None:
+        """The version tag the start's listing gave the shard's object, if its ranges can be tied.
+
+        ``None`` when the stream's store cannot tie a range to a version, or the cache's
+        record of the listing does not name the object with the index's size and a tag.
+        """
+        stream = self.cache.streams[number]
+        if not getattr(stream.store, "ties_ranges", False):
+            return None
+        listed = self._listed.get(number)
+        if listed is None:
+            assert stream.store is not None
+            record = read_record(os.path.join(stream.local, STATE_FOLDER))
+            mine = record is not None and record.remote == stream.store.url("")
+            listed = self._listed[number] = record.objects if record is not None and mine else {}
+        size, _, tag = listed.get(entry.raw_data.basename, "").partition(":")
+        return tag if tag and size == str(entry.raw_data.bytes) else None
 
     def views(
         self,
@@ -93,14 +129,17 @@ class SampleRanges:
     ) -> dict[int, ShardView]:
         """A view of the samples ``wanted[shard]`` of each shard, read by ranges in ``pool``.
 
-        Every shard of ``wanted`` must be :meth:`readable`. The requests run in ``pool``, as
-        many at once as it has threads; a shard's offset table comes first (unless the shard is
-        read in one range), then its samples.
+        The requests run in ``pool``, as many at once as it has threads (or, with ``in_flight``,
+        in threads of their own, up to that many at once); a shard's offset table comes first
+        (unless the shard is
+        read in one range), then its samples. A shard rewritten since it was listed has no view
+        (its ranges are refused), nor one not :meth:`readable`: their samples are to be read
+        from their whole downloads.
 
         Args:
             wanted: Shard -> the indices (within it) of the samples to read.
             schema: The columns of a shard (its index entry's, as the reader holds them).
-            pool: Where the requests run.
+            pool: Where the requests run (unless ``in_flight``).
 
         Raises:
             ShardFormatError: A shard's bytes disagree with its index entry (the message names
@@ -108,36 +147,69 @@ class SampleRanges:
             StorageError: A request failed after its retries, or a range came back short.
         """
         cache = self.cache
-        reads = {
-            shard: _ShardRead(shard, *cache.locate(shard), cache, self.whole_bytes, self.gap_bytes)
-            for shard in wanted
-        }
+        reads: dict[int, _ShardRead] = {}
+        for shard in wanted:
+            number, entry = cache.locate(shard)
+            tag = self._listed_tag(number, entry)
+            if tag is not None:  # else not readable(): read whole
+                reads[shard] = _ShardRead(
+                    shard, number, entry, cache, tag, self.whole_bytes, self.gap_bytes
+                )
+        own = None
+        if self.in_flight and reads:
+            # A round trip for every ``in_flight`` requests: a batch spread over hundreds of
+            # shards would otherwise wait one per fetch thread's share of them.
+            threads = min(self.in_flight, len(reads) + sum(map(len, wanted.values())))
+            pool = own = ThreadPoolExecutor(threads, thread_name_prefix="shardstream-ranges")
         firsts: dict[Future[bytes], _ShardRead] = {}
         for read in reads.values():
             firsts[pool.submit(read.get, 0, read.first_range())] = read
         seconds: dict[Future[bytes], tuple[_ShardRead, int, int]] = {}
+        changed: set[int] = set()
         try:
             for future in as_completed(firsts):
                 read = firsts[future]
-                read.take_head(future.result())
+                if (head := _unless_changed(future, read, changed)) is None:
+                    continue
+                read.take_head(head)
                 for begin, end in read.sample_ranges(wanted[read.shard]):
                     seconds[pool.submit(read.get, begin, end)] = (read, begin, end)
             for future in as_completed(seconds):
                 read, begin, _ = seconds[future]
-                read.take(begin, future.result())
+                if (data := _unless_changed(future, read, changed)) is not None:
+                    read.take(begin, data)
         except BaseException:
             for future in [*firsts, *seconds]:
                 future.cancel()
             raise
-        return {shard: read.view(schema(shard), wanted[shard]) for shard, read in reads.items()}
+        finally:
+            if own is not None:
+                own.shutdown(wait=False, cancel_futures=True)
+        return {
+            shard: read.view(schema(shard), wanted[shard])
+            for shard, read in reads.items()
+            if shard not in changed
+        }
+
+
+def _unless_changed(future: Future[bytes], read: _ShardRead, changed: set[int]) -> bytes | None:
+    """A range's bytes; ``None`` once its shard was refused as rewritten since it was listed."""
+    try:
+        data = future.result()
+    except ObjectChangedError as exc:
+        if read.shard not in changed:
+            changed.add(read.shard)
+            logger.warning("%s (its samples come from the whole shard instead)", exc)
+        return None
+    return None if read.shard in changed else data
 
 
 class _ShardRead:
     """One shard's ranges: the first (header, or the whole small shard), then its samples."""
 
     def __init__(
-        self, shard: int, number: int, entry: ShardEntry, cache: ShardCache, whole_bytes: int,
-        gap_bytes: int,
+        self, shard: int, number: int, entry: ShardEntry, cache: ShardCache, tag: str,
+        whole_bytes: int, gap_bytes: int,
     ) -> None:  # fmt: skip
         stream = cache.streams[number]
         assert stream.store is not None
@@ -147,6 +219,7 @@ class _ShardRead:
         self.options: DownloadOptions = stream.options
         self.key = entry.raw_data.basename
         self.url = self.store.url(self.key)
+        self.tag = tag
         self.size = entry.raw_data.bytes
         self.whole = self.size <= whole_bytes
         self.gap_bytes = gap_bytes
@@ -158,9 +231,13 @@ class _ShardRead:
         return self.size if self.whole else min(self.size, 4 * (self.entry.samples + 2))
 
     def get(self, begin: int, end: int) -> bytes:
-        """Bytes ``begin .. end - 1`` of the shard, with the stream's deadline and retries."""
+        """Bytes ``begin .. end - 1`` of the listed version, with the stream's deadline and retries.
+
+        Raises:
+            ObjectChangedError: The shard was rewritten since it was listed.
+        """
         data = timed_request(
-            lambda: self.store.get_range(self.key, begin, end),
+            lambda: self.store.get_range(self.key, begin, end, if_match=self.tag),
             self.options,
             f"reading bytes {begin}-{end - 1} of {self.url}",
         )

@@ -86,7 +86,10 @@ class OpenShards:
         # times are fresh then).
         self._marked: set[int] = set()
         self._ranges = SampleRanges(
-            cache, whole_bytes=policy.range_whole_bytes, gap_bytes=policy.range_gap_bytes
+            cache,
+            whole_bytes=policy.range_whole_bytes,
+            gap_bytes=policy.range_gap_bytes,
+            in_flight=policy.range_requests,
         )
 
     def __contains__(self, shard: int) -> bool:

@@ -107,6 +107,9 @@ class ReadPolicy:
         range_shard_share: ... and small shards not at all when the first batch needs this
             share of the dataset's shards or more: the epoch needs them whole at once, and a
             range would make each cross the link twice.
+        range_requests: ... with up to this many requests in flight at once, in threads of
+            their own: a batch spread over a few hundred shards then waits about one round
+            trip, not one for each fetch thread's share of them.
         prefetch_factor: Batches each DataLoader worker may have ahead (when the caller sets
             none).
         first_rows: Batches the first decode of an epoch takes: one, so that the first batch
@@ -153,6 +156,7 @@ class ReadPolicy:
     range_whole_bytes: int = 256 * _KIB
     range_gap_bytes: int = 64 * _KIB
     range_shard_share: float = 0.25
+    range_requests: int = 32
     prefetch_factor: int = 4
     first_rows: int = 1
     in_order_spread: int = 2

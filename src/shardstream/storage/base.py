@@ -57,13 +57,16 @@ class ObjectStore(Publisher, Protocol):
     def get_bytes(self, key: str) -> bytes:
         """The whole object under ``key``."""
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         """Bytes ``start .. end - 1`` of the object under ``key`` (``0 <= start <= end``).
 
         A range that runs past the end of the object raises
         :class:`~shardstream.errors.StorageError` (never a short read); ``start > end`` or a
         negative ``start`` raises :class:`~shardstream.errors.ConfigurationError`. An empty
-        range (``start == end``) returns ``b""`` without asking the store.
+        range (``start == end``) returns ``b""`` without asking the store. With ``if_match`` (a
+        listing's version tag), the bytes come only from that version of the object, else
+        :class:`~shardstream.errors.ObjectChangedError`; a store that cannot tie a range to a
+        version raises :class:`~shardstream.errors.UnsupportedURLError`.
         """
 
     def info(self, key: str) -> ObjectInfo:

@@ -32,7 +32,7 @@ from typing import Any
 
 from shardstream import config
 from shardstream._optional import require
-from shardstream.errors import ConfigurationError
+from shardstream.errors import ConfigurationError, ObjectChangedError
 from shardstream.storage._fsspec_store import FsspecStore
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
@@ -130,6 +130,7 @@ class GCSStore(FsspecStore):
 
     _lists_from_key = True  # the JSON API's startOffset
     _identifies_reads = True  # a media GET's x-goog-generation
+    _ties_ranges = True  # a media GET's ifGenerationMatch
     _default_endpoint = "Google Cloud Storage (no STORAGE_EMULATOR_HOST)"
     _credentials_text = _CREDENTIALS_HELP
 
@@ -256,6 +257,25 @@ class GCSStore(FsspecStore):
         if length.isdigit() and int(length) != len(data):
             generation = None  # decoded on the way (gzip): the body is not the stored object
         return bytes(data), ObjectInfo(size=len(data), etag=str(generation) if generation else None)
+
+    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
+        """One ranged media GET with ``ifGenerationMatch``; the generation it answered compared.
+
+        ``etag`` is the object's generation, as a listing gives it.
+        """
+        filesystem = self._filesystem()
+        try:
+            headers, data = filesystem.call(
+                "GET", filesystem.url(self._path(key)), ifGenerationMatch=etag,
+                headers={"Range": f"bytes={start}-{end - 1}"},
+            )  # fmt: skip
+        except Exception as exc:
+            if _status(exc) == 412:
+                raise ObjectChangedError(self.url(key)) from None
+            raise
+        if str(headers.get("x-goog-generation", "")) != etag:  # a server that ignored it
+            raise ObjectChangedError(self.url(key))
+        return bytes(data)
 
     def _etag(self, details: dict[str, Any]) -> str | None:
         generation = details.get("generation")

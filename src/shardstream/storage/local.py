@@ -11,7 +11,12 @@ import stat
 import uuid
 from collections.abc import Iterable, Iterator
 
-from shardstream.errors import DISK_FULL_ERRNOS, ObjectNotFoundError, StorageError
+from shardstream.errors import (
+    DISK_FULL_ERRNOS,
+    ObjectChangedError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.store_base import Failure, Kind, WritableStore
 
@@ -99,6 +104,7 @@ class LocalStore(WritableStore):
     # way), and is never split, as every range would walk the whole folder again.
     _lists_from_key = False
     _identifies_reads = True  # the open file's inode, size and modification time
+    _ties_ranges = True  # the open file's identity, before and after the read
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -197,6 +203,22 @@ class LocalStore(WritableStore):
                 f"reading {self.url(key)} failed: the file changed while it was read"
             )
         return data, before
+
+    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
+        """The range, if the open file's identity (:func:`file_identity`) is ``etag`` throughout."""
+        fd = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            before = os.fstat(fd)
+            if file_identity(before) != etag:
+                raise ObjectChangedError(self.url(key))
+            if end > before.st_size:
+                raise self._past_the_end(key, start, end, before.st_size)
+            data = self._pread(fd, key, start, end)
+            if file_identity(os.fstat(fd)) != etag:  # written in place while read
+                raise ObjectChangedError(self.url(key))
+        finally:
+            os.close(fd)
+        return data
 
     def _pread(self, fd: int, key: str, start: int, stop: int) -> bytes:
         parts = []

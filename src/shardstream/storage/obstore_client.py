@@ -31,6 +31,7 @@ from shardstream import config
 from shardstream.errors import (
     ConfigurationError,
     CredentialsError,
+    ObjectChangedError,
     StorageError,
     UnsupportedURLError,
 )
@@ -86,6 +87,7 @@ class ObstoreClient(WritableStore):
     """
 
     _identifies_reads = True  # a GET's ETag and size
+    _ties_ranges = True  # a ranged GET's If-Match, and the ETag it answered
     _clients = ("_store",)  # made on first use, and again in a forked child
 
     def __init__(
@@ -277,6 +279,25 @@ class ObstoreClient(WritableStore):
         options = {"range": {"offset": start}} if start else None  # a suffix GET
         return self._call(lambda obstore, store: bytes(
             obstore.get(store, key, options=options).bytes()))  # fmt: skip
+
+    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
+        """One ranged GET with ``If-Match``; the ETag it answered compared too.
+
+        The ETag the answer carries is compared too, for a server that ignores ``If-Match``.
+        """
+        changed = self._errors.PreconditionError
+        options = {"range": (start, end), "if_match": f'"{etag}"'}
+
+        def get(obstore: ModuleType, store: Any) -> bytes:
+            try:
+                result = obstore.get(store, key, options=options)
+            except changed:
+                raise ObjectChangedError(self.url(key)) from None
+            if tag(result.meta.get("e_tag")) != etag:
+                raise ObjectChangedError(self.url(key))
+            return bytes(result.bytes())
+
+        return self._call(get)
 
     def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
         """One GET of the whole object, with the size and ETag of its own answer."""

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from shardstream.errors import ConfigurationError, CredentialsError, ObjectNotFoundError
+from shardstream.errors import (
+    ConfigurationError,
+    CredentialsError,
+    ObjectChangedError,
+    ObjectNotFoundError,
+)
 
 __all__ = ["backoff_delays", "is_transient"]
 
@@ -30,9 +35,12 @@ def backoff_delays(
 def is_transient(exc: BaseException) -> bool:
     """Whether a failed storage request may succeed if tried again.
 
-    Any ``OSError`` is, except a missing object, refused credentials and a bad argument: those
-    answers do not change by asking again. Other exceptions are bugs and are never retried.
+    Any ``OSError`` is, except a missing object, an object no longer the version asked for,
+    refused credentials and a bad argument: those answers do not change by asking again.
+    Other exceptions are bugs and are never retried.
     """
-    if isinstance(exc, (ObjectNotFoundError, CredentialsError, ConfigurationError)):
+    if isinstance(
+        exc, (ObjectNotFoundError, ObjectChangedError, CredentialsError, ConfigurationError)
+    ):
         return False
     return isinstance(exc, OSError)

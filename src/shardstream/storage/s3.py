@@ -22,7 +22,7 @@ from typing import Any
 
 from shardstream import config
 from shardstream._optional import require
-from shardstream.errors import ConfigurationError
+from shardstream.errors import ConfigurationError, ObjectChangedError
 from shardstream.storage import _aws_chain
 from shardstream.storage.answers import range_header, tag
 from shardstream.storage.base import ObjectInfo
@@ -54,6 +54,7 @@ _AUTH_CODES = frozenset(
 )
 
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "404", "NotFound"})
+_CHANGED_CODES = frozenset({"PreconditionFailed", "412"})  # If-Match refused
 
 _CREDENTIALS_HELP = (
     "S3 credentials come from the standard AWS chain: the AWS_ACCESS_KEY_ID and "
@@ -95,6 +96,7 @@ class S3Store(WritableStore):
 
     _lists_from_key = True  # ListObjectsV2's StartAfter
     _identifies_reads = True  # a GET's ETag and Content-Length
+    _ties_ranges = True  # a ranged GET's If-Match
     _clients = ("_fs", "_client", "_obstore")  # a forked child settles its own
     _default_endpoint = "AWS (no S3_ENDPOINT_URL)"
     _credentials_text = _CREDENTIALS_HELP
@@ -187,6 +189,28 @@ class S3Store(WritableStore):
             data: bytes = body.read()  # botocore checks the length against Content-Length
         finally:
             body.close()
+        return data
+
+    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
+        """One ranged GET with ``If-Match`` through botocore; the ETag it answered compared too."""
+        bucket, name = self._bucket_and_name(key)
+        options = self._request_options()
+        try:
+            response = self._reader().get_object(
+                Bucket=bucket, Key=name, Range=f"bytes={start}-{end - 1}", IfMatch=f'"{etag}"',
+                **options,
+            )  # fmt: skip
+        except Exception as exc:
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") in _CHANGED_CODES:
+                raise ObjectChangedError(self.url(key)) from None
+            raise
+        body = response["Body"]
+        try:
+            data: bytes = body.read()  # botocore checks the length against Content-Length
+        finally:
+            body.close()
+        if str(response.get("ETag", "")).strip('"') != etag:  # a server that ignored If-Match
+            raise ObjectChangedError(self.url(key))
         return data
 
     def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:

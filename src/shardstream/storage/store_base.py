@@ -8,6 +8,9 @@ base builds the whole :class:`~shardstream.storage.base.ObjectStore` contract on
 - ``_list_page(prefix, start_after, token)``: one page of a listing and the token of the next;
 - ``_read_info(key)`` (optional): a whole object and the identity its own answer gave (size and
   version tag), so that bytes read before a listing can be matched with it;
+- ``_read_if(key, start, end, etag)`` (optional): a byte range of the object only while its
+  version tag is still ``etag`` (a conditional request), so that ranges read one by one are
+  all of the version a listing named;
 - ``_classify(exc)``: whether an SDK's exception means a missing object, refused credentials,
   a range past the end, or another failure of the store (or is no store error at all).
 
@@ -37,6 +40,7 @@ from typing import Any, TypeVar
 from shardstream.errors import (
     ConfigurationError,
     CredentialsError,
+    ObjectChangedError,
     ObjectNotFoundError,
     ShardstreamError,
     StorageError,
@@ -104,6 +108,8 @@ class BaseStore:
     _clients: tuple[str, ...] = ()
     #: Whether ``_read_info`` is implemented: a read returns the identity of what it read.
     _identifies_reads = False
+    #: Whether ``_read_if`` is implemented: a ranged read can be tied to a version tag.
+    _ties_ranges = False
 
     def __init__(self) -> None:
         self._pid = os.getpid()
@@ -144,6 +150,14 @@ class BaseStore:
 
         From the read's own answer (its headers, or the open file's status), never from a
         second request, which could see another version than the bytes.
+        """
+        raise NotImplementedError
+
+    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
+        """Bytes ``start .. end - 1`` of the object if its version tag is ``etag``; may be short.
+
+        Raises :class:`~shardstream.errors.ObjectChangedError` (no message needed: the base
+        words it) when the object's tag is another, from the answer to the same request.
         """
         raise NotImplementedError
 
@@ -251,26 +265,60 @@ class BaseStore:
             )
         return data, info
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
+    @property
+    def ties_ranges(self) -> bool:
+        """Whether :meth:`get_range` takes ``if_match`` (else it raises ``UnsupportedURLError``)."""
+        try:
+            reader = self._fast_reader()
+        except Exception:  # noqa: BLE001 - a read reports it; here it only means "not through it"
+            reader = None
+        return self._ties_ranges if reader is None else reader.ties_ranges
+
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         """Bytes ``start .. end - 1`` of the object under ``key``, in one ranged request.
+
+        Args:
+            key: The object's key.
+            start: The first byte.
+            end: One past the last byte.
+            if_match: A version tag (a listing's ``ObjectInfo.etag``): the bytes only if the
+                object is still that version, so that ranges read one by one never mix two
+                versions of an object rewritten in between.
 
         Raises:
             ConfigurationError: The range is negative or reversed.
+            UnsupportedURLError: ``if_match`` given to a store that cannot tie a range to a
+                version (:attr:`ties_ranges`).
+            ObjectChangedError: The object is no longer the version ``if_match`` names.
             ObjectNotFoundError: No object under ``key``.
             CredentialsError: The store refused the credentials, or none were found.
             StorageError: The range runs past the end of the object, or the request failed.
         """
         self._key(key)
         if (through := self._reads_through(key)) is not None:
-            return through.get_range(key, start, end)
+            return through.get_range(key, start, end, if_match=if_match)
         check_range(start, end, self.url(key))
+        if if_match is not None and not self.ties_ranges:
+            raise UnsupportedURLError(
+                f"reading {self.url(key)}: {type(self).__name__} cannot tie a byte range to a "
+                "version of the object; read it without if_match, or whole"
+            )
         if start == end:
             if self._empty_range_asks and end > (size := self.info(key).size):
                 raise self._past_the_end(key, start, end, size)
             return b""
         try:
             with self._boundary("reading", key):
-                data = self._read(key, start, end)
+                if if_match is None:
+                    data = self._read(key, start, end)
+                else:
+                    data = self._read_if(key, start, end, if_match)
+        except ObjectChangedError:
+            raise ObjectChangedError(
+                f"reading bytes {start}-{end - 1} of {self.url(key)}: the {self._noun} was "
+                f"rewritten since it was listed (version {if_match!r} asked, the store holds "
+                "another); read it again from its new listing"
+            ) from None
         except PastTheEnd:
             raise self._past_the_end(key, start, end, self.info(key).size) from None
         if len(data) != end - start:

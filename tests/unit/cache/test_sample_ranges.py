@@ -15,8 +15,10 @@ import pytest
 
 from shardstream import MDSWriter
 from shardstream.cache import CacheStream, ShardCache
+from shardstream.cache.layout import STATE_FOLDER
+from shardstream.cache.provenance import SourceRecord, identity
 from shardstream.cache.sample_ranges import SampleRanges
-from shardstream.errors import ShardFormatError, StorageError
+from shardstream.errors import ShardFormatError
 from shardstream.format.index import parse_index
 from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.pipeline.policy import ReadPolicy
@@ -36,11 +38,11 @@ def _ranges(cache: ShardCache) -> SampleRanges:
     )
 
 
-def _write(folder: Path, samples: int = 40) -> None:
+def _write(folder: Path, samples: int = 40, seed: int = 0) -> None:
     columns = {"id": "int", "pad": "bytes", "vec": "ndarray:float32:3"}
     with MDSWriter(out=str(folder), columns=columns, size_limit=620_000) as writer:
         for i in range(samples):
-            rng = np.random.default_rng(i)
+            rng = np.random.default_rng(seed + i)
             writer.write({
                 "id": i,
                 "pad": rng.integers(0, 256, PAYLOAD + i, dtype=np.uint8).tobytes(),
@@ -48,9 +50,18 @@ def _write(folder: Path, samples: int = 40) -> None:
             })  # fmt: skip
 
 
-def _cache(remote: Path, local: Path) -> ShardCache:
+def _cache(remote: Path, local: Path, store: LocalStore | None = None) -> ShardCache:
+    store = LocalStore(str(remote)) if store is None else store
     entries = parse_index((remote / "index.json").read_bytes(), source=str(remote))
-    return ShardCache([CacheStream(str(local), LocalStore(str(remote)), entries)])
+    _record(store, local)
+    return ShardCache([CacheStream(str(local), store, entries)])
+
+
+def _record(store: LocalStore, local: Path) -> None:
+    """The cache's record of a listing of ``store`` now, as a start writes it."""
+    listing = {key: identity(info) for key, info in store.list_info().items()}
+    os.makedirs(local / STATE_FOLDER, exist_ok=True)
+    SourceRecord(store.url(""), listing, complete=True).write(str(local / STATE_FOLDER))
 
 
 def _whole(remote: Path, cache: ShardCache, shard: int) -> MDSShardView:
@@ -115,11 +126,15 @@ def test_a_shard_that_disagrees_with_its_index_is_an_error_naming_it(tmp_path):
     data = bytearray(path.read_bytes())
     data[0:4] = (int.from_bytes(data[0:4], "little") - 1).to_bytes(4, "little")  # header lies
     path.write_bytes(bytes(data))
+    _record(LocalStore(str(remote)), local)  # listed so: the ranges are of the listed version
     with ThreadPoolExecutor(2) as pool, pytest.raises(ShardFormatError, match=name):
         _ranges(cache).views({1: [0]}, _schema(cache), pool)
     os.truncate(path, 1000)  # shorter than the index says
-    with ThreadPoolExecutor(2) as pool, pytest.raises((StorageError, ShardFormatError), match=name):
-        _ranges(cache).views({1: [0]}, _schema(cache), pool)
+    with ThreadPoolExecutor(2) as pool:  # and than it was listed: not read by range at all
+        assert _ranges(cache).views({1: [0]}, _schema(cache), pool) == {}
+    _record(LocalStore(str(remote)), local)  # listed so: the index and the listing disagree
+    with ThreadPoolExecutor(2) as pool:
+        assert _ranges(cache).views({1: [0]}, _schema(cache), pool) == {}
 
 
 def test_only_uncompressed_remote_mds_shards_not_in_the_cache_are_readable(tmp_path):
@@ -142,9 +157,9 @@ class _CountingStore(LocalStore):
         super().__init__(root)
         self.asked: list[tuple[int, int]] = []
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         self.asked.append((start, end))
-        return super().get_range(key, start, end)
+        return super().get_range(key, start, end, if_match=if_match)
 
 
 @pytest.mark.parametrize(
@@ -158,12 +173,56 @@ class _CountingStore(LocalStore):
 def test_the_policy_sizes_decide_the_ranges(tmp_path, whole_bytes, gap_bytes, requests):
     remote, local = tmp_path / "remote", tmp_path / "local"
     _write(remote)
-    entries = parse_index((remote / "index.json").read_bytes(), source=str(remote))
     store = _CountingStore(str(remote))
-    cache = ShardCache([CacheStream(str(local), store, entries)])
+    cache = _cache(remote, local, store)
     reader = SampleRanges(cache, whole_bytes=whole_bytes, gap_bytes=gap_bytes)
     with ThreadPoolExecutor(2) as pool:
         view = reader.views({0: [1, 17]}, _schema(cache), pool)[0]
     assert len(store.asked) == requests
     whole = _whole(remote, cache, 0)
     assert bytes(view.get(17)["pad"]) == bytes(whole.get(17)["pad"])
+
+
+class _RewritingStore(LocalStore):
+    """A folder store whose one shard is rewritten in place right after its header is read."""
+
+    def __init__(self, root: str, key: str, new: bytes) -> None:
+        super().__init__(root)
+        self.key, self.new, self.rewritten = key, new, False
+
+    def get_range(self, key: str, start: int, end: int, **tie: str | None) -> bytes:
+        data = super().get_range(key, start, end, **tie)
+        if key == self.key and start == 0 and not self.rewritten:
+            self.rewritten = True
+            with open(os.path.join(self.root, key), "r+b") as handle:  # in place, same size
+                handle.write(self.new)
+        return data
+
+
+def test_a_shard_rewritten_between_its_header_and_its_samples_is_never_mixed(tmp_path, caplog):
+    remote, local, other = tmp_path / "remote", tmp_path / "local", tmp_path / "other"
+    _write(remote)
+    _write(other, seed=1000)  # the same sizes and offsets, other payloads
+    name = "shard.00000.mds"
+    new = (other / name).read_bytes()
+    old = (remote / name).read_bytes()
+    assert len(new) == len(old)
+    assert new != old
+    assert new[:200] == old[:200]
+    store = _RewritingStore(str(remote), name, new)
+    cache = _cache(remote, local, store)
+    wanted = {0: [1, 17], 1: [0, 19]}
+    with ThreadPoolExecutor(1) as pool:  # the header's range, then the samples': in order
+        views = _ranges(cache).views(wanted, _schema(cache), pool)
+    assert store.rewritten
+    # The rewritten shard has no view (its samples come from its whole download); the other
+    # is read as listed.
+    if 0 in views:  # never the new version's samples under the old header
+        old_view = MDSShardView(old, _schema(cache)(0), len(views[0]), source="old")
+        for index in wanted[0]:
+            assert bytes(views[0].get(index)["pad"]) == bytes(old_view.get(index)["pad"])
+    assert 0 not in views
+    whole = _whole(remote, cache, 1)
+    for index in wanted[1]:
+        assert bytes(views[1].get(index)["pad"]) == bytes(whole.get(index)["pad"])
+    assert any(name in r.getMessage() and "rewritten" in r.getMessage() for r in caplog.records)

@@ -40,10 +40,10 @@ class CountingStore(LocalStore):
         self._note(key)
         return super().get_bytes(key)
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         if start == 0:
             self._note(key)
-        return super().get_range(key, start, end)
+        return super().get_range(key, start, end, if_match=if_match)
 
     def copy_into(self, key: str, fd: int) -> int:  # how a folder on a local disk is fetched
         self._note(key)
@@ -236,7 +236,7 @@ class SlowNetworkStore:
     def get_bytes(self, key: str) -> bytes:
         return self._request(lambda: self.local.get_bytes(key))
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         return self._request(lambda: self.local.get_range(key, start, end))
 
     def __getattr__(self, name: str) -> Any:  # info, exists, list, put_file...

@@ -38,7 +38,7 @@ class SilentStore:
         self._wait()
         return b"x" * 100
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         self._wait()
         return b"x" * (end - start)
 

@@ -75,7 +75,7 @@ class MemoryStore:
         answer = self._enter("get_bytes")
         return answer if answer is not None else self._object(key)
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         answer = self._enter("get_range")
         return answer if answer is not None else self._object(key)[start:end]
 
@@ -587,7 +587,7 @@ class CountingStore(MemoryStore):
         self.most_bytes_in_flight = 0
         self._gathered = threading.Condition(self._lock)
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         with self._lock:
             self.bytes_in_flight += end - start
             self.most_bytes_in_flight = max(self.most_bytes_in_flight, self.bytes_in_flight)
@@ -597,7 +597,7 @@ class CountingStore(MemoryStore):
         try:
             if gathering:  # a moment beside the others: a request past the budget would show
                 time.sleep(0.05)
-            return super().get_range(key, start, end)
+            return super().get_range(key, start, end, if_match=if_match)
         finally:
             with self._lock:
                 self.bytes_in_flight -= end - start
@@ -682,9 +682,9 @@ class CopyCountingStore(LocalStore):
         self.calls["get_bytes"] += 1
         return super().get_bytes(key)
 
-    def get_range(self, key: str, start: int, end: int) -> bytes:
+    def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         self.calls["get_range"] += 1
-        return super().get_range(key, start, end)
+        return super().get_range(key, start, end, if_match=if_match)
 
 
 def test_a_folder_on_a_local_disk_is_copied_not_requested(

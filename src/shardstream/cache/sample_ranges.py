@@ -21,6 +21,8 @@ identity), by a conditional request (``If-Match``, ``ifGenerationMatch``): a sha
 in place between its header's range and its samples' is refused, never read as a mix of two
 versions, and its samples come from its whole download instead. A shard whose store cannot
 tie a range, or that the record does not name with its index size, is not read by range.
+While the start's listing is still under way (``cache/listing_check.py``), the ranges wait for
+it; the whole shards do not.
 """
 
 from __future__ import annotations
@@ -99,9 +101,20 @@ class SampleRanges:
             return False
         if not small and entry.raw_data.bytes <= self.whole_bytes:
             return False
-        if self._listed_tag(number, entry) is None:
+        if not self._may_tie(number, entry):
             return False
         return not self.cache.is_present(shard)
+
+    def _may_tie(self, number: int, entry: ShardEntry) -> bool:
+        """Whether the shard's ranges are tied to its listed version (or may be: see below).
+
+        While the start's listing is under way its tags are still to come: :meth:`views`
+        waits for them.
+        """
+        check = self.cache.streams[number].check
+        if check is not None and not check.done:
+            return bool(getattr(self.cache.streams[number].store, "ties_ranges", False))
+        return self._listed_tag(number, entry) is not None
 
     def _listed_tag(self, number: int, entry: ShardEntry) -> str | None:
         """The version tag the start's listing gave the shard's object, if its ranges can be tied.
@@ -150,6 +163,11 @@ class SampleRanges:
         reads: dict[int, _ShardRead] = {}
         for shard in wanted:
             number, entry = cache.locate(shard)
+            check = cache.streams[number].check
+            if check is not None and number not in self._listed:
+                # The tags come from the start's listing, which may still be under way; whole
+                # fetches go on meanwhile, and a shard the listing does not name is read whole.
+                check.wait()
             tag = self._listed_tag(number, entry)
             if tag is not None:  # else not readable(): read whole
                 reads[shard] = _ShardRead(

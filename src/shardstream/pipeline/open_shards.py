@@ -24,14 +24,11 @@ from shardstream.format.shard_view import ShardView
 from shardstream.pipeline.batch_assembly import Gather
 from shardstream.pipeline.policy import ReadPolicy
 
-__all__ = ["RANGED_BYTES_SHARE", "OpenShards", "ShardSource"]
+__all__ = ["OpenShards", "ShardSource"]
 
 logger = logging.getLogger(__name__)
 
 _REOPEN_ATTEMPTS = 3  # a shard evicted between being fetched and being opened is fetched again
-#: The most of its large shards' bytes a first batch reads by ranges: those shards are fetched
-#: whole beside the ranges, so the ranged bytes cross the link twice (a cold epoch's cost).
-RANGED_BYTES_SHARE = 1 / 32
 
 
 class ShardSource(Protocol):
@@ -178,7 +175,7 @@ class OpenShards:
         whole for the rest of the epoch). Small shards (one range each) are not, when the
         batch needs the policy's ``range_shard_share`` of the dataset's shards or more; larger
         shards are not, when the batch's samples of them hold more than
-        :data:`RANGED_BYTES_SHARE` of their bytes.
+        the policy's ``range_bytes_share`` of their bytes.
         """
         wanted: dict[int, list[int]] = {}
         for shard, index in zip(shards, local, strict=True):
@@ -193,7 +190,7 @@ class OpenShards:
         large = [shard for shard in readable if self._bytes(shard) > self.policy.range_whole_bytes]
         if large:
             ranged = self.mean_sample_bytes(large) * sum(len(readable[s]) for s in large)
-            if ranged > RANGED_BYTES_SHARE * sum(self._bytes(shard) for shard in large):
+            if ranged > self.policy.range_bytes_share * sum(self._bytes(shard) for shard in large):
                 for shard in large:  # fetched whole: a range would carry much of it again
                     del readable[shard]
         if not readable:

@@ -110,6 +110,9 @@ class ReadPolicy:
         range_requests: ... with up to this many requests in flight at once, in threads of
             their own: a batch spread over a few hundred shards then waits about one round
             trip, not one for each fetch thread's share of them.
+        range_bytes_share: ... and large shards not at all when the batch's samples of them
+            hold this share of their bytes or more: ranged bytes cross the link twice, since
+            the whole shard follows.
         prefetch_factor: Batches each DataLoader worker may have ahead (when the caller sets
             none).
         first_rows: Batches the first decode of an epoch takes: one, so that the first batch
@@ -157,6 +160,7 @@ class ReadPolicy:
     range_gap_bytes: int = 64 * _KIB
     range_shard_share: float = 0.25
     range_requests: int = 32
+    range_bytes_share: float = 1 / 32
     prefetch_factor: int = 4
     first_rows: int = 1
     in_order_spread: int = 2

@@ -23,7 +23,6 @@ import pstats
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -134,8 +133,9 @@ def main() -> int:
         TTFB,
         TTFB_SAMPLES_PER_SHARD,
         TTFB_SIZE_LIMIT,
-        LinkProcess,
         link_arguments,
+        linked,
+        scratch,
         upload_folder,
     )
 
@@ -148,44 +148,37 @@ def main() -> int:
     from benchmarks.download_bench import server_environment
     from benchmarks.streaming_bench import Runner
 
-    tmp = tempfile.mkdtemp(prefix="shardstream-first-batch-")
     link_args = link_arguments(args)
-    saved = dict(os.environ)
-    try:
-        with run_seaweedfs(Path(tmp) / "seaweedfs") as server:
-            runner = Runner({"shardstream": sys.executable}, tmp, 600)
-            folder = runner.fresh("data")
-            params = {**TTFB, "samples": args.shards * TTFB_SAMPLES_PER_SHARD}
-            os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])
-            runner("shardstream", "write", params, out=folder, size_limit=TTFB_SIZE_LIMIT)
-            url = upload_folder(server, folder, f"profile-{args.shards}")
-            link = LinkProcess(server.endpoint.rsplit("/", 1)[1], tmp, link_args, "profile")
-            try:
-                os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint)
-                trees = {"this tree": str(REPO / "src")}
-                if args.baseline_src:
-                    trees["baseline"] = args.baseline_src
-                for repeat, (tree, src) in enumerate(
-                    (tree, src) for _ in range(args.repeats) for tree, src in trees.items()
-                ):
-                    cache = os.path.join(tmp, f"cache-{repeat}")
-                    environ = dict(os.environ, PYTHONPATH=os.pathsep.join([src, str(REPO)]))
-                    done = subprocess.run(
-                        [sys.executable, __file__, "--child", url, cache], env=environ,
-                        capture_output=True, text=True, check=True, timeout=300,
-                    )  # fmt: skip
-                    print(tree, flush=True)
-                    if done.stderr.strip():
-                        print(done.stderr, file=sys.stderr)
-                    run = json.loads(done.stdout.strip().splitlines()[-1])
-                    print(json.dumps(summary(run, args.latency_ms / 1e3), indent=1), flush=True)
-                    shutil.rmtree(cache, ignore_errors=True)
-            finally:
-                link.stop()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with (
+        scratch("shardstream-first-batch-") as tmp,
+        run_seaweedfs(Path(tmp) / "seaweedfs") as server,
+    ):
+        runner = Runner({"shardstream": sys.executable}, tmp, 600)
+        folder = runner.fresh("data")
+        params = {**TTFB, "samples": args.shards * TTFB_SAMPLES_PER_SHARD}
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), str(REPO)])
+        runner("shardstream", "write", params, out=folder, size_limit=TTFB_SIZE_LIMIT)
+        url = upload_folder(server, folder, f"profile-{args.shards}")
+        with linked(server, tmp, link_args, "profile") as link:
+            os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint)
+            trees = {"this tree": str(REPO / "src")}
+            if args.baseline_src:
+                trees["baseline"] = args.baseline_src
+            for repeat, (tree, src) in enumerate(
+                (tree, src) for _ in range(args.repeats) for tree, src in trees.items()
+            ):
+                cache = os.path.join(tmp, f"cache-{repeat}")
+                environ = dict(os.environ, PYTHONPATH=os.pathsep.join([src, str(REPO)]))
+                done = subprocess.run(
+                    [sys.executable, __file__, "--child", url, cache], env=environ,
+                    capture_output=True, text=True, check=True, timeout=300,
+                )  # fmt: skip
+                print(tree, flush=True)
+                if done.stderr.strip():
+                    print(done.stderr, file=sys.stderr)
+                run = json.loads(done.stdout.strip().splitlines()[-1])
+                print(json.dumps(summary(run, args.latency_ms / 1e3), indent=1), flush=True)
+                shutil.rmtree(cache, ignore_errors=True)
     return 0
 
 

@@ -129,6 +129,29 @@ class LinkProcess:
 
 
 @contextmanager
+def linked(server: Any, folder: str, args: list[str], name: str) -> Iterator[LinkProcess]:
+    """A link in front of ``server`` for the ``with`` block, stopped at its end."""
+    link = LinkProcess(server.endpoint.rsplit("/", 1)[1], folder, args, name)
+    try:
+        yield link
+    finally:
+        link.stop()
+
+
+@contextmanager
+def scratch(prefix: str) -> Iterator[str]:
+    """A scratch folder for the ``with`` block; at its end it goes and ``os.environ`` is back."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    saved = dict(os.environ)
+    try:
+        yield tmp
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
 def _suppress_missing() -> Iterator[None]:
     with suppress(FileNotFoundError):
         yield
@@ -527,7 +550,6 @@ def main() -> int:
             args.libs = ",".join(name for name in args.libs.split(",") if name != lib)
     parts = set(args.parts.split(","))
     scale = QUICK_SCALE if args.quick else 1
-    tmp = tempfile.mkdtemp(prefix="shardstream-wan-bench-")
     report: dict[str, Any] = {
         "machine": machine(), "quick": args.quick, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "settings": {"latency_ms": args.latency_ms, "jitter_ms": args.jitter_ms,
@@ -535,43 +557,35 @@ def main() -> int:
         "command": " ".join(sys.argv), "platform": platform.platform(),
     }  # fmt: skip
     saved = dict(os.environ)
-    try:
-        with run_seaweedfs(Path(tmp) / "seaweedfs") as server:
-            if "link" in parts:
-                report["link"] = link_checks(server, tmp, args)
-            link = LinkProcess(server.endpoint.rsplit("/", 1)[1], tmp, link_arguments(args), "run")
-            try:
-                os.environ.clear()
-                # litdata's boto3 and obstore clients take the endpoint from AWS_ENDPOINT_URL.
-                os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint,
-                                  AWS_ENDPOINT_URL=link.endpoint)  # fmt: skip
-                # shardstream's own switches (SHARDSTREAM_S3_CLIENT, ...) reach its workers.
-                os.environ.update({k: v for k, v in saved.items() if k.startswith("SHARDSTREAM_")})
-                report["shardstream_env"] = {
-                    k: v for k, v in saved.items() if k.startswith("SHARDSTREAM_")
-                }
-                bench = Bench(args, Runner(pythons, tmp, args.timeout), link)
-                report["libs"] = bench.libs
-                epochs = (
-                    cold_epochs(bench, server, scale, measure="epoch" in parts)
-                    if parts & {"epoch", "resume"}
-                    else {}
-                )
-                if "epoch" in parts:
-                    report["cold_epoch"] = epochs
-                if "ttfb" in parts:
-                    report["first_batch"] = first_batches(bench, server, scale)
-                if "download" in parts:
-                    report["download"] = one_shard(bench, server, scale)
-                if "resume" in parts:
-                    report["resume"] = resumes(bench, epochs["small-1KiB"])
-                report["link_total"] = link.counters()
-            finally:
-                link.stop()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with scratch("shardstream-wan-bench-") as tmp, run_seaweedfs(Path(tmp) / "seaweedfs") as server:
+        if "link" in parts:
+            report["link"] = link_checks(server, tmp, args)
+        with linked(server, tmp, link_arguments(args), "run") as link:
+            os.environ.clear()
+            # litdata's boto3 and obstore clients take the endpoint from AWS_ENDPOINT_URL.
+            os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint,
+                              AWS_ENDPOINT_URL=link.endpoint)  # fmt: skip
+            # shardstream's own switches (SHARDSTREAM_S3_CLIENT, ...) reach its workers.
+            os.environ.update({k: v for k, v in saved.items() if k.startswith("SHARDSTREAM_")})
+            report["shardstream_env"] = {
+                k: v for k, v in saved.items() if k.startswith("SHARDSTREAM_")
+            }
+            bench = Bench(args, Runner(pythons, tmp, args.timeout), link)
+            report["libs"] = bench.libs
+            epochs = (
+                cold_epochs(bench, server, scale, measure="epoch" in parts)
+                if parts & {"epoch", "resume"}
+                else {}
+            )
+            if "epoch" in parts:
+                report["cold_epoch"] = epochs
+            if "ttfb" in parts:
+                report["first_batch"] = first_batches(bench, server, scale)
+            if "download" in parts:
+                report["download"] = one_shard(bench, server, scale)
+            if "resume" in parts:
+                report["resume"] = resumes(bench, epochs["small-1KiB"])
+            report["link_total"] = link.counters()
     return finish(report, args)
 
 

@@ -160,7 +160,7 @@ def main() -> int:
     from tests.integration.seaweedfs import run_seaweedfs
 
     from benchmarks.download_bench import server_environment
-    from benchmarks.wan_bench import SHARD_BYTES, WORKLOADS, LinkProcess, upload_folder
+    from benchmarks.wan_bench import SHARD_BYTES, WORKLOADS, linked, scratch, upload_folder
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -190,77 +190,69 @@ def main() -> int:
     from shardstream import MDSWriter
 
     variants = args.variants.split(",")
-    tmp = tempfile.mkdtemp(prefix="shardstream-wan-profile-")
     report: dict[str, Any] = {}
-    saved = dict(os.environ)
-    try:
-        with run_seaweedfs(Path(tmp) / "seaweedfs") as server:
-            link = LinkProcess(server.endpoint.rsplit("/", 1)[1], tmp,
-                               ["--link-mbps", str(args.link_mbps)], "profile")  # fmt: skip
-            try:
-                for name in args.workloads.split(","):
-                    spec = dict(WORKLOADS[name])
-                    spec["samples"] //= 16 if args.quick else 1
-                    payloads = Payloads(spec["samples"], spec["size"], spec["jitter"], SEED,
-                                        spec.get("tokens", 0))  # fmt: skip
-                    folder = os.path.join(tmp, name)
-                    with MDSWriter(out=folder, columns=payloads.columns, compression=None,
-                                   hashes=None, size_limit=SHARD_BYTES) as writer:  # fmt: skip
-                        for index in range(payloads.samples):
-                            writer.write(payloads.sample(index))
-                    remote = upload_folder(server, folder, name)
-                    shutil.rmtree(folder)
-                    os.environ.clear()
-                    os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint,
-                                      AWS_ENDPOINT_URL=link.endpoint)  # fmt: skip
-                    for workers in [int(w) for w in args.workers.split(",")]:
-                        runs = []
-                        for repeat in range(args.repeats * len(variants)):
-                            variant = variants[repeat % len(variants)]
-                            cache = tempfile.mkdtemp(dir=tmp)
-                            trace = tempfile.mkdtemp(dir=tmp)
-                            result_path = os.path.join(trace, "result.json")
-                            traces = os.path.join(trace, "requests")
-                            os.makedirs(traces)
-                            environ = dict(os.environ, PYTHONPATH=f"{REPO / 'src'}:{REPO}")
-                            if variant == "base":  # another source tree (--base-src)
-                                environ["PYTHONPATH"] = f"{args.base_src}:{REPO}"
-                            if variant == "obstore":  # listings through obstore too
-                                environ["SHARDSTREAM_S3_CLIENT"] = "obstore"
-                            subprocess.run(
-                                [sys.executable, __file__, "--child", "--spec", json.dumps(spec),
-                                 "--data", remote, "--cache", cache, "--trace", traces,
-                                 "--result", result_path, "--workers", str(workers),
-                                 *(["--no-ranges"] if variant == "no-ranges" else [])],
-                                env=environ, check=True, timeout=600,
-                            )  # fmt: skip
-                            with open(result_path, encoding="utf-8") as handle:
-                                result = json.load(handle)
-                            found = phases(result, traces, args.link_mbps * 1e6, args.show)
-                            runs.append({"variant": variant, **found})
-                            print(f"{name} w={workers} {variant}: " + ", ".join(
-                                f"{k} {v:.3f}" for k, v in found.items()), flush=True)  # fmt: skip
-                            shutil.rmtree(cache, ignore_errors=True)
-                            shutil.rmtree(trace, ignore_errors=True)
-                        for variant in variants:
-                            mine = [r for r in runs if r["variant"] == variant]
-                            median = {k: statistics.median(r[k] for r in mine)
-                                      for k in found}  # fmt: skip
-                            report[f"{name} w={workers} {variant}"] = {
-                                "runs": mine,
-                                "median": median,
-                            }
-                            print(
-                                f"== {name} w={workers} {variant} median: "
-                                + ", ".join(f"{k} {v:.3f}" for k, v in median.items()),
-                                flush=True,
-                            )
-            finally:
-                link.stop()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with (
+        scratch("shardstream-wan-profile-") as tmp,
+        run_seaweedfs(Path(tmp) / "seaweedfs") as server,
+        linked(server, tmp, ["--link-mbps", str(args.link_mbps)], "profile") as link,
+    ):
+        for name in args.workloads.split(","):
+            spec = dict(WORKLOADS[name])
+            spec["samples"] //= 16 if args.quick else 1
+            payloads = Payloads(spec["samples"], spec["size"], spec["jitter"], SEED,
+                                spec.get("tokens", 0))  # fmt: skip
+            folder = os.path.join(tmp, name)
+            with MDSWriter(out=folder, columns=payloads.columns, compression=None,
+                           hashes=None, size_limit=SHARD_BYTES) as writer:  # fmt: skip
+                for index in range(payloads.samples):
+                    writer.write(payloads.sample(index))
+            remote = upload_folder(server, folder, name)
+            shutil.rmtree(folder)
+            os.environ.clear()
+            os.environ.update(server_environment(server), S3_ENDPOINT_URL=link.endpoint,
+                              AWS_ENDPOINT_URL=link.endpoint)  # fmt: skip
+            for workers in [int(w) for w in args.workers.split(",")]:
+                runs = []
+                for repeat in range(args.repeats * len(variants)):
+                    variant = variants[repeat % len(variants)]
+                    cache = tempfile.mkdtemp(dir=tmp)
+                    trace = tempfile.mkdtemp(dir=tmp)
+                    result_path = os.path.join(trace, "result.json")
+                    traces = os.path.join(trace, "requests")
+                    os.makedirs(traces)
+                    environ = dict(os.environ, PYTHONPATH=f"{REPO / 'src'}:{REPO}")
+                    if variant == "base":  # another source tree (--base-src)
+                        environ["PYTHONPATH"] = f"{args.base_src}:{REPO}"
+                    if variant == "obstore":  # listings through obstore too
+                        environ["SHARDSTREAM_S3_CLIENT"] = "obstore"
+                    subprocess.run(
+                        [sys.executable, __file__, "--child", "--spec", json.dumps(spec),
+                         "--data", remote, "--cache", cache, "--trace", traces,
+                         "--result", result_path, "--workers", str(workers),
+                         *(["--no-ranges"] if variant == "no-ranges" else [])],
+                        env=environ, check=True, timeout=600,
+                    )  # fmt: skip
+                    with open(result_path, encoding="utf-8") as handle:
+                        result = json.load(handle)
+                    found = phases(result, traces, args.link_mbps * 1e6, args.show)
+                    runs.append({"variant": variant, **found})
+                    print(f"{name} w={workers} {variant}: " + ", ".join(
+                        f"{k} {v:.3f}" for k, v in found.items()), flush=True)  # fmt: skip
+                    shutil.rmtree(cache, ignore_errors=True)
+                    shutil.rmtree(trace, ignore_errors=True)
+                for variant in variants:
+                    mine = [r for r in runs if r["variant"] == variant]
+                    median = {k: statistics.median(r[k] for r in mine)
+                              for k in found}  # fmt: skip
+                    report[f"{name} w={workers} {variant}"] = {
+                        "runs": mine,
+                        "median": median,
+                    }
+                    print(
+                        f"== {name} w={workers} {variant} median: "
+                        + ", ".join(f"{k} {v:.3f}" for k, v in median.items()),
+                        flush=True,
+                    )
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(report, handle, indent=1)

@@ -123,7 +123,7 @@ class Columns(_Decode):
         later_rows: int | None = None  # judged once, from the first batch's shards
         reads = GroupReads(ahead=route.read_ahead)
         maker = self._opened.gatherer
-        gather = maker() if route.gather and maker is not None else None
+        gather = maker(self._policy.gather_min_groups) if route.gather and maker else None
         first = True
         try:
             for batch in self.fetch:

@@ -110,7 +110,7 @@ class Fetch(Stepped[LocatedBatch]):
                         opened.release(shard)  # the first batch's, or an earlier epoch's
                 ranged: dict[int, ShardView] = {}
                 if first and self._ranges:
-                    ahead.fetch_large_now(needed, self._policy.range_whole_bytes, self._policy)
+                    ahead.fetch_large_now(needed, self._policy)
                     ranged = opened.read_by_ranges(shards.tolist(), local.tolist(), pool)
                 ahead.plan(needed, needed_at, whole_later=ranged.keys())
                 for row in range(rows):
@@ -196,8 +196,8 @@ class _LookAhead:
                     pending[shard] = self._pool.submit(self._scope.run, opened.fetch_in_pool, shard)
             self._next += 1
 
-    def fetch_large_now(self, shards: list[int], above: int, policy: ReadPolicy) -> None:
-        """Start fetching whole every shard of ``shards`` larger than ``above`` bytes, now.
+    def fetch_large_now(self, shards: list[int], policy: ReadPolicy) -> None:
+        """Start fetching whole every shard of ``shards`` above ``range_whole_bytes``, now.
 
         The first batch's shards whose samples are read by ranges: their ranges cost round
         trips, not the link's bytes, so the whole shards' transfer runs beside them instead
@@ -209,7 +209,8 @@ class _LookAhead:
         large = [
             shard for shard in shards
             if shard not in pending and shard not in self._opened
-            and cache.locate(shard)[1].raw_data.bytes > above and not cache.is_present(shard)
+            and cache.locate(shard)[1].raw_data.bytes > policy.range_whole_bytes
+            and not cache.is_present(shard)
         ]  # fmt: skip
         if not large:
             return

@@ -68,7 +68,7 @@ class OpenShards:
         makers = {getattr(source, "gatherer", None) for source in self.datasets}
         #: Makes a gatherer of batches across shards (one per epoch's decode stage), when
         #: every source has the same one; else ``None``.
-        self.gatherer: Callable[[], Gather] | None = makers.pop() if len(makers) == 1 else None
+        self.gatherer: Callable[[int], Gather] | None = makers.pop() if len(makers) == 1 else None
         self.cache = cache
         self.policy = policy
         self._stream_of_shard = np.repeat(

@@ -113,6 +113,8 @@ class ReadPolicy:
         range_bytes_share: ... and large shards not at all when the batch's samples of them
             hold this share of their bytes or more: ranged bytes cross the link twice, since
             the whole shard follows.
+        gather_min_groups: A table's batch drawn from fewer row groups is gathered group by
+            group: an unshuffled batch crossing into the next group needs no copy of either.
         prefetch_factor: Batches each DataLoader worker may have ahead (when the caller sets
             none).
         first_rows: Batches the first decode of an epoch takes: one, so that the first batch
@@ -161,6 +163,7 @@ class ReadPolicy:
     range_shard_share: float = 0.25
     range_requests: int = 32
     range_bytes_share: float = 1 / 32
+    gather_min_groups: int = 3
     prefetch_factor: int = 4
     first_rows: int = 1
     in_order_spread: int = 2

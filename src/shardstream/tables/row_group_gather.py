@@ -38,11 +38,11 @@ class RowGroupGather:
     :meth:`RowGroupView.gather_columns` is.
 
     Args:
-        min_groups: Batches from fewer row groups are gathered group by group (an unshuffled
-            batch that crosses from one row group into the next needs no copy of either).
+        min_groups: Batches from fewer row groups are gathered group by group (the policy's
+            ``gather_min_groups``).
     """
 
-    def __init__(self, min_groups: int = 3) -> None:
+    def __init__(self, min_groups: int) -> None:
         self._min_groups = min_groups
         self._kinds: Kinds | None = None  # of the columns held; () once they cannot be held
         self._arrays: list[NDArray[Any]] = []

@@ -8,15 +8,17 @@ MDS shards read through ``StreamingDataset`` and ``LocalDataset``, and Parquet f
 through ``ParquetDataset``. Each measurement is a fresh process run with ``PYTHONPATH`` set to
 one tree: it opens the dataset, reads every sample once (shards opened, pages warm), then
 times ``--reads`` random ``ds[i]`` by ``time.process_time`` (CPU time, robust to a loaded
-machine). The trees alternate ABBA over ``--rounds`` rounds; the medians and each tree's
-spread are printed, and the new tree's median as a ratio of the old one's.
+machine). The trees alternate ABBA over ``--rounds`` rounds (``abba.py``: both trees copied
+under one folder of ``/tmp``, the same heap settings, pinned to one core); the medians are
+printed, and the new tree's over the old one's, the median over paired runs with its
+bootstrap 95% interval. ``compare_trees.py`` runs the same measurement among its rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -24,7 +26,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for benchmarks.abba
+
+from benchmarks import abba
+
 KINDS = ("streaming", "local", "parquet")
+NAMES = {"streaming": "StreamingDataset", "local": "LocalDataset", "parquet": "ParquetDataset"}
 
 
 def build(folder: Path, rows: int) -> None:
@@ -50,8 +57,19 @@ def build(folder: Path, rows: int) -> None:
         pq.write_table(table, folder / "parquet" / f"part-{part}.parquet", row_group_size=5000)
 
 
-def measure(kind: str, folder: Path, reads: int) -> float:
-    """CPU seconds of ``reads`` random ``ds[i]`` on the ``kind`` dataset (in this process)."""
+def _parquet_dataset(root: str) -> Any:
+    """A ``ParquetDataset`` over the files at ``root``, wherever the tree keeps the class."""
+    try:
+        dataset = importlib.import_module("shardstream.tables.dataset")
+        layouts = importlib.import_module("shardstream.tables.layout_index")
+    except ImportError:  # a tree from before tables/ was a folder of its own
+        dataset = importlib.import_module("shardstream.dataset.parquet")
+        layouts = importlib.import_module("shardstream.cache.parquet_index")
+    return dataset.ParquetDataset(root, layouts.local_layouts(root))
+
+
+def measure(kind: str, folder: Path, reads: int) -> tuple[float, float]:
+    """CPU and wall seconds of ``reads`` random ``ds[i]`` on the ``kind`` dataset (here)."""
     import time
 
     import numpy as np
@@ -66,23 +84,20 @@ def measure(kind: str, folder: Path, reads: int) -> float:
 
         ds = LocalDataset(str(folder / "mds"))
     else:
-        from shardstream.tables.dataset import ParquetDataset
-        from shardstream.tables.layout_index import local_layouts
-
-        root = str(folder / "parquet")
-        ds = ParquetDataset(root, local_layouts(root))
+        ds = _parquet_dataset(str(folder / "parquet"))
     size = len(ds)
     for i in range(size):  # every shard opened, every page in
         ds[i]
     keys = np.random.default_rng(11).integers(0, size, reads).tolist()
+    wall = time.perf_counter()
     start = time.process_time()
     for key in keys:
         ds[key]
-    return time.process_time() - start
+    return time.process_time() - start, time.perf_counter() - wall
 
 
 def child(args: argparse.Namespace) -> None:
-    print(json.dumps({kind: measure(kind, Path(args.data), args.reads) for kind in KINDS}))
+    print(json.dumps({kind: measure(kind, Path(args.data), args.reads)[0] for kind in KINDS}))
 
 
 def main() -> None:
@@ -99,35 +114,33 @@ def main() -> None:
         return
     if not args.trees:
         parser.error("--trees OLD_SRC NEW_SRC is required")
-    trees = [str(Path(tree).resolve()) for tree in args.trees]
-    times: dict[str, dict[str, list[float]]] = {t: {k: [] for k in KINDS} for t in ("old", "new")}
-    with tempfile.TemporaryDirectory(prefix="getitem-bench-") as scratch:
+    times: dict[str, dict[str, list[float]]] = {t: {k: [] for k in KINDS} for t in abba.TREES}
+    with tempfile.TemporaryDirectory(prefix="getitem-bench-", dir="/tmp") as scratch:
         folder = Path(scratch)
-        code = (
-            "from pathlib import Path; from benchmarks.getitem_bench import build; "
-            f"build(Path({str(folder)!r}), {args.rows})"
-        )
-        path = f"{trees[1]}:{Path(__file__).resolve().parent.parent}"
-        env = {**os.environ, "PYTHONPATH": path}
-        subprocess.run([sys.executable, "-c", code], check=True, env=env)
-        order = [("old", 0), ("new", 1), ("new", 1), ("old", 0)]
-        for _ in range(args.rounds):
-            for name, tree in order:
-                env = {**os.environ, "PYTHONPATH": trees[tree]}
-                command = [sys.executable, __file__, "--child-data", str(folder)]
-                command += ["--reads", str(args.reads)]
-                out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
-                for kind, seconds in json.loads(out.stdout.splitlines()[-1]).items():
-                    times[name][kind].append(seconds)
+        paths = [str(Path(tree).resolve()) for tree in args.trees]
+        sources = dict(zip(abba.TREES, paths, strict=True))
+        trees = abba.copy_trees(sources, folder)
+        code = f"from pathlib import Path; from benchmarks.getitem_bench import build; build(Path({str(folder)!r}), {args.rows})"  # noqa: E501
+        subprocess.run([sys.executable, "-c", code], check=True, env=abba.tree_env(trees["after"]))
+        for _, name in abba.abba(args.rounds):
+            command = [sys.executable, __file__, "--child-data", str(folder)]
+            command += ["--reads", str(args.reads)]
+            out = subprocess.run(
+                abba.pinned(command), env=abba.tree_env(trees[name]), check=True,
+                capture_output=True, text=True,
+            )  # fmt: skip
+            for kind, seconds in json.loads(out.stdout.splitlines()[-1]).items():
+                times[name][kind].append(seconds)
     report: dict[str, Any] = {"reads": args.reads, "rounds": args.rounds, "kinds": {}}
     for kind in KINDS:
-        old, new = statistics.median(times["old"][kind]), statistics.median(times["new"][kind])
-        report["kinds"][kind] = {"old": times["old"][kind], "new": times["new"][kind]}
+        old, new = times["before"][kind], times["after"][kind]
+        comparison = abba.compare(old, new)
+        report["kinds"][kind] = {"old": old, "new": new, **comparison.as_dict()}
         print(
-            f"{kind:10s} old {old * 1e6 / args.reads:6.2f} us  new {new * 1e6 / args.reads:6.2f}"
-            f" us a read  new/old {new / old:.3f}  (old {min(times['old'][kind]):.3f}-"
-            f"{max(times['old'][kind]):.3f} s, new {min(times['new'][kind]):.3f}-"
-            f"{max(times['new'][kind]):.3f} s)"
+            f"{kind:10s} old {statistics.median(old) * 1e6 / args.reads:6.2f} us  new "
+            f"{statistics.median(new) * 1e6 / args.reads:6.2f} us a read  new/old "
+            f"{comparison.ratio:.3f} ({comparison.low:.3f}-{comparison.high:.3f}, "
+            f"{abba.verdict(comparison)})"
         )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -569,6 +569,7 @@ def resume(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
     checker.labels = [np.asarray(saved["labels"], dtype=np.int64)]
     checker.failures = saved["failures"]
     started = time.perf_counter()
+    cpu_started = time.process_time()
     dataset, loader = make_loader(
         args.lib, args.data, args.cache, args.batch_size, args.workers, tokens=bool(args.tokens)
     )
@@ -577,6 +578,7 @@ def resume(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
     iterator = iter(loader)
     checker.batch(next(iterator))
     first = time.perf_counter()
+    cpu = time.process_time() - cpu_started  # this process's threads, not its workers'
     for batch in iterator:
         checker.batch(batch)
     rest = time.perf_counter() - first
@@ -584,6 +586,7 @@ def resume(args: argparse.Namespace, payloads: Payloads) -> dict[str, Any]:
     del iterator, loader, dataset
     return {
         "resume_seconds": first - started,
+        "resume_cpu_seconds": cpu,
         "construct_seconds": constructed - started,
         "rest_seconds": rest,
         "samples_before": len(saved["labels"]),

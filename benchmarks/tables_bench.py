@@ -25,8 +25,10 @@ exactly once, so a fast wrong answer cannot win.
 
 ``--baseline-src`` compares two trees on the same files: each table, format and batch size is
 measured in a fresh process per tree (``PYTHONPATH`` set to this tree's ``src`` or the
-baseline's), ``--rounds`` rounds taking turns in ABBA order; each tree's ratios to the floor
-(of its own process) are reported as their median over the rounds.
+baseline's), ``--rounds`` rounds taking turns in ABBA order (``abba.py``: both trees copied
+under ``/tmp``, the same heap settings, pinned to one core); each tree's ratios to the floor
+(of its own process) are reported as their median over the rounds, and after's CPU time over
+before's as the median over paired runs with its bootstrap 95% interval.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # for benchmarks.report
 
-from benchmarks.report import format_table, machine, worker_env, write_report  # noqa: E402
+from benchmarks import abba  # noqa: E402
+from benchmarks.report import format_table, machine, write_report  # noqa: E402
 
 FILES = 8
 METHODS = ("floor", "unshuffled", "shuffled")
@@ -179,12 +182,13 @@ def measure(folder: str, kind: str, batch: int, rows: int, repeats: int) -> dict
 
 
 def measure_in(src: str, folder: str, kind: str, batch: int, rows: int, repeats: int) -> Any:
-    """:func:`measure` in a fresh process importing shardstream from ``src``."""
+    """:func:`measure` in a fresh process importing shardstream from ``src`` (``abba.py``)."""
     command = [
         sys.executable, __file__, "--child", folder, kind, str(batch), str(rows), str(repeats)
     ]  # fmt: skip
-    env = worker_env(PYTHONPATH=os.pathsep.join([src, str(HERE.parent)]))
-    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        abba.pinned(command), env=abba.tree_env(src), capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -192,11 +196,9 @@ def compare(
     trees: dict[str, str], folder: str, kind: str, batch: int, rows: int, repeats: int, rounds: int
 ) -> dict[str, Any]:
     """Each tree's :func:`measure` in ``rounds`` rounds (ABBA), and the medians of its ratios."""
-    names = list(trees)
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    for number in range(rounds):
-        for name in names if number % 2 == 0 else names[::-1]:
-            runs[name].append(measure_in(trees[name], folder, kind, batch, rows, repeats))
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    for _, name in abba.abba(rounds):
+        runs[name].append(measure_in(trees[name], folder, kind, batch, rows, repeats))
     out: dict[str, Any] = {}
     for name, results in runs.items():
         out[name] = {
@@ -208,6 +210,13 @@ def compare(
             },
             "checks_passed": all(r[m]["checks_passed"] for r in results for m in METHODS),
         }
+    for method in METHODS[1:]:  # after's CPU time over before's, runs paired (abba.compare)
+        comparison = abba.compare(
+            *([r[method]["cpu_s"] for r in runs[name]] for name in abba.TREES)
+        )
+        out[f"{method}_after_over_before"] = {
+            **comparison.as_dict(), "verdict": abba.verdict(comparison)
+        }  # fmt: skip
     return out
 
 
@@ -243,9 +252,12 @@ def main() -> None:
     table = [["table", "format, batch", *(f"{m} rows/s" for m in METHODS), "ratio", "cpu ratio"]]
     if args.baseline_src:
         table = [["table", "format, batch", "cpu ratio: before", "after", "shuffled costs"]]
-        trees = {"before": os.path.abspath(args.baseline_src), "after": str(HERE.parent / "src")}
-        report["trees"] = trees
-    with tempfile.TemporaryDirectory(prefix="shardstream-tables-bench-") as tmp:
+        table[0].append("after/before cpu")
+        sources = {"before": os.path.abspath(args.baseline_src), "after": str(HERE.parent / "src")}
+        report["trees"] = sources
+    with tempfile.TemporaryDirectory(prefix="shardstream-tables-bench-", dir="/tmp") as tmp:
+        if args.baseline_src:  # both trees copied side by side (abba.copy_trees)
+            trees = abba.copy_trees(sources, Path(tmp) / "trees")
         folders = build(Path(tmp), rows, row_group, args.tables)
         for name, kinds in folders.items():
             for kind, folder in kinds.items():
@@ -277,19 +289,28 @@ def main() -> None:
         method["checks_passed"]
         for result in report["results"].values()
         for method in result.values()
+        if "checks_passed" in method
     )  # per method, or (--baseline-src) per tree
     report["seconds"] = time.perf_counter() - started
     write_report(report, args.out)
 
 
 def _compared(both: dict[str, Any]) -> list[str]:
-    """Unshuffled / shuffled CPU ratios to the floor before and after; shuffled's cost after."""
+    """The cells of one row of two trees compared.
+
+    Unshuffled / shuffled CPU ratios to the floor before and after; shuffled's cost after;
+    after's CPU time over before's, unshuffled / shuffled (``abba.compare``).
+    """
     cells = [
         " / ".join(f"{both[tree][f'{m}_cpu_ratio_to_floor']:.2f}" for m in METHODS[1:])
         for tree in ("before", "after")
     ]
     after = both["after"]
-    return [*cells, f"{after['shuffled_cpu_s'] / after['unshuffled_cpu_s']:.1f}x"]
+    changes = " / ".join(
+        f"{change['ratio']:.2f} ({change['verdict']})"
+        for change in (both[f"{m}_after_over_before"] for m in METHODS[1:])
+    )
+    return [*cells, f"{after['shuffled_cpu_s'] / after['unshuffled_cpu_s']:.1f}x", changes]
 
 
 if __name__ == "__main__":

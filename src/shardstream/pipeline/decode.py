@@ -36,6 +36,7 @@ from shardstream.pipeline.open_shards import OpenShards
 from shardstream.pipeline.policy import ReadPolicy, Route
 from shardstream.pipeline.read_ahead import GroupReads
 from shardstream.pipeline.stage import StageState, Stepped
+from shardstream.sampling.distinct import distinct_inverse
 
 __all__ = ["Batch", "Columns", "Ids", "Samples", "file_runs"]
 
@@ -211,7 +212,7 @@ def file_runs(rows: list[LocatedBatch], policy: ReadPolicy) -> SampleRuns | None
         return None
     shards = np.fromiter(itertools.chain.from_iterable(row.shards for row in rows), np.int64)
     local = np.fromiter(itertools.chain.from_iterable(row.local for row in rows), np.int64)
-    unique, which = np.unique(shards, return_inverse=True)
+    unique, which = distinct_inverse(shards)
     lowest = np.full(len(unique), np.iinfo(np.int64).max)
     highest = np.full(len(unique), -1)
     np.minimum.at(lowest, which, local)
@@ -231,7 +232,7 @@ def _batch_runs(
     files = _sample_files(views)
     if files is None:
         return None
-    unique, which = np.unique(np.asarray(shards, np.int64), return_inverse=True)
+    unique, which = distinct_inverse(np.asarray(shards, np.int64))
     picked = np.asarray(local, np.int64)
     return SampleRuns([files[s] for s in unique.tolist()], which.astype(np.int64), picked)
 

@@ -34,6 +34,7 @@ from shardstream.pipeline.open_shards import OpenShards, ShardSource
 from shardstream.pipeline.plan import IdPlan, Plan
 from shardstream.pipeline.policy import ReadPolicy, Route
 from shardstream.pipeline.stage import Stage, StageState, drain
+from shardstream.sampling.distinct import distinct
 
 __all__ = ["Batch", "SampleReader"]
 
@@ -107,7 +108,7 @@ class SampleReader:
         at = 0 if state is None else state["batch"] * batch_size
         if decode == "columns" and for_worker and ids[at:].size:
             first = np.searchsorted(self.shard_starts, ids[at : at + batch_size], side="right") - 1
-            mean = self.open.mean_sample_bytes(np.unique(first).tolist())
+            mean = self.open.mean_sample_bytes(distinct(first).tolist())
         return self.policy.route(
             decode, hand_over=for_worker, mean_sample_bytes=mean, width=batch_size,
             gathers=self.open.gatherer is not None,

@@ -30,6 +30,7 @@ from shardstream.pipeline.plan import Plan
 from shardstream.pipeline.policy import ReadPolicy
 from shardstream.pipeline.stage import StageState, Stepped
 from shardstream.sampling.distinct import first_occurrences
+from shardstream.sampling.intervals import count_at_most
 from shardstream.storage.cancel import LET_GO_S, CancelScope
 
 __all__ = ["Fetch", "last_uses", "locate"]
@@ -144,7 +145,8 @@ def locate(
         ``(shards, local, needed, needed_at)``: arrays shaped as ``batches``, then each
         distinct shard once with the flat position where it is first needed, by position.
     """
-    shards = np.searchsorted(shard_starts, batches, side="right") - 1
+    shards = count_at_most(shard_starts, batches)  # a bucketed search: no binary search
+    shards -= 1
     local = batches - shard_starts[shards]
     unique, first = first_occurrences(shards.reshape(-1))
     order = np.argsort(first, kind="stable")

@@ -12,6 +12,8 @@ value outside the table) falls back to the search itself, so the answer never di
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -22,7 +24,7 @@ _FEW_VALUES = 2048
 
 
 def count_at_most(
-    edges: NDArray[np.int64], values: NDArray[np.int64], low: int = 0
+    edges: NDArray[np.int64], values: NDArray[np.integer[Any]], low: int = 0
 ) -> NDArray[np.int64]:
     """How many of ``edges`` are at most each value: ``np.searchsorted(edges, values, "right")``.
 
@@ -57,7 +59,7 @@ def count_at_most(
 
 
 def _table(
-    edges: NDArray[np.int64], values: NDArray[np.int64], low: int
+    edges: NDArray[np.int64], values: NDArray[np.integer[Any]], low: int
 ) -> tuple[int, NDArray[np.int64], NDArray[np.int64]] | None:
     """``(shift, nexts, answers)``, or ``None`` where a search is the better way.
 

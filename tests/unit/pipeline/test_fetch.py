@@ -13,7 +13,27 @@ from tests.streaming_data import write_dataset
 
 from shardstream import StreamingDataset
 from shardstream.cache.shard_cache import ShardCache
-from shardstream.pipeline.fetch import last_uses
+from shardstream.pipeline.fetch import last_uses, locate
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=40).filter(lambda s: sum(s) > 0),
+    count=st.sampled_from([1, 700, 5000]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_located_ids_agree_with_a_binary_search(sizes, count, seed):
+    # A shuffled plan's ids over shards of any sizes, empty ones too: the shard of each id is
+    # the last one starting at or before it, its index the id's distance from that start.
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    ids = np.random.default_rng(seed).integers(0, int(starts[-1]), count).reshape(-1, 1)
+    shards, local, needed, needed_at = locate(starts, ids)
+    expected = np.searchsorted(starts, ids, side="right") - 1
+    assert np.array_equal(shards, expected)
+    assert np.array_equal(local, ids - starts[expected])
+    flat = expected.reshape(-1).tolist()
+    assert needed == list(dict.fromkeys(flat))  # each shard once, in order of first need
+    assert needed_at == [flat.index(shard) for shard in needed]
 
 
 @settings(max_examples=200, deadline=None)

@@ -371,7 +371,7 @@ def _py1e_ids(
         lo, hi = np.searchsorted(wanted, [before, before + len(order)])
         if hi - lo < len(order):  # some of the window's positions
             order = order[wanted[lo:hi] - before]
-        out[lo:hi] = _joined([chunk[2] for chunk in chunks])[order]
+        np.take(_joined([chunk[2] for chunk in chunks]), order, out=out[lo:hi])
     return out
 
 

@@ -15,7 +15,9 @@ time each batch reached the loop. Per run it prints the phases of the epoch:
 * ``fetch``: from the first shard request to the last byte, and the link's rate over it;
 * ``idle``: time within ``fetch`` with no request in flight, and the mean requests in flight;
 * ``tail``: from the last byte to the last batch (the reading that follows the transfer);
-* ``first batch``: when the first batch reached the loop.
+* ``first batch``: when the first batch reached the loop;
+* ``main_cpu``, ``workers_cpu``: CPU seconds of the reading process over the epoch, and of its
+  DataLoader workers (every thread; the workers' start and the whole epoch).
 
 ``--variants`` alternates runs of this tree as it is (``ranges``), with the first batch's
 range reads off (``no-ranges``), with listings through obstore too (``obstore``) and of
@@ -29,8 +31,10 @@ across the processes of this machine).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -50,14 +54,26 @@ BATCH_SIZE = 256
 
 def _trace(folder: str) -> None:
     """Record every store request of this process (and of its forked workers) under ``folder``."""
+    import threading
+
     from shardstream.storage import store_base
+
+    # A store may serve a call through another store (S3 reads through obstore): only the
+    # outermost call of a thread is a request, else its bytes would count twice.
+    depth = threading.local()
 
     def wrap(name: str) -> None:
         original = getattr(store_base.BaseStore, name)
 
         def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if getattr(depth, "inside", False):
+                return original(self, *args, **kwargs)
+            depth.inside = True
             started = time.perf_counter()
-            value = original(self, *args, **kwargs)
+            try:
+                value = original(self, *args, **kwargs)
+            finally:
+                depth.inside = False
             ended = time.perf_counter()
             size = len(value) if isinstance(value, (bytes, bytearray, memoryview)) else 0
             if name == "get_bytes_info":
@@ -105,10 +121,15 @@ def child(args: argparse.Namespace) -> None:
         checker.batch(batch)
         batches.append(time.perf_counter())
     ended = time.perf_counter()
+    main_cpu = time.process_time() - cpu
+    del loader  # its workers end and are waited for: their CPU counts as the children's
+    gc.collect()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     checks = checker.end_epoch()
     with open(args.result, "w", encoding="utf-8") as handle:
         json.dump({"started": started, "ended": ended, "batches": batches, "checks": checks,
-                   "main_cpu": time.process_time() - cpu}, handle)  # fmt: skip
+                   "main_cpu": main_cpu,
+                   "workers_cpu": children.ru_utime + children.ru_stime}, handle)  # fmt: skip
 
 
 def phases(
@@ -152,6 +173,7 @@ def phases(
         "requests": len(requests),
         "mb": moved / 1e6,
         "main_cpu": result["main_cpu"],
+        "workers_cpu": result.get("workers_cpu", 0.0),
         "passed": float(result["checks"]["passed"]),
     }
 

@@ -495,13 +495,8 @@ def test_the_dataset_prepares_for_forked_workers_before_they_fork(
         real(self)
 
     monkeypatch.setattr(StreamingDataset, "prepare_fork", recorded)
-    if context is None:
-        monkeypatch.setattr(
-            dataloader_module.multiprocessing, "get_start_method", lambda allow_none=False: None
-        )
-        monkeypatch.setattr(
-            dataloader_module.multiprocessing, "get_all_start_methods", lambda: ["fork", "spawn"]
-        )
+    if context is None and dataloader_module._start_method(None) != "fork":
+        expected = 0  # this platform's default start method is not fork
     loader = StreamingDataLoader(
         make(remote, tmp_path / "c"), batch_size=8, num_workers=1, multiprocessing_context=context
     )

@@ -40,8 +40,6 @@ from shardstream.pipeline.policy import ReadPolicy
 from shardstream.pipeline.reader import Batch, SampleReader
 from shardstream.pipeline.stage import StageState
 from shardstream.sampling import EpochPlan, ShuffleConfig, Topology
-from shardstream.storage import is_remote, open_store
-from shardstream.storage.store_base import BaseStore
 
 __all__ = ["StreamingDataset", "reads_through_getitem"]
 
@@ -425,19 +423,6 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
     def prepare(self) -> None:
         """Fetch and load every stream's index now (else the first use does it)."""
         self._prepare()
-
-    def prepare_fork(self) -> None:
-        """Make now what each worker forked from this process would make before its first read.
-
-        A DataLoader calls it beside :meth:`prepare`, before it forks its workers: a worker
-        inherits what is made here (an S3 store's client library, loaded) instead of making
-        it itself, once per worker (``BaseStore.prepare_fork``). Sends no request.
-        """
-        for stream in self.settings.streams:
-            if stream.remote is not None and is_remote(stream.remote):
-                store = open_store(stream.remote)
-                if isinstance(store, BaseStore):
-                    store.prepare_fork()
 
     def _prepare(self) -> PreparedDataset:
         loaded, settings = self._loaded, self.settings

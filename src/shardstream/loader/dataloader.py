@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import inspect
-import logging
-import multiprocessing
 import os
-import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +17,6 @@ from shardstream.pipeline.column_batch import BatchRefs, ColumnBatch
 from shardstream.pipeline.policy import ReadPolicy
 
 __all__ = ["StreamingDataLoader"]
-
-logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # the real base class for the type checker; torch is loaded lazily at run time
     from torch.utils.data import DataLoader
@@ -101,10 +96,7 @@ class StreamingDataLoader(DataLoader[Any]):
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         dataset = self.dataset
         if isinstance(dataset, StreamingDataset):
-            ready = self._prepare_fork(dataset)
             dataset.prepare()  # indexes load once, here, and the workers inherit them
-            if ready is not None:  # done before the fork (a thread mid-import must not be forked)
-                ready.join()
             dataset.batch_mode = self._device_batches
             dataset.rank_process = os.getpid()  # whose run state the workers share
         self.num_samples_yielded = 0
@@ -142,25 +134,6 @@ class StreamingDataLoader(DataLoader[Any]):
         finally:
             if isinstance(dataset, StreamingDataset):
                 dataset.batch_mode = False
-
-    def _prepare_fork(self, dataset: StreamingDataset) -> threading.Thread | None:
-        """Where workers are forked: a thread making what they would each make first.
-
-        It runs while :meth:`StreamingDataset.prepare` waits on the index's round trips; a
-        failure there is left for the workers' own first reads to report.
-        """
-        if not self.num_workers or _start_method(self.multiprocessing_context) != "fork":
-            return None
-
-        def ready() -> None:
-            try:
-                dataset.prepare_fork()
-            except Exception:  # an optimisation only: the workers report what fails
-                logger.debug("preparing %s for forked workers failed", dataset, exc_info=True)
-
-        thread = threading.Thread(target=ready, name="shardstream-prepare-fork", daemon=True)
-        thread.start()
-        return thread
 
     def _workers_ending_with_this_process(self) -> Iterator[Any]:
         """Torch's iterator, its workers started with a watchdog that ends them with us.
@@ -212,19 +185,6 @@ class StreamingDataLoader(DataLoader[Any]):
                 f"{type(self.dataset).__name__}"
             )
         return self.dataset
-
-
-def _start_method(context: Any) -> str:
-    """How a DataLoader with ``multiprocessing_context`` starts its workers."""
-    if isinstance(context, str):
-        return context
-    if context is not None:
-        return str(context.get_start_method())
-    # Not fixed yet: the platform's default, without fixing it (as get_start_method() would).
-    return (
-        multiprocessing.get_start_method(allow_none=True)
-        or multiprocessing.get_all_start_methods()[0]
-    )
 
 
 def _by_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

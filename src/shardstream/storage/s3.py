@@ -289,18 +289,6 @@ class S3Store(WritableStore):
     def _request_options(self) -> dict[str, str]:
         return {"RequestPayer": "requester"} if self.requester_pays else {}
 
-    def prepare_fork(self) -> None:
-        """Where this process reads through obstore, make botocore's reading client now.
-
-        A child forked after this process's obstore requests reads through botocore, and
-        would import it and load its service model and endpoint rules first, each child on
-        its own. The client made here sends nothing; the children inherit the process's
-        session with all of that loaded (:class:`~shardstream.storage._aws_chain.Sessions`)
-        and make their own clients from it.
-        """
-        if usable_here() and self._fast_reader() is not None:
-            self._reader()
-
     def _fast_reader(self) -> ObstoreClient | None:
         """The obstore transport of reads, or ``None`` where botocore serves them.
 

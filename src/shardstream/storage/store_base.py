@@ -449,14 +449,6 @@ class BaseStore:
             "that always says there is more would never let a listing end"
         )
 
-    def prepare_fork(self) -> None:
-        """Make now what every child this process forks would make before its first request.
-
-        Called in a process about to fork readers (DataLoader workers), while it waits on its
-        own first requests: whatever a child inherits from here it need not build itself, once
-        per child. Sends no request; the default makes nothing.
-        """
-
     def _lazy(self, name: str, create: Callable[[], Any]) -> Any:
         """The client kept in attribute ``name``, created on first use (no I/O in ``__init__``).
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 from typing import Any
 
@@ -477,33 +476,3 @@ def test_a_state_loaded_after_an_epoch_reaches_persistent_workers(remote: Path, 
     list(loader)  # the workers start, holding the dataset as it was built
     loader.load_state_dict(state)
     assert [batch["id"].tolist() for batch in loader] == rest  # the state's seed and shuffle
-
-
-@pytest.mark.parametrize(("context", "expected"), [(None, 1), ("fork", 1), ("spawn", 0)])
-def test_the_dataset_prepares_for_forked_workers_before_they_fork(
-    remote: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    context: str | None,
-    expected: int,
-):
-    calls: list[int] = []
-    real = StreamingDataset.prepare_fork
-
-    def recorded(self: StreamingDataset) -> None:
-        calls.append(os.getpid())
-        real(self)
-
-    monkeypatch.setattr(StreamingDataset, "prepare_fork", recorded)
-    if context is None and dataloader_module._start_method(None) != "fork":
-        expected = 0  # this platform's default start method is not fork
-    loader = StreamingDataLoader(
-        make(remote, tmp_path / "c"), batch_size=8, num_workers=1, multiprocessing_context=context
-    )
-    if context == "spawn":  # a spawned worker starts afresh: nothing is made for it (not run here)
-        assert dataloader_module._start_method(loader.multiprocessing_context) == "spawn"
-        return
-    assert sum(len(batch["id"]) for batch in loader) == SAMPLES
-    assert calls == [os.getpid()] * expected
-    assert list(StreamingDataLoader(make(remote, tmp_path / "d"), batch_size=8))  # no workers
-    assert len(calls) == expected

@@ -425,33 +425,3 @@ def test_obstore_signs_for_the_region_botocore_would(
         assert expected == (
             store._reader().meta.region_name if arguments or variables or profile else expected
         )
-
-
-def test_prepare_fork_loads_botocore_for_children_where_obstore_reads(
-    monkeypatch: pytest.MonkeyPatch, aws_chain: None
-):
-    # A child forked after obstore's requests reads through botocore: the parent makes the
-    # session (service model, endpoint rules) once, and each child only its own client.
-    monkeypatch.delenv("SHARDSTREAM_S3_CLIENT", raising=False)
-    spy = SessionSpy(monkeypatch)
-    store = S3Store("s3://bucket/p", endpoint_url="http://127.0.0.1:1")
-    store.prepare_fork()  # nothing listens on port 1: a request would fail here
-    assert spy.made == 1
-    assert isinstance(store._fast_reader(), ObstoreClient)  # this process still reads so
-
-    def build_in_child() -> str:
-        before = spy.made
-        client = S3Store("s3://other", endpoint_url="http://127.0.0.1:1")._reader()
-        return f"{spy.made - before} {client is not None}"
-
-    assert in_forked_child(build_in_child) == "0 True"
-
-
-def test_prepare_fork_makes_nothing_where_botocore_reads(
-    monkeypatch: pytest.MonkeyPatch, aws_chain: None
-):
-    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "botocore")
-    spy = SessionSpy(monkeypatch)
-    store = S3Store("s3://bucket/p", endpoint_url="http://127.0.0.1:1")
-    store.prepare_fork()  # the process's own first read makes the client, and children inherit it
-    assert (spy.made, store._client) == (0, None)

@@ -143,8 +143,9 @@ def phases(
     t0 = result["started"]
     requests = []
     for name in os.listdir(trace):
+        pid = int(name.split(".")[0])
         with open(os.path.join(trace, name), encoding="utf-8") as handle:
-            requests += [json.loads(line) for line in handle]
+            requests += [[*json.loads(line), pid] for line in handle]
     shard = [r for r in requests if r[1].endswith(".mds") or r[0] == "get_range"]
     first_request = min(r[2] for r in shard)
     last_byte = max(r[3] for r in shard)
@@ -162,7 +163,8 @@ def phases(
     fetch = last_byte - first_request
     if show:
         for r in sorted(requests, key=lambda r: r[2]):
-            print(f"  {r[0]:14s} {r[1][-24:]:24s} {r[2] - t0:7.3f} {r[3] - t0:7.3f} {r[4]:>10}")
+            print(f"  {r[0]:14s} {r[1][-24:]:24s} {r[2] - t0:7.3f} {r[3] - t0:7.3f} {r[4]:>10}"
+                  f"  pid {r[5]}")  # fmt: skip
     batches = result["batches"]
     return {
         "epoch": result["ended"] - t0,

@@ -147,7 +147,8 @@ class StreamingDataLoader(DataLoader[Any]):
         CPU a request. This process makes its few requests (the index, the listing) through
         the other client instead, and the workers, who make the rest, through obstore.
         """
-        if self.num_workers and _start_method(self.multiprocessing_context) == "fork":
+        forked = self.num_workers and _start_method(self.multiprocessing_context) == "fork"
+        if forked and isinstance(self.dataset, StreamingDataset):
             leave_to_forked_children()
 
     def _workers_ending_with_this_process(self) -> Iterator[Any]:

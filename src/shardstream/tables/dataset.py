@@ -203,6 +203,27 @@ class ParquetDataset:
         view = self._views.get(shard)
         if view is not None:
             return view
+        table, where = self._table(shard)
+        view = RowGroupView(table, source=where)
+        self._views[shard] = view
+        self._getters[shard] = view.get
+        return view
+
+    def read_table(self, shard: int) -> Any:
+        """Row group ``shard``'s rows as a ``pyarrow.Table``, as :meth:`shard_view` reads them.
+
+        The projection, partition columns, and a Delta version's deletions and logical
+        columns apply; nothing is kept (a reader of whole row groups in order, such as a
+        converter, lets each go).
+
+        Raises:
+            ShardNotFoundError: The file is missing.
+            ShardFormatError: The bytes do not decode.
+        """
+        return self._table(shard)[0]
+
+    def _table(self, shard: int) -> tuple[Any, str]:
+        """Row group ``shard`` read and assembled, and its name for errors."""
         number, group = self._groups[shard]
         layout = self.layouts[number]
         with self._lock:
@@ -229,10 +250,19 @@ class ParquetDataset:
         else:
             names = self.columns or self.snapshot.names
             table = assemble(table, self.snapshot, self._files[number], names, self._keeps[shard])
-        view = RowGroupView(table, source=where)
-        self._views[shard] = view
-        self._getters[shard] = view.get
-        return view
+        return table, where
+
+    def file_shards(self) -> list[tuple[ParquetFileLayout, range]]:
+        """Each file (its layout) and its row groups' shard numbers, in dataset order."""
+        spans: list[tuple[ParquetFileLayout, range]] = []
+        first = 0
+        for number, layout in enumerate(self.layouts):
+            stop = first
+            while stop < len(self._groups) and self._groups[stop][0] == number:
+                stop += 1
+            spans.append((layout, range(first, stop)))
+            first = stop
+        return spans
 
     def _physical(self, layout: ParquetFileLayout) -> list[str]:
         """The physical columns of a Delta version to read from a file: those it holds."""

@@ -23,8 +23,6 @@ ALLOWED = {
     "tables/layout.py": "parses a footer (the layout of a file's row groups)",
     "tables/footers.py": "the footer stage: footers and metadata files, read and written",
     "tables/row_group_files.py": "the row-group read stage",
-    "cli/conversion.py": "`convert --from parquet` reads its input files as pyarrow's dataset "
-    "does (schema of the first file, no partition columns), like the CSV and JSON inputs",
 }
 
 

@@ -63,6 +63,8 @@ class ParquetDataset:
             out (terms on other columns are not applied here).
         snapshot: A Delta table's version, whose files ``layouts`` are (in its order): its
             partition values, deletions and logical columns apply.
+        partitioned: ``key=value`` folders are partition columns (``False``: the files are
+            read as given, as pyarrow reads a list of files).
 
     Raises:
         ConfigurationError: A projected column is missing from a file, a partition folder
@@ -86,15 +88,17 @@ class ParquetDataset:
         source: str | None = None,
         filters: Filters | None = None,
         snapshot: DeltaSnapshot | None = None,
+        partitioned: bool = True,
     ) -> None:
         self.root = root
         self.source = source or root
         self.snapshot = snapshot
-        partitioning = (
-            Partitioning.of([layout.key for layout in layouts], source=self.source)
-            if snapshot is None
-            else _delta_partitioning(snapshot)
-        )
+        if snapshot is not None:
+            partitioning = _delta_partitioning(snapshot)
+        elif partitioned:
+            partitioning = Partitioning.of([layout.key for layout in layouts], source=self.source)
+        else:
+            partitioning = Partitioning((), (), tuple(() for _ in layouts))
         if filters is not None:  # terms on partition columns compare values of their types
             filters = filters.typed(dict(zip(partitioning.names, partitioning.types, strict=True)))
         kept = [

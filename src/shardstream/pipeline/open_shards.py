@@ -99,6 +99,7 @@ class OpenShards:
     def new_epoch(self) -> None:
         """Forget which shards were marked as used: mark each again on its first use."""
         self._marked.clear()
+        self._ranges.forget()
 
     def mean_sample_bytes(self, shards: Sequence[int]) -> float:
         """The mean bytes a sample of ``shards``, from their index entries."""
@@ -246,4 +247,6 @@ class OpenShards:
     def _opener(self, shard: int) -> ShardView:
         stream = self._stream_of_shard[shard]
         view: ShardView = self.datasets[stream].shard_view(shard - self._first_shard[stream])
+        # Its first batch's samples, if read by range, must be the file's: never two versions.
+        self._ranges.confirm(shard)
         return view

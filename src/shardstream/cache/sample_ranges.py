@@ -44,6 +44,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from shardstream.cache.layout import node_state_folder
+from shardstream.cache.range_gate import RangeGate
 from shardstream.cache.shard_cache import ShardCache
 from shardstream.errors import ObjectChangedError, ShardFormatError
 from shardstream.format.batch_decode import ColumnValues
@@ -81,6 +83,8 @@ class SampleRanges:
         self._said_compressed = False
         # Shard -> what was handed out by range, to compare with its whole file once open.
         self._handed: dict[int, _Handed] = {}
+        remote = (stream.local for stream in cache.streams if stream.store is not None)
+        self._gate = RangeGate(node_state_folder(remote))
 
     def readable(self, shard: int, *, small: bool = True) -> bool:
         """Whether ``shard``'s samples can be read by range: an uncompressed remote MDS shard.
@@ -137,6 +141,13 @@ class SampleRanges:
                         "rewriting the dataset: start again once it has finished"
                     )
 
+    def wait_for_others(self, timeout: float) -> bool:
+        """Wait until no process of the node reads first-batch ranges (at most ``timeout`` s).
+
+        Whether they were out (``cache/range_gate.py``).
+        """
+        return self._gate.wait(timeout)
+
     def forget(self) -> None:
         """Drop what was handed out by range (a new epoch reads every shard whole)."""
         self._handed.clear()
@@ -178,22 +189,11 @@ class SampleRanges:
             threads = min(self.in_flight, len(reads) + sum(map(len, wanted.values())))
             pool = own = ThreadPoolExecutor(threads, thread_name_prefix="shardstream-ranges")
         firsts: dict[Future[bytes], _ShardRead] = {}
-        for read in reads.values():
-            firsts[pool.submit(read.get_first)] = read
         seconds: dict[Future[bytes], tuple[_ShardRead, int, int]] = {}
         changed: set[int] = set()
         try:
-            for future in as_completed(firsts):
-                read = firsts[future]
-                if (head := _unless_changed(future, read, changed)) is None:
-                    continue
-                read.take_head(head)
-                for begin, end in read.sample_ranges(wanted[read.shard]):
-                    seconds[pool.submit(read.get, begin, end)] = (read, begin, end)
-            for future in as_completed(seconds):
-                read, begin, _ = seconds[future]
-                if (data := _unless_changed(future, read, changed)) is not None:
-                    read.take(begin, data)
+            with self._gate.reading():  # the node's look-aheads hold back meanwhile
+                self._read(reads, wanted, pool, firsts, seconds, changed)
         except BaseException:
             for future in [*firsts, *seconds]:
                 future.cancel()
@@ -207,6 +207,30 @@ class SampleRanges:
                 views[shard] = read.view(schema(shard), wanted[shard])
                 self._handed[shard] = _Handed(read.url, read.tag, read.spans)
         return views
+
+    @staticmethod
+    def _read(
+        reads: dict[int, _ShardRead],
+        wanted: Mapping[int, Sequence[int]],
+        pool: Executor,
+        firsts: dict[Future[bytes], _ShardRead],
+        seconds: dict[Future[bytes], tuple[_ShardRead, int, int]],
+        changed: set[int],
+    ) -> None:
+        """Each shard's first range, then its samples' as the first lands."""
+        for read in reads.values():
+            firsts[pool.submit(read.get_first)] = read
+        for future in as_completed(firsts):
+            read = firsts[future]
+            if (head := _unless_changed(future, read, changed)) is None:
+                continue
+            read.take_head(head)
+            for begin, end in read.sample_ranges(wanted[read.shard]):
+                seconds[pool.submit(read.get, begin, end)] = (read, begin, end)
+        for future in as_completed(seconds):
+            read, begin, _ = seconds[future]
+            if (data := _unless_changed(future, read, changed)) is not None:
+                read.take(begin, data)
 
 
 class _Handed(NamedTuple):

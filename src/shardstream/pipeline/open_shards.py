@@ -198,6 +198,10 @@ class OpenShards:
             return {}
         return self._ranges.views(readable, self._checked_schema, pool)
 
+    def wait_for_ranges(self) -> None:
+        """Wait for the node's first-batch ranges, up to the policy's ``range_hold_s``."""
+        self._ranges.wait_for_others(self.policy.range_hold_s)
+
     def _bytes(self, shard: int) -> int:
         return self.cache.locate(shard)[1].raw_data.bytes
 

@@ -46,6 +46,7 @@ from numpy.typing import NDArray
 
 from shardstream.cache.layout import node_state_folder
 from shardstream.cache.range_gate import RangeGate
+from shardstream.cache.safe_paths import open_file
 from shardstream.cache.shard_cache import ShardCache
 from shardstream.errors import ObjectChangedError, ShardFormatError
 from shardstream.format.batch_decode import ColumnValues
@@ -130,16 +131,18 @@ class SampleRanges:
             return
         number, entry = self.cache.locate(shard)
         path = os.path.join(self.cache.streams[number].local, entry.raw_data.basename)
-        with open(path, "rb") as file:
+        fd = open_file(path, os.O_RDONLY)  # through no link planted in the cache folder
+        try:
             for begin, data in handed.spans:
-                file.seek(begin)
-                if file.read(len(data)) != data:
+                if os.pread(fd, len(data), begin) != data:
                     raise ObjectChangedError(
                         f"{handed.url} was rewritten while this epoch read it: its first "
                         f"batch's samples were read by range from version {handed.tag!r}, and "
                         "the whole shard fetched since holds other bytes; a writer is "
                         "rewriting the dataset: start again once it has finished"
                     )
+        finally:
+            os.close(fd)
 
     def wait_for_others(self, timeout: float) -> bool:
         """Wait until no process of the node reads first-batch ranges (at most ``timeout`` s).
@@ -205,7 +208,7 @@ class SampleRanges:
         for shard, read in reads.items():
             if shard not in changed:
                 views[shard] = read.view(schema(shard), wanted[shard])
-                self._handed[shard] = _Handed(read.url, read.tag, read.spans)
+                self._handed[shard] = _Handed(read.url, read.tag, read.handed(wanted[shard]))
         return views
 
     @staticmethod
@@ -360,6 +363,21 @@ class _ShardRead:
         assert isinstance(self.buffer, mmap.mmap)
         self.buffer[begin : begin + len(data)] = data
         self.spans.append((begin, data))
+
+    def handed(self, indices: Sequence[int]) -> list[tuple[int, bytes]]:
+        """``(begin, bytes)`` of what a view of samples ``indices`` hands out.
+
+        The offset table and the samples' bytes (of a shard read whole, only those).
+        """
+        if not self.whole:
+            return self.spans
+        table = min(self.size, 4 * (self.entry.samples + 2))
+        picked = np.unique(np.asarray(indices, np.int64))
+        spans = [(0, bytes(self.buffer[:table]))]
+        for begin, end in zip(self.offsets[picked].tolist(), self.offsets[picked + 1].tolist(),
+                              strict=True):  # fmt: skip
+            spans.append((begin, bytes(self.buffer[begin:end])))
+        return spans
 
     def view(self, schema: MDSSchema, indices: Sequence[int]) -> RangedShardView:
         """The view of the samples read."""

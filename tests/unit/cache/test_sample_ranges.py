@@ -301,3 +301,22 @@ def test_bytes_handed_out_by_range_are_confirmed_against_the_whole_file(tmp_path
     (remote / entry.raw_data.basename).write_bytes((other / entry.raw_data.basename).read_bytes())
     cache.ensure(3)
     ranges.confirm(3)
+
+
+def test_a_shard_read_in_one_range_is_confirmed_by_the_samples_handed_out(tmp_path):
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    _write(remote)
+    cache = _cache(remote, local)
+    ranges = SampleRanges(cache, whole_bytes=1 << 30, gap_bytes=0)  # each shard in one range
+    last = cache.locate(0)[1].samples - 1
+    with ThreadPoolExecutor(2) as pool:
+        assert set(ranges.views({0: [1], 1: [last]}, _schema(cache), pool)) == {0, 1}
+    for shard in (0, 1):  # each rewritten in its last sample's last byte
+        path = remote / cache.locate(shard)[1].raw_data.basename
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 0xFF
+        path.write_bytes(bytes(data))
+        cache.ensure(shard)
+    ranges.confirm(0)  # its last sample was read, never handed out: nothing mixed
+    with pytest.raises(ObjectChangedError, match="rewritten while this epoch read it"):
+        ranges.confirm(1)  # handed out, and the file now holds another

@@ -4,10 +4,10 @@ A cold first batch over thousands of small shards is a few hundred range request
 of round trips (``cache/sample_ranges.py``). With DataLoader workers, each reads its own first
 batch so; the one whose batch is out first goes on to its look-ahead, thousands of whole
 downloads of the rest of the epoch, which would share the link, the store and the cores with
-the other workers' ranges while the loader still waits for their batches. So a process reads
-its ranges under a shared ``flock`` on one file of the node's state folder
-(:meth:`RangeGate.reading`), and a look-ahead about to start on the rest of an epoch waits
-until nobody holds it (:meth:`RangeGate.wait`), up to a deadline: the policy's
+the other workers' ranges while the loader still waits for their batches. So a process holds
+a shared ``flock`` on one file of the node's state folder from its first batch's ranges until
+that batch is handed on (:meth:`RangeGate.hold`), and a look-ahead about to start on the rest
+of an epoch waits until nobody holds it (:meth:`RangeGate.wait`), up to a deadline: the policy's
 ``range_hold_s``, past which a slow process's ranges are not worth the rest of the epoch's
 wait. The kernel drops a lock with its holder, so a crashed reader holds nothing back.
 """
@@ -41,35 +41,62 @@ _MAX_POLL_S = 0.05
 class RangeGate:
     """First-batch ranges of the node's processes, and the wait for them to be out.
 
+    One a reader: :meth:`hold` while its first batch's ranges are out and until that batch is
+    handed on, :meth:`let_go` then (and when its walk ends); :meth:`wait` before the rest of
+    an epoch.
+
     Args:
         state: The node's state folder (``None``: no remote stream, nothing to hold).
     """
 
     def __init__(self, state: str | None) -> None:
         self.path = None if state is None else os.path.join(state, _NAME)
+        self._fd: int | None = None
+        self._pid = 0
 
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[None]:
-        """Hold the gate shared while this process's first-batch ranges are out."""
+    def hold(self) -> None:
+        """Hold the gate shared (again a no-op while held)."""
+        if self._fd is not None and self._pid == os.getpid():
+            return
+        self._fd = None  # a forked child's copy is its parent's, never let go here
         fd = self._open()
         if fd is None:
-            yield
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)  # exclusive holders only look, never wait
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd, self._pid = fd, os.getpid()
+
+    def let_go(self) -> None:
+        """Stop holding the gate (a no-op unless this process holds it)."""
+        fd, self._fd = self._fd, None
+        if fd is None or self._pid != os.getpid():
+            return  # a forked child's copy: unlocking it would let go of its parent's hold
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)  # for a forked child's copy of it too
+        os.close(fd)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """:meth:`hold` for a ``with`` block."""
+        self.hold()
+        try:
             yield
         finally:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)  # for a forked child's copy of it too
-            os.close(fd)
+            self.let_go()
 
     def wait(self, timeout: float) -> bool:
         """Wait until no process of the node reads first-batch ranges, at most ``timeout`` s.
+
+        This process's own hold is let go first.
 
         Returns:
             Whether they were out (``False``: the deadline passed, or nothing to wait for
             could be opened).
         """
+        self.let_go()
         fd = self._open()
         if fd is None:
             return False

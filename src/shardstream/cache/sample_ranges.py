@@ -145,15 +145,20 @@ class SampleRanges:
             os.close(fd)
 
     def wait_for_others(self, timeout: float) -> bool:
-        """Wait until no process of the node reads first-batch ranges (at most ``timeout`` s).
+        """Let go of this process's first batch; wait for the node's (at most ``timeout`` s).
 
-        Whether they were out (``cache/range_gate.py``).
+        Whether their ranges were out (``cache/range_gate.py``).
         """
         return self._gate.wait(timeout)
+
+    def let_go(self) -> None:
+        """This process's first batch is handed on (or its walk ended): hold nobody back."""
+        self._gate.let_go()
 
     def forget(self) -> None:
         """Drop what was handed out by range (a new epoch reads every shard whole)."""
         self._handed.clear()
+        self._gate.let_go()
 
     def views(
         self,
@@ -195,8 +200,9 @@ class SampleRanges:
         seconds: dict[Future[bytes], tuple[_ShardRead, int, int]] = {}
         changed: set[int] = set()
         try:
-            with self._gate.reading():  # the node's look-aheads hold back meanwhile
-                self._read(reads, wanted, pool, firsts, seconds, changed)
+            # The node's look-aheads hold back until this batch is handed on (let_go).
+            self._gate.hold()
+            self._read(reads, wanted, pool, firsts, seconds, changed)
         except BaseException:
             for future in [*firsts, *seconds]:
                 future.cancel()

@@ -131,6 +131,7 @@ class Fetch(Stepped[LocatedBatch]):
                     for shard in done_after.get(row, ()):
                         opened.release(shard)
         finally:
+            opened.ranges_done()
             scope.cancel()
             ahead.cancel()
             pool.shutdown(wait=False, cancel_futures=True)

@@ -199,8 +199,15 @@ class OpenShards:
         return self._ranges.views(readable, self._checked_schema, pool)
 
     def wait_for_ranges(self) -> None:
-        """Wait for the node's first-batch ranges, up to the policy's ``range_hold_s``."""
+        """Wait for the node's first-batch ranges, up to the policy's ``range_hold_s``.
+
+        This reader's first batch is handed on by then: it holds the others back no more.
+        """
         self._ranges.wait_for_others(self.policy.range_hold_s)
+
+    def ranges_done(self) -> None:
+        """The walk ended: this reader's first batch holds the node's look-aheads back no more."""
+        self._ranges.let_go()
 
     def _bytes(self, shard: int) -> int:
         return self.cache.locate(shard)[1].raw_data.bytes

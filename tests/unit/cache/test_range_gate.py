@@ -56,3 +56,26 @@ def test_no_state_folder_holds_nothing(tmp_path):
     gate = RangeGate(None)
     with gate.reading():
         assert not gate.wait(5)  # nothing to wait for: returns at once
+
+
+def _let_go_in_child(gate: RangeGate) -> None:
+    gate.let_go()  # a forked child's copy of its parent's hold
+    gate.hold()  # and a hold of its own, let go at its exit
+    gate.let_go()
+
+
+def test_a_forked_child_never_lets_go_of_its_parents_hold(tmp_path):
+    state = tmp_path / ".shardstream"
+    gate = RangeGate(str(state))
+    gate.hold()
+    gate.hold()  # held already: once
+    try:
+        child = multiprocessing.get_context("fork").Process(target=_let_go_in_child, args=(gate,))
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0
+        assert not RangeGate(str(state)).wait(0.2)  # the parent's first batch is still out
+    finally:
+        gate.let_go()
+    assert RangeGate(str(state)).wait(5)
+    assert gate.wait(5)  # let go already: a no-op

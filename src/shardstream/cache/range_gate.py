@@ -58,7 +58,7 @@ class RangeGate:
         """Hold the gate shared (again a no-op while held)."""
         if self._fd is not None and self._pid == os.getpid():
             return
-        self._fd = None  # a forked child's copy is its parent's, never let go here
+        self.let_go()  # a forked child's copy of its parent's hold: closed, never unlocked
         fd = self._open()
         if fd is None:
             return
@@ -72,11 +72,13 @@ class RangeGate:
     def let_go(self) -> None:
         """Stop holding the gate (a no-op unless this process holds it)."""
         fd, self._fd = self._fd, None
-        if fd is None or self._pid != os.getpid():
-            return  # a forked child's copy: unlocking it would let go of its parent's hold
+        if fd is None:
+            return
+        if self._pid == os.getpid():  # a forked child's copy: unlocking it would let go of
+            with contextlib.suppress(OSError):  # its parent's hold; closing it does not
+                fcntl.flock(fd, fcntl.LOCK_UN)  # for a forked child's copy of it too
         with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)  # for a forked child's copy of it too
-        os.close(fd)
+            os.close(fd)
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:

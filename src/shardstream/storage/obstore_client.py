@@ -280,22 +280,30 @@ class ObstoreClient(WritableStore):
         return self._call(lambda obstore, store: bytes(
             obstore.get(store, key, options=options).bytes()))  # fmt: skip
 
-    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
-        """One ranged GET with ``If-Match``; the ETag it answered compared too.
+    def _read_range_info(
+        self, key: str, start: int, end: int, etag: str | None
+    ) -> tuple[bytes, ObjectInfo | None]:
+        """One ranged GET, with the object's size and ETag (with ``If-Match``: compared too).
 
-        The ETag the answer carries is compared too, for a server that ignores ``If-Match``.
+        The answer's ETag is compared too, for a server that ignores ``If-Match``.
         """
         changed = self._errors.PreconditionError
-        options = {"range": (start, end), "if_match": f'"{etag}"'}
+        options: dict[str, Any] = {"range": (start, end)}
+        if etag is not None:
+            options["if_match"] = f'"{etag}"'
 
-        def get(obstore: ModuleType, store: Any) -> bytes:
+        def get(obstore: ModuleType, store: Any) -> tuple[bytes, ObjectInfo | None]:
             try:
                 result = obstore.get(store, key, options=options)
             except changed:
                 raise ObjectChangedError(self.url(key)) from None
-            if tag(result.meta.get("e_tag")) != etag:
+            meta = result.meta
+            answered = tag(meta.get("e_tag"))
+            if etag is not None and answered != etag:
                 raise ObjectChangedError(self.url(key))
-            return bytes(result.bytes())
+            size = meta.get("size")  # the object's, not the range's
+            info = None if answered is None or size is None else ObjectInfo(int(size), answered)
+            return bytes(result.bytes()), info
 
         return self._call(get)
 

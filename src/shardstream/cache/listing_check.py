@@ -47,7 +47,7 @@ from shardstream.cache.provenance import (
 from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.errors import StorageError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry
-from shardstream.storage.key_ranges import KeyRange, range_index
+from shardstream.storage.key_ranges import KeyRange, range_index, upper_bounds
 
 __all__ = ["ListingCheck", "RangedListing"]
 
@@ -130,6 +130,7 @@ class ListingCheck:
         self._lock_timeout = lock_timeout
         self._ranged = ranged
         self._ranges: Sequence[KeyRange] = [KeyRange()] if ranged is None else ranged.ranges
+        self._uppers = upper_bounds(self._ranges)
         self._check_part = check_part
         self._thread: threading.Thread | None = None
         self._reset()
@@ -186,7 +187,7 @@ class ListingCheck:
         if self._ranged is None:
             self.wait()
             return
-        needed = {range_index(self._ranges, name) for name in names}
+        needed = {range_index(self._uppers, name) for name in names}
         with self._changed:
             while self._error is None and not needed <= self._listed.keys():
                 if self._done.is_set():
@@ -253,7 +254,7 @@ class ListingCheck:
         """
         record = read_record(self._state)
         recorded: Mapping[str, str] = {} if record is None else record.objects
-        plan = _RangePlan(self._ranges, self._entries, self._unsure)
+        plan = _RangePlan(self._uppers, self._entries, self._unsure)
         workers = [
             threading.Thread(
                 target=self._work,
@@ -375,18 +376,16 @@ class ListingCheck:
 class _RangePlan:
     """Which entries (for the size check) and doubted names each range holds."""
 
-    def __init__(
-        self, ranges: Sequence[KeyRange], entries: Sequence[ShardEntry], unsure: set[str]
-    ) -> None:
-        self.entries: list[list[ShardEntry]] = [[] for _ in ranges]
-        self.doubted: list[set[str]] = [set() for _ in ranges]
+    def __init__(self, uppers: list[str], entries: Sequence[ShardEntry], unsure: set[str]) -> None:
+        self.entries: list[list[ShardEntry]] = [[] for _ in range(len(uppers) + 1)]
+        self.doubted: list[set[str]] = [set() for _ in range(len(uppers) + 1)]
         for entry in entries:
             held: set[int] = set()
             for raw, zipped in shard_file_pairs(entry):
-                for info in (raw, zipped):
-                    if info is not None:
-                        held.add(range_index(ranges, info.basename))
+                held.add(range_index(uppers, raw.basename))
+                if zipped is not None:
+                    held.add(range_index(uppers, zipped.basename))
             for number in held:
                 self.entries[number].append(entry)
         for name in unsure:
-            self.doubted[range_index(ranges, name)].add(name)
+            self.doubted[range_index(uppers, name)].add(name)

@@ -19,7 +19,14 @@ from typing import TypeVar
 
 from shardstream.errors import StorageError
 
-__all__ = ["KeyRange", "PageFunction", "range_index", "split_ranges", "walk_range"]
+__all__ = [
+    "KeyRange",
+    "PageFunction",
+    "range_index",
+    "split_ranges",
+    "upper_bounds",
+    "walk_range",
+]
 
 _V = TypeVar("_V")
 
@@ -62,9 +69,16 @@ def split_ranges(keys: Sequence[str], keys_per_range: int) -> list[KeyRange]:
     ]
 
 
-def range_index(ranges: Sequence[KeyRange], key: str) -> int:
-    """The position in ``ranges`` (made by :func:`split_ranges`) of the range holding ``key``."""
-    uppers = [r.upto or "" for r in ranges[:-1]]  # each range but the last has an upper bound
+def upper_bounds(ranges: Sequence[KeyRange]) -> list[str]:
+    """The upper bounds of ``ranges`` (made by :func:`split_ranges`) but the last, which has none.
+
+    What :func:`range_index` searches: made once for many keys.
+    """
+    return [r.upto for r in ranges[:-1] if r.upto is not None]
+
+
+def range_index(uppers: Sequence[str], key: str) -> int:
+    """The position of the range holding ``key``, given the ranges' :func:`upper_bounds`."""
     return bisect.bisect_left(uppers, key)
 
 

@@ -562,6 +562,8 @@ def check_timeouts(owner: str, **seconds: float) -> None:
 
 def _plain(key: str) -> bool:
     """Whether ``key``'s ``/``-separated parts are all names (none empty, ``.`` or ``..``)."""
+    if "/" not in key:  # a shard's name, mostly: one part
+        return key not in ("", ".", "..")
     return all(part not in ("", ".", "..") for part in key.split("/"))
 
 

@@ -108,6 +108,8 @@ class Fetch(Stepped[LocatedBatch]):
                     wanted = set(needed)
                     for shard in [shard for shard in opened.shards() if shard not in wanted]:
                         opened.release(shard)  # the first batch's, or an earlier epoch's
+                    if self._ranges:  # the node's first batches' ranges before this bulk
+                        opened.wait_for_ranges()
                 ranged: dict[int, ShardView] = {}
                 if first and self._ranges:
                     ahead.fetch_large_now(needed, self._policy)
@@ -129,6 +131,7 @@ class Fetch(Stepped[LocatedBatch]):
                     for shard in done_after.get(row, ()):
                         opened.release(shard)
         finally:
+            opened.ranges_done()
             scope.cancel()
             ahead.cancel()
             pool.shutdown(wait=False, cancel_futures=True)

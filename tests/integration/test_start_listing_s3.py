@@ -157,8 +157,8 @@ def test_a_shard_of_an_early_range_is_read_while_the_last_range_is_held(
     monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 1)
     url, local = s3_env.url(f"last-range-{lister}"), tmp_path / "cache"
     _regenerate(url, tmp_path / "aaa", "aaa")
-    # The first batch's ranges wait for the whole listing's tags (cache/sample_ranges.py), and
-    # a first batch read by ranges may leave its shards uncached: here shards come whole.
+    # A first batch read by ranges may leave its shards uncached: here shards come whole, so
+    # that every shard is cached, in doubt at the next start, and handed over through a vouch.
     policy = ReadPolicy(first_batch_ranges=False)
     old = StreamingDataset(remote=url, local=str(local), batch_size=4, read_policy=policy)
     assert [s["text"] for s in old] == [f"aaa-{i:03d}" for i in range(SAMPLES)]

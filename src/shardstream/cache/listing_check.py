@@ -148,7 +148,6 @@ class ListingCheck:
         self._pending: deque[int] = deque(range(len(self._ranges)))
         self._wanted: deque[int] = deque()
         self._confirmed: dict[str, str | None] = {}  # doubted names a range confirmed, as listed
-        self._listing: dict[str, str] = {}  # the whole listing, once settled
 
     def start(self) -> ListingCheck:
         """Begin the listing in a thread of its own."""
@@ -189,23 +188,6 @@ class ListingCheck:
             self.wait()
             return
         self._await({range_index(self._uppers, name) for name in names})
-
-    def listed(self, name: str) -> str | None:
-        """The identity the listing gives the object ``name`` (``None``: none listed).
-
-        Waits for the range that holds it (a store listed in one walk: for all of it), as
-        :meth:`vouch` does: a byte range tied to a shard's listed version need not wait for
-        the rest of the listing.
-
-        Raises:
-            The listing's error, as :meth:`vouch`.
-        """
-        if self._ranged is None or self._done.is_set() or os.getpid() != self._pid:
-            self.wait()
-            return self._listing.get(name)
-        number = range_index(self._uppers, name)
-        self._await({number})
-        return self._listed[number].get(name)
 
     def _await(self, needed: set[int]) -> None:
         """Wait until the ranges ``needed`` are listed and judged; listed next if still to come.
@@ -387,7 +369,6 @@ class ListingCheck:
             objects = {key: "" if key in fetched else value for key, value in listing.items()}
             generation = 0 if record is None else record.generation
             SourceRecord(self._remote, objects, complete, generation + 1).write(self._state)
-        self._listing = listing
         self._unsure = set()
 
     def _sourcing(self, names: set[str]) -> Iterable[ShardEntry]:

@@ -117,15 +117,15 @@ class Fetch(Stepped[LocatedBatch]):
                     begin, stop = row * width, min((row + 1) * width, len(part))
                     ahead.submit(stop, stop + (0 if first else self._predownload))
                     in_row = shards[begin:stop]
-                    row_shards = in_row.tolist()
-                    # One shard (read in order): no hashing of every sample's shard.
+                    # One shard (read in order): no sort of every sample's shard.
                     one = bool((in_row == in_row[0]).all())
                     views = {
                         shard: ranged[shard] if shard in ranged else ahead.take(shard)
-                        for shard in (row_shards[:1] if one else dict.fromkeys(row_shards))
+                        for shard in ([int(in_row[0])] if one else _distinct(in_row))
                     }
                     self.plan.skip(1)
-                    yield LocatedBatch(row_shards, local[begin:stop].tolist(), views)
+                    # Arrays: the decode stage makes lists only where its reads take them.
+                    yield LocatedBatch(in_row, local[begin:stop], views)
                     for shard in done_after.get(row, ()):
                         opened.release(shard)
         finally:
@@ -149,6 +149,14 @@ def locate(
     unique, first = first_occurrences(shards.reshape(-1))
     order = np.argsort(first, kind="stable")
     return shards, local, unique[order].tolist(), first[order].tolist()
+
+
+def _distinct(shards: NDArray[np.int64]) -> list[int]:
+    """The distinct shards of a batch, in order (a count over their span where it is short)."""
+    low = int(shards.min())
+    if int(shards.max()) - low > 4 * len(shards):
+        return np.unique(shards).tolist()  # type: ignore[no-any-return]
+    return (np.flatnonzero(np.bincount(shards - low)) + low).tolist()  # type: ignore[no-any-return]
 
 
 class _LookAhead:

@@ -119,10 +119,14 @@ class Fetch(Stepped[LocatedBatch]):
                     in_row = shards[begin:stop]
                     # One shard (read in order): no sort of every sample's shard.
                     one = bool((in_row == in_row[0]).all())
-                    views = {
-                        shard: ranged[shard] if shard in ranged else ahead.take(shard)
-                        for shard in ([int(in_row[0])] if one else _distinct(in_row))
-                    }
+                    keys = [int(in_row[0])] if one else _distinct(in_row)
+                    if ranged:
+                        views = {
+                            shard: ranged[shard] if shard in ranged else ahead.take(shard)
+                            for shard in keys
+                        }
+                    else:
+                        views = ahead.take_all(keys)
                     self.plan.skip(1)
                     # Arrays: the decode stage makes lists only where its reads take them.
                     yield LocatedBatch(in_row, local[begin:stop], views)
@@ -237,6 +241,13 @@ class _LookAhead:
         if not opened.marked(shard):  # open since an earlier epoch
             opened.mark(shard)
         return view
+
+    def take_all(self, shards: list[int]) -> dict[int, ShardView]:
+        """:meth:`take` of each of ``shards``, in one call where none is being opened."""
+        pending = self._pending
+        if not pending or pending.keys().isdisjoint(shards):
+            return self._opened.views(shards)
+        return {shard: self.take(shard) for shard in shards}
 
     def cancel(self) -> None:
         """Cancel the tasks not started; give those running :data:`LET_GO_S` to let go."""

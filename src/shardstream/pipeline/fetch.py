@@ -30,6 +30,7 @@ from shardstream.pipeline.plan import Plan
 from shardstream.pipeline.policy import ReadPolicy
 from shardstream.pipeline.stage import StageState, Stepped
 from shardstream.sampling.distinct import first_occurrences
+from shardstream.sampling.intervals import count_at_most
 from shardstream.storage.cancel import LET_GO_S, CancelScope
 
 __all__ = ["Fetch", "last_uses", "locate"]
@@ -108,6 +109,8 @@ class Fetch(Stepped[LocatedBatch]):
                     wanted = set(needed)
                     for shard in [shard for shard in opened.shards() if shard not in wanted]:
                         opened.release(shard)  # the first batch's, or an earlier epoch's
+                    if self._ranges:  # the node's first batches' ranges before this bulk
+                        opened.wait_for_ranges()
                 ranged: dict[int, ShardView] = {}
                 if first and self._ranges:
                     ahead.fetch_large_now(needed, self._policy)
@@ -133,6 +136,7 @@ class Fetch(Stepped[LocatedBatch]):
                     for shard in done_after.get(row, ()):
                         opened.release(shard)
         finally:
+            opened.ranges_done()
             scope.cancel()
             ahead.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
@@ -148,7 +152,8 @@ def locate(
         ``(shards, local, needed, needed_at)``: arrays shaped as ``batches``, then each
         distinct shard once with the flat position where it is first needed, by position.
     """
-    shards = np.searchsorted(shard_starts, batches, side="right") - 1
+    shards = count_at_most(shard_starts, batches)  # a bucketed search: no binary search
+    shards -= 1
     local = batches - shard_starts[shards]
     unique, first = first_occurrences(shards.reshape(-1))
     order = np.argsort(first, kind="stable")

@@ -99,6 +99,7 @@ class OpenShards:
     def new_epoch(self) -> None:
         """Forget which shards were marked as used: mark each again on its first use."""
         self._marked.clear()
+        self._ranges.forget()
 
     def mean_sample_bytes(self, shards: Sequence[int]) -> float:
         """The mean bytes a sample of ``shards``, from their index entries."""
@@ -215,6 +216,17 @@ class OpenShards:
             return {}
         return self._ranges.views(readable, self._checked_schema, pool)
 
+    def wait_for_ranges(self) -> None:
+        """Wait for the node's first-batch ranges, up to the policy's ``range_hold_s``.
+
+        This reader's first batch is handed on by then: it holds the others back no more.
+        """
+        self._ranges.wait_for_others(self.policy.range_hold_s)
+
+    def ranges_done(self) -> None:
+        """The walk ended: this reader's first batch holds the node's look-aheads back no more."""
+        self._ranges.let_go()
+
     def _bytes(self, shard: int) -> int:
         return self.cache.locate(shard)[1].raw_data.bytes
 
@@ -264,4 +276,6 @@ class OpenShards:
     def _opener(self, shard: int) -> ShardView:
         stream = self._stream_of_shard[shard]
         view: ShardView = self.datasets[stream].shard_view(shard - self._first_shard[stream])
+        # Its first batch's samples, if read by range, must be the file's: never two versions.
+        self._ranges.confirm(shard)
         return view

@@ -8,9 +8,9 @@ base builds the whole :class:`~shardstream.storage.base.ObjectStore` contract on
 - ``_list_page(prefix, start_after, token)``: one page of a listing and the token of the next;
 - ``_read_info(key)`` (optional): a whole object and the identity its own answer gave (size and
   version tag), so that bytes read before a listing can be matched with it;
-- ``_read_if(key, start, end, etag)`` (optional): a byte range of the object only while its
-  version tag is still ``etag`` (a conditional request), so that ranges read one by one are
-  all of the version a listing named;
+- ``_read_range_info(key, start, end, etag)`` (optional): a byte range and the identity its
+  answer gave (the object's size and tag); with ``etag``, only while the object's tag is
+  still ``etag`` (a conditional request), so that ranges read one by one are of one version;
 - ``_classify(exc)``: whether an SDK's exception means a missing object, refused credentials,
   a range past the end, or another failure of the store (or is no store error at all).
 
@@ -108,7 +108,7 @@ class BaseStore:
     _clients: tuple[str, ...] = ()
     #: Whether ``_read_info`` is implemented: a read returns the identity of what it read.
     _identifies_reads = False
-    #: Whether ``_read_if`` is implemented: a ranged read can be tied to a version tag.
+    #: Whether ``_read_range_info`` is implemented: a ranged read can be tied to a version tag.
     _ties_ranges = False
 
     def __init__(self) -> None:
@@ -153,11 +153,14 @@ class BaseStore:
         """
         raise NotImplementedError
 
-    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
-        """Bytes ``start .. end - 1`` of the object if its version tag is ``etag``; may be short.
+    def _read_range_info(
+        self, key: str, start: int, end: int, etag: str | None
+    ) -> tuple[bytes, ObjectInfo | None]:
+        """Bytes ``start .. end - 1`` (may be short); the object's size and tag, as answered.
 
-        Raises :class:`~shardstream.errors.ObjectChangedError` (no message needed: the base
-        words it) when the object's tag is another, from the answer to the same request.
+        ``None`` for the identity when the answer gave no tag or no size.
+        With ``etag``, raises :class:`~shardstream.errors.ObjectChangedError` (no message
+        needed: the base words it) when the object's tag is another, from the same answer.
         """
         raise NotImplementedError
 
@@ -281,9 +284,10 @@ class BaseStore:
             key: The object's key.
             start: The first byte.
             end: One past the last byte.
-            if_match: A version tag (a listing's ``ObjectInfo.etag``): the bytes only if the
-                object is still that version, so that ranges read one by one never mix two
-                versions of an object rewritten in between.
+            if_match: A version tag (a listing's ``ObjectInfo.etag``, or the one
+                :meth:`get_range_tagged` answered): the bytes only if the object is still that
+                version, so that ranges read one by one never mix two versions of an object
+                rewritten in between.
 
         Raises:
             ConfigurationError: The range is negative or reversed.
@@ -294,11 +298,26 @@ class BaseStore:
             CredentialsError: The store refused the credentials, or none were found.
             StorageError: The range runs past the end of the object, or the request failed.
         """
+        return self._get_tagged(key, start, end, if_match, tied=if_match is not None)[0]
+
+    def get_range_info(self, key: str, start: int, end: int) -> tuple[bytes, ObjectInfo | None]:
+        """:meth:`get_range`, and the object's size and version tag as its answer gave them.
+
+        The version these bytes are of (``None``: the answer named none): later ranges given
+        its tag as ``if_match`` are of the same. Raises as :meth:`get_range` with
+        ``if_match`` (``UnsupportedURLError`` unless :attr:`ties_ranges`).
+        """
+        return self._get_tagged(key, start, end, None)
+
+    def _get_tagged(
+        self, key: str, start: int, end: int, if_match: str | None, *, tied: bool = True
+    ) -> tuple[bytes, ObjectInfo | None]:
+        """A range (tied: by ``_read_range_info``, with its identity), checked at the boundary."""
         self._key(key)
         if (through := self._reads_through(key)) is not None:
-            return through.get_range(key, start, end, if_match=if_match)
+            return through._get_tagged(key, start, end, if_match, tied=tied)
         check_range(start, end, self.url(key))
-        if if_match is not None and not self.ties_ranges:
+        if tied and not self.ties_ranges:
             raise UnsupportedURLError(
                 f"reading {self.url(key)}: {type(self).__name__} cannot tie a byte range to a "
                 "version of the object; read it without if_match, or whole"
@@ -306,24 +325,24 @@ class BaseStore:
         if start == end:
             if self._empty_range_asks and end > (size := self.info(key).size):
                 raise self._past_the_end(key, start, end, size)
-            return b""
+            return b"", None
         try:
             with self._boundary("reading", key):
-                if if_match is None:
-                    data = self._read(key, start, end)
+                if tied:
+                    data, answered = self._read_range_info(key, start, end, if_match)
                 else:
-                    data = self._read_if(key, start, end, if_match)
+                    data, answered = self._read(key, start, end), None
         except ObjectChangedError:
             raise ObjectChangedError(
                 f"reading bytes {start}-{end - 1} of {self.url(key)}: the {self._noun} was "
-                f"rewritten since it was listed (version {if_match!r} asked, the store holds "
-                "another); read it again from its new listing"
+                f"rewritten since version {if_match!r} of it was read or listed (the store "
+                "holds another); read it again"
             ) from None
         except PastTheEnd:
             raise self._past_the_end(key, start, end, self.info(key).size) from None
         if len(data) != end - start:
             raise self._past_the_end(key, start, end, start + len(data))
-        return data
+        return data, answered
 
     def info(self, key: str) -> ObjectInfo:
         """The size and version tag of the object under ``key``, from one metadata request.

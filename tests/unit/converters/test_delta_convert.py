@@ -128,3 +128,16 @@ def test_delta_to_mds_writes_the_bytes_of_the_row_groups_read_straight(
     assert files == sorted(path.name for path in expected.iterdir())
     for name in files:
         assert (out / name).read_bytes() == (expected / name).read_bytes(), name
+
+
+def test_view_strings_from_an_arrow_rs_writer_take_deletion_vectors(tmp_path: Path):
+    table = tmp_path / "table"
+    data = rows(0, 20)
+    data = data.set_column(1, "name", data.column("name").cast(pa.string_view()))
+    write(table, data, configuration={"delta.enableDeletionVectors": "true"})
+    (key,) = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))["path"].to_pylist()
+    delete_with_vector(table, key, [3])
+    out = tmp_path / "mds"
+    assert delta_to_mds(str(table), str(out), progress=False) == 19
+    names = {int(s["id"]): s["name"] for s in StreamingDataset(local=str(out), batch_size=4)}
+    assert names == {i: f"row-{i}" for i in range(20) if i != 3}

@@ -9,9 +9,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from shardstream import LocalDataset
 from shardstream.converters import arrow_to_mds
 from shardstream.converters.parquet import parquet_files_to_mds
-from shardstream.errors import ConfigurationError
+from shardstream.errors import ConfigurationError, ShardFormatError
 
 
 def table(first: int, count: int) -> pa.Table:
@@ -69,3 +70,21 @@ def test_files_without_rows_are_refused_as_the_writer_refuses_them(tmp_path: Pat
         parquet_files_to_mds(
             [str(tmp_path / "empty.parquet")], str(tmp_path / "out"), where="x", progress=False
         )
+
+
+def test_a_column_in_another_type_is_cast_as_the_scan_casts_it(tmp_path: Path):
+    pq.write_table(pa.table({"a": pa.array([1, 2], pa.int64())}), tmp_path / "1.parquet")
+    pq.write_table(pa.table({"a": pa.array([3], pa.int32())}), tmp_path / "2.parquet")
+    paths = [str(tmp_path / "1.parquet"), str(tmp_path / "2.parquet")]
+    written = parquet_files_to_mds(paths, str(tmp_path / "out"), where="in", progress=False)
+    assert written == 3
+    assert [LocalDataset(str(tmp_path / "out"))[i]["a"] for i in range(3)] == [1, 2, 3]
+
+
+def test_a_value_the_cast_would_change_is_refused_naming_the_file(tmp_path: Path):
+    pq.write_table(pa.table({"a": pa.array([1], pa.int32())}), tmp_path / "1.parquet")
+    pq.write_table(pa.table({"a": pa.array([2**40], pa.int64())}), tmp_path / "2.parquet")
+    paths = [str(tmp_path / "1.parquet"), str(tmp_path / "2.parquet")]
+    with pytest.raises(ShardFormatError, match=r"in/2.parquet: its columns do not cast .*a: int32"):
+        parquet_files_to_mds(paths, str(tmp_path / "out"), where="in", progress=False)
+    assert not (tmp_path / "out" / "index.json").exists()

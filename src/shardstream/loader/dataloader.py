@@ -12,6 +12,7 @@ from shardstream._torch import as_tensor, default_collate, default_convert, requ
 from shardstream.dataset.streaming import StreamingDataset, reads_through_getitem
 from shardstream.errors import ConfigurationError
 from shardstream.loader.batch_count import Counted, CountingCollate, samples_in
+from shardstream.loader.direct_batches import direct_batches
 from shardstream.loader.result_pipe import widen_result_pipe
 from shardstream.loader.worker_watchdog import EndWithMain, MainProcess
 from shardstream.pipeline.column_batch import BatchRefs, ColumnBatch
@@ -111,7 +112,8 @@ class StreamingDataLoader(DataLoader[Any]):
             widen_result_pipe(
                 iterator, self._pipe_bytes
             )  # a whole batch crosses from a worker in one write
-            for batch in iterator:
+            direct = direct_batches(iterator, _pass_through) if self._device_batches else None
+            for batch in iterator if direct is None else direct:
                 # Counted as batch_count says: the samples handed over, not the collated shape.
                 if isinstance(batch, Counted) and batch.items:  # no batching: sample by sample
                     for item in batch.batch:

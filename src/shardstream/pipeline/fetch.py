@@ -120,15 +120,19 @@ class Fetch(Stepped[LocatedBatch]):
                     begin, stop = row * width, min((row + 1) * width, len(part))
                     ahead.submit(stop, stop + (0 if first else self._predownload))
                     in_row = shards[begin:stop]
-                    row_shards = in_row.tolist()
-                    # One shard (read in order): no hashing of every sample's shard.
+                    # One shard (read in order): no sort of every sample's shard.
                     one = bool((in_row == in_row[0]).all())
-                    views = {
-                        shard: ranged[shard] if shard in ranged else ahead.take(shard)
-                        for shard in (row_shards[:1] if one else dict.fromkeys(row_shards))
-                    }
+                    keys = [int(in_row[0])] if one else _distinct(in_row)
+                    if ranged:
+                        views = {
+                            shard: ranged[shard] if shard in ranged else ahead.take(shard)
+                            for shard in keys
+                        }
+                    else:
+                        views = ahead.take_all(keys)
                     self.plan.skip(1)
-                    yield LocatedBatch(row_shards, local[begin:stop].tolist(), views)
+                    # Arrays: the decode stage makes lists only where its reads take them.
+                    yield LocatedBatch(in_row, local[begin:stop], views)
                     for shard in done_after.get(row, ()):
                         opened.release(shard)
         finally:
@@ -154,6 +158,14 @@ def locate(
     unique, first = first_occurrences(shards.reshape(-1))
     order = np.argsort(first, kind="stable")
     return shards, local, unique[order].tolist(), first[order].tolist()
+
+
+def _distinct(shards: NDArray[np.int64]) -> list[int]:
+    """The distinct shards of a batch, in order (a count over their span where it is short)."""
+    low = int(shards.min())
+    if int(shards.max()) - low > 4 * len(shards):
+        return np.unique(shards).tolist()  # type: ignore[no-any-return]
+    return (np.flatnonzero(np.bincount(shards - low)) + low).tolist()  # type: ignore[no-any-return]
 
 
 class _LookAhead:
@@ -234,6 +246,13 @@ class _LookAhead:
         if not opened.marked(shard):  # open since an earlier epoch
             opened.mark(shard)
         return view
+
+    def take_all(self, shards: list[int]) -> dict[int, ShardView]:
+        """:meth:`take` of each of ``shards``, in one call where none is being opened."""
+        pending = self._pending
+        if not pending or pending.keys().isdisjoint(shards):
+            return self._opened.views(shards)
+        return {shard: self.take(shard) for shard in shards}
 
     def cancel(self) -> None:
         """Cancel the tasks not started; give those running :data:`LET_GO_S` to let go."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import Protocol
 
@@ -144,6 +144,24 @@ class OpenShards:
                 refetched = True
         assert view is not None
         return self.keep(shard, view)
+
+    def views(self, shards: Iterable[int]) -> dict[int, ShardView]:
+        """Each of ``shards``' view, as :meth:`view` and :meth:`mark` give it, in that order.
+
+        A shuffled batch of a table names every open row group: one call, not two a shard.
+        """
+        out: dict[int, ShardView] = {}
+        opened, marked = self._open, self._marked
+        for shard in shards:
+            view = opened.get(shard)
+            if view is None:
+                view = self.view(shard)
+            else:
+                opened.move_to_end(shard)
+            if shard not in marked:
+                self.mark(shard)
+            out[shard] = view
+        return out
 
     def open_in_pool(self, shard: int) -> ShardView | None:
         """Fetch and open ``shard`` (in a fetch thread); ``None`` leaves it to :meth:`view`.

@@ -54,6 +54,8 @@ def child(url: str, cache: str, batch_size: int) -> None:
 
     base = store_base.BaseStore
     base.get_range = timed("range", base.get_range)  # type: ignore[method-assign]
+    if hasattr(base, "get_range_info"):  # a shard's first range, naming its version
+        base.get_range_info = timed("range", base.get_range_info)  # type: ignore[method-assign]
     base.get_bytes = timed("get", base.get_bytes)  # type: ignore[method-assign]
     base.get_bytes_info = timed("get", base.get_bytes_info)  # type: ignore[method-assign]
     base._list_page = timed("list page", base._list_page)  # type: ignore[method-assign]

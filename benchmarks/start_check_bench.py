@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/start_check_bench.py [--shards 10000 100000] [--stores local s3]
         [--baseline-src PATH] [--listing-only] [--link-ms 30] [--start-link] [--cold-only]
-        [--repeat 3] [--reference-python .venv-ref/bin/python] [--no-listing]
+        [--repeat 3] [--reference-python .venv-ref/bin/python] [--no-listing] [--whole-shards]
 
 Writes a dataset of tiny one-sample MDS shards (the listing and the index grow with the shard
 count, not with the bytes), to a local folder and to SeaweedFS on 127.0.0.1, then times
@@ -17,6 +17,8 @@ code. ``--reference-python`` names the Python of a venv holding mosaicml-streami
 start (the ``StreamingDataset`` constructor, which fetches ``index.json`` and lists nothing) is
 timed the same way, on S3. Each start also times its first sample (``first_sample_s``) and
 the end of a listing left running after ``prepare()`` (``listed_s``; the CPU of each too).
+``--whole-shards``: the first batch's shards are fetched whole (no first-batch ranges), so a
+warm start's first sample comes from a shard the cache held, once the listing vouches for it.
 
 On S3 it also times the listing alone, in a fresh process with the client made: serial, and in
 key ranges split at the index's shard names (``list_info(split_at=...)``), with the CPU time
@@ -56,6 +58,9 @@ _PROBE = """
 import json, sys, time
 from shardstream import StreamingDataset
 remote, local, options = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+if options.pop("_whole_shards", False):  # the first batch's shards fetched whole, and cached
+    from shardstream import ReadPolicy
+    options["read_policy"] = ReadPolicy(first_batch_ranges=False)
 started, cpu = time.perf_counter(), time.process_time()
 dataset = StreamingDataset(remote=remote, local=local, batch_size=1, **options)
 dataset.prepare()
@@ -233,18 +238,24 @@ def measure(
     tmp: Path,
     rewrite: Callable[[int], None],
     env: dict[str, str],
+    options: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Cold, warm and after-rewrite starts of each code, each code on its own cache folder."""
+    """Cold, warm and after-rewrite starts of each code, each code on its own cache folder.
+
+    ``options``: the probe's (``{"_whole_shards": True}``: no first-batch ranges, so the warm
+    start's first sample is a cached shard, handed over once the listing vouches for it).
+    """
+    options = options or {}
     rows: dict[str, dict[str, dict[str, float]]] = {}
     for generation, (name, python_path) in enumerate(codes.items(), start=1):
         local = tmp / f"cache-{name}"
         shutil.rmtree(local, ignore_errors=True)
         row = {
-            "cold": start_seconds(python_path, remote, local, {}, env),
-            "warm": start_seconds(python_path, remote, local, {}, env),
+            "cold": start_seconds(python_path, remote, local, options, env),
+            "warm": start_seconds(python_path, remote, local, options, env),
         }
         rewrite(generation)
-        row["rewritten"] = start_seconds(python_path, remote, local, {}, env)
+        row["rewritten"] = start_seconds(python_path, remote, local, options, env)
         rows[name] = row
     return rows
 
@@ -281,7 +292,8 @@ def s3_starts(
             )
         else:
             rewrite = partial(write_s3, server, "ds", shards)
-            rows.update(measure(codes, remote, tmp, rewrite, start_env))
+            options = {"_whole_shards": True} if args.whole_shards else {}
+            rows.update(measure(codes, remote, tmp, rewrite, start_env, options))
         return rows
 
 
@@ -298,6 +310,9 @@ def main() -> None:
     parser.add_argument("--cold-only", action="store_true", help="time cold starts only")
     parser.add_argument("--no-listing", action="store_true", help="skip the listing rows")
     parser.add_argument("--repeat", type=int, default=1, help="cold starts of each code")
+    parser.add_argument(
+        "--whole-shards", action="store_true", help="no first-batch ranges: shards come whole"
+    )
     parser.add_argument("--reference-python", default="", help="a Python with mosaicml-streaming")
     args = parser.parse_args()
     codes = {"shardstream": str(REPO / "src")}

@@ -15,7 +15,10 @@ time each batch reached the loop. Per run it prints the phases of the epoch:
 * ``fetch``: from the first shard request to the last byte, and the link's rate over it;
 * ``idle``: time within ``fetch`` with no request in flight, and the mean requests in flight;
 * ``tail``: from the last byte to the last batch (the reading that follows the transfer);
-* ``first batch``: when the first batch reached the loop.
+* ``first batch``: when the first batch reached the loop;
+* ``check``: seconds the loop spent checking batches (the benchmark's own work, in ``tail``);
+* ``main_cpu``, ``workers_cpu``: CPU seconds of the reading process over the epoch, and of its
+  DataLoader workers (every thread; the workers' start and the whole epoch).
 
 ``--variants`` alternates runs of this tree as it is (``ranges``), with the first batch's
 range reads off (``no-ranges``), with listings through obstore too (``obstore``) and of
@@ -29,8 +32,10 @@ across the processes of this machine).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -50,14 +55,26 @@ BATCH_SIZE = 256
 
 def _trace(folder: str) -> None:
     """Record every store request of this process (and of its forked workers) under ``folder``."""
+    import threading
+
     from shardstream.storage import store_base
+
+    # A store may serve a call through another store (S3 reads through obstore): only the
+    # outermost call of a thread is a request, else its bytes would count twice.
+    depth = threading.local()
 
     def wrap(name: str) -> None:
         original = getattr(store_base.BaseStore, name)
 
         def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if getattr(depth, "inside", False):
+                return original(self, *args, **kwargs)
+            depth.inside = True
             started = time.perf_counter()
-            value = original(self, *args, **kwargs)
+            try:
+                value = original(self, *args, **kwargs)
+            finally:
+                depth.inside = False
             ended = time.perf_counter()
             size = len(value) if isinstance(value, (bytes, bytearray, memoryview)) else 0
             if name == "get_bytes_info":
@@ -99,16 +116,24 @@ def child(args: argparse.Namespace) -> None:
         _, loader = make_loader("shardstream", args.data, args.cache, BATCH_SIZE, args.workers,
                                 True, tokens=bool(spec.get("tokens")))  # fmt: skip
     batches = []
+    checking = 0.0  # the benchmark's own check of each batch (every library's rows pay it)
     cpu = time.process_time()
     started = time.perf_counter()
     for batch in loader:
+        arrived = time.perf_counter()
         checker.batch(batch)
-        batches.append(time.perf_counter())
+        checking += time.perf_counter() - arrived
+        batches.append(arrived)
     ended = time.perf_counter()
+    main_cpu = time.process_time() - cpu
+    del loader  # its workers end and are waited for: their CPU counts as the children's
+    gc.collect()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     checks = checker.end_epoch()
     with open(args.result, "w", encoding="utf-8") as handle:
         json.dump({"started": started, "ended": ended, "batches": batches, "checks": checks,
-                   "main_cpu": time.process_time() - cpu}, handle)  # fmt: skip
+                   "main_cpu": main_cpu, "check": checking,
+                   "workers_cpu": children.ru_utime + children.ru_stime}, handle)  # fmt: skip
 
 
 def phases(
@@ -118,8 +143,9 @@ def phases(
     t0 = result["started"]
     requests = []
     for name in os.listdir(trace):
+        pid = int(name.split(".")[0])
         with open(os.path.join(trace, name), encoding="utf-8") as handle:
-            requests += [json.loads(line) for line in handle]
+            requests += [[*json.loads(line), pid] for line in handle]
     shard = [r for r in requests if r[1].endswith(".mds") or r[0] == "get_range"]
     first_request = min(r[2] for r in shard)
     last_byte = max(r[3] for r in shard)
@@ -137,7 +163,8 @@ def phases(
     fetch = last_byte - first_request
     if show:
         for r in sorted(requests, key=lambda r: r[2]):
-            print(f"  {r[0]:14s} {r[1][-24:]:24s} {r[2] - t0:7.3f} {r[3] - t0:7.3f} {r[4]:>10}")
+            print(f"  {r[0]:14s} {r[1][-24:]:24s} {r[2] - t0:7.3f} {r[3] - t0:7.3f} {r[4]:>10}"
+                  f"  pid {r[5]}")  # fmt: skip
     batches = result["batches"]
     return {
         "epoch": result["ended"] - t0,
@@ -152,6 +179,8 @@ def phases(
         "requests": len(requests),
         "mb": moved / 1e6,
         "main_cpu": result["main_cpu"],
+        "workers_cpu": result.get("workers_cpu", 0.0),
+        "check": result.get("check", 0.0),
         "passed": float(result["checks"]["passed"]),
     }
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from shardstream.format.encodings import base as encoding_base
+from shardstream.storage import obstore_client
 
 
 @pytest.fixture
@@ -25,3 +26,10 @@ def private_cache_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SHARDSTREAM_CACHE_DIR", str(root))
         yield
+
+
+@pytest.fixture(autouse=True)
+def obstore_not_left_to_children() -> Iterator[None]:
+    """A test's loader that forks workers keeps this process off obstore for the test alone."""
+    yield
+    obstore_client._FORKING_PID = None

@@ -302,7 +302,7 @@ class ObjectNotFoundError(StorageError, FileNotFoundError):
 
 
 class ObjectChangedError(StorageError):
-    """An object was rewritten since it was listed: a read tied to the listed version refused."""
+    """An object was rewritten since a version of it was listed or read: a tied read refused."""
 
 
 class DownloadTimeoutError(StorageError, TimeoutError):

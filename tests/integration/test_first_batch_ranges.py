@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from shardstream import MDSWriter, StreamingDataset
-from shardstream.errors import ShardFormatError, StorageError
+from shardstream.errors import ObjectChangedError, ShardFormatError, StorageError
 from shardstream.pipeline.policy import ReadPolicy
 from shardstream.storage import S3Store
 
@@ -312,3 +312,35 @@ def test_a_batch_that_needs_much_of_its_large_shards_bytes_fetches_them_whole_on
         _same(sample, want)
     assert data.shard_gets(ranged=True) == []
     assert sorted(data.shard_gets(ranged=False)) == sorted(shard_bytes)
+
+
+def test_a_shard_rewritten_between_its_ranges_and_its_whole_get_fails_the_epoch(
+    served, s3_env: S3Server, tmp_path
+):
+    data: Served = served("tiny")
+    expected = list(_dataset(None, data.folder))  # type: ignore[arg-type]
+    # The same sizes and offsets, other payloads: a writer rewriting the shards in place.
+    other = tmp_path / "other"
+    columns = {"id": "int", "pad": "bytes", "text": "str", "vec": "ndarray:float32:4"}
+    samples, size, limit = SHAPES["tiny"]
+    with MDSWriter(out=str(other), columns=columns, size_limit=limit) as writer:
+        for i in range(samples):
+            sample = _sample(i, size)
+            sample["pad"] = bytes(255 - byte for byte in sample["pad"])
+            writer.write(sample)
+    data.proxy.inject("hold", count=10**6, method="GET", path_contains=".mds", ranged=False)
+    samples_out = iter(_dataset(data.url, tmp_path / "cache"))
+    try:
+        first = [next(samples_out) for _ in range(BATCH)]  # by ranges: the old version
+        for sample, want in zip(first, expected, strict=False):
+            _same(sample, want)
+        direct = S3Store(data.url, endpoint_url=s3_env.endpoint)  # not through the proxy
+        for path in sorted(other.glob("shard.*.mds")):
+            direct.put_file(str(path), path.name)
+    finally:
+        data.proxy.release()  # the whole GETs now read the new version
+    got: list[dict[str, Any]] = []
+    with pytest.raises(ObjectChangedError, match=r"rewritten while this epoch read it"):
+        got.extend(samples_out)  # never samples of the new version beside the old
+    for sample, want in zip(got, expected[BATCH:], strict=False):
+        _same(sample, want)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -423,3 +425,45 @@ def test_s3_writes_one_put_or_one_multipart_upload(s3_env: S3Server, tmp_path: P
         assert proxy.count("PUT", "large.bin") == 3  # its parts
         assert proxy.count("POST", "uploadId") == 1  # completed once, which publishes it
         assert client.get_bytes("large.bin") == data
+
+
+_LEAVES_TO_CHILDREN = """
+import os, sys
+from shardstream.storage import S3Store, obstore_client
+obstore_client.leave_to_forked_children()
+url, endpoint, key, secret = sys.argv[1:5]
+store = S3Store(url, endpoint_url=endpoint, key=key, secret=secret)
+parent = store.get_range("k.bin", 0, 2).decode(), store._fast_reader() is not None
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    data = store.get_range("k.bin", 0, 3).decode()
+    os.write(write, f"{data} {store._fast_reader() is not None}".encode())
+    os._exit(0)
+os.close(write)
+with os.fdopen(read) as pipe:
+    child = pipe.read()
+os.waitpid(pid, 0)
+print(*parent, child)
+"""
+
+
+@pytest.mark.s3
+def test_a_process_that_leaves_obstore_to_its_children_lets_them_read_through_it(
+    s3_env: S3Server, tmp_path: Path
+) -> None:
+    """A process about to fork readers reads through botocore, and its children through obstore.
+
+    In a fresh interpreter (this one may have started obstore's runtime already): its own read
+    goes through botocore, so the runtime is never started there, and a child forked after it
+    reads through obstore rather than hang or fall back.
+    """
+    client = _s3(s3_env)
+    _put(client, tmp_path, "k.bin", b"abcdef")
+    answer = subprocess.run(
+        [sys.executable, "-c", _LEAVES_TO_CHILDREN, client.root, s3_env.endpoint, s3_env.key,
+         s3_env.secret],
+        capture_output=True, text=True, timeout=120, check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert answer.stdout.split() == ["ab", "False", "abc", "True"]

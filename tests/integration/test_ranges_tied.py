@@ -24,9 +24,11 @@ from shardstream import MDSWriter
 from shardstream.cache import CacheStream, ShardCache, sync_index
 from shardstream.cache.sample_ranges import SampleRanges
 from shardstream.errors import ObjectChangedError, UnsupportedURLError
+from shardstream.format.index import parse_index
 from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.pipeline.policy import ReadPolicy
 from shardstream.storage import DownloadOptions, ObjectStore
+from shardstream.storage.base import ObjectInfo
 from shardstream.storage.store_base import BaseStore
 
 TIED = ["local", "s3_obstore", "s3_botocore", "gcs", "azure"]
@@ -57,6 +59,11 @@ def test_a_range_tied_to_the_listed_version_refuses_a_rewritten_object(request, 
     assert store.list_info()["shard.00000.mds"].etag != listed.etag
     with pytest.raises(ObjectChangedError, match=r"shard\.00000\.mds.*rewritten since"):
         store.get_range("shard.00000.mds", 100, 300, if_match=listed.etag)
+    # A ranged read names the version it read: the listing's, for the ranges after it.
+    data, read = store.get_range_info("shard.00000.mds", 100, 300)
+    assert (data, read) == (new[100:300], store.list_info()["shard.00000.mds"])
+    assert read is not None
+    assert store.get_range("shard.00000.mds", 0, 50, if_match=read.etag) == new[:50]
     # Untied, the same read gives the new version; tied to the new tag, too.
     assert store.get_range("shard.00000.mds", 100, 300) == new[100:300]
     now = store.list_info()["shard.00000.mds"].etag
@@ -91,12 +98,12 @@ class _RewritesAfterHeader:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    def get_range(self, key: str, start: int, end: int, **tie: str | None) -> bytes:
-        data: bytes = self.store.get_range(key, start, end, **tie)
+    def get_range_info(self, key: str, start: int, end: int) -> tuple[bytes, ObjectInfo | None]:
+        answer = self.store.get_range_info(key, start, end)  # the header's range
         if key == self.key and start == 0 and not self.rewritten:
             self.rewritten = True
             self.store.put_file(str(self.new), key)
-        return data
+        return answer
 
 
 def _write(folder: Path, seed: int) -> None:
@@ -148,3 +155,39 @@ def test_a_shard_rewritten_between_its_header_and_samples_is_never_read_mixed(
                          entries[1].samples, source="old")  # fmt: skip
     for index in wanted[1]:
         assert bytes(views[1].get(index)["pad"]) == bytes(other.get(index)["pad"])
+
+
+@pytest.mark.parametrize("name", TIED[1:])
+def test_a_shard_rewritten_between_its_ranges_and_its_whole_download_fails_the_epoch(
+    request, tmp_path, name
+):
+    store = _store(request, name)
+    old, new, local = tmp_path / "old", tmp_path / "new", tmp_path / "cache"
+    _write(old, seed=0)
+    _write(new, seed=1000)  # the same sizes and offsets, other payloads
+    for file in sorted(os.listdir(old)):  # the index last, as a writer publishes it
+        if file != "index.json":
+            store.put_file(str(old / file), file)
+    store.put_file(str(old / "index.json"), "index.json")
+    # No listing at all: the ranges are tied to the version their first answer names.
+    entries = parse_index(store.get_bytes("index.json"), source=store.url("index.json"))
+    cache = ShardCache([CacheStream(str(local), store, entries)])
+    policy = ReadPolicy()
+    ranges = SampleRanges(
+        cache, whole_bytes=policy.range_whole_bytes, gap_bytes=policy.range_gap_bytes
+    )
+
+    def schema(shard: int) -> MDSSchema:
+        return MDSSchema(cache.locate(shard)[1].columns, sort=False)
+
+    with ThreadPoolExecutor(2) as pool:
+        views = ranges.views({0: [1, 7], 1: [0, 5]}, schema, pool)
+    assert set(views) == {0, 1}  # handed out, of the old version
+    shard = entries[0].raw_data.basename
+    store.put_file(str(new / shard), shard)  # rewritten before its whole download
+    cache.ensure(0)
+    cache.ensure(1)
+    with pytest.raises(ObjectChangedError, match=rf"{shard}.*rewritten while this epoch read it"):
+        ranges.confirm(0)  # the rest of the epoch would read the new version: refused
+    ranges.confirm(0)  # said once; a new epoch reads the whole file alone
+    ranges.confirm(1)  # unchanged: its whole file holds the bytes handed out

@@ -33,6 +33,7 @@ from shardstream.storage import (
 )
 from shardstream.storage import download as download_module
 from shardstream.storage import s3 as s3_module
+from shardstream.storage.key_ranges import range_index, upper_bounds
 
 from .conftest import S3Server
 from .faults import FaultProxy
@@ -203,17 +204,27 @@ def split_url(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> 
     return url
 
 
+def _no_folder(key: str) -> bool:
+    """Whether ``key`` names no folder of the stored keys (``zz`` of ``zz/last.bin``).
+
+    SeaweedFS's filer, asked for the keys after a folder's own name, skips the folder's keys
+    too (S3 and GCS list after it in byte order, the folder's keys first). A start splits at
+    the names of objects, which on a filer are files, never folders.
+    """
+    return not any(stored.startswith(f"{key}/") for stored in SPLIT_KEYS)
+
+
+SPLIT_POINTS = st.one_of(
+    st.sampled_from(SPLIT_KEYS), st.text(alphabet="sha.0123z/ü", max_size=12).filter(_no_folder)
+)
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 # SeaweedFS's filer answered a start key of "/" with names that are no keys: such keys (empty,
 # "." or ".." parts) are never split at.
 @example(splits=["/"])
 @example(splits=["shard.00010.mds/", "a//b", "./x", "shard.00050.mds"])
-@given(
-    splits=st.lists(
-        st.one_of(st.sampled_from(SPLIT_KEYS), st.text(alphabet="sha.0123z/ü", max_size=12)),
-        max_size=20,
-    )
-)
+@given(splits=st.lists(SPLIT_POINTS, max_size=20))
 def test_a_split_listing_of_seaweedfs_is_exactly_the_serial_one(
     s3_server: S3Server, split_url: str, splits: list[str], lister: str
 ) -> None:
@@ -371,3 +382,35 @@ def test_a_first_start_lists_while_the_index_is_parsed(
     record = read_record(str(tmp_path / "cache" / ".shardstream"))
     assert record is not None
     assert set(record.objects) == set(store.list_info())  # split at scanned names: every key
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@example(splits=[], per_range=1, page=3)
+@example(splits=["index.json", "zz/last.bin", "zzz"], per_range=1, page=1)  # past the last key
+@example(splits=["a", "a b.bin", "a c"], per_range=1, page=2)  # an empty range between keys
+@given(
+    splits=st.lists(SPLIT_POINTS, max_size=12),
+    per_range=st.integers(1, 4),
+    page=st.integers(1, 9),
+)
+def test_the_key_ranges_of_seaweedfs_hold_every_key_once(
+    s3_server: S3Server, split_url: str, splits: list[str], per_range: int, page: int, lister: str
+) -> None:
+    """Each range listed alone: together the serial listing, no key in two, each where it lies."""
+    store = S3Store(
+        split_url, endpoint_url=s3_server.endpoint, key=s3_server.key, secret=s3_server.secret
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        _page_keys(patch, page)
+        patch.setattr(store_base, "KEYS_PER_RANGE", per_range)
+        ranges = store.key_ranges("", splits)
+        parts = [store.list_range("", key_range) for key_range in ranges]
+        _page_keys(patch, 1000)
+        serial = store.list_info()
+    seen: list[str] = []
+    for number, (key_range, part) in enumerate(zip(ranges, parts, strict=True)):
+        assert all(key_range.holds(key) for key in part)
+        assert all(range_index(upper_bounds(ranges), key) == number for key in part)
+        seen.extend(part)
+    assert seen == list(serial)  # every key once, in key order
+    assert {key: info for part in parts for key, info in part.items()} == serial

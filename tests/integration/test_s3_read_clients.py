@@ -287,6 +287,48 @@ def test_dataloader_workers_read_under_every_start_method(
     assert clients == ({"botocore"} if context == "fork" else {"obstore"})
 
 
+_LOADER_IN_A_FRESH_PROCESS = """
+import sys
+from shardstream import StreamingDataLoader, StreamingDataset
+dataset = StreamingDataset(remote=sys.argv[1], local=sys.argv[2], batch_size=4)
+loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, timeout=120,
+                             multiprocessing_context="fork")
+print(sorted(int(i) for batch in loader for i in batch["id"]))
+"""
+
+
+def test_forked_workers_of_a_loader_read_through_obstore(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, elsewhere: RegionProxy
+) -> None:
+    """A loader that forks its workers keeps its process off obstore, so that they can use it.
+
+    In a fresh interpreter (this one has started obstore's runtime in earlier tests): the main
+    process reads the index through botocore, and every worker's shard read goes through
+    obstore.
+    """
+    monkeypatch.delenv("SHARDSTREAM_S3_CLIENT", raising=False)  # the default
+    url = s3_env.url("loader-fresh")
+    with MDSWriter(out=url, columns=COLUMNS, size_limit=300) as writer:
+        for i in range(24):
+            writer.write(sample(i))
+    monkeypatch.setenv("S3_ENDPOINT_URL", elsewhere.endpoint)
+    elsewhere.agents.clear()
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADER_IN_A_FRESH_PROCESS, url, str(tmp_path / "cache")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == list(range(24))
+
+    def clients(part: str) -> set[str]:
+        gets = [agent for method, path, agent in elsewhere.agents
+                if method == "GET" and part in path]  # fmt: skip
+        return {"botocore" if "Botocore" in agent else "obstore" for agent in gets}
+
+    assert clients("index.json") == {"botocore"}  # the main process's (workers inherit it)
+    assert clients("shard.") == {"obstore"}  # the workers'
+
+
 # --- start-up -------------------------------------------------------------------------------------
 
 _READ_WITHOUT_BOTOCORE = """

@@ -26,12 +26,13 @@ import contextlib
 import logging
 import os
 import re
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeGuard, TypeVar
 
 from shardstream.cache.layout import STATE_FOLDER
-from shardstream.cache.listing_check import ListingCheck
+from shardstream.cache.listing_check import ListingCheck, RangedListing
 from shardstream.cache.locks import FileLock
 from shardstream.cache.provenance import (
     SourceRecord,
@@ -60,6 +61,7 @@ from shardstream.storage import (
     timed_request,
 )
 from shardstream.storage.base import ObjectInfo
+from shardstream.storage.key_ranges import KeyRange
 from shardstream.storage.store_base import BaseStore
 
 __all__ = ["start_index_sync", "sync_index"]
@@ -232,9 +234,15 @@ def start_index_sync(
             _check_sizes(entries, listing, url)
         return None if now is None else now.changed(listing)
 
+    split_at = list(record.objects) if record is not None else _entry_names(entries)
+    ranged = RangedListing(
+        store.key_ranges("", split_at),
+        lambda key_range: _list_range(store, options, key_range),
+        options.list_ranges,
+    )
     check = ListingCheck(
-        lambda split_at: _list(store, options, split_at),
-        list(record.objects) if record is not None else _entry_names(entries),
+        lambda names: _list(store, options, names),
+        split_at,
         state=state,
         local=local,
         remote=remote,
@@ -245,8 +253,13 @@ def start_index_sync(
         lock=lambda: FileLock(lock_path).hold(timeout=wait, what="the index"),
         lock_timeout=wait,
         seen=_generation(record),
+        ranged=ranged,
+        check_part=lambda held, part: _check_sizes(held, part, url),
     )
-    logger.info("read %s (%d shards); listing %s meanwhile", url, len(entries), remote)
+    logger.info(
+        "read %s (%d shards); listing %s meanwhile, in %d key ranges",
+        url, len(entries), remote, len(ranged.ranges),
+    )  # fmt: skip
     return entries, check.start()
 
 
@@ -362,7 +375,7 @@ def _parsed_or_none(data: bytes, url: str) -> list[ShardEntry] | None:
         return None
 
 
-def _check_sizes(entries: list[ShardEntry], listing: dict[str, str], source: str) -> None:
+def _check_sizes(entries: list[ShardEntry], listing: Mapping[str, str], source: str) -> None:
     """Refuse an index whose files the store lists at other sizes, before it sizes anything.
 
     The rule for an index's claims about a remote's files: the size it gives each stored file
@@ -434,6 +447,14 @@ def _list(
     if INDEX_BASENAME not in listing:
         raise _no_index(store)
     return listing, True
+
+
+def _list_range(store: BaseStore, options: DownloadOptions, key_range: KeyRange) -> dict[str, str]:
+    """Each object's identity in ``key_range``: as one request, with its deadline and retries."""
+    infos = timed_request(
+        lambda: store.list_range("", key_range), options, f"listing {store.url('')}"
+    )
+    return {key: identity(info) for key, info in infos.items()}
 
 
 def _no_index(store: ObjectStore) -> ObjectNotFoundError:

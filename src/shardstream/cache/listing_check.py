@@ -5,20 +5,27 @@ answers, or one just fetched with the identity its GET answered) need not wait f
 of every object to begin reading: a shard that is not in the cache is fetched from the remote
 as it is now, whatever the listing will say. Only a shard whose cached files were there when
 the start began is in doubt: its remote object may have been rewritten in place. So the
-listing runs in a thread (:class:`ListingCheck`), and the cache asks :meth:`ListingCheck.vouch`
-before it hands such a shard over: the call waits for the listing, which by then has deleted
-the files of every changed object (under each shard's lock), so the cache fetches them again.
-No stale byte is handed over, and a start waits for the listing only where a cached shard is
-read before it has arrived.
+listing runs in threads (:class:`ListingCheck`), and the cache asks :meth:`ListingCheck.vouch`
+before it hands such a shard over.
 
-Once listed, the rest of the check runs as at a start that waits (under the index lock): the
-index's sizes are checked against the listing, the changed cached files are deleted, and the
-listing is recorded, unless the index changed since it was read. A shard fetched while the
-listing ran is recorded as of no known version: its GET may have read the object before a
-rewrite the listing saw, so the next start checks it against its own listing and fetches it
-again, rather than trust bytes no listing vouched for.
-An error of the listing (or an index the listing contradicts) is raised by the next
-:meth:`~ListingCheck.vouch` of any shard, so a read fails rather than go on unchecked.
+The listing comes in key ranges (:class:`RangedListing`, cut at the names the start knows,
+``list_ranges`` of them in flight), and each range is judged as it arrives: the index's sizes
+of the shards it holds are checked against it, and the cached files of each doubted shard
+whose object it lists with another identity than the record's are deleted (under the shard's
+lock), so the cache fetches them again. :meth:`~ListingCheck.vouch` waits only for the ranges
+that hold the shard's objects, and a range a reader waits for is listed next. No stale byte is
+handed over, and a start waits for the listing only where a cached shard is read before its
+range has arrived. A store that lists in one walk is one range: a vouch waits for all of it.
+
+Once every range is listed, the rest of the check runs as at a start that waits (under the
+index lock): the index's sizes are checked against the listing, the changed cached files still
+there are deleted, and the listing is recorded, unless the index changed since it was read. A
+shard fetched while the listing ran is recorded as of no known version: its GET may have read
+the object before a rewrite the listing saw, so the next start checks it against its own
+listing and fetches it again, rather than trust bytes no listing vouched for.
+An error of the listing (a range that failed after its retries, or an index the listing
+contradicts) is raised by the next :meth:`~ListingCheck.vouch` of any shard, and by every vouch
+waiting for a range, so a read fails rather than go on unchecked.
 """
 
 from __future__ import annotations
@@ -26,8 +33,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 from shardstream.cache.provenance import (
     SourceRecord,
@@ -38,8 +47,9 @@ from shardstream.cache.provenance import (
 from shardstream.cache.shard_files import shard_file_pairs
 from shardstream.errors import StorageError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry
+from shardstream.storage.key_ranges import KeyRange, range_index, upper_bounds
 
-__all__ = ["ListingCheck"]
+__all__ = ["ListingCheck", "RangedListing"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +57,29 @@ logger = logging.getLogger(__name__)
 Lister = Callable[[list[str]], tuple[dict[str, str], bool]]
 
 
+@dataclass(frozen=True)
+class RangedListing:
+    """A listing in key ranges: which ranges, how one is listed, how many at once.
+
+    Attributes:
+        ranges: The ranges, in key order, together every key once (``BaseStore.key_ranges``).
+        list_range: Each object's identity in one range (with the request's retries).
+        in_flight: Ranges listed at once (``DownloadOptions.list_ranges``).
+    """
+
+    ranges: Sequence[KeyRange]
+    list_range: Callable[[KeyRange], dict[str, str]]
+    in_flight: int
+
+
 class ListingCheck:
-    """The listing of a start, under way in a thread; :meth:`vouch` waits where it must.
+    """The listing of a start, under way in threads; :meth:`vouch` waits where it must.
 
     Args:
-        lister: Lists the remote (split at the names it is given).
-        split_at: Names to split the listing at.
+        lister: Lists the whole remote (split at the names it is given): the listing itself
+            when ``ranged`` is ``None``, else the listing made again under the index lock
+            when another process recorded a newer one meanwhile.
+        split_at: Names to split ``lister``'s listing at.
         state: The stream's state folder (its record and index lock).
         local: The stream's cache folder.
         remote: The remote root's URL.
@@ -65,6 +92,10 @@ class ListingCheck:
         lock: Holds the index lock (a context manager factory).
         lock_timeout: How long to wait for a fetch of a changed shard under way.
         seen: The record's generation when the start read it (0: none).
+        ranged: The listing in key ranges, each judged as it arrives (``None``: one walk,
+            ``lister``'s).
+        check_part: Checks the index's entries of the shards a range holds against the
+            range's listing (their sizes); raises what makes the index unusable.
     """
 
     def __init__(
@@ -82,6 +113,8 @@ class ListingCheck:
         lock: Callable[[], AbstractContextManager[object]],
         lock_timeout: float,
         seen: int,
+        ranged: RangedListing | None = None,
+        check_part: Callable[[list[ShardEntry], Mapping[str, str]], None] | None = None,
     ) -> None:
         self._seen = seen
         self._lister = lister
@@ -91,16 +124,30 @@ class ListingCheck:
         self._remote = remote
         self._entries = entries
         self._identity = index_identity
-        self._unsure = unsure
         self._present = frozenset(unsure)
         self._settle = settle
         self._lock = lock
         self._lock_timeout = lock_timeout
-        self._done = threading.Event()
-        self._error: BaseException | None = None
+        self._ranged = ranged
+        self._ranges: Sequence[KeyRange] = [KeyRange()] if ranged is None else ranged.ranges
+        self._uppers = upper_bounds(self._ranges)
+        self._check_part = check_part
+        self._thread: threading.Thread | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        """The state of a listing not begun (in a forked child too: no lock of the parent's)."""
         self._pid = os.getpid()
         self._run_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        self._unsure = set(self._present)
+        self._changed = threading.Condition()  # a range listed, a range wanted, an error
+        self._listed: dict[int, dict[str, str]] = {}  # range -> its listing, once judged
+        self._taken: set[int] = set()
+        self._pending: deque[int] = deque(range(len(self._ranges)))
+        self._wanted: deque[int] = deque()
+        self._confirmed: dict[str, str | None] = {}  # doubted names a range confirmed, as listed
 
     def start(self) -> ListingCheck:
         """Begin the listing in a thread of its own."""
@@ -118,16 +165,42 @@ class ListingCheck:
     def vouch(self, entry: ShardEntry) -> None:
         """Return once the shard's cached files may be handed over (or are gone as stale).
 
-        Waits for the listing only when the shard's files were cached before the start.
+        Waits only when the shard's files were cached before the start, and then for the key
+        ranges that hold its objects (a store listed in one walk: for all of it).
 
         Raises:
-            StorageError: The listing failed after its retries, or contradicted the index.
+            StorageError: The listing (the shard's range, or another) failed after its
+                retries, or contradicted the index.
             ShardFormatError: The listing gives a file another size than the index does.
         """
-        if not self._done.is_set():
-            if not self._doubts(entry):
-                return
+        if self._done.is_set() or os.getpid() != self._pid:
+            if not self._done.is_set() and self._doubted_sources(entry):
+                self.wait()  # a forked child: it lists itself
+            if self._error is not None:
+                raise self._error
+            return
+        names = self._doubted_sources(entry)
+        if not names:
+            if self._error is not None:
+                raise self._error
+            return
+        if self._ranged is None:
             self.wait()
+            return
+        self._await({range_index(self._uppers, name) for name in names})
+
+    def _await(self, needed: set[int]) -> None:
+        """Wait until the ranges ``needed`` are listed and judged; listed next if still to come.
+
+        Raises:
+            The listing's error (of any range, or of the whole).
+        """
+        with self._changed:
+            while self._error is None and not needed <= self._listed.keys():
+                if self._done.is_set():
+                    break
+                self._wanted.extend(needed - self._taken - set(self._wanted))
+                self._changed.wait()
         if self._error is not None:
             raise self._error
 
@@ -138,32 +211,124 @@ class ListingCheck:
             The listing's error, as :meth:`vouch`.
         """
         if not self._done.is_set() and os.getpid() != self._pid:
-            # A forked child has no copy of the listing's thread: it lists itself (with locks
-            # of its own: the parent's thread may have held them at the fork).
-            self._pid, self._run_lock, self._done = os.getpid(), threading.Lock(), threading.Event()
+            # A forked child has no copy of the listing's threads: it lists itself (with locks
+            # of its own: the parent's threads may have held them at the fork).
+            self._reset()
             self._run()
         self._done.wait()
         if self._error is not None:
             raise self._error
 
-    def _doubts(self, entry: ShardEntry) -> bool:
-        unsure = self._unsure
-        return any((zipped or raw).basename in unsure for raw, zipped in shard_file_pairs(entry))
+    def _doubted_sources(self, entry: ShardEntry) -> set[str]:
+        """The shard's source objects whose cached files were there at start."""
+        present = self._present
+        if not present:
+            return set()
+        sources = {(zipped or raw).basename for raw, zipped in shard_file_pairs(entry)}
+        return sources & present
 
     def _run(self) -> None:
         with self._run_lock:
             if self._done.is_set():
                 return
             try:
-                self._check()
+                if self._ranged is None:
+                    listing, complete = self._lister(self._split_at)
+                else:
+                    listing, complete = self._list_ranges(self._ranged), True
+                self._check(listing, complete)
             except Exception as exc:  # noqa: BLE001 (raised where a shard is read, not lost)
-                self._error = exc
+                self._fail(exc)
                 logger.warning("checking %s against its listing failed: %s", self._remote, exc)
             finally:
-                self._done.set()
+                with self._changed:
+                    self._done.set()
+                    self._changed.notify_all()
 
-    def _check(self) -> None:
-        listing, complete = self._lister(self._split_at)
+    def _fail(self, exc: BaseException) -> None:
+        with self._changed:
+            if self._error is None:
+                self._error = exc
+            self._changed.notify_all()
+
+    # --- the ranges, judged as they arrive ------------------------------------------------------
+
+    def _list_ranges(self, ranged: RangedListing) -> dict[str, str]:
+        """Every range, ``ranged.in_flight`` at once, each judged as it arrives; merged.
+
+        Raises:
+            The first error of a range (its listing, or its check).
+        """
+        record = read_record(self._state)
+        recorded: Mapping[str, str] = {} if record is None else record.objects
+        plan = _RangePlan(self._uppers, self._entries, self._unsure)
+        workers = [
+            threading.Thread(
+                target=self._work,
+                args=(ranged, plan, recorded),
+                name="shardstream-start-listing-range",
+                daemon=True,
+            )
+            for _ in range(max(1, min(ranged.in_flight, len(self._ranges))))
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        if self._error is not None:
+            raise self._error
+        merged: dict[str, str] = {}
+        for number in range(len(self._ranges)):  # ranges in key order: the merge is sorted
+            merged.update(self._listed[number])
+        return merged
+
+    def _work(self, ranged: RangedListing, plan: _RangePlan, recorded: Mapping[str, str]) -> None:
+        try:
+            while (number := self._take()) is not None:
+                part = ranged.list_range(self._ranges[number])
+                self._judge(number, part, plan, recorded)
+        except Exception as exc:  # noqa: BLE001 (every waiting vouch raises it)
+            self._fail(exc)
+
+    def _take(self) -> int | None:
+        """The next range to list: one a reader waits for first, else the next in key order."""
+        with self._changed:
+            if self._error is not None:
+                return None
+            for queue in (self._wanted, self._pending):
+                while queue:
+                    number = queue.popleft()
+                    if number not in self._taken:
+                        self._taken.add(number)
+                        return number
+            return None
+
+    def _judge(
+        self, number: int, part: dict[str, str], plan: _RangePlan, recorded: Mapping[str, str]
+    ) -> None:
+        """Check one range's shards against its listing, and drop their changed cached files."""
+        if self._check_part is not None:
+            self._check_part(plan.entries[number], part)
+        doubted = plan.doubted[number]
+        stale = {name for name in doubted if recorded.get(name) != part.get(name)}
+        if stale:
+            dropped = drop_stale_files(
+                self._local, self._sourcing(stale), stale, lock_timeout=self._lock_timeout
+            )
+            if dropped:
+                logger.warning(
+                    "%s changed since it was cached in %s: deleted %d cached files, fetched "
+                    "again when read", self._remote, self._local, dropped,
+                )  # fmt: skip
+        with self._changed:
+            self._confirmed.update((name, part.get(name)) for name in doubted - stale)
+            self._unsure -= doubted
+            self._listed[number] = part
+            self._changed.notify_all()
+
+    # --- the whole listing, under the index lock ------------------------------------------------
+
+    def _check(self, listing: dict[str, str], complete: bool) -> None:
         with self._lock():
             record = read_record(self._state)
             seen = 0 if record is None else record.generation
@@ -173,10 +338,17 @@ class ListingCheck:
                 listing, complete = self._lister(list(record.objects))
             stale = self._settle(listing, complete, record)
             listed_index = listing.get(INDEX_BASENAME)
-            if stale is not None and self._unsure:
-                doubted = self._doubted(stale)
+            # A shard a range confirmed, listed again with another identity, goes too.
+            moved = {
+                name for name, seen_as in self._confirmed.items() if listing.get(name) != seen_as
+            }
+            doubted = self._unsure & stale if stale is not None else set()
+            if stale is not None and (doubted or moved):
                 dropped = drop_stale_files(
-                    self._local, doubted, stale, lock_timeout=self._lock_timeout
+                    self._local,
+                    self._sourcing(doubted | moved),
+                    stale | moved,
+                    lock_timeout=self._lock_timeout,
                 )
                 if dropped:
                     logger.warning(
@@ -199,11 +371,28 @@ class ListingCheck:
             SourceRecord(self._remote, objects, complete, generation + 1).write(self._state)
         self._unsure = set()
 
-    def _doubted(self, stale: set[str]) -> Iterable[ShardEntry]:
-        """The entries whose cached files were there at start and whose object changed."""
-        doubted = self._unsure & stale
+    def _sourcing(self, names: set[str]) -> Iterable[ShardEntry]:
+        """The entries whose source objects include one of ``names``."""
         return [
             entry
             for entry in self._entries
-            if any((zipped or raw).basename in doubted for raw, zipped in shard_file_pairs(entry))
+            if any((zipped or raw).basename in names for raw, zipped in shard_file_pairs(entry))
         ]
+
+
+class _RangePlan:
+    """Which entries (for the size check) and doubted names each range holds."""
+
+    def __init__(self, uppers: list[str], entries: Sequence[ShardEntry], unsure: set[str]) -> None:
+        self.entries: list[list[ShardEntry]] = [[] for _ in range(len(uppers) + 1)]
+        self.doubted: list[set[str]] = [set() for _ in range(len(uppers) + 1)]
+        for entry in entries:
+            held: set[int] = set()
+            for raw, zipped in shard_file_pairs(entry):
+                held.add(range_index(uppers, raw.basename))
+                if zipped is not None:
+                    held.add(range_index(uppers, zipped.basename))
+            for number in held:
+                self.entries[number].append(entry)
+        for name in unsure:
+            self.doubted[range_index(uppers, name)].add(name)

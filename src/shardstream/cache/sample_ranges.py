@@ -15,14 +15,21 @@ offsets in order), each range's length against what was asked for, and a view ha
 the samples that were read. A compressed shard (zstd, gzip, ...) cannot be read by range: its
 samples wait for the whole shard.
 
-Every range is tied to the version of the shard that the start's listing named (its tag in
-the cache's record, ``cache/provenance.py``: an ETag, a GCS generation, a local file's
-identity), by a conditional request (``If-Match``, ``ifGenerationMatch``): a shard rewritten
-in place between its header's range and its samples' is refused, never read as a mix of two
-versions, and its samples come from its whole download instead. A shard whose store cannot
-tie a range, or that the record does not name with its index size, is not read by range.
-While the start's listing is still under way (``cache/listing_check.py``), the ranges wait for
-it; the whole shards do not.
+Every range of a shard is tied to the version its first range read: that range's answer names
+the object's size and tag (an ETag, a GCS generation, a local file's identity), and each later
+range asks for that tag by a conditional request (``If-Match``, ``ifGenerationMatch``). A shard
+rewritten in place between its header's range and its samples' is refused, never read as a mix
+of two versions, and its samples come from its whole download instead; one whose answer names
+no tag, or another size than the index, is read whole too. So no range waits for the start's
+listing (``cache/listing_check.py``), nor does a forked worker list before its ranges.
+
+The whole download that follows is not tied to that tag (it may be fetched by another process,
+after the listing), so when this process opens the whole shard it compares the bytes it handed
+out by range (the offset table and the samples) with the file's (:meth:`SampleRanges.confirm`):
+a shard rewritten between its ranges and its whole download fails the epoch with
+``ObjectChangedError``, rather than hand out samples of two versions. Identical bytes read the
+same as the whole file would have: nothing was mixed. Bytes read by range never reach the
+cache, nor its record of which versions it holds.
 """
 
 from __future__ import annotations
@@ -32,13 +39,14 @@ import mmap
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from shardstream.cache.layout import STATE_FOLDER
-from shardstream.cache.provenance import read_record
+from shardstream.cache.layout import node_state_folder
+from shardstream.cache.range_gate import RangeGate
+from shardstream.cache.safe_paths import open_file
 from shardstream.cache.shard_cache import ShardCache
 from shardstream.errors import ObjectChangedError, ShardFormatError
 from shardstream.format.batch_decode import ColumnValues
@@ -74,7 +82,10 @@ class SampleRanges:
         self.gap_bytes = gap_bytes
         self.in_flight = in_flight
         self._said_compressed = False
-        self._listed: dict[int, Mapping[str, str]] = {}
+        # Shard -> what was handed out by range, to compare with its whole file once open.
+        self._handed: dict[int, _Handed] = {}
+        remote = (stream.local for stream in cache.streams if stream.store is not None)
+        self._gate = RangeGate(node_state_folder(remote))
 
     def readable(self, shard: int, *, small: bool = True) -> bool:
         """Whether ``shard``'s samples can be read by range: an uncompressed remote MDS shard.
@@ -101,38 +112,53 @@ class SampleRanges:
             return False
         if not small and entry.raw_data.bytes <= self.whole_bytes:
             return False
-        if not self._may_tie(number, entry):
-            return False
+        if not getattr(stream.store, "ties_ranges", False):
+            return False  # ranges read one by one could mix two versions of a rewritten shard
         return not self.cache.is_present(shard)
 
-    def _may_tie(self, number: int, entry: ShardEntry) -> bool:
-        """Whether the shard's ranges are tied to its listed version (or may be: see below).
+    def confirm(self, shard: int) -> None:
+        """Check that the bytes handed out by range are the shard's whole file's (now present).
 
-        While the start's listing is under way its tags are still to come: :meth:`views`
-        waits for them.
+        Once per shard read by range (the first time this process opens its whole file); a
+        no-op for any other shard.
+
+        Raises:
+            ObjectChangedError: The shard was rewritten between its ranges and its whole
+                download: the epoch would hand out samples of two versions.
         """
-        check = self.cache.streams[number].check
-        if check is not None and not check.done:
-            return bool(getattr(self.cache.streams[number].store, "ties_ranges", False))
-        return self._listed_tag(number, entry) is not None
+        handed = self._handed.pop(shard, None)
+        if handed is None:
+            return
+        number, entry = self.cache.locate(shard)
+        path = os.path.join(self.cache.streams[number].local, entry.raw_data.basename)
+        fd = open_file(path, os.O_RDONLY)  # through no link planted in the cache folder
+        try:
+            for begin, data in handed.spans:
+                if os.pread(fd, len(data), begin) != data:
+                    raise ObjectChangedError(
+                        f"{handed.url} was rewritten while this epoch read it: its first "
+                        f"batch's samples were read by range from version {handed.tag!r}, and "
+                        "the whole shard fetched since holds other bytes; a writer is "
+                        "rewriting the dataset: start again once it has finished"
+                    )
+        finally:
+            os.close(fd)
 
-    def _listed_tag(self, number: int, entry: ShardEntry) -> str | None:
-        """The version tag the start's listing gave the shard's object, if its ranges can be tied.
+    def wait_for_others(self, timeout: float) -> bool:
+        """Let go of this process's first batch; wait for the node's (at most ``timeout`` s).
 
-        ``None`` when the stream's store cannot tie a range to a version, or the cache's
-        record of the listing does not name the object with the index's size and a tag.
+        Whether their ranges were out (``cache/range_gate.py``).
         """
-        stream = self.cache.streams[number]
-        if not getattr(stream.store, "ties_ranges", False):
-            return None
-        listed = self._listed.get(number)
-        if listed is None:
-            assert stream.store is not None
-            record = read_record(os.path.join(stream.local, STATE_FOLDER))
-            mine = record is not None and record.remote == stream.store.url("")
-            listed = self._listed[number] = record.objects if record is not None and mine else {}
-        size, _, tag = listed.get(entry.raw_data.basename, "").partition(":")
-        return tag if tag and size == str(entry.raw_data.bytes) else None
+        return self._gate.wait(timeout)
+
+    def let_go(self) -> None:
+        """This process's first batch is handed on (or its walk ended): hold nobody back."""
+        self._gate.let_go()
+
+    def forget(self) -> None:
+        """Drop what was handed out by range (a new epoch reads every shard whole)."""
+        self._handed.clear()
+        self._gate.let_go()
 
     def views(
         self,
@@ -144,10 +170,10 @@ class SampleRanges:
 
         The requests run in ``pool``, as many at once as it has threads (or, with ``in_flight``,
         in threads of their own, up to that many at once); a shard's offset table comes first
-        (unless the shard is
-        read in one range), then its samples. A shard rewritten since it was listed has no view
-        (its ranges are refused), nor one not :meth:`readable`: their samples are to be read
-        from their whole downloads.
+        (unless the shard is read in one range), then its samples, tied to the version the
+        first read. A shard rewritten in between has no view (its ranges are refused), nor one
+        whose first answer names no tag or another size than the index: their samples are to
+        be read from their whole downloads. Each view's bytes are kept for :meth:`confirm`.
 
         Args:
             wanted: Shard -> the indices (within it) of the samples to read.
@@ -163,16 +189,7 @@ class SampleRanges:
         reads: dict[int, _ShardRead] = {}
         for shard in wanted:
             number, entry = cache.locate(shard)
-            check = cache.streams[number].check
-            if check is not None and number not in self._listed:
-                # The tags come from the start's listing, which may still be under way; whole
-                # fetches go on meanwhile, and a shard the listing does not name is read whole.
-                check.wait()
-            tag = self._listed_tag(number, entry)
-            if tag is not None:  # else not readable(): read whole
-                reads[shard] = _ShardRead(
-                    shard, number, entry, cache, tag, self.whole_bytes, self.gap_bytes
-                )
+            reads[shard] = _ShardRead(shard, number, entry, cache, self.whole_bytes, self.gap_bytes)
         own = None
         if self.in_flight and reads:
             # A round trip for every ``in_flight`` requests: a batch spread over hundreds of
@@ -180,22 +197,12 @@ class SampleRanges:
             threads = min(self.in_flight, len(reads) + sum(map(len, wanted.values())))
             pool = own = ThreadPoolExecutor(threads, thread_name_prefix="shardstream-ranges")
         firsts: dict[Future[bytes], _ShardRead] = {}
-        for read in reads.values():
-            firsts[pool.submit(read.get, 0, read.first_range())] = read
         seconds: dict[Future[bytes], tuple[_ShardRead, int, int]] = {}
         changed: set[int] = set()
         try:
-            for future in as_completed(firsts):
-                read = firsts[future]
-                if (head := _unless_changed(future, read, changed)) is None:
-                    continue
-                read.take_head(head)
-                for begin, end in read.sample_ranges(wanted[read.shard]):
-                    seconds[pool.submit(read.get, begin, end)] = (read, begin, end)
-            for future in as_completed(seconds):
-                read, begin, _ = seconds[future]
-                if (data := _unless_changed(future, read, changed)) is not None:
-                    read.take(begin, data)
+            # The node's look-aheads hold back until this batch is handed on (let_go).
+            self._gate.hold()
+            self._read(reads, wanted, pool, firsts, seconds, changed)
         except BaseException:
             for future in [*firsts, *seconds]:
                 future.cancel()
@@ -203,15 +210,48 @@ class SampleRanges:
         finally:
             if own is not None:
                 own.shutdown(wait=False, cancel_futures=True)
-        return {
-            shard: read.view(schema(shard), wanted[shard])
-            for shard, read in reads.items()
-            if shard not in changed
-        }
+        views: dict[int, ShardView] = {}
+        for shard, read in reads.items():
+            if shard not in changed:
+                views[shard] = read.view(schema(shard), wanted[shard])
+                self._handed[shard] = _Handed(read.url, read.tag, read.handed(wanted[shard]))
+        return views
+
+    @staticmethod
+    def _read(
+        reads: dict[int, _ShardRead],
+        wanted: Mapping[int, Sequence[int]],
+        pool: Executor,
+        firsts: dict[Future[bytes], _ShardRead],
+        seconds: dict[Future[bytes], tuple[_ShardRead, int, int]],
+        changed: set[int],
+    ) -> None:
+        """Each shard's first range, then its samples' as the first lands."""
+        for read in reads.values():
+            firsts[pool.submit(read.get_first)] = read
+        for future in as_completed(firsts):
+            read = firsts[future]
+            if (head := _unless_changed(future, read, changed)) is None:
+                continue
+            read.take_head(head)
+            for begin, end in read.sample_ranges(wanted[read.shard]):
+                seconds[pool.submit(read.get, begin, end)] = (read, begin, end)
+        for future in as_completed(seconds):
+            read, begin, _ = seconds[future]
+            if (data := _unless_changed(future, read, changed)) is not None:
+                read.take(begin, data)
+
+
+class _Handed(NamedTuple):
+    """What a shard's view handed out: its URL, the version read, and ``(begin, bytes)`` read."""
+
+    url: str
+    tag: str
+    spans: list[tuple[int, bytes]]
 
 
 def _unless_changed(future: Future[bytes], read: _ShardRead, changed: set[int]) -> bytes | None:
-    """A range's bytes; ``None`` once its shard was refused as rewritten since it was listed."""
+    """A range's bytes; ``None`` once its shard was refused (rewritten, or not identified)."""
     try:
         data = future.result()
     except ObjectChangedError as exc:
@@ -226,7 +266,7 @@ class _ShardRead:
     """One shard's ranges: the first (header, or the whole small shard), then its samples."""
 
     def __init__(
-        self, shard: int, number: int, entry: ShardEntry, cache: ShardCache, tag: str,
+        self, shard: int, number: int, entry: ShardEntry, cache: ShardCache,
         whole_bytes: int, gap_bytes: int,
     ) -> None:  # fmt: skip
         stream = cache.streams[number]
@@ -237,7 +277,8 @@ class _ShardRead:
         self.options: DownloadOptions = stream.options
         self.key = entry.raw_data.basename
         self.url = self.store.url(self.key)
-        self.tag = tag
+        self.tag = ""  # the version the first range read
+        self.spans: list[tuple[int, bytes]] = []
         self.size = entry.raw_data.bytes
         self.whole = self.size <= whole_bytes
         self.gap_bytes = gap_bytes
@@ -248,17 +289,42 @@ class _ShardRead:
         """Where the first range ends: the whole shard if small, else its offset table."""
         return self.size if self.whole else min(self.size, 4 * (self.entry.samples + 2))
 
-    def get(self, begin: int, end: int) -> bytes:
-        """Bytes ``begin .. end - 1`` of the listed version, with the stream's deadline and retries.
+    def get_first(self) -> bytes:
+        """The first range, and the version it read (that its size is the index's).
 
         Raises:
-            ObjectChangedError: The shard was rewritten since it was listed.
+            ObjectChangedError: The answer named no version, or another size than the index
+                (the shard is read whole, where a size that disagrees is reported).
+        """
+        end = self.first_range()
+        data, info = timed_request(
+            lambda: self.store.get_range_info(self.key, 0, end),  # type: ignore[attr-defined]
+            self.options,
+            f"reading bytes 0-{end - 1} of {self.url}",
+        )
+        if info is None or not info.etag or info.size != self.size:
+            raise ObjectChangedError(
+                f"{self.url}: its first range's answer named "
+                f"{'no version' if info is None or not info.etag else f'{info.size} bytes'}, "
+                f"not the {self.size} bytes of index.json"
+            )
+        self.tag = info.etag
+        return self._checked(0, end, data)
+
+    def get(self, begin: int, end: int) -> bytes:
+        """Bytes ``begin .. end - 1`` of the first range's version, with deadline and retries.
+
+        Raises:
+            ObjectChangedError: The shard was rewritten since its first range.
         """
         data = timed_request(
             lambda: self.store.get_range(self.key, begin, end, if_match=self.tag),
             self.options,
             f"reading bytes {begin}-{end - 1} of {self.url}",
         )
+        return self._checked(begin, end, data)
+
+    def _checked(self, begin: int, end: int, data: bytes) -> bytes:
         if len(data) != end - begin:  # a store's answer is checked again: it is untrusted
             raise ShardFormatError(
                 f"{self.url}: asked for bytes {begin}-{end - 1} ({end - begin}), got "
@@ -275,6 +341,7 @@ class _ShardRead:
                 f"{exc} (read by range: the remote shard and its entry in index.json disagree; "
                 f"rewrite the dataset, or fix its index.json)"
             ) from None
+        self.spans.append((0, head))
         if self.whole:
             self.buffer = head
             return
@@ -301,6 +368,22 @@ class _ShardRead:
         """Place a range's bytes at their offset."""
         assert isinstance(self.buffer, mmap.mmap)
         self.buffer[begin : begin + len(data)] = data
+        self.spans.append((begin, data))
+
+    def handed(self, indices: Sequence[int]) -> list[tuple[int, bytes]]:
+        """``(begin, bytes)`` of what a view of samples ``indices`` hands out.
+
+        The offset table and the samples' bytes (of a shard read whole, only those).
+        """
+        if not self.whole:
+            return self.spans
+        table = min(self.size, 4 * (self.entry.samples + 2))
+        picked = np.unique(np.asarray(indices, np.int64))
+        spans = [(0, bytes(self.buffer[:table]))]
+        for begin, end in zip(self.offsets[picked].tolist(), self.offsets[picked + 1].tolist(),
+                              strict=True):  # fmt: skip
+            spans.append((begin, bytes(self.buffer[begin:end])))
+        return spans
 
     def view(self, schema: MDSSchema, indices: Sequence[int]) -> RangedShardView:
         """The view of the samples read."""

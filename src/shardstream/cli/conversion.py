@@ -19,6 +19,7 @@ from shardstream.cli.arguments import (
 )
 from shardstream.cli.source import open_source
 from shardstream.converters.image_folder import IMAGE_ENCODINGS
+from shardstream.converters.parquet import parquet_files_to_mds
 from shardstream.errors import ConfigurationError
 from shardstream.storage import is_remote, open_store
 from shardstream.writer.publish import check_destination
@@ -127,12 +128,7 @@ def _run(args: argparse.Namespace) -> int:
         elif kind == "jsonl":
             written = converters.jsonl_to_mds(paths, args.out, **common, **writer)
         else:
-            dataset = require("pyarrow.dataset", extra="arrow", purpose="converting Parquet")
-            data = dataset.dataset(paths, format="parquet")
-            written = converters.arrow_to_mds(
-                data.scanner().to_reader(), args.out, where=args.source,
-                total_rows=data.count_rows(), **common, **writer,
-            )  # fmt: skip
+            written = parquet_files_to_mds(paths, args.out, where=args.source, **common, **writer)
     print(f"wrote {written:,} samples to {args.out}")
     return 0
 

@@ -1,9 +1,9 @@
 """A Delta table's version written as MDS: the rows the Delta stream reads, in the same order.
 
-The version is read as :class:`~shardstream.StreamingDataset` reads it
-(:mod:`shardstream.tables.delta_log` for the log, the files' row groups through
-:func:`~shardstream.tables.row_group_files.read_row_group`, then
-:func:`~shardstream.tables.delta_snapshot.assemble`): deletion vectors applied, renamed
+The version is read as :class:`~shardstream.StreamingDataset` reads it, by the same stages
+(:mod:`shardstream.tables.delta_log` for the log, the footer stage for the files, then each row
+group read and assembled by :meth:`ParquetDataset.read_table
+<shardstream.tables.dataset.ParquetDataset.read_table>`): deletion vectors applied, renamed
 columns under their names, nulls for columns older files lack, partition values as columns.
 The written ``index.json`` records the table and version under ``"source"``.
 """
@@ -20,11 +20,10 @@ from shardstream.converters.arrow_types import arrow_module
 from shardstream.converters.tables import arrow_to_mds
 from shardstream.errors import ConfigurationError
 from shardstream.storage import DownloadOptions, download_file, is_remote, local_path, open_store
+from shardstream.tables.dataset import ParquetDataset
 from shardstream.tables.delta_log import TableVersion, read_snapshot
-from shardstream.tables.delta_snapshot import DeltaSnapshot, assemble
-from shardstream.tables.layout import ParquetFileLayout, parse_metadata
+from shardstream.tables.delta_snapshot import DeltaSnapshot
 from shardstream.tables.layout_index import local_file_layouts, sync_layouts
-from shardstream.tables.row_group_files import read_row_group
 
 __all__ = ["delta_to_mds", "table_and_version"]
 
@@ -109,41 +108,23 @@ def _rows(
     else:
         assert infos is not None
         layouts = sync_layouts(store, scratch, options, infos) if keys else []
-    rows = 0
-    for file, layout in zip(snapshot.files, layouts, strict=True):
-        first = 0
-        for group in layout.row_groups:
-            keep = file.window(first, group.rows)
-            first += group.rows
-            rows += group.rows if keep is None else int(keep.sum())
+        root = os.path.join(scratch, "files")  # each file downloaded whole, read, deleted
+    # The row groups are those a stream of the version reads, read by the same stage.
+    data = ParquetDataset(
+        root, layouts, columns=read_columns or None, source=snapshot.table, snapshot=snapshot
+    )
 
     def batches() -> Iterator[Any]:
-        for file, layout in zip(snapshot.files, layouts, strict=True):
-            path = os.path.join(root, file.key)
+        for layout, shards in data.file_shards():
+            if not shards:
+                continue  # every row of the file is deleted
+            path = os.path.join(root, layout.key)
             if store is not None:
-                path = os.path.join(scratch, "files", file.key)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-                download_file(store, file.key, path, expected_size=layout.size)
-            yield from _file_batches(snapshot, file, layout, path, names)
+                download_file(store, layout.key, path, expected_size=layout.size)
+            for shard in shards:
+                yield from data.read_table(shard).to_batches()
             if store is not None:
                 os.remove(path)
 
-    return snapshot, batches(), rows
-
-
-def _file_batches(
-    snapshot: DeltaSnapshot, file: Any, layout: ParquetFileLayout, path: str, names: list[str]
-) -> Iterator[Any]:
-    metadata = parse_metadata(layout.footer, source=layout.key)
-    physical = snapshot.physical(names, layout.columns)
-    first = 0
-    for group in layout.row_groups:
-        keep = file.window(first, group.rows)
-        first += group.rows
-        if keep is not None and not keep.any():
-            continue
-        table = read_row_group(
-            path, metadata, group, size=layout.size, compact=False, columns=physical,
-            source=f"{snapshot.table}/{layout.key}, row group {group.index}",
-        )  # fmt: skip
-        yield from assemble(table, snapshot, file, names, keep).to_batches()
+    return snapshot, batches(), int(data.shard_sizes.sum())

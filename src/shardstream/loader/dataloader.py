@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import multiprocessing
 import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -11,10 +12,12 @@ from shardstream._torch import as_tensor, default_collate, default_convert, requ
 from shardstream.dataset.streaming import StreamingDataset, reads_through_getitem
 from shardstream.errors import ConfigurationError
 from shardstream.loader.batch_count import Counted, CountingCollate, samples_in
+from shardstream.loader.direct_batches import direct_batches
 from shardstream.loader.result_pipe import widen_result_pipe
 from shardstream.loader.worker_watchdog import EndWithMain, MainProcess
 from shardstream.pipeline.column_batch import BatchRefs, ColumnBatch
 from shardstream.pipeline.policy import ReadPolicy
+from shardstream.storage.obstore_client import leave_to_forked_children
 
 __all__ = ["StreamingDataLoader"]
 
@@ -92,10 +95,12 @@ class StreamingDataLoader(DataLoader[Any]):
             policy if isinstance(policy, ReadPolicy) else ReadPolicy()
         ).result_pipe_bytes
         self.num_samples_yielded = 0
+        self._leave_obstore_to_workers()  # before anything reads (len() may load the index)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         dataset = self.dataset
         if isinstance(dataset, StreamingDataset):
+            self._leave_obstore_to_workers()
             dataset.prepare()  # indexes load once, here, and the workers inherit them
             dataset.batch_mode = self._device_batches
             dataset.rank_process = os.getpid()  # whose run state the workers share
@@ -107,7 +112,8 @@ class StreamingDataLoader(DataLoader[Any]):
             widen_result_pipe(
                 iterator, self._pipe_bytes
             )  # a whole batch crosses from a worker in one write
-            for batch in iterator:
+            direct = direct_batches(iterator, _pass_through) if self._device_batches else None
+            for batch in iterator if direct is None else direct:
                 # Counted as batch_count says: the samples handed over, not the collated shape.
                 if isinstance(batch, Counted) and batch.items:  # no batching: sample by sample
                     for item in batch.batch:
@@ -134,6 +140,18 @@ class StreamingDataLoader(DataLoader[Any]):
         finally:
             if isinstance(dataset, StreamingDataset):
                 dataset.batch_mode = False
+
+    def _leave_obstore_to_workers(self) -> None:
+        """Where workers are forked, this process sends no request through obstore.
+
+        Workers forked after obstore's requests here could not use it (its runtime does not
+        survive ``fork()``) and would read through the other client, at several times its
+        CPU a request. This process makes its few requests (the index, the listing) through
+        the other client instead, and the workers, who make the rest, through obstore.
+        """
+        forked = self.num_workers and _start_method(self.multiprocessing_context) == "fork"
+        if forked and isinstance(self.dataset, StreamingDataset):
+            leave_to_forked_children()
 
     def _workers_ending_with_this_process(self) -> Iterator[Any]:
         """Torch's iterator, its workers started with a watchdog that ends them with us.
@@ -185,6 +203,17 @@ class StreamingDataLoader(DataLoader[Any]):
                 f"{type(self.dataset).__name__}"
             )
         return self.dataset
+
+
+def _start_method(context: Any) -> str:
+    """How a DataLoader with ``multiprocessing_context`` starts its workers."""
+    if isinstance(context, str):
+        return context
+    if context is not None:
+        return str(context.get_start_method())
+    # Not fixed yet: the platform's default, without fixing it (as get_start_method() would).
+    method = multiprocessing.get_start_method(allow_none=True)
+    return method or multiprocessing.get_all_start_methods()[0]
 
 
 def _by_name(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,21 +22,83 @@ from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.shard_view import ShardView
 from shardstream.pipeline.column_batch import Column, ColumnBatch
 
-__all__ = ["Gather", "LocatedBatch", "decode_columns", "decode_rows"]
+__all__ = ["Gather", "Indices", "LocatedBatch", "decode_columns", "decode_rows"]
 
 #: Gathers a batch across shards in one pass: ``gather(views, shards, local)`` is each
 #: sample's column values in batch order, as a shard's ``read_columns`` gives them (a table's
 #: row groups: ``RowGroupGather``). The read policy's route says whether the decode stage
 #: uses one (``Route.gather``), for the whole epoch.
-Gather = Callable[[Mapping[int, Any], Sequence[int], Sequence[int]], list[ColumnValues]]
+Gather = Callable[[Mapping[int, Any], "Indices", "Indices"], list[ColumnValues]]
+
+#: A batch's shards or in-shard indices: a list, or an int64 array.
+Indices = Sequence[int] | NDArray[np.int64]
 
 
-class LocatedBatch(NamedTuple):
-    """A device batch located: each sample's shard and index in it, the shards open."""
+class LocatedBatch:
+    """A device batch located: each sample's shard and index in it, the shards open.
 
-    shards: list[int]
-    local: list[int]
-    views: dict[int, ShardView]
+    The shards and indices are given as lists or as int64 arrays, and each form is made from
+    the other on first use: a table's gatherer takes arrays (no list of a batch's ids made and
+    read back), a shard's per-sample reads take lists. Unpacks as ``shards, local, views``.
+    """
+
+    __slots__ = ("_local", "_local_array", "_shard_array", "_shards", "views")
+
+    def __init__(
+        self,
+        shards: list[int] | NDArray[np.int64],
+        local: list[int] | NDArray[np.int64],
+        views: dict[int, ShardView],
+    ) -> None:
+        self.views = views
+        self._shards: list[int] | None = None
+        self._local: list[int] | None = None
+        self._shard_array: NDArray[np.int64] | None = None
+        self._local_array: NDArray[np.int64] | None = None
+        if isinstance(shards, np.ndarray):
+            self._shard_array = shards
+        else:
+            self._shards = shards
+        if isinstance(local, np.ndarray):
+            self._local_array = local
+        else:
+            self._local = local
+
+    @property
+    def shards(self) -> list[int]:
+        """Each sample's shard."""
+        if self._shards is None:
+            assert self._shard_array is not None
+            self._shards = self._shard_array.tolist()
+        return self._shards
+
+    @property
+    def local(self) -> list[int]:
+        """Each sample's index in its shard."""
+        if self._local is None:
+            assert self._local_array is not None
+            self._local = self._local_array.tolist()
+        return self._local
+
+    @property
+    def shard_array(self) -> NDArray[np.int64]:
+        """:attr:`shards` as an int64 array."""
+        if self._shard_array is None:
+            self._shard_array = np.asarray(self.shards, dtype=np.int64)
+        return self._shard_array
+
+    @property
+    def local_array(self) -> NDArray[np.int64]:
+        """:attr:`local` as an int64 array."""
+        if self._local_array is None:
+            self._local_array = np.asarray(self.local, dtype=np.int64)
+        return self._local_array
+
+    def __len__(self) -> int:
+        return len(self._shards) if self._shards is not None else len(self.shard_array)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.shards, self.local, self.views))
 
 
 def decode_rows(
@@ -49,7 +111,7 @@ def decode_rows(
     if not rows:
         return
     if len(rows) == 1:
-        yield decode_columns(*rows[0], raw_views, gather)
+        yield _decode_one(rows[0], raw_views, gather)
         return
     views: dict[int, ShardView] = {}
     for row in rows:
@@ -62,20 +124,27 @@ def decode_rows(
         # A bad sample: decode batch by batch, so that the batches before its own are
         # delivered and the error comes where it belongs.
         for row in rows:
-            yield decode_columns(*row, raw_views, gather)
+            yield _decode_one(row, raw_views, gather)
         return
     start = 0
     for row in rows:
-        stop = start + len(row.shards)
+        stop = start + len(row)
         # Slices: of a list a copy, of an array a view (its batches share it).
         columns: list[Column] = [cast(list[Any], column)[start:stop] for column in batch.columns]
         yield ColumnBatch(batch.names, columns)
         start = stop
 
 
+def _decode_one(row: LocatedBatch, raw_views: bool, gather: Gather | None) -> ColumnBatch:
+    """One located batch as columns; a gatherer (a table's row groups) takes its arrays."""
+    if gather is not None:
+        return decode_columns(row.shard_array, row.local_array, row.views, raw_views, gather)
+    return decode_columns(row.shards, row.local, row.views, raw_views)
+
+
 def decode_columns(
-    shards: list[int],
-    local: list[int],
+    shards: Indices,
+    local: Indices,
     views: dict[int, ShardView],
     raw_views: bool,
     gather: Gather | None = None,
@@ -86,7 +155,9 @@ def decode_columns(
     """
     view = next(iter(views.values()))
     if len(views) == 1:
-        return ColumnBatch(view.names, list(view.read_columns(local, views=raw_views)))
+        # An array only where a gatherer was given: a table's row groups, which take arrays.
+        picked = cast(Sequence[int], local)
+        return ColumnBatch(view.names, list(view.read_columns(picked, views=raw_views)))
     if gather is not None:
         return ColumnBatch(view.names, list[Column](gather(views, shards, local)))
     # Group the batch's positions by shard (numpy, no Python step per sample), decode each

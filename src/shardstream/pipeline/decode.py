@@ -20,7 +20,6 @@ comes as sample dicts, and samples read in order are read from the mappings.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -133,8 +132,7 @@ class Columns(_Decode):
                     yield from self._group(pending, reads, raw_views, gather)
                     yield from reads.finish()
                     pending = []
-                    local = np.asarray(batch.local, dtype=np.int64)
-                    yield BatchRefs(self._starts[batch.shards] + local)
+                    yield BatchRefs(self._starts[batch.shard_array] + batch.local_array)
                     continue
                 names = {tuple(view.names) for view in views.values()}
                 if len(names) != 1:
@@ -153,7 +151,7 @@ class Columns(_Decode):
                     yield from self._group(pending, reads, raw_views, gather, wait=first)
                     pending, first = [], False
                     if later_rows is None:
-                        later_rows = self._rows_per_decode(views, len(batch.shards))
+                        later_rows = self._rows_per_decode(views, len(batch))
                     rows = later_rows
             yield from self._group(pending, reads, raw_views, gather)
             yield from reads.finish()
@@ -210,8 +208,8 @@ def file_runs(rows: list[LocatedBatch], policy: ReadPolicy) -> SampleRuns | None
     files = _sample_files(views)
     if files is None:
         return None
-    shards = np.fromiter(itertools.chain.from_iterable(row.shards for row in rows), np.int64)
-    local = np.fromiter(itertools.chain.from_iterable(row.local for row in rows), np.int64)
+    shards = np.concatenate([row.shard_array for row in rows])
+    local = np.concatenate([row.local_array for row in rows])
     unique, which = distinct_inverse(shards)
     lowest = np.full(len(unique), np.iinfo(np.int64).max)
     highest = np.full(len(unique), -1)

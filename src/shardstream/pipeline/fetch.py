@@ -30,6 +30,7 @@ from shardstream.pipeline.plan import Plan
 from shardstream.pipeline.policy import ReadPolicy
 from shardstream.pipeline.stage import StageState, Stepped
 from shardstream.sampling.distinct import first_occurrences
+from shardstream.sampling.intervals import count_at_most
 from shardstream.storage.cancel import LET_GO_S, CancelScope
 
 __all__ = ["Fetch", "last_uses", "locate"]
@@ -108,6 +109,8 @@ class Fetch(Stepped[LocatedBatch]):
                     wanted = set(needed)
                     for shard in [shard for shard in opened.shards() if shard not in wanted]:
                         opened.release(shard)  # the first batch's, or an earlier epoch's
+                    if self._ranges:  # the node's first batches' ranges before this bulk
+                        opened.wait_for_ranges()
                 ranged: dict[int, ShardView] = {}
                 if first and self._ranges:
                     ahead.fetch_large_now(needed, self._policy)
@@ -117,18 +120,23 @@ class Fetch(Stepped[LocatedBatch]):
                     begin, stop = row * width, min((row + 1) * width, len(part))
                     ahead.submit(stop, stop + (0 if first else self._predownload))
                     in_row = shards[begin:stop]
-                    row_shards = in_row.tolist()
-                    # One shard (read in order): no hashing of every sample's shard.
+                    # One shard (read in order): no sort of every sample's shard.
                     one = bool((in_row == in_row[0]).all())
-                    views = {
-                        shard: ranged[shard] if shard in ranged else ahead.take(shard)
-                        for shard in (row_shards[:1] if one else dict.fromkeys(row_shards))
-                    }
+                    keys = [int(in_row[0])] if one else _distinct(in_row)
+                    if ranged:
+                        views = {
+                            shard: ranged[shard] if shard in ranged else ahead.take(shard)
+                            for shard in keys
+                        }
+                    else:
+                        views = ahead.take_all(keys)
                     self.plan.skip(1)
-                    yield LocatedBatch(row_shards, local[begin:stop].tolist(), views)
+                    # Arrays: the decode stage makes lists only where its reads take them.
+                    yield LocatedBatch(in_row, local[begin:stop], views)
                     for shard in done_after.get(row, ()):
                         opened.release(shard)
         finally:
+            opened.ranges_done()
             scope.cancel()
             ahead.cancel()
             pool.shutdown(wait=False, cancel_futures=True)
@@ -144,11 +152,20 @@ def locate(
         ``(shards, local, needed, needed_at)``: arrays shaped as ``batches``, then each
         distinct shard once with the flat position where it is first needed, by position.
     """
-    shards = np.searchsorted(shard_starts, batches, side="right") - 1
+    shards = count_at_most(shard_starts, batches)  # a bucketed search: no binary search
+    shards -= 1
     local = batches - shard_starts[shards]
     unique, first = first_occurrences(shards.reshape(-1))
     order = np.argsort(first, kind="stable")
     return shards, local, unique[order].tolist(), first[order].tolist()
+
+
+def _distinct(shards: NDArray[np.int64]) -> list[int]:
+    """The distinct shards of a batch, in order (a count over their span where it is short)."""
+    low = int(shards.min())
+    if int(shards.max()) - low > 4 * len(shards):
+        return np.unique(shards).tolist()  # type: ignore[no-any-return]
+    return (np.flatnonzero(np.bincount(shards - low)) + low).tolist()  # type: ignore[no-any-return]
 
 
 class _LookAhead:
@@ -229,6 +246,13 @@ class _LookAhead:
         if not opened.marked(shard):  # open since an earlier epoch
             opened.mark(shard)
         return view
+
+    def take_all(self, shards: list[int]) -> dict[int, ShardView]:
+        """:meth:`take` of each of ``shards``, in one call where none is being opened."""
+        pending = self._pending
+        if not pending or pending.keys().isdisjoint(shards):
+            return self._opened.views(shards)
+        return {shard: self.take(shard) for shard in shards}
 
     def cancel(self) -> None:
         """Cancel the tasks not started; give those running :data:`LET_GO_S` to let go."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from typing import Protocol
 
@@ -99,6 +99,7 @@ class OpenShards:
     def new_epoch(self) -> None:
         """Forget which shards were marked as used: mark each again on its first use."""
         self._marked.clear()
+        self._ranges.forget()
 
     def mean_sample_bytes(self, shards: Sequence[int]) -> float:
         """The mean bytes a sample of ``shards``, from their index entries."""
@@ -143,6 +144,24 @@ class OpenShards:
                 refetched = True
         assert view is not None
         return self.keep(shard, view)
+
+    def views(self, shards: Iterable[int]) -> dict[int, ShardView]:
+        """Each of ``shards``' view, as :meth:`view` and :meth:`mark` give it, in that order.
+
+        A shuffled batch of a table names every open row group: one call, not two a shard.
+        """
+        out: dict[int, ShardView] = {}
+        opened, marked = self._open, self._marked
+        for shard in shards:
+            view = opened.get(shard)
+            if view is None:
+                view = self.view(shard)
+            else:
+                opened.move_to_end(shard)
+            if shard not in marked:
+                self.mark(shard)
+            out[shard] = view
+        return out
 
     def open_in_pool(self, shard: int) -> ShardView | None:
         """Fetch and open ``shard`` (in a fetch thread); ``None`` leaves it to :meth:`view`.
@@ -197,6 +216,17 @@ class OpenShards:
             return {}
         return self._ranges.views(readable, self._checked_schema, pool)
 
+    def wait_for_ranges(self) -> None:
+        """Wait for the node's first-batch ranges, up to the policy's ``range_hold_s``.
+
+        This reader's first batch is handed on by then: it holds the others back no more.
+        """
+        self._ranges.wait_for_others(self.policy.range_hold_s)
+
+    def ranges_done(self) -> None:
+        """The walk ended: this reader's first batch holds the node's look-aheads back no more."""
+        self._ranges.let_go()
+
     def _bytes(self, shard: int) -> int:
         return self.cache.locate(shard)[1].raw_data.bytes
 
@@ -246,4 +276,6 @@ class OpenShards:
     def _opener(self, shard: int) -> ShardView:
         stream = self._stream_of_shard[shard]
         view: ShardView = self.datasets[stream].shard_view(shard - self._first_shard[stream])
+        # Its first batch's samples, if read by range, must be the file's: never two versions.
+        self._ranges.confirm(shard)
         return view

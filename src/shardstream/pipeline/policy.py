@@ -113,6 +113,11 @@ class ReadPolicy:
         range_bytes_share: ... and large shards not at all when the batch's samples of them
             hold this share of their bytes or more: ranged bytes cross the link twice, since
             the whole shard follows.
+        range_hold_s: A look-ahead about to start on the rest of an epoch waits up to this
+            long for the node's first-batch ranges (other DataLoader workers') to be out:
+            thousands of whole downloads would share the link with them while the loader
+            waits for those batches; a first batch's ranges take a few round trips, and ones
+            out longer are on a link too slow to be worth the rest of the epoch's wait.
         gather_min_groups: A table's batch drawn from fewer row groups is gathered group by
             group: an unshuffled batch crossing into the next group needs no copy of either.
         prefetch_factor: Batches each DataLoader worker may have ahead (when the caller sets
@@ -163,6 +168,7 @@ class ReadPolicy:
     range_shard_share: float = 0.25
     range_requests: int = 32
     range_bytes_share: float = 1 / 32
+    range_hold_s: float = 5.0
     gather_min_groups: int = 3
     prefetch_factor: int = 4
     first_rows: int = 1

@@ -36,11 +36,11 @@ def first_occurrences(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDA
     """
     flat = np.ravel(values)
     if flat.size > 1:
-        steps = np.diff(flat)
-        if bool((steps >= 0).all()):  # in order (an unshuffled plan): each run's start
+        # Compared, not subtracted: a difference of two int64s can overflow and change sign.
+        if bool((flat[1:] >= flat[:-1]).all()):  # in order (an unshuffled plan): run starts
             at = np.flatnonzero(_run_starts(flat))
             return flat[at], at
-        if bool((steps <= 0).all()):  # in reverse order: each run's start, reversed
+        if bool((flat[1:] <= flat[:-1]).all()):  # in reverse order: each run's start, reversed
             at = np.flatnonzero(_run_starts(flat))[::-1]
             return flat[at], at
         low, high = int(flat.min()), int(flat.max())

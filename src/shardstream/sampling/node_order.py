@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.sampling.distinct import distinct, distinct_inverse
+from shardstream.sampling.intervals import count_at_most
 from shardstream.sampling.spans import (
     TAG_BLOCK_SHUFFLE,
     TAG_BLOCKS,
@@ -68,10 +69,49 @@ class _EpochSpans:
         self.total = int(self.ends[-1]) if len(self.ends) else 0
         self.draws = Substreams(seed, epoch, table.node, TAG_SPAN_DRAWS)
         self.group = max(1, _GROUP_SAMPLES // max(1, self.total // max(1, len(self.sizes))))
+        # Slot t of span r holds sample ``t + delta[r]`` when the table's spans are ranges of
+        # ids (every shuffle's but py2s's, and given spans'): one addition, no search in it.
+        self.firsts: NDArray[np.int64] | None = None  # of the spans, in epoch order
+        self.delta: NDArray[np.int64] | None = None
+        if table.shard_sizes is None:
+            self.firsts = table.firsts[self.order]
+            self.delta = self.firsts - self.starts
+
+    def _given(self, found: NDArray[np.int64]) -> NDArray[np.int64]:
+        return found if self.table.explicit is None else self.table.explicit[found]
+
+    def ids(self, spans: NDArray[np.int64], offsets: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The samples at ``offsets`` (in run order) within the epoch's ``spans``."""
+        if self.firsts is None:
+            return self.table.at(self.order[spans], offsets)
+        found = self.firsts[spans]
+        found += offsets
+        return self._given(found)
+
+    def group_ids(self, first: int, stop: int, offsets: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The samples at ``offsets`` of spans ``first .. stop - 1``, each span's in turn.
+
+        ``offsets`` is taken over (and may be changed).
+        """
+        sizes = self.sizes[first:stop]
+        if self.firsts is None:
+            spans = np.repeat(np.arange(first, stop, dtype=np.int64), sizes)
+            return self.table.at(self.order[spans], offsets)
+        offsets += np.repeat(self.firsts[first:stop], sizes)
+        return self._given(offsets)
+
+    def ids_at_slots(self, slots: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The samples of the spans in run order at the node's ``slots`` (epoch positions)."""
+        index = count_at_most(self.ends, slots)
+        if self.delta is None:
+            return self.ids(index, slots - self.starts[index])
+        found = self.delta[index]
+        found += slots
+        return self._given(found)
 
     def locate(self, slots: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The epoch index of the span holding each slot, and the slot's offset in it."""
-        spans = np.searchsorted(self.ends, slots, side="right").astype(np.int64)
+        spans = count_at_most(self.ends, slots)
         return spans, slots - self.starts[spans]
 
     def members(self, group: int) -> tuple[int, int]:
@@ -118,8 +158,11 @@ def _span_shuffle_ids(spans: _EpochSpans, wanted: NDArray[np.int64]) -> NDArray[
         group = int(groups[start])
         shuffle, _ = spans.draw(group, shifts=False)
         first = int(spans.starts[spans.members(group)[0]])
-        out[start:stop] = shuffle[wanted[start:stop] - first]
-    return spans.table.at(spans.order[index], out)
+        if stop - start == len(shuffle):  # every slot of the group: as drawn
+            out[start:stop] = shuffle
+        else:
+            out[start:stop] = shuffle[wanted[start:stop] - first]
+    return spans.ids(index, out)
 
 
 def random_blocks(n: int, block_size: int, rng: np.random.Generator) -> NDArray[np.int64]:
@@ -153,13 +196,15 @@ def _block_ids(
         k = int(block[start])
         low = int(starts[k])
         perm = shuffles[k].permutation(int(ends[k]) - low)
-        slots[start:stop] = low + perm[wanted[start:stop] - low]
-    index, offset = spans.locate(slots)
-    return spans.table.at(spans.order[index], offset)
+        if stop - start < len(perm):
+            perm = perm[wanted[start:stop] - low]
+        perm += low
+        slots[start:stop] = perm
+    return spans.ids_at_slots(slots)
 
 
-# A drawn group's samples in one window: (group, rounded keys, within-span shuffle, span).
-_Chunk = tuple[int, NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
+# A drawn group's samples in one window: (group, rounded keys, sample ids), in slot order.
+_Chunk = tuple[int, NDArray[np.int64], NDArray[np.int64]]
 
 
 class _Shifted:
@@ -215,22 +260,26 @@ class _Shifted:
                 part *= float(high[r] - low[r]) * scale
                 part += self.ramp(size)
                 part += float(base[r])
-            span_of = np.repeat(np.arange(first, stop, dtype=np.int64), sizes)
         else:
             keys *= np.repeat((high - low) * scale, sizes)
             offsets = np.cumsum(sizes) - sizes
             keys += (np.arange(len(keys)) - np.repeat(offsets, sizes)) * scale
             keys += np.repeat(base, sizes)
-            span_of = np.repeat(np.arange(first, stop, dtype=np.int64), sizes)
         q = keys.astype(np.int64)
+        ids = self.spans.group_ids(first, stop, shuffle)
         self.drawn[first:stop] = True
         counts = self.counts[group] = {}
-        windows = q >> self.shift
         low_window = int(self.q_low[first:stop].min()) >> self.shift
-        for k in range(low_window, (int(self.group_high[group]) >> self.shift) + 1):
+        high_window = int(self.group_high[group]) >> self.shift
+        if low_window == high_window:  # the whole group in one window: no split
+            self.buckets.setdefault(low_window, []).append((group, q, ids))
+            counts[low_window] = len(q)
+            return
+        windows = q >> self.shift
+        for k in range(low_window, high_window + 1):
             mask = windows == k
             if mask.any():
-                chunk = (group, q[mask], shuffle[mask], span_of[mask])
+                chunk = (group, q[mask], ids[mask])
                 self.buckets.setdefault(k, []).append(chunk)
                 counts[k] = len(chunk[1])
 
@@ -251,14 +300,33 @@ class _Shifted:
 
 
 def _sorted_window(q: NDArray[np.int64], width_bits: int) -> NDArray[np.int64]:
-    """Indices that order ``q`` (values below ``2**width_bits``) by value, then by index."""
+    """Indices that order ``q`` (values below ``2**width_bits``) by value, then by index.
+
+    ``q`` is taken over (and may be changed).
+    """
     index_bits = max(1, len(q).bit_length())
-    if width_bits + index_bits > 63:
-        return np.argsort(q, kind="stable")
-    packed = (q << index_bits) | np.arange(len(q), dtype=np.int64)
+    # Keys and indices packed in one int64 sort; keys too wide lose their lowest bits there,
+    # and the few runs of keys that then tie are put in order after.
+    drop = max(0, width_bits + index_bits - 63)
+    packed = q >> drop if drop else q
+    packed <<= index_bits
+    packed |= np.arange(len(q), dtype=np.int64)
     packed.sort()
-    packed &= (1 << index_bits) - 1
-    return packed
+    if not drop:
+        packed &= (1 << index_bits) - 1
+        return packed
+    order = packed & ((1 << index_bits) - 1)
+    packed >>= index_bits
+    tied = packed[1:] == packed[:-1]
+    if tied.any():  # runs of equal high bits: each ordered by its whole keys, ties by index
+        member = np.zeros(len(q), dtype=bool)
+        member[1:] |= tied
+        member[:-1] |= tied
+        at = np.flatnonzero(member)
+        run = np.cumsum(~tied)[at - (at > 0)]  # run number, equal within a run of ties
+        run[at == 0] = 0
+        order[at] = order[at][np.lexsort((order[at], q[order[at]], run))]
+    return order
 
 
 def _py1e_ids(
@@ -297,15 +365,19 @@ def _py1e_ids(
         chunks = sorted(shifted.buckets.pop(index, []), key=lambda chunk: chunk[0])
         if not chunks:
             continue
-        q = np.concatenate([chunk[1] for chunk in chunks])  # in slot order, as groups are
+        q = _joined([chunk[1] for chunk in chunks])  # in slot order, as groups are
         q -= low_q
         order = _sorted_window(q, (window << FRACTION_BITS).bit_length())
         lo, hi = np.searchsorted(wanted, [before, before + len(order)])
-        picked = order[wanted[lo:hi] - before]
-        span_of = np.concatenate([chunk[3] for chunk in chunks])[picked]
-        shuffles = np.concatenate([chunk[2] for chunk in chunks])
-        out[lo:hi] = spans.table.at(spans.order[span_of], shuffles[picked])
+        if hi - lo < len(order):  # some of the window's positions
+            order = order[wanted[lo:hi] - before]
+        np.take(_joined([chunk[2] for chunk in chunks]), order, out=out[lo:hi])
     return out
+
+
+def _joined(parts: list[NDArray[np.int64]]) -> NDArray[np.int64]:
+    """The parts end to end: the part itself when there is one (no copy)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _distinct(

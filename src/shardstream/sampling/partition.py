@@ -149,6 +149,8 @@ def interleave(
     nodes that own ``q + 1``.
     """
     ncn = num_canonical_nodes
+    if ncn == 1:  # one node holds every position where it is
+        return np.zeros(np.shape(positions), dtype=np.int64), np.array(positions, np.int64)
     rows = epoch_size // ncn
     head = rows * ncn
     local, nodes = np.divmod(positions, ncn)

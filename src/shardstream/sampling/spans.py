@@ -25,6 +25,7 @@ from numpy.random import PCG64, Generator, SeedSequence, default_rng
 from numpy.typing import NDArray
 
 from shardstream.errors import ConfigurationError
+from shardstream.sampling.distinct import distinct
 
 __all__ = [
     "SPAN_ALGORITHMS",
@@ -250,11 +251,18 @@ class SpanTable:
             contiguous: NDArray[np.int64] = self.firsts[spans] + offsets
             return contiguous
         result = np.empty(len(spans), dtype=np.int64)
+        cuts = np.flatnonzero(spans[1:] != spans[:-1]) + 1
+        heads = spans[np.concatenate([[0], cuts])] if len(spans) else spans
+        if len(distinct(heads)) == len(heads):  # each span in one run (a node's sorted slots)
+            bounds = [0, *cuts.tolist(), len(spans)]
+            for (start, stop), span in zip(itertools.pairwise(bounds), heads.tolist(), strict=True):
+                result[start:stop] = self.span(span)[offsets[start:stop]]
+            return result
         by_span = np.argsort(spans, kind="stable")
         ordered = spans[by_span]
-        cuts = [0, *(np.flatnonzero(np.diff(ordered)) + 1).tolist(), len(ordered)]
-        for start, stop in itertools.pairwise(cuts):  # one shard shuffle per span asked about
-            where = by_span[start:stop]
+        cuts = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+        for start, stop in itertools.pairwise([0, *cuts.tolist(), len(ordered)]):
+            where = by_span[start:stop]  # one shard shuffle per span asked about
             result[where] = self.span(int(ordered[start]))[offsets[where]]
         return result
 

@@ -13,7 +13,7 @@ from shardstream.errors import StorageError
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.store_base import PastTheEnd
 
-__all__ = ["info_from_headers", "range_header", "ranged_body", "tag"]
+__all__ = ["info_from_headers", "range_header", "range_info", "ranged_body", "tag"]
 
 #: The status of an answer that sends the whole object (a server that ignored ``Range``).
 _WHOLE = 200
@@ -46,6 +46,18 @@ def ranged_body(body: bytes, status: int, start: int, end: int | None) -> bytes:
             raise PastTheEnd
         return body[start:end]
     return body
+
+
+def range_info(content_range: object, etag: object) -> ObjectInfo | None:
+    """The object's size and tag from a ranged answer's ``Content-Range`` and ``ETag``.
+
+    ``None`` when either is missing or the range names no total (``bytes 0-9/*``).
+    """
+    total = str(content_range or "").rpartition("/")[2].strip()
+    version = tag(etag)
+    if not total.isdigit() or version is None:
+        return None
+    return ObjectInfo(size=int(total), etag=version)
 
 
 def info_from_headers(headers: Any, url: str) -> ObjectInfo:

@@ -126,8 +126,9 @@ def fetch_listing(
     """``store.list_info(prefix)``, as one request: the deadline and retries of ``options``.
 
     ``split_at``: keys (a cached index's shard names) at which a store built on
-    :class:`~shardstream.storage.store_base.BaseStore` lists key ranges in parallel (see its
-    ``list_info``); the listing is the same, and other stores list serially.
+    :class:`~shardstream.storage.store_base.BaseStore` lists key ranges in parallel
+    (``options.list_ranges`` at once, see its ``list_info``); the listing is the same, and
+    other stores list serially.
 
     A listing is bounded as a whole, as :func:`timed_request` bounds any request: each attempt,
     every page of it, must end within ``options.timeout``, and a late or failed attempt is
@@ -143,7 +144,7 @@ def fetch_listing(
 
     def listing() -> dict[str, ObjectInfo]:
         if split_at and isinstance(store, BaseStore):
-            return store.list_info(prefix, split_at=split_at)
+            return store.list_info(prefix, split_at=split_at, in_flight=options.list_ranges)
         return store.list_info(prefix)
 
     return timed_request(listing, options, f"listing {store.url(prefix)}")

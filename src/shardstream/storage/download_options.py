@@ -1,4 +1,7 @@
-"""How hard and how wide to try when downloading: retries, deadline, part size, concurrency."""
+"""How hard and how wide to try when downloading: retries, deadline, part size, concurrency.
+
+And how wide a start's listing goes: key ranges listed at once.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +29,11 @@ class DownloadOptions:
             backoff between attempts (at most ``0.5 * (2**retry - 1)`` seconds).
         part_size: Objects larger than this download as parallel byte ranges of this size.
         concurrency: Byte ranges of one object in flight at once.
+        list_ranges: Key ranges of one listing in flight at once, where the store lists from
+            a key (S3, GCS, OCI): a start lists its remote in ranges cut at the names it
+            knows, each about a page, so that a distant store's listing waits about one
+            round trip for each ``list_ranges`` pages, and a shard read before the listing
+            ends waits for its own range alone.
 
     A node's shard cache bounds its downloads with download slots (``download_concurrency``
     of them, over every process of the node), and :meth:`slot_share` decides how many
@@ -45,6 +53,7 @@ class DownloadOptions:
     timeout: float = 60.0
     part_size: int = 16 << 20
     concurrency: int = 8
+    list_ranges: int = 16
 
     def __post_init__(self) -> None:
         problems = [
@@ -53,6 +62,7 @@ class DownloadOptions:
                 ("retry", self.retry, 0),
                 ("part_size", self.part_size, 1),
                 ("concurrency", self.concurrency, 1),
+                ("list_ranges", self.list_ranges, 1),
             )
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum
         ]

@@ -34,6 +34,7 @@ from shardstream import config
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError, ObjectChangedError
 from shardstream.storage._fsspec_store import FsspecStore
+from shardstream.storage.answers import range_info
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
 from shardstream.storage.store_base import Failure, Kind
@@ -258,24 +259,28 @@ class GCSStore(FsspecStore):
             generation = None  # decoded on the way (gzip): the body is not the stored object
         return bytes(data), ObjectInfo(size=len(data), etag=str(generation) if generation else None)
 
-    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
-        """One ranged media GET with ``ifGenerationMatch``; the generation it answered compared.
+    def _read_range_info(
+        self, key: str, start: int, end: int, etag: str | None
+    ) -> tuple[bytes, ObjectInfo | None]:
+        """One ranged media GET, the size and generation it answered (``ifGenerationMatch``).
 
-        ``etag`` is the object's generation, as a listing gives it.
+        ``etag`` is the object's generation, as a listing or an earlier answer gives it.
         """
         filesystem = self._filesystem()
+        condition = {} if etag is None else {"ifGenerationMatch": etag}
         try:
             headers, data = filesystem.call(
-                "GET", filesystem.url(self._path(key)), ifGenerationMatch=etag,
-                headers={"Range": f"bytes={start}-{end - 1}"},
+                "GET", filesystem.url(self._path(key)),
+                headers={"Range": f"bytes={start}-{end - 1}"}, **condition,
             )  # fmt: skip
         except Exception as exc:
-            if _status(exc) == 412:
+            if etag is not None and _status(exc) == 412:
                 raise ObjectChangedError(self.url(key)) from None
             raise
-        if str(headers.get("x-goog-generation", "")) != etag:  # a server that ignored it
+        generation = str(headers.get("x-goog-generation", "")) or None
+        if etag is not None and generation != etag:  # a server that ignored it
             raise ObjectChangedError(self.url(key))
-        return bytes(data)
+        return bytes(data), range_info(headers.get("Content-Range"), generation)
 
     def _etag(self, details: dict[str, Any]) -> str | None:
         generation = details.get("generation")

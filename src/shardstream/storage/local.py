@@ -204,21 +204,31 @@ class LocalStore(WritableStore):
             )
         return data, before
 
-    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
-        """The range, if the open file's identity (:func:`file_identity`) is ``etag`` throughout."""
+    def _read_range_info(
+        self, key: str, start: int, end: int, etag: str | None
+    ) -> tuple[bytes, ObjectInfo | None]:
+        """The range; the open file's size and identity (:func:`file_identity`), unchanged.
+
+        With ``etag``, only if that identity is ``etag``.
+        """
         fd = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_BINARY", 0))
         try:
             before = os.fstat(fd)
-            if file_identity(before) != etag:
+            answered = file_identity(before)
+            if etag is not None and answered != etag:
                 raise ObjectChangedError(self.url(key))
             if end > before.st_size:
                 raise self._past_the_end(key, start, end, before.st_size)
             data = self._pread(fd, key, start, end)
-            if file_identity(os.fstat(fd)) != etag:  # written in place while read
-                raise ObjectChangedError(self.url(key))
+            if file_identity(os.fstat(fd)) != answered:  # written in place while read
+                if etag is not None:
+                    raise ObjectChangedError(self.url(key))
+                raise StorageError(
+                    f"reading {self.url(key)} failed: the file changed while it was read"
+                )
         finally:
             os.close(fd)
-        return data
+        return data, ObjectInfo(size=before.st_size, etag=answered)
 
     def _pread(self, fd: int, key: str, start: int, stop: int) -> bytes:
         parts = []

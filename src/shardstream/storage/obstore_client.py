@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from shardstream.storage.azure import AzureStore  # azure and s3 import this module
     from shardstream.storage.s3 import S3Store
 
-__all__ = ["ObstoreClient", "installed", "usable_here"]
+__all__ = ["ObstoreClient", "installed", "leave_to_forked_children", "usable_here"]
 
 PAGE_KEYS = 1000  # S3's largest listing page, and the size of a page here
 _T = TypeVar("_T")
@@ -280,22 +280,30 @@ class ObstoreClient(WritableStore):
         return self._call(lambda obstore, store: bytes(
             obstore.get(store, key, options=options).bytes()))  # fmt: skip
 
-    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
-        """One ranged GET with ``If-Match``; the ETag it answered compared too.
+    def _read_range_info(
+        self, key: str, start: int, end: int, etag: str | None
+    ) -> tuple[bytes, ObjectInfo | None]:
+        """One ranged GET, with the object's size and ETag (with ``If-Match``: compared too).
 
-        The ETag the answer carries is compared too, for a server that ignores ``If-Match``.
+        The answer's ETag is compared too, for a server that ignores ``If-Match``.
         """
         changed = self._errors.PreconditionError
-        options = {"range": (start, end), "if_match": f'"{etag}"'}
+        options: dict[str, Any] = {"range": (start, end)}
+        if etag is not None:
+            options["if_match"] = f'"{etag}"'
 
-        def get(obstore: ModuleType, store: Any) -> bytes:
+        def get(obstore: ModuleType, store: Any) -> tuple[bytes, ObjectInfo | None]:
             try:
                 result = obstore.get(store, key, options=options)
             except changed:
                 raise ObjectChangedError(self.url(key)) from None
-            if tag(result.meta.get("e_tag")) != etag:
+            meta = result.meta
+            answered = tag(meta.get("e_tag"))
+            if etag is not None and answered != etag:
                 raise ObjectChangedError(self.url(key))
-            return bytes(result.bytes())
+            size = meta.get("size")  # the object's, not the range's
+            info = None if answered is None or size is None else ObjectInfo(int(size), answered)
+            return bytes(result.bytes()), info
 
         return self._call(get)
 
@@ -484,6 +492,7 @@ class ObstoreClient(WritableStore):
 
 
 _RUNTIME_PID: int | None = None  # the process whose obstore has sent requests (and children)
+_FORKING_PID: int | None = None  # a process that leaves obstore to the children it forks
 
 
 def usable_here() -> bool:
@@ -491,9 +500,25 @@ def usable_here() -> bool:
 
     Not in a child forked after its parent sent requests through obstore: the runtime's
     threads stay behind in the parent, and the child's requests would wait for them forever.
-    Importing obstore and making stores before the fork is harmless.
+    Importing obstore and making stores before the fork is harmless. Nor in a process that
+    leaves obstore to its forked children (:func:`leave_to_forked_children`), unless it had
+    sent requests through obstore before.
     """
-    return _RUNTIME_PID in (None, os.getpid())
+    pid = os.getpid()
+    return pid == _RUNTIME_PID or (_RUNTIME_PID is None and pid != _FORKING_PID)
+
+
+def leave_to_forked_children() -> None:
+    """This process will fork readers: it sends no request through obstore from now on.
+
+    Its stores read through their other client (botocore, adlfs) instead, so that obstore's
+    runtime is never started here and every child forked from here can start its own: the
+    children (DataLoader workers) make most of the requests, at a fraction of the other
+    client's CPU a request. A process whose obstore has already sent requests keeps it (its
+    children read through the other client, as before).
+    """
+    global _FORKING_PID
+    _FORKING_PID = os.getpid()
 
 
 @functools.cache

@@ -24,7 +24,7 @@ from shardstream import config
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError, ObjectChangedError
 from shardstream.storage import _aws_chain
-from shardstream.storage.answers import range_header, tag
+from shardstream.storage.answers import range_header, range_info, tag
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
 from shardstream.storage.obstore_client import ObstoreClient, installed, usable_here
@@ -191,15 +191,18 @@ class S3Store(WritableStore):
             body.close()
         return data
 
-    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
-        """One ranged GET with ``If-Match`` through botocore; the ETag it answered compared too."""
+    def _read_range_info(
+        self, key: str, start: int, end: int, etag: str | None
+    ) -> tuple[bytes, ObjectInfo | None]:
+        """One ranged GET through botocore, with the size and ETag it answered (``If-Match``)."""
         bucket, name = self._bucket_and_name(key)
         options = self._request_options()
+        if etag is not None:
+            options["IfMatch"] = f'"{etag}"'
         try:
             response = self._reader().get_object(
-                Bucket=bucket, Key=name, Range=f"bytes={start}-{end - 1}", IfMatch=f'"{etag}"',
-                **options,
-            )  # fmt: skip
+                Bucket=bucket, Key=name, Range=f"bytes={start}-{end - 1}", **options
+            )
         except Exception as exc:
             if getattr(exc, "response", {}).get("Error", {}).get("Code") in _CHANGED_CODES:
                 raise ObjectChangedError(self.url(key)) from None
@@ -209,9 +212,9 @@ class S3Store(WritableStore):
             data: bytes = body.read()  # botocore checks the length against Content-Length
         finally:
             body.close()
-        if str(response.get("ETag", "")).strip('"') != etag:  # a server that ignored If-Match
+        if etag is not None and tag(response.get("ETag")) != etag:  # one that ignored If-Match
             raise ObjectChangedError(self.url(key))
-        return data
+        return data, range_info(response.get("ContentRange"), response.get("ETag"))
 
     def _read_info(self, key: str) -> tuple[bytes, ObjectInfo]:
         """One GET of the whole object, with the ETag and size it answered."""

@@ -8,9 +8,9 @@ base builds the whole :class:`~shardstream.storage.base.ObjectStore` contract on
 - ``_list_page(prefix, start_after, token)``: one page of a listing and the token of the next;
 - ``_read_info(key)`` (optional): a whole object and the identity its own answer gave (size and
   version tag), so that bytes read before a listing can be matched with it;
-- ``_read_if(key, start, end, etag)`` (optional): a byte range of the object only while its
-  version tag is still ``etag`` (a conditional request), so that ranges read one by one are
-  all of the version a listing named;
+- ``_read_range_info(key, start, end, etag)`` (optional): a byte range and the identity its
+  answer gave (the object's size and tag); with ``etag``, only while the object's tag is
+  still ``etag`` (a conditional request), so that ranges read one by one are of one version;
 - ``_classify(exc)``: whether an SDK's exception means a missing object, refused credentials,
   a range past the end, or another failure of the store (or is no store error at all).
 
@@ -47,16 +47,17 @@ from shardstream.errors import (
     UnsupportedURLError,
 )
 from shardstream.storage.base import ObjectInfo
+from shardstream.storage.download_options import DownloadOptions
+from shardstream.storage.key_ranges import KeyRange, split_ranges, walk_range
 from shardstream.storage.keys import check_key, check_range
 
 __all__ = ["BaseStore", "Failure", "Kind", "PastTheEnd", "WritableStore", "check_timeouts"]
 
 #: A bound on a listing's loop (a billion keys at S3's page size), never reached by a real one.
 MAX_PAGES = 1_000_000
-#: Threads of one parallel listing: enough to hide a distant store's round trips.
-LIST_THREADS = 16
-#: The fewest keys a parallel listing gives one range (about one page of S3's).
-KEYS_PER_RANGE = 1000
+#: About how many keys a parallel listing gives one range: fewer than a page of S3's, so that
+#: a range is one request, with room for keys the split points do not name.
+KEYS_PER_RANGE = 900
 
 _T = TypeVar("_T")
 
@@ -108,7 +109,7 @@ class BaseStore:
     _clients: tuple[str, ...] = ()
     #: Whether ``_read_info`` is implemented: a read returns the identity of what it read.
     _identifies_reads = False
-    #: Whether ``_read_if`` is implemented: a ranged read can be tied to a version tag.
+    #: Whether ``_read_range_info`` is implemented: a ranged read can be tied to a version tag.
     _ties_ranges = False
 
     def __init__(self) -> None:
@@ -153,11 +154,14 @@ class BaseStore:
         """
         raise NotImplementedError
 
-    def _read_if(self, key: str, start: int, end: int, etag: str) -> bytes:
-        """Bytes ``start .. end - 1`` of the object if its version tag is ``etag``; may be short.
+    def _read_range_info(
+        self, key: str, start: int, end: int, etag: str | None
+    ) -> tuple[bytes, ObjectInfo | None]:
+        """Bytes ``start .. end - 1`` (may be short); the object's size and tag, as answered.
 
-        Raises :class:`~shardstream.errors.ObjectChangedError` (no message needed: the base
-        words it) when the object's tag is another, from the answer to the same request.
+        ``None`` for the identity when the answer gave no tag or no size.
+        With ``etag``, raises :class:`~shardstream.errors.ObjectChangedError` (no message
+        needed: the base words it) when the object's tag is another, from the same answer.
         """
         raise NotImplementedError
 
@@ -281,9 +285,10 @@ class BaseStore:
             key: The object's key.
             start: The first byte.
             end: One past the last byte.
-            if_match: A version tag (a listing's ``ObjectInfo.etag``): the bytes only if the
-                object is still that version, so that ranges read one by one never mix two
-                versions of an object rewritten in between.
+            if_match: A version tag (a listing's ``ObjectInfo.etag``, or the one
+                :meth:`get_range_tagged` answered): the bytes only if the object is still that
+                version, so that ranges read one by one never mix two versions of an object
+                rewritten in between.
 
         Raises:
             ConfigurationError: The range is negative or reversed.
@@ -294,11 +299,26 @@ class BaseStore:
             CredentialsError: The store refused the credentials, or none were found.
             StorageError: The range runs past the end of the object, or the request failed.
         """
+        return self._get_tagged(key, start, end, if_match, tied=if_match is not None)[0]
+
+    def get_range_info(self, key: str, start: int, end: int) -> tuple[bytes, ObjectInfo | None]:
+        """:meth:`get_range`, and the object's size and version tag as its answer gave them.
+
+        The version these bytes are of (``None``: the answer named none): later ranges given
+        its tag as ``if_match`` are of the same. Raises as :meth:`get_range` with
+        ``if_match`` (``UnsupportedURLError`` unless :attr:`ties_ranges`).
+        """
+        return self._get_tagged(key, start, end, None)
+
+    def _get_tagged(
+        self, key: str, start: int, end: int, if_match: str | None, *, tied: bool = True
+    ) -> tuple[bytes, ObjectInfo | None]:
+        """A range (tied: by ``_read_range_info``, with its identity), checked at the boundary."""
         self._key(key)
         if (through := self._reads_through(key)) is not None:
-            return through.get_range(key, start, end, if_match=if_match)
+            return through._get_tagged(key, start, end, if_match, tied=tied)
         check_range(start, end, self.url(key))
-        if if_match is not None and not self.ties_ranges:
+        if tied and not self.ties_ranges:
             raise UnsupportedURLError(
                 f"reading {self.url(key)}: {type(self).__name__} cannot tie a byte range to a "
                 "version of the object; read it without if_match, or whole"
@@ -306,24 +326,24 @@ class BaseStore:
         if start == end:
             if self._empty_range_asks and end > (size := self.info(key).size):
                 raise self._past_the_end(key, start, end, size)
-            return b""
+            return b"", None
         try:
             with self._boundary("reading", key):
-                if if_match is None:
-                    data = self._read(key, start, end)
+                if tied:
+                    data, answered = self._read_range_info(key, start, end, if_match)
                 else:
-                    data = self._read_if(key, start, end, if_match)
+                    data, answered = self._read(key, start, end), None
         except ObjectChangedError:
             raise ObjectChangedError(
                 f"reading bytes {start}-{end - 1} of {self.url(key)}: the {self._noun} was "
-                f"rewritten since it was listed (version {if_match!r} asked, the store holds "
-                "another); read it again from its new listing"
+                f"rewritten since version {if_match!r} of it was read or listed (the store "
+                "holds another); read it again"
             ) from None
         except PastTheEnd:
             raise self._past_the_end(key, start, end, self.info(key).size) from None
         if len(data) != end - start:
             raise self._past_the_end(key, start, end, start + len(data))
-        return data
+        return data, answered
 
     def info(self, key: str) -> ObjectInfo:
         """The size and version tag of the object under ``key``, from one metadata request.
@@ -357,33 +377,68 @@ class BaseStore:
         """
         return sorted(self.list_info(prefix))
 
-    def list_info(self, prefix: str = "", *, split_at: Sequence[str] = ()) -> dict[str, ObjectInfo]:
+    def list_info(
+        self, prefix: str = "", *, split_at: Sequence[str] = (), in_flight: int | None = None
+    ) -> dict[str, ObjectInfo]:
         """:meth:`list`, with each object's size and version tag, from the same listing; sorted.
 
         Args:
             prefix: The keys' common start.
-            split_at: Keys that cut the key space into ranges listed at once, in threads (for
-                example a cached index's shard names). Where the store cannot start a listing
-                after a key, or too few keys are given, the listing is one serial walk; the
-                result is the same either way.
+            split_at: Keys that cut the key space into ranges (:meth:`key_ranges`, for
+                example at a cached index's shard names) listed at once, in threads. Where the
+                store cannot start a listing after a key, or too few keys are given, the
+                listing is one serial walk; the result is the same either way.
+            in_flight: Ranges listed at once (default: ``DownloadOptions.list_ranges``).
 
         Raises:
             CredentialsError: The store refused the credentials, or none were found.
             StorageError: Any other failure of the request.
         """
-        bounds = self._range_bounds(prefix, split_at)
-        if not bounds:
-            return dict(sorted(self._list_range(prefix, None, None).items()))
-        starts: list[str | None] = [None, *bounds]
-        ends: list[str | None] = [*bounds, None]
-        with ThreadPoolExecutor(min(len(starts), LIST_THREADS), "shardstream-list") as pool:
-            parts = list(
-                pool.map(lambda r: self._list_range(prefix, *r), zip(starts, ends, strict=True))
-            )
+        ranges = self.key_ranges(prefix, split_at)
+        if len(ranges) == 1:
+            return dict(sorted(self.list_range(prefix, ranges[0]).items()))
+        threads = min(len(ranges), max(1, in_flight or DownloadOptions.list_ranges))
+        with ThreadPoolExecutor(threads, "shardstream-list") as pool:
+            parts = list(pool.map(lambda r: self.list_range(prefix, r), ranges))
         merged: dict[str, ObjectInfo] = {}
         for part in parts:  # ranges in key order, each sorted: the merge is sorted too
             merged.update(sorted(part.items()))
         return merged
+
+    def key_ranges(self, prefix: str, split_at: Sequence[str]) -> builtins.list[KeyRange]:
+        """The ranges :meth:`list_info` lists ``prefix`` in, in key order: together, every key once.
+
+        Cut at some of ``split_at``, about ``KEYS_PER_RANGE`` of them a range (a page of S3's).
+        One range, the whole key space, where the store cannot list from a key, or where each
+        range would hold less than about a page.
+        """
+        if not self._lists_from_key or not split_at:
+            return [KeyRange()]
+        # Only plain keys: a file-backed server (SeaweedFS's filer) normalises "//" or "." in a
+        # start key and may answer with other names; any subset of keys splits as well.
+        keys = [key for key in split_at if key.startswith(prefix) and _plain(key)]
+        return split_ranges(keys, KEYS_PER_RANGE)
+
+    def list_range(self, prefix: str, key_range: KeyRange) -> dict[str, ObjectInfo]:
+        """The objects under ``prefix`` in ``key_range`` (one of :meth:`key_ranges`), page by page.
+
+        Raises:
+            CredentialsError: The store refused the credentials, or none were found.
+            StorageError: Any other failure of the request.
+        """
+        if key_range.after is not None and not self._lists_from_key:
+            raise UnsupportedURLError(
+                f"listing {self.url(prefix)}: {type(self).__name__} cannot start a listing "
+                "after a key; list its one range, KeyRange()"
+            )
+
+        def page(
+            start_after: str | None, token: str | None
+        ) -> tuple[dict[str, ObjectInfo], str | None]:
+            return self._list_page(prefix, start_after, token)
+
+        with self._boundary("listing", prefix):
+            return walk_range(page, key_range, max_pages=MAX_PAGES, what=self.url(prefix))
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -408,46 +463,6 @@ class BaseStore:
         except Exception:
             with self._boundary("reading", key):
                 raise
-
-    def _range_bounds(self, prefix: str, split_at: Sequence[str]) -> builtins.list[str]:
-        """At most ``LIST_THREADS - 1`` keys of ``split_at``, evenly spaced, that split the listing.
-
-        None where the store cannot list from a key, or where each range would hold less than
-        about a page.
-        """
-        if not self._lists_from_key or not split_at:
-            return []
-        # Only plain keys: a file-backed server (SeaweedFS's filer) normalises "//" or "." in a
-        # start key and may answer with other names; any subset of keys splits as well.
-        keys = sorted({key for key in split_at if key.startswith(prefix) and _plain(key)})
-        ranges = min(LIST_THREADS, len(keys) // KEYS_PER_RANGE + 1)
-        if ranges < 2:
-            return []
-        return [keys[len(keys) * i // ranges] for i in range(1, ranges)]
-
-    def _list_range(
-        self, prefix: str, after: str | None, upto: str | None
-    ) -> dict[str, ObjectInfo]:
-        """The objects under ``prefix`` with keys in ``(after, upto]``, page by page."""
-        found: dict[str, ObjectInfo] = {}
-        token: str | None = None
-        with self._boundary("listing", prefix):
-            for _ in range(MAX_PAGES):
-                page, token = self._list_page(prefix, after if token is None else None, token)
-                if after is not None:  # a server that ignored the start would repeat keys
-                    page = {key: info for key, info in page.items() if key > after}
-                if upto is None:
-                    found.update(page)
-                else:
-                    found.update((key, info) for key, info in page.items() if key <= upto)
-                    if page and max(page) >= upto:  # listed in key order: the rest lies past
-                        return found
-                if token is None:
-                    return found
-        raise StorageError(
-            f"listing {self.url(prefix)} gave more than {MAX_PAGES} pages: stopped, as a server "
-            "that always says there is more would never let a listing end"
-        )
 
     def _lazy(self, name: str, create: Callable[[], Any]) -> Any:
         """The client kept in attribute ``name``, created on first use (no I/O in ``__init__``).
@@ -566,6 +581,8 @@ def check_timeouts(owner: str, **seconds: float) -> None:
 
 def _plain(key: str) -> bool:
     """Whether ``key``'s ``/``-separated parts are all names (none empty, ``.`` or ``..``)."""
+    if "/" not in key:  # a shard's name, mostly: one part
+        return key not in ("", ".", "..")
     return all(part not in ("", ".", "..") for part in key.split("/"))
 
 

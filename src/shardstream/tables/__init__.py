@@ -1,7 +1,8 @@
 """Tables: Parquet files and Delta tables, read in place or fetched row group by row group.
 
 A Delta table is a folder of Parquet files and a log that names which of them make a version,
-so both are one concept here: a file's footer and row groups (:mod:`~.layout`), its partition
+so both are one concept here: a file's footer and row groups (:mod:`~.layout`), read by the
+footer stage every reader of a table goes through (:mod:`~.footers`), its partition
 folders and filters (:mod:`~.partitions`, :mod:`~.filters`), the log and the version it names
 (:mod:`~.delta_log`, :mod:`~.delta_snapshot`), the footers cached beside the shards
 (:mod:`~.layout_index`), row groups fetched by range and opened (:mod:`~.row_group_files`,

@@ -63,6 +63,8 @@ class ParquetDataset:
             out (terms on other columns are not applied here).
         snapshot: A Delta table's version, whose files ``layouts`` are (in its order): its
             partition values, deletions and logical columns apply.
+        partitioned: ``key=value`` folders are partition columns (``False``: the files are
+            read as given, as pyarrow reads a list of files).
 
     Raises:
         ConfigurationError: A projected column is missing from a file, a partition folder
@@ -86,15 +88,17 @@ class ParquetDataset:
         source: str | None = None,
         filters: Filters | None = None,
         snapshot: DeltaSnapshot | None = None,
+        partitioned: bool = True,
     ) -> None:
         self.root = root
         self.source = source or root
         self.snapshot = snapshot
-        partitioning = (
-            Partitioning.of([layout.key for layout in layouts], source=self.source)
-            if snapshot is None
-            else _delta_partitioning(snapshot)
-        )
+        if snapshot is not None:
+            partitioning = _delta_partitioning(snapshot)
+        elif partitioned:
+            partitioning = Partitioning.of([layout.key for layout in layouts], source=self.source)
+        else:
+            partitioning = Partitioning((), (), tuple(() for _ in layouts))
         if filters is not None:  # terms on partition columns compare values of their types
             filters = filters.typed(dict(zip(partitioning.names, partitioning.types, strict=True)))
         kept = [
@@ -203,6 +207,27 @@ class ParquetDataset:
         view = self._views.get(shard)
         if view is not None:
             return view
+        table, where = self._table(shard)
+        view = RowGroupView(table, source=where)
+        self._views[shard] = view
+        self._getters[shard] = view.get
+        return view
+
+    def read_table(self, shard: int) -> Any:
+        """Row group ``shard``'s rows as a ``pyarrow.Table``, as :meth:`shard_view` reads them.
+
+        The projection, partition columns, and a Delta version's deletions and logical
+        columns apply; nothing is kept (a reader of whole row groups in order, such as a
+        converter, lets each go).
+
+        Raises:
+            ShardNotFoundError: The file is missing.
+            ShardFormatError: The bytes do not decode.
+        """
+        return self._table(shard)[0]
+
+    def _table(self, shard: int) -> tuple[Any, str]:
+        """Row group ``shard`` read and assembled, and its name for errors."""
         number, group = self._groups[shard]
         layout = self.layouts[number]
         with self._lock:
@@ -229,10 +254,19 @@ class ParquetDataset:
         else:
             names = self.columns or self.snapshot.names
             table = assemble(table, self.snapshot, self._files[number], names, self._keeps[shard])
-        view = RowGroupView(table, source=where)
-        self._views[shard] = view
-        self._getters[shard] = view.get
-        return view
+        return table, where
+
+    def file_shards(self) -> list[tuple[ParquetFileLayout, range]]:
+        """Each file (its layout) and its row groups' shard numbers, in dataset order."""
+        spans: list[tuple[ParquetFileLayout, range]] = []
+        first = 0
+        for number, layout in enumerate(self.layouts):
+            stop = first
+            while stop < len(self._groups) and self._groups[stop][0] == number:
+                stop += 1
+            spans.append((layout, range(first, stop)))
+            first = stop
+        return spans
 
     def _physical(self, layout: ParquetFileLayout) -> list[str]:
         """The physical columns of a Delta version to read from a file: those it holds."""

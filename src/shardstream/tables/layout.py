@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,8 +174,13 @@ def dump_layouts(layouts: Sequence[ParquetFileLayout]) -> bytes:
     return json.dumps({"version": _LAYOUT_VERSION, "files": files}).encode()
 
 
-def parse_layouts(data: bytes, *, source: str) -> list[ParquetFileLayout]:
-    """The layouts saved by :func:`dump_layouts` (footers parsed again).
+def parse_layouts(
+    data: bytes,
+    *,
+    source: str,
+    make: Callable[[str, int, str | None, bytes], ParquetFileLayout] = layout_from_footer,
+) -> list[ParquetFileLayout]:
+    """The layouts saved by :func:`dump_layouts` (footers parsed again, by ``make``).
 
     Raises:
         IndexFormatError: The text is not a saved derived index.
@@ -186,7 +191,7 @@ def parse_layouts(data: bytes, *, source: str) -> list[ParquetFileLayout]:
         if obj.get("version") != _LAYOUT_VERSION:
             raise IndexFormatError(f"{source}: unknown version {obj.get('version')!r}")
         return [
-            layout_from_footer(
+            make(
                 str(item["key"]), int(item["size"]), item["etag"], base64.b64decode(item["footer"])
             )
             for item in obj["files"]

@@ -2,14 +2,14 @@
 
 A Parquet folder has no ``index.json``; its footers are the index. The files are listed in
 sorted key order (``*.parquet``, skipping names and folders that start with ``_`` or ``.``,
-such as Spark's ``_SUCCESS`` and ``_temporary/``), and each file's footer is read with ranged
-requests: the last ``FOOTER_TAIL`` bytes, and more if the footer is longer.
+such as Spark's ``_SUCCESS`` and ``_temporary/``), and each file's footer is read by the
+footer stage (:mod:`~shardstream.tables.footers`): ranged requests, or ``pread`` in place.
 
 For a remote, the footers are saved with each file's size and etag in the stream's cache
 folder (``.shardstream/parquet-index.json``), under a lock: later processes and runs ask the
 store only for the files' sizes and etags, and read again only the footers of files that
 changed, whose cached row groups are deleted. A local folder read in place is never written
-to; its footers are read each time (a few reads per file).
+to; its footers are read in each process (a few reads per file), once while they are held.
 """
 
 from __future__ import annotations
@@ -28,16 +28,9 @@ from shardstream.errors import IndexFormatError, ShardFormatError, ShardNotFound
 from shardstream.format.index import safe_basename
 from shardstream.storage import DownloadOptions, ObjectStore, fetch_listing
 from shardstream.storage.base import ObjectInfo
-from shardstream.storage.local import file_identity
-from shardstream.tables.layout import (
-    FOOTER_TAIL,
-    ParquetFileLayout,
-    dump_layouts,
-    footer_length,
-    layout_from_footer,
-    parse_layouts,
-)
-from shardstream.tables.row_group_files import fetch_range, row_group_basename
+from shardstream.tables.footers import local_layout, parsed_layout, store_layout
+from shardstream.tables.layout import ParquetFileLayout, dump_layouts, parse_layouts
+from shardstream.tables.row_group_files import row_group_basename
 
 __all__ = [
     "PARQUET_INDEX",
@@ -101,7 +94,7 @@ def local_file_layouts(root: str, keys: list[str]) -> list[ParquetFileLayout]:
         ShardFormatError: A file is not Parquet.
     """
     with ThreadPoolExecutor(_THREADS, thread_name_prefix="shardstream-footer") as pool:
-        return list(pool.map(lambda key: _local_layout(root, key), keys))
+        return list(pool.map(lambda key: local_layout(root, key), keys))
 
 
 def sync_layouts(
@@ -176,7 +169,7 @@ def _current(saved: list[ParquetFileLayout], keys: list[str], infos: list[Object
 
 def _saved(path: str) -> list[ParquetFileLayout]:
     try:
-        return parse_layouts(read_file(path), source=path)
+        return parse_layouts(read_file(path), source=path, make=parsed_layout)
     except FileNotFoundError:
         return []
     except (IndexFormatError, ShardFormatError) as exc:
@@ -200,24 +193,4 @@ def _remote_layout(
     store: ObjectStore, key: str, info: ObjectInfo, options: DownloadOptions
 ) -> ParquetFileLayout:
     key = safe_basename(key, where=store.url(""))
-    size = info.size
-    url = store.url(key)
-    if size < 12:
-        footer_length(b"", size=size, source=url)  # raises: too short to be Parquet
-    tail = fetch_range(store, key, max(0, size - FOOTER_TAIL), size, options)
-    need = footer_length(tail, size=size, source=url) + 8
-    if need > len(tail):
-        tail = fetch_range(store, key, size - need, size, options)
-    return layout_from_footer(key, size, info.etag, tail[-need:])
-
-
-def _local_layout(root: str, key: str) -> ParquetFileLayout:
-    path = os.path.join(root, key)
-    with open(path, "rb") as handle:
-        status = os.fstat(handle.fileno())
-        size = status.st_size
-        tail = os.pread(handle.fileno(), min(size, FOOTER_TAIL), max(0, size - FOOTER_TAIL))
-        need = footer_length(tail, size=size, source=path) + 8
-        if need > len(tail):
-            tail = os.pread(handle.fileno(), need, size - need)
-    return layout_from_footer(key, size, file_identity(status), tail[-need:])
+    return store_layout(store, key, info.size, info.etag, options)

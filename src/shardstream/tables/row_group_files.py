@@ -134,7 +134,7 @@ def read_row_group(
                 f"was read at; it changed during the run: start again"
             )
         reader = pq.ParquetFile(handle, metadata=metadata)
-        return reader.read_row_group(span.index, columns=columns)
+        return _without_views(reader.read_row_group(span.index, columns=columns), pa)
     except (OSError, ValueError, pa.ArrowException) as exc:
         if isinstance(exc, (ShardFormatError, ShardNotFoundError)):
             raise
@@ -145,6 +145,21 @@ def read_row_group(
         ) from exc
     finally:
         handle.close()
+
+
+def _without_views(table: Any, pa: Any) -> Any:
+    """``table`` with view strings and bytes as plain ones, which every Arrow kernel takes.
+
+    A file whose stored Arrow schema says ``string_view`` (as arrow-rs writers such as
+    delta-rs leave it) reads back as views, and pyarrow has no take or filter for those.
+    """
+    plain = {"string_view": pa.string(), "binary_view": pa.binary()}
+    fields = [
+        field.with_type(plain[str(field.type)]) if str(field.type) in plain else field
+        for field in table.schema
+    ]
+    schema = pa.schema(fields, metadata=table.schema.metadata)
+    return table if schema.equals(table.schema) else table.cast(schema)
 
 
 class _Range:

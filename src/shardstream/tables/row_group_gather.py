@@ -17,13 +17,14 @@ the row groups' own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from shardstream.format.batch_decode import ColumnValues
+from shardstream.pipeline.batch_assembly import Indices
 from shardstream.tables.row_group_view import RowGroupView, batch_values
 
 __all__ = ["RowGroupGather"]
@@ -48,28 +49,51 @@ class RowGroupGather:
         self._arrays: list[NDArray[Any]] = []
         self._used = 0  # rows of the arrays in use
         self._start: dict[RowGroupView, int] = {}  # each held row group's first row
+        # The last batch's row groups, and by shard number their first row in the arrays
+        # (-1: not among them) and their rows: a batch's index is one lookup per row.
+        self._views: dict[int, RowGroupView] | None = None
+        self._first_of = np.full(0, -1, np.int64)
+        self._rows_of = np.zeros(0, np.int64)
+        self._placed = np.zeros(0, np.int64)
 
     def __call__(
-        self, views: Mapping[int, RowGroupView], shards: Sequence[int], local: Sequence[int]
+        self, views: Mapping[int, RowGroupView], shards: Indices, local: Indices
     ) -> list[ColumnValues]:
         """Row ``local[i]`` of ``views[shards[i]]`` for each ``i``, as ``get_many`` gives."""
-        if len(views) < self._min_groups or not self._hold(views.values()):
-            return RowGroupView.gather_columns(views, shards, local)
-        keys = np.fromiter(views.keys(), np.int64, len(views))
-        order = np.argsort(keys)
-        keys = keys[order]
-        parts = list(views.values())
-        starts = np.array([self._start[view] for view in parts], np.int64)[order]
-        sizes = np.array([len(view) for view in parts], np.int64)[order]
+        if views != self._views:  # other row groups than the last batch's
+            if len(views) < self._min_groups or not self._hold(views.values()):
+                return RowGroupView.gather_columns(views, shards, local)
+            self._place(views)
         which = _int64(shards)
         rows = _int64(local)
-        at = np.searchsorted(keys, which).clip(max=len(keys) - 1)
-        if len(which) and (keys[at] != which).any():
-            raise KeyError(f"shards {sorted(set(which[keys[at] != which].tolist()))} are not open")
-        if len(rows) and ((rows < 0).any() or (rows >= sizes[at]).any()):
-            raise IndexError(f"rows {list(local)} run outside their row groups")
-        index = starts[at] + rows
-        return [batch_values(array[index]) for array in self._arrays]
+        if len(which):
+            first_of = self._first_of
+            if which.min() < 0 or which.max() >= len(first_of):
+                raise _not_open(views, which)
+            first = first_of[which]
+            if first.min() < 0:
+                raise _not_open(views, which)
+            if rows.min() < 0 or (rows >= self._rows_of[which]).any():
+                raise IndexError(f"rows {list(local)} run outside their row groups")
+            index = first + rows
+        else:
+            index = which
+        return [batch_values(array.take(index, axis=0)) for array in self._arrays]
+
+    def _place(self, views: Mapping[int, RowGroupView]) -> None:
+        """Make ``views`` (all held) the row groups the shard-number tables point into."""
+        keys = np.fromiter(views.keys(), np.int64, len(views))
+        top = int(keys.max()) + 1 if len(keys) else 0
+        if top > len(self._first_of):
+            size = max(top, 2 * len(self._first_of))
+            self._first_of = np.full(size, -1, np.int64)
+            self._rows_of = np.zeros(size, np.int64)
+        else:
+            self._first_of[self._placed] = -1
+        self._first_of[keys] = [self._start[view] for view in views.values()]
+        self._rows_of[keys] = [len(view) for view in views.values()]
+        self._placed = keys
+        self._views = dict(views)
 
     def _hold(self, views: Any) -> bool:
         """Copy the row groups not held yet into the arrays; false if they cannot be held."""
@@ -85,6 +109,7 @@ class RowGroupGather:
         needed = sum(len(view) for view in new)
         if not self._arrays or self._used + needed > len(self._arrays[0]):
             self._make_room(needed, keep=set(views))
+            self._views = None  # the held row groups moved
         for view in new:
             rows = len(view)
             for array, values in zip(self._arrays, view.decoded(), strict=True):
@@ -111,7 +136,12 @@ class RowGroupGather:
         self._arrays, self._start, self._used = arrays, start, used
 
 
-def _int64(values: Sequence[int]) -> NDArray[np.int64]:
+def _not_open(views: Mapping[int, RowGroupView], which: NDArray[np.int64]) -> KeyError:
+    """The error of a batch naming row groups not among ``views``."""
+    return KeyError(f"shards {sorted(set(which.tolist()) - set(views))} are not open")
+
+
+def _int64(values: Indices) -> NDArray[np.int64]:
     """``values`` as an int64 array (from a list, ``fromiter`` is the fastest way)."""
     if isinstance(values, np.ndarray):
         return values.astype(np.int64, copy=False)

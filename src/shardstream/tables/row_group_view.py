@@ -120,7 +120,9 @@ class RowGroupView:
 
     @staticmethod
     def gather_columns(
-        views: Mapping[int, RowGroupView], shards: Sequence[int], local: Sequence[int]
+        views: Mapping[int, RowGroupView],
+        shards: Sequence[int] | NDArray[np.int64],
+        local: Sequence[int] | NDArray[np.int64],
     ) -> list[ColumnValues]:
         """Row ``local[i]`` of ``views[shards[i]]`` for each ``i``, as :meth:`get_many` gives.
 

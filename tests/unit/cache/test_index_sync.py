@@ -135,9 +135,11 @@ class SplittingStore(LocalStore):
         super().__init__(str(root))
         self.splits: list[list[str]] = []
 
-    def list_info(self, prefix: str = "", *, split_at: Sequence[str] = ()) -> dict[str, ObjectInfo]:
+    def list_info(
+        self, prefix: str = "", *, split_at: Sequence[str] = (), in_flight: int | None = None
+    ) -> dict[str, ObjectInfo]:
         self.splits.append(list(split_at))
-        return super().list_info(prefix, split_at=split_at)
+        return super().list_info(prefix, split_at=split_at, in_flight=in_flight)
 
 
 def test_a_start_lists_in_ranges_split_at_the_names_it_knows(
@@ -448,9 +450,11 @@ class IndexFirstStore(SplittingStore):
         self.calls.append(f"get_bytes {key}")
         return super().get_bytes(key)
 
-    def list_info(self, prefix: str = "", *, split_at: Sequence[str] = ()) -> dict[str, ObjectInfo]:
+    def list_info(
+        self, prefix: str = "", *, split_at: Sequence[str] = (), in_flight: int | None = None
+    ) -> dict[str, ObjectInfo]:
         self.calls.append("list_info")
-        listing = super().list_info(prefix, split_at=split_at)
+        listing = super().list_info(prefix, split_at=split_at, in_flight=in_flight)
         if self.on_list is not None:
             self.on_list()
         if not self.lists_tags:

@@ -5,16 +5,18 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
-from shardstream.cache.listing_check import ListingCheck
+from shardstream.cache.listing_check import ListingCheck, RangedListing
 from shardstream.cache.provenance import SourceRecord, present_sources, read_record
-from shardstream.errors import StorageError
+from shardstream.errors import ShardFormatError, StorageError
 from shardstream.format.index import FileInfo, ShardEntry
+from shardstream.storage.key_ranges import KeyRange
 
 INDEX = "9:tag-index"
 
@@ -153,3 +155,214 @@ def test_a_forked_child_whose_parent_is_still_listing_lists_itself(tmp_path: Pat
     assert os.waitstatus_to_exitcode(status) == 0
     gate.set()
     check.wait()
+
+
+class Ranges:
+    """A remote listed in key ranges: each range's listing waits for its own gate.
+
+    ``listing``: the remote's objects and identities; ``failing``: ranges whose listing fails.
+    """
+
+    def __init__(self, listing: dict[str, str], bounds: list[str], failing: set[int]) -> None:
+        self.listing = listing
+        self.ranges = [
+            KeyRange(after, upto)
+            for after, upto in zip([None, *bounds], [*bounds, None], strict=True)
+        ]
+        self.gates = [threading.Event() for _ in self.ranges]
+        self.failing = failing
+        self.order: list[int] = []  # ranges in the order their listing began
+        self.lock = threading.Lock()
+
+    def list_range(self, key_range: KeyRange) -> dict[str, str]:
+        number = self.ranges.index(key_range)
+        with self.lock:
+            self.order.append(number)
+        assert self.gates[number].wait(30)
+        if number in self.failing:
+            raise StorageError(f"listing mem://r/ failed: range {number}: a transfer error")
+        return {key: value for key, value in self.listing.items() if key_range.holds(key)}
+
+    def whole(self, split_at: list[str]) -> tuple[dict[str, str], bool]:
+        return dict(self.listing), True
+
+
+def make_ranged(
+    tmp_path: Path,
+    names: list[str],
+    cached: list[str],
+    record: dict[str, str],
+    ranges: Ranges,
+    in_flight: int,
+) -> tuple[ListingCheck, list[ShardEntry]]:
+    """A check over shards ``names`` (``cached`` in the cache), listed in ``ranges``."""
+    local, state = tmp_path / "cache", tmp_path / "cache" / ".shardstream"
+    state.mkdir(parents=True)
+    entries = [entry(name) for name in names]
+    for name in cached:
+        (local / name).write_bytes(b"x")
+    SourceRecord("mem://r/", record, True).write(str(state))
+
+    def settle(listed: dict[str, str], complete: bool, now: SourceRecord | None) -> set[str] | None:
+        return None if now is None else now.changed(listed)
+
+    check = ListingCheck(
+        ranges.whole,
+        [],
+        state=str(state),
+        local=str(local),
+        remote="mem://r/",
+        entries=entries,
+        index_identity=INDEX,
+        unsure=present_sources(str(local), entries),
+        settle=settle,
+        lock=no_lock,
+        lock_timeout=5,
+        seen=1,
+        ranged=RangedListing(ranges.ranges, ranges.list_range, in_flight),
+    )
+    return check.start(), entries
+
+
+def vouch_in_thread(
+    check: ListingCheck, shard: ShardEntry
+) -> tuple[threading.Thread, list[object]]:
+    """Vouch for ``shard`` in a thread; the list gets ``True``, or the error raised."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            check.vouch(shard)
+            outcome.append(True)
+        except Exception as exc:  # noqa: BLE001 (the test asserts on it)
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_shard_of_an_early_range_is_handed_over_while_the_last_range_is_listed(tmp_path: Path):
+    """The last range's shard was rewritten in place; the early range's shard waits for its own."""
+    names = ["a.mds", "m.mds", "z.mds"]
+    record = {"index.json": INDEX, "a.mds": "1:a", "m.mds": "1:m", "z.mds": "1:old"}
+    listing = {**record, "z.mds": "1:new"}
+    ranges = Ranges(listing, ["index.json", "m.mds"], failing=set())
+    check, (a, _, z) = make_ranged(tmp_path, names, names, record, ranges, in_flight=3)
+    ranges.gates[0].set()  # a.mds and index.json
+    thread, outcome = vouch_in_thread(check, a)
+    thread.join(30)  # a bound: the early range is listed at once, the last one is held
+    assert outcome == [True]
+    assert not ranges.gates[2].is_set()
+    assert not check.done
+    waiting, held = vouch_in_thread(check, z)
+    waiting.join(0.2)  # a bound on a wait that must not end
+    assert waiting.is_alive()
+    assert held == []
+    assert (tmp_path / "cache" / "z.mds").exists()  # not judged before its range arrives
+    ranges.gates[2].set()
+    waiting.join(30)
+    assert held == [True]
+    assert not (tmp_path / "cache" / "z.mds").exists()  # changed: gone before z's hand-over
+    assert (tmp_path / "cache" / "a.mds").exists()
+    ranges.gates[1].set()
+    check.wait()
+    assert (tmp_path / "cache" / "m.mds").exists()
+    written = read_record(str(tmp_path / "cache" / ".shardstream"))
+    assert written is not None
+    assert written.objects == listing
+    assert written.generation == 2
+
+
+def test_a_failed_range_fails_the_vouch_of_its_shards_and_never_vouches_them(tmp_path: Path):
+    names = ["a.mds", "m.mds", "z.mds"]
+    record = {"index.json": INDEX, "a.mds": "1:a", "m.mds": "1:m", "z.mds": "1:old"}
+    listing = {**record, "z.mds": "1:new"}
+    ranges = Ranges(listing, ["index.json", "m.mds"], failing={2})
+    check, (a, m, z) = make_ranged(tmp_path, names, names, record, ranges, in_flight=3)
+    waiting, outcome = vouch_in_thread(check, z)
+    waiting.join(0.2)  # a bound: its range is held
+    assert waiting.is_alive()
+    assert outcome == []
+    ranges.gates[2].set()  # its listing fails
+    waiting.join(30)
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], StorageError)
+    assert "range 2" in str(outcome[0])
+    assert (tmp_path / "cache" / "z.mds").exists()  # nothing judged
+    with pytest.raises(StorageError, match="range 2"):
+        check.vouch(z)  # again: never vouched
+    with pytest.raises(StorageError, match="range 2"):
+        check.vouch(m)  # once failed, a shard of a range still to come fails too
+    for gate in ranges.gates:
+        gate.set()
+    with pytest.raises(StorageError, match="range 2"):
+        check.wait()
+    with pytest.raises(StorageError, match="range 2"):
+        check.vouch(a)
+    written = read_record(str(tmp_path / "cache" / ".shardstream"))
+    assert written is not None
+    assert written.generation == 1  # nothing recorded
+
+
+def test_a_range_a_reader_waits_for_is_listed_next(tmp_path: Path):
+    names = ["a.mds", "f.mds", "m.mds", "z.mds"]
+    record = {"index.json": INDEX, **{name: f"1:{name}" for name in names}}
+    ranges = Ranges(record, ["a.mds", "f.mds", "m.mds"], failing=set())
+    check, entries = make_ranged(tmp_path, names, names, record, ranges, in_flight=1)
+    deadline = time.monotonic() + 30
+    while ranges.order != [0]:  # the one listing thread is in the first range
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    waiting, outcome = vouch_in_thread(check, entries[3])  # z.mds: the last range
+    waiting.join(0.2)  # a bound: the first range is still held
+    assert waiting.is_alive()
+    assert ranges.order == [0]
+    for gate in ranges.gates:
+        gate.set()
+    waiting.join(30)
+    assert outcome == [True]
+    check.wait()
+    assert ranges.order == [0, 3, 1, 2]
+
+
+def test_a_range_that_gives_a_shard_another_size_fails_its_vouch(tmp_path: Path):
+    names = ["a.mds", "z.mds"]
+    record = {"index.json": INDEX, "a.mds": "1:a", "z.mds": "1:z"}
+    listing = {**record, "z.mds": "7:z"}
+    ranges = Ranges(listing, ["index.json"], failing=set())
+    for gate in ranges.gates:
+        gate.set()
+    local, state = tmp_path / "cache", tmp_path / "cache" / ".shardstream"
+    state.mkdir(parents=True)
+    entries = [entry(name) for name in names]
+    for name in names:
+        (local / name).write_bytes(b"x")
+    SourceRecord("mem://r/", record, True).write(str(state))
+
+    def check_part(held: list[ShardEntry], part: Mapping[str, str]) -> None:
+        for shard in held:
+            listed = part.get(shard.raw_data.basename, "1:").split(":")[0]
+            if listed != str(shard.raw_data.bytes):
+                raise ShardFormatError(f"mem://r/{shard.raw_data.basename}: listed at {listed}")
+
+    check = ListingCheck(
+        ranges.whole,
+        [],
+        state=str(state),
+        local=str(local),
+        remote="mem://r/",
+        entries=entries,
+        index_identity=INDEX,
+        unsure=present_sources(str(local), entries),
+        settle=lambda listed, complete, now: set(),
+        lock=no_lock,
+        lock_timeout=5,
+        seen=1,
+        ranged=RangedListing(ranges.ranges, ranges.list_range, 2),
+        check_part=check_part,
+    ).start()
+    with pytest.raises(ShardFormatError, match=r"z\.mds: listed at 7"):
+        check.vouch(entries[1])
+    with pytest.raises(ShardFormatError):
+        check.wait()

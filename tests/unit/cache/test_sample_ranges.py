@@ -6,7 +6,9 @@ through a real server, and their counts, are in ``tests/integration/test_first_b
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -16,12 +18,15 @@ import pytest
 from shardstream import MDSWriter
 from shardstream.cache import CacheStream, ShardCache
 from shardstream.cache.layout import STATE_FOLDER
+from shardstream.cache.listing_check import ListingCheck
 from shardstream.cache.provenance import SourceRecord, identity
 from shardstream.cache.sample_ranges import SampleRanges
-from shardstream.errors import ShardFormatError
+from shardstream.errors import ObjectChangedError, ShardFormatError
 from shardstream.format.index import parse_index
 from shardstream.format.mds import MDSSchema, MDSShardView
+from shardstream.format.shard_view import ShardView
 from shardstream.pipeline.policy import ReadPolicy
+from shardstream.storage.base import ObjectInfo
 from shardstream.storage.filesystems import is_local_disk
 from shardstream.storage.local import LocalStore
 
@@ -129,11 +134,8 @@ def test_a_shard_that_disagrees_with_its_index_is_an_error_naming_it(tmp_path):
     _record(LocalStore(str(remote)), local)  # listed so: the ranges are of the listed version
     with ThreadPoolExecutor(2) as pool, pytest.raises(ShardFormatError, match=name):
         _ranges(cache).views({1: [0]}, _schema(cache), pool)
-    os.truncate(path, 1000)  # shorter than the index says
-    with ThreadPoolExecutor(2) as pool:  # and than it was listed: not read by range at all
-        assert _ranges(cache).views({1: [0]}, _schema(cache), pool) == {}
-    _record(LocalStore(str(remote)), local)  # listed so: the index and the listing disagree
-    with ThreadPoolExecutor(2) as pool:
+    os.truncate(path, 1000)  # shorter than the index says: its first answer says so
+    with ThreadPoolExecutor(2) as pool:  # no view: read whole, where the size is reported
         assert _ranges(cache).views({1: [0]}, _schema(cache), pool) == {}
 
 
@@ -160,6 +162,10 @@ class _CountingStore(LocalStore):
     def get_range(self, key: str, start: int, end: int, *, if_match: str | None = None) -> bytes:
         self.asked.append((start, end))
         return super().get_range(key, start, end, if_match=if_match)
+
+    def get_range_info(self, key: str, start: int, end: int) -> tuple[bytes, ObjectInfo | None]:
+        self.asked.append((start, end))
+        return super().get_range_info(key, start, end)
 
 
 @pytest.mark.parametrize(
@@ -190,13 +196,13 @@ class _RewritingStore(LocalStore):
         super().__init__(root)
         self.key, self.new, self.rewritten = key, new, False
 
-    def get_range(self, key: str, start: int, end: int, **tie: str | None) -> bytes:
-        data = super().get_range(key, start, end, **tie)
+    def get_range_info(self, key: str, start: int, end: int) -> tuple[bytes, ObjectInfo | None]:
+        answer = super().get_range_info(key, start, end)
         if key == self.key and start == 0 and not self.rewritten:
             self.rewritten = True
             with open(os.path.join(self.root, key), "r+b") as handle:  # in place, same size
                 handle.write(self.new)
-        return data
+        return answer
 
 
 def test_a_shard_rewritten_between_its_header_and_its_samples_is_never_mixed(tmp_path, caplog):
@@ -226,3 +232,91 @@ def test_a_shard_rewritten_between_its_header_and_its_samples_is_never_mixed(tmp
     for index in wanted[1]:
         assert bytes(views[1].get(index)["pad"]) == bytes(whole.get(index)["pad"])
     assert any(name in r.getMessage() and "rewritten" in r.getMessage() for r in caplog.records)
+
+
+def test_ranges_need_no_listing_not_even_one_under_way(tmp_path):
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    _write(remote)
+    store = LocalStore(str(remote))
+    entries = parse_index((remote / "index.json").read_bytes(), source=str(remote))
+    listed = threading.Event()
+
+    def lister(split_at: list[str]) -> tuple[dict[str, str], bool]:
+        listed.wait(60)  # a listing of many thousand keys, still under way
+        return {key: identity(info) for key, info in store.list_info().items()}, True
+
+    check = ListingCheck(
+        lister, [], state=str(local / STATE_FOLDER), local=str(local), remote=store.url(""),
+        entries=entries, index_identity="", unsure=set(), settle=lambda *_: set(),
+        lock=contextlib.nullcontext, lock_timeout=5, seen=0,
+    ).start()  # fmt: skip
+    cache = ShardCache([CacheStream(str(local), store, entries, check=check)])  # no record
+    ranges = _ranges(cache)
+    got: dict[int, ShardView] = {}
+    reading = threading.Thread(
+        target=lambda: got.update(ranges.views({0: [3], 1: [2]}, _schema(cache), _POOL))
+    )
+    try:
+        reading.start()
+        reading.join(30)  # a deadline is the point: the ranges must not wait for the listing
+        assert not reading.is_alive()
+        assert not check.done
+    finally:
+        listed.set()
+    assert set(got) == {0, 1}
+    assert bytes(got[1].get(2)["pad"]) == bytes(_whole(remote, cache, 1).get(2)["pad"])
+
+
+_POOL = ThreadPoolExecutor(2)
+
+
+def test_bytes_handed_out_by_range_are_confirmed_against_the_whole_file(tmp_path):
+    remote, local, other = tmp_path / "remote", tmp_path / "local", tmp_path / "other"
+    _write(remote, samples=80)
+    _write(other, samples=80, seed=1000)  # the same sizes and offsets, other payloads
+    cache = _cache(remote, local)
+    ranges = _ranges(cache)
+    wanted = {0: [1, 17], 1: [0, 19], 2: [0]}
+    with ThreadPoolExecutor(2) as pool:
+        assert set(ranges.views(wanted, _schema(cache), pool)) == {0, 1, 2}
+    name = cache.locate(0)[1].raw_data.basename
+    # Rewritten after its ranges, before its whole download (in place: the same size).
+    (remote / name).write_bytes((other / name).read_bytes())
+    # Another rewritten only in bytes not handed out (its last sample's last byte).
+    path = remote / cache.locate(2)[1].raw_data.basename
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    for shard in wanted:
+        cache.ensure(shard)
+    with pytest.raises(ObjectChangedError, match=rf"{name}.*read by range from version"):
+        ranges.confirm(0)
+    ranges.confirm(0)  # said once
+    ranges.confirm(1)  # unchanged
+    ranges.confirm(2)  # what was handed out is the file's: nothing mixed
+    with ThreadPoolExecutor(2) as pool:
+        assert set(ranges.views({3: [0]}, _schema(cache), pool)) == {3}
+    ranges.forget()  # a new epoch reads every shard whole: nothing to compare
+    entry = cache.locate(3)[1]
+    (remote / entry.raw_data.basename).write_bytes((other / entry.raw_data.basename).read_bytes())
+    cache.ensure(3)
+    ranges.confirm(3)
+
+
+def test_a_shard_read_in_one_range_is_confirmed_by_the_samples_handed_out(tmp_path):
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    _write(remote)
+    cache = _cache(remote, local)
+    ranges = SampleRanges(cache, whole_bytes=1 << 30, gap_bytes=0)  # each shard in one range
+    last = cache.locate(0)[1].samples - 1
+    with ThreadPoolExecutor(2) as pool:
+        assert set(ranges.views({0: [1], 1: [last]}, _schema(cache), pool)) == {0, 1}
+    for shard in (0, 1):  # each rewritten in its last sample's last byte
+        path = remote / cache.locate(shard)[1].raw_data.basename
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 0xFF
+        path.write_bytes(bytes(data))
+        cache.ensure(shard)
+    ranges.confirm(0)  # its last sample was read, never handed out: nothing mixed
+    with pytest.raises(ObjectChangedError, match="rewritten while this epoch read it"):
+        ranges.confirm(1)  # handed out, and the file now holds another

@@ -71,3 +71,73 @@ def test_the_cli_converts_a_delta_folder_at_a_version(tmp_path: Path):
     run("convert", str(table), str(latest), "--from", "delta", "--quiet")
     assert ids(latest) == list(range(5, 60))
     assert source(latest)["version"] == 2
+
+
+def _row_group_batches(
+    table: Path, names: list[str] | None
+) -> tuple[pa.Schema, list[pa.RecordBatch]]:
+    """The version's rows read file by file, row group by row group, straight from the files."""
+    import pyarrow.parquet as pq
+
+    from shardstream.storage import DownloadOptions
+    from shardstream.tables.delta_log import read_snapshot
+    from shardstream.tables.delta_snapshot import assemble
+
+    snapshot, _ = read_snapshot(str(table), None, str(table), None, DownloadOptions())
+    names = names or snapshot.names
+    batches = []
+    for file in snapshot.files:
+        parquet = pq.ParquetFile(table / file.key)
+        first = 0
+        for group in range(parquet.metadata.num_row_groups):
+            count = parquet.metadata.row_group(group).num_rows
+            keep = file.window(first, count)
+            first += count
+            if keep is not None and not keep.any():
+                continue
+            physical = snapshot.physical(names, tuple(parquet.schema_arrow.names))
+            read = parquet.read_row_group(group, columns=physical)
+            batches += assemble(read, snapshot, file, names, keep).to_batches()
+    schema = pa.schema([(name, snapshot.column(name).type) for name in names])
+    return schema, batches
+
+
+@pytest.mark.parametrize("names", [None, ["name", "id"]])
+def test_delta_to_mds_writes_the_bytes_of_the_row_groups_read_straight(
+    tmp_path: Path, names: list[str] | None
+):
+    from shardstream.converters import arrow_to_mds
+
+    table = tmp_path / "table"
+    options = {"delta.enableDeletionVectors": "true"}
+    write(table, rows(0, 40), partition_by=["year"], configuration=options)
+    write(table, rows(40, 20), partition_by=["year"])
+    keys = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))["path"].to_pylist()
+    delete_with_vector(table, sorted(keys)[0], [1, 2, 9])
+    out, expected = tmp_path / "mds", tmp_path / "expected"
+    written = delta_to_mds(str(table), str(out), read_columns=names, size_limit=256, progress=False)
+    schema, batches = _row_group_batches(table, names)
+    origin = {"format": "delta", "table": str(table), "version": source(out)["version"]}
+    arrow_to_mds(
+        pa.RecordBatchReader.from_batches(schema, batches), str(expected), size_limit=256,
+        progress=False, where="x", source=origin,
+    )  # fmt: skip
+    assert written == sum(len(batch) for batch in batches) > 0
+    files = sorted(path.name for path in out.iterdir())
+    assert len(files) > 3  # several shards
+    assert files == sorted(path.name for path in expected.iterdir())
+    for name in files:
+        assert (out / name).read_bytes() == (expected / name).read_bytes(), name
+
+
+def test_view_strings_from_an_arrow_rs_writer_take_deletion_vectors(tmp_path: Path):
+    table = tmp_path / "table"
+    data = rows(0, 20)
+    data = data.set_column(1, "name", data.column("name").cast(pa.string_view()))
+    write(table, data, configuration={"delta.enableDeletionVectors": "true"})
+    (key,) = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))["path"].to_pylist()
+    delete_with_vector(table, key, [3])
+    out = tmp_path / "mds"
+    assert delta_to_mds(str(table), str(out), progress=False) == 19
+    names = {int(s["id"]): s["name"] for s in StreamingDataset(local=str(out), batch_size=4)}
+    assert names == {i: f"row-{i}" for i in range(20) if i != 3}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from tests.forked import in_forked_child
 from torch.utils.data import DataLoader
 
 from shardstream import MDSWriter, StreamingDataLoader, StreamingDataset
@@ -16,6 +18,7 @@ from shardstream.errors import ConfigurationError
 from shardstream.loader import dataloader as dataloader_module
 from shardstream.loader.result_pipe import RESULT_PIPE_BYTES, widen_result_pipe
 from shardstream.pipeline.policy import ReadPolicy
+from shardstream.storage import obstore_client
 
 COLUMNS = {
     "id": "int",
@@ -476,3 +479,37 @@ def test_a_state_loaded_after_an_epoch_reaches_persistent_workers(remote: Path, 
     list(loader)  # the workers start, holding the dataset as it was built
     loader.load_state_dict(state)
     assert [batch["id"].tolist() for batch in loader] == rest  # the state's seed and shuffle
+
+
+@pytest.mark.parametrize(
+    ("workers", "context", "leaves"),
+    [(0, None, False), (2, "spawn", False), (2, "forkserver", False), (2, "fork", True)],
+)
+def test_a_loader_that_forks_workers_leaves_obstore_to_them(
+    remote: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    workers: int,
+    context: str | None,
+    leaves: bool,
+):
+    # Workers forked after obstore's requests here could not use it: from the loader's
+    # construction on (len() may load the index), this process keeps off obstore.
+    monkeypatch.setattr(obstore_client, "_FORKING_PID", None)
+    monkeypatch.setattr(obstore_client, "_RUNTIME_PID", None)
+    StreamingDataLoader(
+        make(remote, tmp_path / "c"),
+        batch_size=8,
+        num_workers=workers,
+        multiprocessing_context=context,
+    )
+    assert obstore_client.usable_here() is not leaves
+    assert in_forked_child(lambda: str(obstore_client.usable_here())) == "True"
+
+
+def test_the_default_start_method_is_the_platforms(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(multiprocessing, "get_start_method", lambda allow_none=False: None)
+    assert dataloader_module._start_method(None) == multiprocessing.get_all_start_methods()[0]
+    monkeypatch.setattr(multiprocessing, "get_start_method", lambda allow_none=False: "spawn")
+    assert dataloader_module._start_method(None) == "spawn"
+    assert dataloader_module._start_method(multiprocessing.get_context("fork")) == "fork"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -11,9 +13,30 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from tests.streaming_data import write_dataset
 
-from shardstream import StreamingDataset
+from shardstream import ReadPolicy, StreamingDataset
+from shardstream.cache.range_gate import RangeGate
 from shardstream.cache.shard_cache import ShardCache
-from shardstream.pipeline.fetch import last_uses
+from shardstream.pipeline.fetch import last_uses, locate
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=40).filter(lambda s: sum(s) > 0),
+    count=st.sampled_from([1, 700, 5000]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_located_ids_agree_with_a_binary_search(sizes, count, seed):
+    # A shuffled plan's ids over shards of any sizes, empty ones too: the shard of each id is
+    # the last one starting at or before it, its index the id's distance from that start.
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    ids = np.random.default_rng(seed).integers(0, int(starts[-1]), count).reshape(-1, 1)
+    shards, local, needed, needed_at = locate(starts, ids)
+    expected = np.searchsorted(starts, ids, side="right") - 1
+    assert np.array_equal(shards, expected)
+    assert np.array_equal(local, ids - starts[expected])
+    flat = expected.reshape(-1).tolist()
+    assert needed == list(dict.fromkeys(flat))  # each shard once, in order of first need
+    assert needed_at == [flat.index(shard) for shard in needed]
 
 
 @settings(max_examples=200, deadline=None)
@@ -60,3 +83,47 @@ def test_shards_are_marked_used_unless_just_fetched(tmp_path, monkeypatch):
     touched = _epoch_touches(dataset, monkeypatch)
     assert sorted(touched) == list(range(len(files)))
     assert all(path.stat().st_mtime > 1_000_000 for path in files)
+
+
+def _hold_ranges(state: str, holding, stop) -> None:
+    with RangeGate(state).reading():  # another process's first batch, its ranges out
+        holding.set()
+        stop.wait(120)
+
+
+def test_the_rest_of_an_epoch_waits_for_the_nodes_first_batch_ranges(tmp_path):
+    remote = write_dataset(tmp_path / "remote", 200, size_limit=1024)
+    local = tmp_path / "cache"
+    policy = ReadPolicy(range_hold_s=120.0)
+    dataset = StreamingDataset(
+        remote=str(remote), local=str(local), shuffle=True, batch_size=8, read_policy=policy
+    )
+    context = multiprocessing.get_context("spawn")
+    holding, stop = context.Event(), context.Event()
+    state = os.path.join(os.path.realpath(local), ".shardstream")
+    holder = context.Process(target=_hold_ranges, args=(state, holding, stop), daemon=True)
+    holder.start()
+    got: list[int] = []
+    first = threading.Event()
+
+    def read() -> None:
+        for sample in dataset:
+            got.append(int(sample["id"]))
+            if len(got) == 8:
+                first.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    try:
+        assert holding.wait(60)
+        reader.start()
+        assert first.wait(60)  # the first batch does not wait
+        reader.join(1.0)
+        assert reader.is_alive()  # the rest does, while the ranges are out
+        fetched = len(list(local.glob("**/shard.*.mds")))
+        assert len(got) == 8
+    finally:
+        stop.set()
+        holder.join(60)
+    reader.join(120)
+    assert sorted(got) == list(range(200))
+    assert len(list(local.glob("**/shard.*.mds"))) > fetched

@@ -65,3 +65,10 @@ def test_planning_an_epoch_does_not_import_numpy_ma() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_first_occurrences_of_values_further_apart_than_an_int64_holds():
+    # Their difference overflows int64 and turns negative: not a sequence in reverse order.
+    values = np.array([-(2**62), 2**62], dtype=np.int64)
+    got = first_occurrences(values)
+    assert [a.tolist() for a in got] == [[-(2**62), 2**62], [0, 1]]

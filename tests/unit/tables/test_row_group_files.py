@@ -97,9 +97,9 @@ def test_a_missing_or_changed_file_is_reported(source: Path, tmp_path: Path):
 
 
 def test_long_footers_take_a_second_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from shardstream.tables import layout_index
+    from shardstream.tables import footers
 
-    monkeypatch.setattr(layout_index, "FOOTER_TAIL", 64)
+    monkeypatch.setattr(footers, "FOOTER_TAIL", 64)
     root = tmp_path / "remote"
     root.mkdir()
     pq.write_table(table(0, 50), root / "a.parquet", row_group_size=10)

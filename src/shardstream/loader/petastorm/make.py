@@ -305,6 +305,9 @@ def _open(
         return Stream(remote=source, local=cache_location, format="parquet", columns=columns,
                       filters=filters, files=files)  # fmt: skip
 
+    # The schema comes from the footers, which the stream's open reads (the footer stage,
+    # :mod:`shardstream.tables.footers`); the dataset below opens the stream again while these
+    # layouts are held, so it takes them parsed: each footer is read once.
     probe = stream(None).resolve(
         download_retry=2, download_timeout=60, validate_hash=None, keep_zip=False,
         download_concurrency=8,

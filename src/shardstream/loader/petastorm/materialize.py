@@ -30,9 +30,10 @@ from shardstream.loader.petastorm.metadata import (
     dump_unischema,
 )
 from shardstream.loader.petastorm.unischema import Unischema
-from shardstream.storage import ObjectStore, open_store
+from shardstream.storage import DownloadOptions, ObjectStore, open_store
 from shardstream.storage.base import Remover
-from shardstream.tables.layout import footer_length, parse_metadata
+from shardstream.tables.footers import fetch_footer, write_metadata_file
+from shardstream.tables.layout import parse_metadata
 
 __all__ = ["dict_to_spark_row", "materialize_dataset"]
 
@@ -166,7 +167,6 @@ def write_common_metadata(store: ObjectStore, pickled_schema: bytes) -> None:
     Raises:
         ConfigurationError: The folder holds no Parquet data file.
     """
-    pq = require("pyarrow.parquet", extra="arrow", purpose="materialize_dataset")
     files = sorted(key for key in store.list() if _is_data_file(key))
     if not files:
         raise ConfigurationError(
@@ -186,7 +186,7 @@ def write_common_metadata(store: ObjectStore, pickled_schema: bytes) -> None:
     stored[ROW_GROUPS_PER_FILE_KEY] = json.dumps(counts).encode()
     with tempfile.TemporaryDirectory() as scratch:
         path = os.path.join(scratch, COMMON_METADATA)
-        pq.write_metadata(arrow_schema.with_metadata(stored), path)
+        write_metadata_file(arrow_schema.with_metadata(stored), path)
         store.put_file(path, COMMON_METADATA)
     if isinstance(store, Remover):  # Hadoop's checksum of the file, which it no longer matches
         with contextlib.suppress(OSError, ObjectNotFoundError):
@@ -196,10 +196,10 @@ def write_common_metadata(store: ObjectStore, pickled_schema: bytes) -> None:
 
 
 def _footer(store: ObjectStore, key: str) -> Any:
-    size = store.info(key).size
-    length = footer_length(store.get_range(key, max(0, size - 8), size), size=size,
-                           source=store.url(key))  # fmt: skip
-    return parse_metadata(store.get_range(key, size - 8 - length, size), source=store.url(key))
+    """The file's ``FileMetaData``: its footer read by the footer stage, by range."""
+    source = store.url(key)
+    footer = fetch_footer(store, key, store.info(key).size, DownloadOptions(), source=source)
+    return parse_metadata(footer, source=source)
 
 
 def _is_data_file(key: str) -> bool:

@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from shardstream._optional import require
 from shardstream.errors import (
     ConfigurationError,
     ObjectNotFoundError,
@@ -42,6 +41,7 @@ from shardstream.errors import (
 from shardstream.loader.petastorm import codecs
 from shardstream.loader.petastorm.unischema import Unischema, UnischemaField
 from shardstream.storage import ObjectStore, fetch_bytes
+from shardstream.tables.footers import key_value_metadata
 
 __all__ = [
     "COMMON_METADATA",
@@ -229,22 +229,11 @@ def read_unischema(store: ObjectStore, first_file: str | None) -> Unischema | No
             data = fetch_bytes(store, key)
         except (ObjectNotFoundError, FileNotFoundError):
             continue
-        pickled = _key_value(data, source=store.url(key)).get(UNISCHEMA_KEY)
+        pickled = key_value_metadata(data, source=store.url(key)).get(UNISCHEMA_KEY)
         if pickled is not None:
             logger.info("read the Unischema of %s", store.url(key))
             return load_unischema(pickled, source=store.url(key))
     return None
-
-
-def _key_value(data: bytes, *, source: str) -> dict[bytes, bytes]:
-    """The key-value metadata of the Parquet metadata file ``data``."""
-    pa = require("pyarrow", extra="arrow", purpose="Reading Petastorm metadata")
-    pq = require("pyarrow.parquet", extra="arrow", purpose="Reading Petastorm metadata")
-    try:
-        schema = pq.read_schema(pa.BufferReader(data))
-    except (OSError, ValueError, pa.ArrowException) as exc:
-        raise ShardFormatError(f"{source} is not a Parquet metadata file: {exc}") from exc
-    return dict(schema.metadata or {})
 
 
 # Each stand-in class pickles under the name Petastorm's own class has; np.bool_ under the name

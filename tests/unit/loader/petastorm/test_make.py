@@ -317,3 +317,32 @@ def test_a_cache_location_holds_the_row_groups_under_the_size_limit(hello: str, 
     fetched = [p for p in cache.rglob("*.rowgroup-*") if p.is_file()]
     assert fetched  # copied from the dataset, as from an object store
     assert sum(p.stat().st_size for p in fetched) <= limit
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_each_footer_is_read_and_parsed_once_when_a_reader_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool
+):
+    # The schema is looked at before the dataset opens the files: both take the footer stage's
+    # layouts, so the reader does not read the footers a second time.
+    from shardstream.tables import footers, layout
+
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    for number in range(3):
+        table = pa.table({"id": pa.array(range(number * 10, number * 10 + 10), pa.int64())})
+        pq.write_table(table, folder / f"part-{number}.parquet", row_group_size=5)
+    parsed: list[str] = []
+
+    def counted(key: str, *args: Any) -> Any:
+        parsed.append(key)
+        return parse(key, *args)
+
+    parse = layout.layout_from_footer
+    monkeypatch.setattr(footers, "layout_from_footer", counted)
+    cache = str(tmp_path / "cache") if cached else None
+    with make_batch_reader(
+        f"file://{folder}", shuffle_row_groups=False, cache_location=cache
+    ) as reader:
+        assert sorted(int(i) for batch in reader for i in batch.id) == list(range(30))
+    assert sorted(parsed) == [f"part-{number}.parquet" for number in range(3)]

@@ -29,7 +29,7 @@ from shardstream.pipeline.open_shards import OpenShards
 from shardstream.pipeline.plan import Plan
 from shardstream.pipeline.policy import ReadPolicy
 from shardstream.pipeline.stage import StageState, Stepped
-from shardstream.sampling.distinct import first_occurrences
+from shardstream.sampling.distinct import distinct, first_occurrences
 from shardstream.sampling.intervals import count_at_most
 from shardstream.storage.cancel import LET_GO_S, CancelScope
 
@@ -164,7 +164,7 @@ def _distinct(shards: NDArray[np.int64]) -> list[int]:
     """The distinct shards of a batch, in order (a count over their span where it is short)."""
     low = int(shards.min())
     if int(shards.max()) - low > 4 * len(shards):
-        return np.unique(shards).tolist()  # type: ignore[no-any-return]
+        return distinct(shards).tolist()  # type: ignore[no-any-return]
     return (np.flatnonzero(np.bincount(shards - low)) + low).tolist()  # type: ignore[no-any-return]
 
 

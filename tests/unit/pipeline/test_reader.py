@@ -13,8 +13,8 @@ import sys
 from shardstream import MDSWriter, StreamingDataLoader, StreamingDataset
 
 root, report = sys.argv[1], sys.argv[2]
-with MDSWriter(out=root, columns={"x": "int", "y": "bytes"}, size_limit=1 << 11) as out:
-    for i in range(300):
+with MDSWriter(out=root, columns={"x": "int", "y": "bytes"}, size_limit=1 << 9) as out:
+    for i in range(600):
         out.write({"x": i, "y": bytes(40)})
 
 
@@ -30,7 +30,7 @@ loader = StreamingDataLoader(dataset, batch_size=8, num_workers=1)
 if "numpy.ma" in sys.modules:
     raise SystemExit("numpy.ma was imported before the epoch: nothing to test")
 seen = sorted(int(x) for batch in loader for x in batch["x"])
-assert seen == list(range(300)), seen
+assert seen == list(range(600)), seen
 """
 
 

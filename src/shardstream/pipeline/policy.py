@@ -166,7 +166,7 @@ class ReadPolicy:
     range_whole_bytes: int = 256 * _KIB
     range_gap_bytes: int = 64 * _KIB
     range_shard_share: float = 0.25
-    range_requests: int = 32
+    range_requests: int = 128
     range_bytes_share: float = 1 / 32
     range_hold_s: float = 5.0
     gather_min_groups: int = 3

@@ -7,7 +7,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -39,22 +39,22 @@ def no_lock() -> Iterator[None]:
     yield
 
 
-def make(
-    tmp_path: Path, listing: dict[str, str], gate: threading.Event, record: dict[str, str]
+def started(
+    tmp_path: Path,
+    names: list[str],
+    cached: list[str],
+    record: dict[str, str],
+    lister: Callable[[list[str]], tuple[dict[str, str], bool]],
+    ranged: RangedListing | None = None,
+    check_part: Callable[[list[ShardEntry], Mapping[str, str]], None] | None = None,
 ) -> tuple[ListingCheck, list[ShardEntry]]:
-    """A check over shards a, b, c (a and b cached), whose listing waits for ``gate``."""
+    """A started check over shards ``names`` (``cached`` in the cache), listed by ``lister``."""
     local, state = tmp_path / "cache", tmp_path / "cache" / ".shardstream"
     state.mkdir(parents=True)
-    entries = [entry("a.mds"), entry("b.mds"), entry("c.mds")]
-    for name in ("a.mds", "b.mds"):
+    entries = [entry(name) for name in names]
+    for name in cached:
         (local / name).write_bytes(b"x")
     SourceRecord("mem://r/", record, True).write(str(state))
-
-    def lister(split_at: list[str]) -> tuple[dict[str, str], bool]:
-        assert gate.wait(30)
-        if "fail" in listing:
-            raise StorageError("listing mem://r/ failed: a transfer error")
-        return dict(listing), True
 
     def settle(listed: dict[str, str], complete: bool, now: SourceRecord | None) -> set[str] | None:
         return None if now is None else now.changed(listed)
@@ -72,8 +72,24 @@ def make(
         lock=no_lock,
         lock_timeout=5,
         seen=1,
+        ranged=ranged,
+        check_part=check_part,
     )
     return check.start(), entries
+
+
+def make(
+    tmp_path: Path, listing: dict[str, str], gate: threading.Event, record: dict[str, str]
+) -> tuple[ListingCheck, list[ShardEntry]]:
+    """A check over shards a, b, c (a and b cached), whose listing waits for ``gate``."""
+
+    def lister(split_at: list[str]) -> tuple[dict[str, str], bool]:
+        assert gate.wait(30)
+        if "fail" in listing:
+            raise StorageError("listing mem://r/ failed: a transfer error")
+        return dict(listing), True
+
+    return started(tmp_path, ["a.mds", "b.mds", "c.mds"], ["a.mds", "b.mds"], record, lister)
 
 
 def test_a_cached_shard_waits_and_a_changed_one_is_gone_when_it_returns(tmp_path: Path):
@@ -196,32 +212,8 @@ def make_ranged(
     in_flight: int,
 ) -> tuple[ListingCheck, list[ShardEntry]]:
     """A check over shards ``names`` (``cached`` in the cache), listed in ``ranges``."""
-    local, state = tmp_path / "cache", tmp_path / "cache" / ".shardstream"
-    state.mkdir(parents=True)
-    entries = [entry(name) for name in names]
-    for name in cached:
-        (local / name).write_bytes(b"x")
-    SourceRecord("mem://r/", record, True).write(str(state))
-
-    def settle(listed: dict[str, str], complete: bool, now: SourceRecord | None) -> set[str] | None:
-        return None if now is None else now.changed(listed)
-
-    check = ListingCheck(
-        ranges.whole,
-        [],
-        state=str(state),
-        local=str(local),
-        remote="mem://r/",
-        entries=entries,
-        index_identity=INDEX,
-        unsure=present_sources(str(local), entries),
-        settle=settle,
-        lock=no_lock,
-        lock_timeout=5,
-        seen=1,
-        ranged=RangedListing(ranges.ranges, ranges.list_range, in_flight),
-    )
-    return check.start(), entries
+    ranged = RangedListing(ranges.ranges, ranges.list_range, in_flight)
+    return started(tmp_path, names, cached, record, ranges.whole, ranged)
 
 
 def vouch_in_thread(
@@ -333,12 +325,6 @@ def test_a_range_that_gives_a_shard_another_size_fails_its_vouch(tmp_path: Path)
     ranges = Ranges(listing, ["index.json"], failing=set())
     for gate in ranges.gates:
         gate.set()
-    local, state = tmp_path / "cache", tmp_path / "cache" / ".shardstream"
-    state.mkdir(parents=True)
-    entries = [entry(name) for name in names]
-    for name in names:
-        (local / name).write_bytes(b"x")
-    SourceRecord("mem://r/", record, True).write(str(state))
 
     def check_part(held: list[ShardEntry], part: Mapping[str, str]) -> None:
         for shard in held:
@@ -346,22 +332,8 @@ def test_a_range_that_gives_a_shard_another_size_fails_its_vouch(tmp_path: Path)
             if listed != str(shard.raw_data.bytes):
                 raise ShardFormatError(f"mem://r/{shard.raw_data.basename}: listed at {listed}")
 
-    check = ListingCheck(
-        ranges.whole,
-        [],
-        state=str(state),
-        local=str(local),
-        remote="mem://r/",
-        entries=entries,
-        index_identity=INDEX,
-        unsure=present_sources(str(local), entries),
-        settle=lambda listed, complete, now: set(),
-        lock=no_lock,
-        lock_timeout=5,
-        seen=1,
-        ranged=RangedListing(ranges.ranges, ranges.list_range, 2),
-        check_part=check_part,
-    ).start()
+    ranged = RangedListing(ranges.ranges, ranges.list_range, 2)
+    check, entries = started(tmp_path, names, names, record, ranges.whole, ranged, check_part)
     with pytest.raises(ShardFormatError, match=r"z\.mds: listed at 7"):
         check.vouch(entries[1])
     with pytest.raises(ShardFormatError):

@@ -53,6 +53,7 @@ from shardstream.format.batch_decode import ColumnValues
 from shardstream.format.index import ShardEntry
 from shardstream.format.mds import MDSSchema, MDSShardView, parse_offsets
 from shardstream.format.shard_view import ShardView
+from shardstream.sampling.distinct import distinct
 from shardstream.storage import ObjectStore
 from shardstream.storage.download import timed_request
 from shardstream.storage.download_options import DownloadOptions
@@ -354,7 +355,7 @@ class _ShardRead:
         """The ranges to read for samples ``indices``, nearby ones coalesced (none if whole)."""
         if self.whole:
             return []
-        picked = np.unique(np.asarray(indices, np.int64))
+        picked = distinct(np.asarray(indices, np.int64))
         begins, ends = self.offsets[picked], self.offsets[picked + 1]
         ranges: list[tuple[int, int]] = []
         for begin, end in zip(begins.tolist(), ends.tolist(), strict=True):
@@ -378,7 +379,7 @@ class _ShardRead:
         if not self.whole:
             return self.spans
         table = min(self.size, 4 * (self.entry.samples + 2))
-        picked = np.unique(np.asarray(indices, np.int64))
+        picked = distinct(np.asarray(indices, np.int64))
         spans = [(0, bytes(self.buffer[:table]))]
         for begin, end in zip(self.offsets[picked].tolist(), self.offsets[picked + 1].tolist(),
                               strict=True):  # fmt: skip

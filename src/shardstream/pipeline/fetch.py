@@ -122,7 +122,7 @@ class Fetch(Stepped[LocatedBatch]):
                     in_row = shards[begin:stop]
                     # One shard (read in order): no sort of every sample's shard.
                     one = bool((in_row == in_row[0]).all())
-                    keys = [int(in_row[0])] if one else _distinct(in_row)
+                    keys = [int(in_row[0])] if one else distinct(in_row).tolist()
                     if ranged:
                         views = {
                             shard: ranged[shard] if shard in ranged else ahead.take(shard)
@@ -158,14 +158,6 @@ def locate(
     unique, first = first_occurrences(shards.reshape(-1))
     order = np.argsort(first, kind="stable")
     return shards, local, unique[order].tolist(), first[order].tolist()
-
-
-def _distinct(shards: NDArray[np.int64]) -> list[int]:
-    """The distinct shards of a batch, in order (a count over their span where it is short)."""
-    low = int(shards.min())
-    if int(shards.max()) - low > 4 * len(shards):
-        return distinct(shards).tolist()  # type: ignore[no-any-return]
-    return (np.flatnonzero(np.bincount(shards - low)) + low).tolist()  # type: ignore[no-any-return]
 
 
 class _LookAhead:

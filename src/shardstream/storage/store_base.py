@@ -286,7 +286,7 @@ class BaseStore:
             start: The first byte.
             end: One past the last byte.
             if_match: A version tag (a listing's ``ObjectInfo.etag``, or the one
-                :meth:`get_range_tagged` answered): the bytes only if the object is still that
+                :meth:`get_range_info` answered): the bytes only if the object is still that
                 version, so that ranges read one by one never mix two versions of an object
                 rewritten in between.
 

@@ -14,7 +14,9 @@ download, counted by wrapping the library's download function (index files exclu
 Reported per node: bytes and shard downloads, and their multiple of the minimum, the bytes of
 the distinct shards the node's samples come from (each downloaded once). Every run checks each
 sample's bytes against its label and that the nodes together delivered every sample exactly
-once, apart from the few repeats that even out the ranks.
+once, apart from the few repeats that even out the ranks. A peer's run whose nodes fail or
+outlast ``--timeout`` is recorded as ``{"failed": why}`` and the benchmark goes on; a
+shardstream run that does so ends it with an error.
 
 ``--limit-shards``: cache limits as a number of shards (0: no limit). Both libraries share the
 sampling parameters given here (``num_canonical_nodes``, seed, block size: their default when
@@ -64,6 +66,10 @@ def shard_table(data: str) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     counts = np.array([shard["samples"] for shard in shards], np.int64)
     sizes = np.array([shard["raw_data"]["bytes"] for shard in shards], np.int64)
     return np.concatenate([[0], np.cumsum(counts)]), sizes
+
+
+class NodesFailed(Exception):
+    """The nodes of one run did not all finish: one failed or ran past the time allowed."""
 
 
 def wait_for_nodes(processes: list[subprocess.Popen[bytes]], timeout: float) -> str | None:
@@ -121,7 +127,7 @@ def run_nodes(
             f"--- node {node} ---\n{Path(entry[1].name).read_text(encoding='utf-8')[-3000:]}"
             for node, entry in enumerate(processes)
         )
-        raise SystemExit(f"{lib} {algo}: {failed}:\n{logs}")
+        raise NodesFailed(f"{lib} {algo}: {failed}:\n{logs}")
     results = []
     for _, _, paths in processes:
         if not os.path.exists(paths["result"]):
@@ -236,7 +242,15 @@ def main() -> None:
                 key = f"{algo}, {'no cache limit' if not limit else f'cache limit {shards} shards'}"
                 runs[key] = {"algo": algo, "limit_shards": shards, "cache_limit": limit}
                 for lib in libs:
-                    nodes = run_nodes(pythons[lib], lib, args, data, work, algo, limit)
+                    try:
+                        nodes = run_nodes(pythons[lib], lib, args, data, work, algo, limit)
+                    except NodesFailed as failure:
+                        if lib == "shardstream":
+                            raise SystemExit(str(failure)) from None
+                        # A peer that hangs or fails is a finding of the run, not its end.
+                        runs[key][lib] = {"failed": str(failure).splitlines()[0].rstrip(":")}
+                        print(f"  {key}, {lib}: FAILED, {runs[key][lib]['failed']}", flush=True)
+                        continue
                     result = summarize(nodes, starts, sizes, args.samples)
                     runs[key][lib] = result
                     verdict = "PASS" if result["checks_passed"] else "FAIL"
@@ -251,6 +265,9 @@ def main() -> None:
     for key, run in runs.items():
         for lib in libs:
             result = run[lib]
+            if "failed" in result:
+                table.append([key, lib, "-", "-", "-", "-", "did not finish"])
+                continue
             table.append([key, lib, f"{result['bytes_per_node'] / 2**20:.1f}",
                           f"{result['multiple_of_minimum']:.2f}",
                           f"{result['downloads_per_node']:.0f}", f"{result['seconds']:.1f}",
@@ -264,7 +281,13 @@ def main() -> None:
         "largest_shard_bytes": largest,
         "runs": runs,
         "wall_seconds": time.perf_counter() - started,
-        "checks_passed": all(run[lib]["checks_passed"] for run in runs.values() for lib in libs),
+        # Every run that finished delivered each sample once; peers that did not are in "runs".
+        "checks_passed": all(
+            run[lib]["checks_passed"]
+            for run in runs.values()
+            for lib in libs
+            if "failed" not in run[lib]
+        ),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")

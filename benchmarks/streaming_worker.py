@@ -226,7 +226,7 @@ class MemoryMonitor:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> MemoryMonitor:
-        self._sample()
+        self.sample()
         self._thread.start()
         return self
 
@@ -234,7 +234,7 @@ class MemoryMonitor:
         self._stop.set()
         self._thread.join()
         # A run shorter than one interval still gets a reading of this process.
-        self._sample()
+        self.sample()
 
     def _children(self) -> list[int]:
         pids: list[int] = []
@@ -246,7 +246,8 @@ class MemoryMonitor:
             pass
         return [pid for pid in pids if _cmdline(pid) == self.my_cmdline]
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
+        """Read this process and its workers now (the poller may miss a short-lived worker)."""
         for pid in [self.me, *self._children()]:
             values = _status(pid)
             if not values:
@@ -257,7 +258,7 @@ class MemoryMonitor:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self._sample()
+            self.sample()
 
     def workers(self) -> list[dict[str, float]]:
         """Each worker's peak: ``vmhwm_mib`` and the largest anonymous and file-backed RSS."""
@@ -451,6 +452,8 @@ def run_epoch(loader: Any, checker: Checker) -> dict[str, Any]:
         started = time.perf_counter()
         batches = 0
         for batch in loader:
+            if not batches:  # every worker is up by the first batch, however short the epoch
+                monitor.sample()
             checker.batch(batch)
             batches += 1
         seconds = time.perf_counter() - started

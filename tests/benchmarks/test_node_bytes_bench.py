@@ -15,14 +15,20 @@ def test_small_node_bytes_benchmark_runs(tmp_path: Path) -> None:
     out = tmp_path / "node_bytes.json"
     completed = run_benchmark(
         "node_bytes_bench.py", "--samples", "4000", "--shard-bytes", "65536", "--algos", "py1s",
-        "--limit-shards", "0,6", "--timeout", "300", "--out", str(out), timeout=400,
+        "--limit-shards", "0,6", "--timeout", "60", "--out", str(out), timeout=400,
     )  # fmt: skip
     report = json.loads(out.read_text())
     assert report["checks_passed"] is True, completed.stdout
     unlimited = report["runs"]["py1s, no cache limit"]
     limited = report["runs"]["py1s, cache limit 6 shards"]
+    # mosaicml-streaming 0.13 now and then hangs with a cache limit this small: that run is
+    # recorded as failed, and the table says so. Without a limit it must finish.
+    if "failed" in limited["reference"]:
+        assert "reference py1s" in limited["reference"]["failed"]
+        assert "did not finish" in completed.stdout
+        del limited["reference"]
     for run in (unlimited, limited):
-        for lib in ("shardstream", "reference"):
+        for lib in [lib for lib in ("shardstream", "reference") if lib in run]:
             result = run[lib]
             assert len(result["nodes"]) == 2
             assert result["checks"]["missing_labels"] == 0

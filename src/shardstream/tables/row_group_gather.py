@@ -1,11 +1,18 @@
-"""Device batches gathered across many row groups: one array index per column, not per group.
+"""Device batches gathered across many row groups: one array index per batch, not per group.
 
 A shuffled batch draws its rows from every row group of the shuffle's window (tens of them).
 Picking each group's rows of each column costs an array index, a Python call, per group and
-column, more than the values themselves. So a decode stage of a table keeps one array per
-column (:class:`RowGroupGather`), into which each row group's columns are copied once, the
-first time a batch draws from it: a batch is then one index per column into those arrays,
+column, more than the values themselves. So a decode stage of a table keeps the row groups'
+values in arrays of its own (:class:`RowGroupGather`), into which each row group is copied
+once, the first time a batch draws from it: a batch is then one index into those arrays,
 however many row groups it spans.
+
+The numeric columns are held row by row, in one array of records (a structured dtype whose
+rows are padded to a power of two of bytes where they are small): a shuffled batch reads
+each of its rows from anywhere in the arrays, and one record is one read of memory (and
+numpy's fast copy of a power-of-two size) where a column each would be one read per column.
+Strings and binaries are held in one object array each. Each batch's column is then copied
+out of the records it took, contiguous, in its own dtype and row shape.
 
 The arrays grow by doubling, and drop the rows of released row groups when they would grow,
 so each row group is copied a bounded number of times; they hold the row groups a reader has
@@ -31,9 +38,13 @@ __all__ = ["RowGroupGather"]
 
 Kinds = tuple[tuple[np.dtype[Any], tuple[int, ...]] | None, ...]
 
+#: Records up to this many bytes are padded to a power of two (numpy copies those fastest).
+_PADDED = 64
+_OBJECTS = np.dtype(object)
+
 
 class RowGroupGather:
-    """Gathers batches across row groups through one array per column (see the module).
+    """Gathers batches across row groups through arrays of its own (see the module).
 
     Made per decode stage (an epoch's pipeline); called as
     :meth:`RowGroupView.gather_columns` is.
@@ -46,14 +57,17 @@ class RowGroupGather:
     def __init__(self, min_groups: int) -> None:
         self._min_groups = min_groups
         self._kinds: Kinds | None = None  # of the columns held; () once they cannot be held
-        self._arrays: list[NDArray[Any]] = []
+        self._layout: _Layout | None = None
+        self._records: NDArray[Any] = np.empty(0)  # the numeric columns, a record a row
+        self._objects: list[NDArray[Any]] = []  # each string or binary column
+        self._size = 0  # rows the arrays have room for
         self._used = 0  # rows of the arrays in use
         self._start: dict[RowGroupView, int] = {}  # each held row group's first row
         # The last batch's row groups, and by shard number their first row in the arrays
-        # (-1: not among them) and their rows: a batch's index is one lookup per row.
+        # and their rows (0 where not among them): a batch's index is one lookup per row.
         self._views: dict[int, RowGroupView] | None = None
-        self._first_of = np.full(0, -1, np.int64)
-        self._rows_of = np.zeros(0, np.int64)
+        self._first_of = np.zeros(0, np.int64)
+        self._rows_of = np.zeros(0, np.uint64)
         self._placed = np.zeros(0, np.int64)
 
     def __call__(
@@ -67,18 +81,20 @@ class RowGroupGather:
         which = _int64(shards)
         rows = _int64(local)
         if len(which):
-            first_of = self._first_of
-            if which.min() < 0 or which.max() >= len(first_of):
+            # Unsigned, a negative number is out of range too: one comparison a bound.
+            if int(which.view(np.uint64).max()) >= len(self._first_of):
                 raise _not_open(views, which)
-            first = first_of[which]
-            if first.min() < 0:
-                raise _not_open(views, which)
-            if rows.min() < 0 or (rows >= self._rows_of[which]).any():
+            limit = self._rows_of[which]
+            if not bool((rows.view(np.uint64) < limit).all()):
+                if not set(which.tolist()) <= views.keys():
+                    raise _not_open(views, which)
                 raise IndexError(f"rows {list(local)} run outside their row groups")
-            index = first + rows
+            index = self._first_of[which]
+            index += rows
         else:
             index = which
-        return [batch_values(array.take(index, axis=0)) for array in self._arrays]
+        assert self._layout is not None
+        return self._layout.columns(self._records, self._objects, index)
 
     def _place(self, views: Mapping[int, RowGroupView]) -> None:
         """Make ``views`` (all held) the row groups the shard-number tables point into."""
@@ -86,10 +102,10 @@ class RowGroupGather:
         top = int(keys.max()) + 1 if len(keys) else 0
         if top > len(self._first_of):
             size = max(top, 2 * len(self._first_of))
-            self._first_of = np.full(size, -1, np.int64)
-            self._rows_of = np.zeros(size, np.int64)
+            self._first_of = np.zeros(size, np.int64)
+            self._rows_of = np.zeros(size, np.uint64)
         else:
-            self._first_of[self._placed] = -1
+            self._rows_of[self._placed] = 0
         self._first_of[keys] = [self._start[view] for view in views.values()]
         self._rows_of[keys] = [len(view) for view in views.values()]
         self._placed = keys
@@ -101,39 +117,106 @@ class RowGroupGather:
         for view in new:
             kinds = view.kinds()
             if self._kinds is None:
-                self._kinds = kinds if kinds and all(kind is not None for kind in kinds) else ()
+                held = bool(kinds) and all(kind is not None for kind in kinds)
+                self._kinds = kinds if held else ()
+                self._layout = _Layout(kinds) if held else None
             if not self._kinds or kinds != self._kinds:
                 return False
         if not new:
             return True
         needed = sum(len(view) for view in new)
-        if not self._arrays or self._used + needed > len(self._arrays[0]):
+        if self._used + needed > self._size:
             self._make_room(needed, keep=set(views))
             self._views = None  # the held row groups moved
+        assert self._layout is not None
         for view in new:
             rows = len(view)
-            for array, values in zip(self._arrays, view.decoded(), strict=True):
-                array[self._used : self._used + rows] = values
+            self._layout.put(self._records, self._objects, self._used, view.decoded())
             self._start[view] = self._used
             self._used += rows
         return True
 
     def _make_room(self, needed: int, keep: set[RowGroupView]) -> None:
         """New arrays holding the row groups still open (and ``keep``), with room to spare."""
-        assert self._kinds
+        assert self._layout is not None
         live = [view for view in self._start if view in keep or not view.released]
         held = sum(len(view) for view in live)
         size = max(2 * (held + needed), 1024)
-        arrays = [np.empty((size, *kind[1]), kind[0]) for kind in self._kinds if kind is not None]
+        records, objects = self._layout.empty(size)
         start: dict[RowGroupView, int] = {}
         used = 0
         for view in live:
             first, rows = self._start[view], len(view)
-            for new, old in zip(arrays, self._arrays, strict=True):
+            if self._layout.fields:
+                records[used : used + rows] = self._records[first : first + rows]
+            for new, old in zip(objects, self._objects, strict=True):
                 new[used : used + rows] = old[first : first + rows]
             start[view] = used
             used += rows
-        self._arrays, self._start, self._used = arrays, start, used
+        self._records, self._objects, self._size = records, objects, size
+        self._start, self._used = start, used
+
+
+class _Layout:
+    """Where each column of the held row groups lives: a field of the records, or its array."""
+
+    def __init__(self, kinds: Kinds) -> None:
+        numeric = [k for k, kind in enumerate(kinds) if kind is not None and kind[0] != _OBJECTS]
+        # Widest first: each field lands on an offset its own size divides (sizes are powers
+        # of two), so no field straddles its alignment.
+        numeric.sort(key=lambda k: -_item(kinds[k]).alignment)
+        names, formats, offsets, end = [], [], [], 0
+        for k in numeric:
+            dtype, shape = kinds[k]  # type: ignore[misc]  # numeric: not None
+            align = _item(kinds[k]).alignment
+            end = -(-end // align) * align
+            names.append(f"c{k}")
+            formats.append((dtype, shape) if shape else dtype)
+            offsets.append(end)
+            end += dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        width = max(end, 1)
+        width = 1 << (width - 1).bit_length() if width <= _PADDED else -(-width // 8) * 8
+        self.fields: list[str] = names
+        self.dtype = np.dtype(
+            {"names": names, "formats": formats, "offsets": offsets, "itemsize": width}
+        )
+        objects = [k for k, kind in enumerate(kinds) if kind is not None and kind[0] == _OBJECTS]
+        # Each column in the view's order: its field's name, or the number of its object array.
+        self.where: list[str | int] = []
+        for k in range(len(kinds)):
+            self.where.append(f"c{k}" if k in numeric else objects.index(k))
+
+    def empty(self, size: int) -> tuple[NDArray[Any], list[NDArray[Any]]]:
+        """Records and object arrays of ``size`` rows."""
+        count = sum(1 for where in self.where if isinstance(where, int))
+        records = np.empty(size if self.fields else 0, self.dtype)
+        return records, [np.empty(size, _OBJECTS) for _ in range(count)]
+
+    def put(
+        self, records: NDArray[Any], objects: list[NDArray[Any]], at: int, columns: list[Any]
+    ) -> None:
+        """A row group's ``columns`` into the arrays, from row ``at``."""
+        for where, values in zip(self.where, columns, strict=True):
+            target = records[where] if isinstance(where, str) else objects[where]
+            target[at : at + len(values)] = values
+
+    def columns(
+        self, records: NDArray[Any], objects: list[NDArray[Any]], index: NDArray[np.int64]
+    ) -> list[ColumnValues]:
+        """Rows ``index`` of the arrays, as each column's values (a batch's own copies)."""
+        taken = records.take(index) if self.fields else records
+        out: list[ColumnValues] = []
+        for where in self.where:
+            if isinstance(where, str):
+                out.append(taken[where].copy())  # contiguous, in the column's dtype
+            else:
+                out.append(batch_values(objects[where].take(index)))
+        return out
+
+
+def _item(kind: tuple[np.dtype[Any], tuple[int, ...]] | None) -> np.dtype[Any]:
+    assert kind is not None
+    return kind[0]
 
 
 def _not_open(views: Mapping[int, RowGroupView], which: NDArray[np.int64]) -> KeyError:

@@ -137,3 +137,52 @@ def test_a_shuffled_table_reads_the_same_batches_gathered_or_not(tmp_path: Path)
     ids = np.concatenate([batch["id"].numpy() for batch in gathered])
     assert sorted(ids.tolist()) == list(range(900))
     assert ids.tolist() != list(range(900))  # shuffled: batches across row groups
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        {  # every width and alignment, a record padded to a power of two
+            "i8": pa.array(np.arange(30, dtype=np.int8)),
+            "f2": pa.array(np.arange(30, dtype=np.float16)),
+            "u4": pa.array(np.arange(30, dtype=np.uint32) * 7),
+            "f8": pa.array(np.arange(30, dtype=np.float64) / 3),
+            "b": pa.array(np.arange(30) % 3 == 0),
+            "v3": pa.array([[i, -i, 2 * i] for i in range(30)], pa.list_(pa.int32())),
+        },
+        {  # a record wider than any padding: a vector of 40 doubles
+            "id": pa.array(np.arange(30, dtype=np.int64)),
+            "wide": pa.array([[i / 7] * 40 for i in range(30)], pa.list_(pa.float64())),
+        },
+        {"text": pa.array([f"t{i}" for i in range(30)]), "raw": pa.array([b"r"] * 30)},
+        {"only": pa.array(np.arange(30, dtype=np.uint16))},
+    ],
+    ids=["mixed", "wide", "strings-only", "one-number"],
+)
+def test_any_mix_of_columns_gathers_as_the_groups_do(columns: dict[str, Any]) -> None:
+    table = pa.table(columns)
+    views = {k: RowGroupView(table.slice(10 * k, 10), source=f"group {k}") for k in range(3)}
+    rng = np.random.default_rng(11)
+    gather = RowGroupGather(min_groups=1)
+    for _ in range(4):
+        shards = rng.integers(0, 3, 25)
+        local = rng.integers(0, 10, 25)
+        got = gather(views, shards, local)
+        same(got, RowGroupView.gather_columns(views, shards, local))
+        for values in got:
+            if isinstance(values, np.ndarray):
+                assert values.flags.c_contiguous  # the batch's own values, as a tensor takes them
+
+
+def test_a_group_of_no_rows_is_open_but_holds_no_row() -> None:
+    table = pa.table({"id": np.arange(15, dtype=np.int64), "text": [f"t{i}" for i in range(15)]})
+    parts = [table.slice(0, 10), table.slice(10, 0), table.slice(10, 5)]
+    views = {k: RowGroupView(part, source=f"group {k}") for k, part in enumerate(parts)}
+    gather = RowGroupGather(min_groups=1)
+    same(gather(views, [2, 0], [4, 9]), RowGroupView.gather_columns(views, [2, 0], [4, 9]))
+    with pytest.raises(IndexError, match="outside their row groups"):
+        gather(views, [0, 1], [0, 0])
+    with pytest.raises(KeyError, match=r"\[3\]"):
+        gather(views, [0, 3], [0, 0])
+    with pytest.raises(KeyError, match=r"\[-1\]"):
+        gather(views, [0, -1], [0, 0])

@@ -8,6 +8,13 @@ Each column is turned into Python values once, on first use, and indexed from th
   so that a batch's are one array index, not a pick per row;
 * everything else as ``pyarrow`` gives it (``str``, ``bytes``, ``None`` for nulls,
   ``datetime``, ``Decimal``, ``list``, ``dict`` for structs).
+
+Batches of rows (:meth:`RowGroupView.get_many`, :meth:`RowGroupView.gather_columns`) take
+their strings and binaries from the Arrow column instead, a batch's at a time, until the
+column's objects are made for another reader (a row's ``get``, a gatherer's arrays): objects
+made all at once for the row group stay in memory until it is released, while a batch's are
+made and dropped together, in memory the allocator hands out again warm, which costs several
+times less a value. The values and their types are the same either way.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ class RowGroupView:
         self._table: Any = table
         self._columns: list[Any] = [None] * len(self.names)
         self._all: list[Any] | None = None  # every column, once all are decoded
+        self._batch: list[Any] | None = None  # what batches read, strings left in Arrow
         # Each decoded column's dtype and row shape where it goes into a batch as one array.
         self._kinds: tuple[tuple[np.dtype[Any], tuple[int, ...]] | None, ...] = ()
 
@@ -95,16 +103,18 @@ class RowGroupView:
             first, stop = int(picked[0]), int(picked[-1]) + 1
             if first < 0 or stop > self._rows:
                 raise IndexError(f"{self.source}: rows {indices} run outside {self._rows} rows")
-            return _run(self._all if self._all is not None else self._decode_all(), first, stop)
+            return _run(self._batch_sources(), first, stop)
         if size and (picked.min() < 0 or picked.max() >= self._rows):
             raise IndexError(f"{self.source}: rows {indices} run outside {self._rows} rows")
-        columns = self._all if self._all is not None else self._decode_all()
         rows: list[int] | None = None
         out: list[ColumnValues] = []
-        for values in columns:
+        for values in self._batch_sources():
             if isinstance(values, np.ndarray):
                 # A fancy index copies: the batch owns its (writable) values.
                 out.append(batch_values(values[picked]))
+                continue
+            if isinstance(values, _Strings):
+                out.append(values.pick(picked))
                 continue
             if rows is None:
                 rows = picked.tolist()
@@ -142,12 +152,13 @@ class RowGroupView:
             raise IndexError(f"rows {list(local)} run outside their row groups")
         back = np.empty(len(order), np.int64)  # batch slot -> position in grouped order
         back[order] = np.arange(len(order))
-        decoded = [view._all if view._all is not None else view._decode_all() for view in parts]
-        kinds = {view._kinds for view in parts}
+        decoded = [view._batch_sources() for view in parts]
+        kinds = {view._kinds for view in parts}  # () where a view is not decoded whole
+        one_kind = parts[0]._kinds if len(kinds) == 1 and parts else ()
         out: list[ColumnValues] = []
         for k in range(len(parts[0].names) if parts else 0):
             columns = [values[k] for values in decoded]
-            if (len(kinds) == 1 and parts[0]._kinds[k] is not None) or _one_array_type(columns):
+            if (one_kind and one_kind[k] is not None) or _one_array_type(columns):
                 taken = [c[picked[b:e]] for c, (b, e) in zip(columns, spans, strict=True)]
                 out.append(batch_values(np.concatenate(taken)[back]))  # batch order
                 continue
@@ -155,6 +166,8 @@ class RowGroupView:
             for c, (b, e) in zip(columns, spans, strict=True):
                 if isinstance(c, np.ndarray):
                     values.extend(c[picked[b:e]])
+                elif isinstance(c, _Strings):
+                    values.extend(c.pick(picked[b:e]))
                 elif e - b > 1:
                     values.extend(operator.itemgetter(*picked[b:e].tolist())(c))
                 else:
@@ -195,6 +208,7 @@ class RowGroupView:
         self._table = None
         self._columns = [None] * len(self.names)
         self._all = None
+        self._batch = None
 
     def _decode_all(self) -> list[Any]:
         columns = [self._column(k) for k in range(len(self.names))]
@@ -204,6 +218,22 @@ class RowGroupView:
         )
         self._all = columns
         return columns
+
+    def _batch_sources(self) -> list[Any]:
+        """Each column as batches read it: decoded, or its strings kept in Arrow (not decoded)."""
+        if self._all is not None:
+            return self._all
+        if self._batch is None:
+            if self._table is None:
+                raise ValueError(f"{self.source}: the row group view was released")
+            self._batch = [
+                self._column(k) if self._columns[k] is not None else _Strings.of(column)
+                for k, column in enumerate(self._table.columns)
+            ]
+            for k, values in enumerate(self._batch):
+                if values is None:
+                    self._batch[k] = self._column(k)
+        return self._batch
 
     def _column(self, k: int) -> Any:
         values = self._columns[k]
@@ -241,13 +271,53 @@ def _run(columns: list[Any], first: int, stop: int) -> list[ColumnValues]:
     """Rows ``[first, stop)`` of each column, as :meth:`RowGroupView.get_many` gives them."""
     out: list[ColumnValues] = []
     for values in columns:
-        if not isinstance(values, np.ndarray):
+        if isinstance(values, _Strings):
+            out.append(values.run(first, stop))
+        elif not isinstance(values, np.ndarray):
             out.append(values[first:stop])  # a list's slice is a new list
         elif values.dtype in _AS_ARRAY:
             out.append(values[first:stop].copy())  # the batch owns its (writable) values
         else:
             out.append(batch_values(values[first:stop]))
     return out
+
+
+class _Strings:
+    """A column of strings or binaries kept in Arrow: a batch's values made when it is read."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    @classmethod
+    def of(cls, column: Any) -> _Strings | None:
+        """The column kept so, if it holds strings or binaries (``None`` otherwise)."""
+        if not _is_strings(column.type):
+            return None
+        # One chunk (a row group read whole): the chunk itself, not a copy of it.
+        return cls(column.chunk(0) if column.num_chunks == 1 else column.combine_chunks())
+
+    def run(self, first: int, stop: int) -> list[Any]:
+        """Rows ``[first, stop)``: ``str`` / ``bytes`` objects, ``None`` for nulls."""
+        values: list[Any] = self.array.slice(first, stop - first).to_pylist()
+        return values
+
+    def pick(self, rows: NDArray[np.int64]) -> list[Any]:
+        """Rows ``rows`` (in range), in that order."""
+        values: list[Any] = self.array.take(rows).to_pylist()
+        return values
+
+
+def _is_strings(kind: Any) -> bool:
+    """Whether an Arrow type is one of strings or binaries (their values ``str`` / ``bytes``)."""
+    pa = require("pyarrow", extra="arrow", purpose="Reading Parquet")
+    return bool(
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
 
 
 def _values(column: Any) -> Any:
@@ -259,12 +329,7 @@ def _values(column: Any) -> Any:
     ):
         # Read-only when zero-copy: a row is a numpy scalar and a batch a fancy-indexed copy.
         return column.to_numpy()
-    if (
-        pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_binary(kind)
-        or pa.types.is_large_binary(kind)
-    ):
+    if _is_strings(kind):
         # ``str`` / ``bytes`` objects (``None`` for nulls), as ``to_pylist`` makes them.
         return column.to_numpy(zero_copy_only=False)
     if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and column.null_count == 0:

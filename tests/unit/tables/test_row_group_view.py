@@ -116,3 +116,57 @@ def test_a_batch_across_groups_checks_each_groups_rows():
     views = {0: group(0, 10), 1: group(10, 3)}
     with pytest.raises(IndexError, match="outside their row groups"):
         RowGroupView.gather_columns(views, [0, 1], [9, 3])
+
+
+def strings_table() -> pa.Table:
+    words = [None if i % 4 == 1 else f"w{i}-é" for i in range(40)]
+    text = pa.chunked_array([pa.array(words[:15]), pa.array(words[15:])])  # two chunks
+    return pa.table(
+        {
+            "id": pa.chunked_array([np.arange(15), np.arange(15, 40)]),
+            "text": text,
+            "large": pa.array(words, pa.large_string()),
+            "raw": pa.array([None if w is None else w.encode() for w in words], pa.binary()),
+            "big": pa.array([b"x" * (i % 3) for i in range(40)], pa.large_binary()),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "rows", [list(range(3, 20)), [7, 2, 2, 39, 0], [5], [], list(range(40))], ids=str
+)
+def test_a_batchs_strings_are_the_rows_values_before_and_after_the_group_is_decoded(
+    rows: list[int],
+):
+    fresh = RowGroupView(strings_table(), source="fresh")  # strings read from Arrow
+    decoded = RowGroupView(strings_table(), source="decoded")
+    decoded.get(0)  # every column made Python objects
+    want = by_rows(decoded, rows)
+    for view in (fresh, decoded):
+        got = view.get_many(rows)
+        for values, expected in zip(got[1:], want[1:], strict=True):
+            assert isinstance(values, list)
+            assert values == expected
+            assert [type(v) for v in values] == [type(v) for v in expected]
+    assert fresh.get(3) == decoded.get(3)  # a row's get decodes the group as ever
+    assert fresh.get_many(rows)[1] == want[1]
+
+
+def test_a_batch_across_groups_mixes_decoded_and_arrow_strings():
+    table = strings_table()
+    views = {0: RowGroupView(table.slice(0, 20), source="a"), 1: RowGroupView(table, source="b")}
+    views[1].get(0)  # one group's strings decoded, the other's still in Arrow
+    shards, local = [1, 0, 1, 0, 0], [39, 19, 0, 4, 5]
+    got = RowGroupView.gather_columns(views, shards, local)
+    for k, name in enumerate(views[0].names[1:], start=1):
+        expected = [views[s].get(i)[name] for s, i in zip(shards, local, strict=True)]
+        assert got[k] == expected
+        assert [type(v) for v in got[k]] == [type(v) for v in expected]
+
+
+def test_a_released_group_refuses_batches():
+    view = RowGroupView(strings_table(), source="file, row group 3")
+    view.get_many([0, 1])
+    view.release()
+    with pytest.raises(ValueError, match=r"row group 3.*released"):
+        view.get_many([0, 1])

@@ -293,20 +293,32 @@ class _Strings:
     @classmethod
     def of(cls, column: Any) -> _Strings | None:
         """The column kept so, if it holds strings or binaries (``None`` otherwise)."""
-        if not _is_strings(column.type):
-            return None
-        # One chunk (a row group read whole): the chunk itself, not a copy of it.
-        return cls(column.chunk(0) if column.num_chunks == 1 else column.combine_chunks())
+        return cls(cls.array_of(column)) if _is_strings(column.type) else None
+
+    @staticmethod
+    def array_of(column: Any) -> Any:
+        """A chunked column as one array: its one chunk (a row group read whole), or joined."""
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
     def run(self, first: int, stop: int) -> list[Any]:
         """Rows ``[first, stop)``: ``str`` / ``bytes`` objects, ``None`` for nulls."""
-        values: list[Any] = self.array.slice(first, stop - first).to_pylist()
+        values: list[Any] = _objects(self.array.slice(first, stop - first)).tolist()
         return values
 
     def pick(self, rows: NDArray[np.int64]) -> list[Any]:
         """Rows ``rows`` (in range), in that order."""
-        values: list[Any] = self.array.take(rows).to_pylist()
+        values: list[Any] = _objects(self.array.take(rows)).tolist()
         return values
+
+
+def _objects(array: Any) -> NDArray[Any]:
+    """An Arrow array of strings or binaries as an object array of ``str`` / ``bytes`` / ``None``.
+
+    The array's own ``to_numpy``: older pyarrow's ``to_pylist`` makes a scalar of each value,
+    and a chunked array's ``to_numpy`` costs several times an array's.
+    """
+    values: NDArray[Any] = array.to_numpy(zero_copy_only=False)
+    return values
 
 
 def _is_strings(kind: Any) -> bool:
@@ -331,7 +343,7 @@ def _values(column: Any) -> Any:
         return column.to_numpy()
     if _is_strings(kind):
         # ``str`` / ``bytes`` objects (``None`` for nulls), as ``to_pylist`` makes them.
-        return column.to_numpy(zero_copy_only=False)
+        return _objects(_Strings.array_of(column))
     if (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and column.null_count == 0:
         item = kind.value_type
         if pa.types.is_integer(item) or pa.types.is_floating(item):

@@ -49,8 +49,13 @@ def first_occurrences(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDA
             at = np.flatnonzero(_run_starts(flat))[::-1]
             return flat[at], at
         low, high = int(flat.min()), int(flat.max())
+        span = high - low + 1
+        if _PREFIX * span < flat.size // 4:  # many values drawn from few: a head may hold each
+            found = _in_head(flat, low, span)
+            if found is not None:
+                return found
         if high - low < flat.size:  # few distinct values (shards): no sort, one pass
-            first = np.full(high - low + 1, flat.size, dtype=np.int64)
+            first = np.full(span, flat.size, dtype=np.int64)
             np.minimum.at(first, flat - low, np.arange(flat.size))
             present = np.flatnonzero(first < flat.size)
             return (present + low).astype(flat.dtype), first[present]
@@ -58,6 +63,29 @@ def first_occurrences(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDA
     ordered = flat[order]
     starts = _run_starts(ordered)
     return ordered[starts], order[starts]
+
+
+#: A head of this many values a distinct value is searched for first (see ``_in_head``).
+_PREFIX = 8
+
+
+def _in_head(
+    flat: NDArray[np.int64], low: int, span: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]] | None:
+    """:func:`first_occurrences` of ``flat`` from its head alone, if the head holds every value.
+
+    A shuffled plan's shards each come up within its first batches: every value's first
+    occurrence is then in a short head, and whether the head holds every value is told by
+    the range (values ``low .. low + span - 1``, all in the head) or by one count of them,
+    where the search of each position's value costs a slower pass. ``None`` otherwise.
+    """
+    head = flat[: _PREFIX * span]
+    values, first = first_occurrences(head)
+    if len(values) == span:  # every value of the range: nothing else can occur
+        return values, first
+    if len(values) == np.count_nonzero(np.bincount(flat - low, minlength=span)):
+        return values, first
+    return None
 
 
 def distinct_inverse(values: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

@@ -156,8 +156,8 @@ def sequence_ids(
     """
     sizes = units.sizes
     total = int(sizes.sum())
-    nodes, local = interleave(positions, total, num_canonical_nodes)
     if shuffle.shuffle and shuffle.algo == "naive":  # one permutation serves every node
+        nodes, local = interleave(positions, total, num_canonical_nodes)
         bounds = canonical_node_bounds(total, num_canonical_nodes)
         seed = check_int("seed", shuffle.seed, 0, WORD)
         epoch = check_int("epoch", epoch, 0, WORD)
@@ -184,6 +184,11 @@ def sequence_ids(
         found: NDArray[np.int64] = order[at].astype(np.int64, copy=False)
         return found
 
+    if num_canonical_nodes == 1 and positions.size:  # one node, every position where it is
+        return _to_ids(
+            units, look_up(0, np.array(positions, np.int64).ravel()).reshape(positions.shape)
+        )
+    nodes, local = interleave(positions, total, num_canonical_nodes)
     flat_nodes, flat_local = nodes.ravel(), local.ravel()
     big = np.empty(len(flat_nodes), dtype=np.int64)
     # Group the positions by node (a stable radix sort when NCN fits 16 bits), then look each

@@ -72,3 +72,29 @@ def test_first_occurrences_of_values_further_apart_than_an_int64_holds():
     values = np.array([-(2**62), 2**62], dtype=np.int64)
     got = first_occurrences(values)
     assert [a.tolist() for a in got] == [[-(2**62), 2**62], [0, 1]]
+
+
+@given(
+    span=st.integers(1, 12),
+    late=st.sampled_from(["none", "a new value", "a value of the range"]),
+    gaps=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+    size=st.integers(400, 3000),
+)
+def test_first_occurrences_of_many_draws_of_few_values_is_np_unique_with_index(
+    span: int, late: str, gaps: bool, seed: int, size: int
+) -> None:
+    # A shuffled plan's shards: each value comes up early (in a short head), or one only late.
+    rng = np.random.default_rng(seed)
+    pool = np.arange(span, dtype=np.int64) * (3 if gaps else 1) + 100
+    values = rng.choice(pool, size)
+    if late == "a new value":
+        values[-1] = 7  # below every other value: outside the head's range
+    elif late == "a value of the range" and span > 1:
+        values[values == pool[1]] = pool[0]
+        values[-2] = pool[1]  # inside the range, first seen at the end
+    for shaped in (values, values[::-1]):
+        expected = np.unique(shaped, return_index=True)
+        for got, want in zip(first_occurrences(shaped), expected, strict=True):
+            assert np.array_equal(got, want)
+            assert got.dtype == want.dtype

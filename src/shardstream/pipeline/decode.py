@@ -125,6 +125,8 @@ class Columns(_Decode):
         maker = self._opened.gatherer
         gather = maker(self._policy.gather_min_groups) if route.gather and maker else None
         first = True
+        last: dict[int, ShardView] = {}  # the views ``names`` was judged from
+        names: set[tuple[str, ...]] = set()
         try:
             for batch in self.fetch:
                 views = batch.views
@@ -134,7 +136,9 @@ class Columns(_Decode):
                     pending = []
                     yield BatchRefs(self._starts[batch.shard_array] + batch.local_array)
                     continue
-                names = {tuple(view.names) for view in views.values()}
+                if views != last:  # a shuffled table's batches name the same views
+                    names = {tuple(view.names) for view in views.values()}
+                    last = views
                 if len(names) != 1:
                     yield from self._group(pending, reads, raw_views, gather)
                     yield from reads.finish()

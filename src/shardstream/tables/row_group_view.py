@@ -9,12 +9,13 @@ Each column is turned into Python values once, on first use, and indexed from th
 * everything else as ``pyarrow`` gives it (``str``, ``bytes``, ``None`` for nulls,
   ``datetime``, ``Decimal``, ``list``, ``dict`` for structs).
 
-Batches of rows (:meth:`RowGroupView.get_many`, :meth:`RowGroupView.gather_columns`) take
-their strings and binaries from the Arrow column instead, a batch's at a time, until the
-column's objects are made for another reader (a row's ``get``, a gatherer's arrays): objects
-made all at once for the row group stay in memory until it is released, while a batch's are
-made and dropped together, in memory the allocator hands out again warm, which costs several
-times less a value. The values and their types are the same either way.
+Runs of rows in order (:meth:`RowGroupView.get_many`, :meth:`RowGroupView.gather_columns`)
+take their strings and binaries from the Arrow column instead, a batch's at a time, until the
+column's objects are made for another reader (a row's ``get``, rows picked at random, a
+gatherer's arrays): objects made all at once for the row group stay in memory until it is
+released, while a batch's are made and dropped together, in memory the allocator hands out
+again warm, which costs several times less a value. The values and their types are the same
+either way.
 """
 
 from __future__ import annotations
@@ -108,13 +109,13 @@ class RowGroupView:
             raise IndexError(f"{self.source}: rows {indices} run outside {self._rows} rows")
         rows: list[int] | None = None
         out: list[ColumnValues] = []
-        for values in self._batch_sources():
+        for k, values in enumerate(self._batch_sources()):
             if isinstance(values, np.ndarray):
                 # A fancy index copies: the batch owns its (writable) values.
                 out.append(batch_values(values[picked]))
                 continue
             if isinstance(values, _Strings):
-                out.append(values.pick(picked))
+                out.append(self._string_rows(k, values, picked))
                 continue
             if rows is None:
                 rows = picked.tolist()
@@ -163,11 +164,11 @@ class RowGroupView:
                 out.append(batch_values(np.concatenate(taken)[back]))  # batch order
                 continue
             values: list[Any] = []
-            for c, (b, e) in zip(columns, spans, strict=True):
+            for view, c, (b, e) in zip(parts, columns, spans, strict=True):
                 if isinstance(c, np.ndarray):
                     values.extend(c[picked[b:e]])
                 elif isinstance(c, _Strings):
-                    values.extend(c.pick(picked[b:e]))
+                    values.extend(view._string_rows(k, c, picked[b:e]))
                 elif e - b > 1:
                     values.extend(operator.itemgetter(*picked[b:e].tolist())(c))
                 else:
@@ -234,6 +235,24 @@ class RowGroupView:
                 if values is None:
                     self._batch[k] = self._column(k)
         return self._batch
+
+    def _string_rows(self, k: int, strings: _Strings, picked: NDArray[np.int64]) -> list[Any]:
+        """Rows ``picked`` (in range) of column ``k``, kept in Arrow as ``strings``.
+
+        A run of rows in order comes from Arrow; rows picked at random from the column's
+        objects, made once from then on: a shuffle's picks of a row group add up to all of
+        its rows, each pick a call into Arrow where an object array's index costs little.
+        """
+        if not len(picked):
+            return []
+        first, last = int(picked[0]), int(picked[-1])
+        if last - first == len(picked) - 1 and bool((picked[1:] > picked[:-1]).all()):
+            return strings.run(first, last + 1)
+        objects = self._column(k)
+        if self._batch is not None:
+            self._batch[k] = objects
+        values: list[Any] = objects[picked].tolist()
+        return values
 
     def _column(self, k: int) -> Any:
         values = self._columns[k]
@@ -303,11 +322,6 @@ class _Strings:
     def run(self, first: int, stop: int) -> list[Any]:
         """Rows ``[first, stop)``: ``str`` / ``bytes`` objects, ``None`` for nulls."""
         values: list[Any] = _objects(self.array.slice(first, stop - first)).tolist()
-        return values
-
-    def pick(self, rows: NDArray[np.int64]) -> list[Any]:
-        """Rows ``rows`` (in range), in that order."""
-        values: list[Any] = _objects(self.array.take(rows)).tolist()
         return values
 
 

@@ -154,14 +154,20 @@ def test_a_batchs_strings_are_the_rows_values_before_and_after_the_group_is_deco
 
 def test_a_batch_across_groups_mixes_decoded_and_arrow_strings():
     table = strings_table()
-    views = {0: RowGroupView(table.slice(0, 20), source="a"), 1: RowGroupView(table, source="b")}
-    views[1].get(0)  # one group's strings decoded, the other's still in Arrow
-    shards, local = [1, 0, 1, 0, 0], [39, 19, 0, 4, 5]
-    got = RowGroupView.gather_columns(views, shards, local)
-    for k, name in enumerate(views[0].names[1:], start=1):
-        expected = [views[s].get(i)[name] for s, i in zip(shards, local, strict=True)]
-        assert got[k] == expected
-        assert [type(v) for v in got[k]] == [type(v) for v in expected]
+    for shards, local in (
+        ([0, 0, 0, 1, 1], [17, 18, 19, 0, 1]),  # runs of each group (unshuffled, across groups)
+        ([1, 0, 1, 0, 0], [39, 19, 0, 4, 5]),  # rows picked at random
+    ):
+        parts = {0: table.slice(0, 20), 1: table}
+        views = {k: RowGroupView(part, source=str(k)) for k, part in parts.items()}
+        views[1].get(0)  # one group's strings decoded, the other's still in Arrow
+        got = RowGroupView.gather_columns(views, shards, local)
+        again = RowGroupView.gather_columns(views, shards, local)  # the objects made, if any
+        rows = {k: RowGroupView(part, source=str(k)) for k, part in parts.items()}
+        for k, name in enumerate(views[0].names[1:], start=1):
+            expected = [rows[s].get(i)[name] for s, i in zip(shards, local, strict=True)]
+            assert got[k] == again[k] == expected
+            assert [type(v) for v in got[k]] == [type(v) for v in expected]
 
 
 def test_a_released_group_refuses_batches():

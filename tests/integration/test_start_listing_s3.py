@@ -246,3 +246,46 @@ def test_a_cold_start_s_listing_waits_for_the_forked_workers_first_batch(
         assert proxy.count("GET", "list-type=2") > 0
     monkeypatch.setenv("S3_ENDPOINT_URL", s3_env.endpoint)
     _recorded(local, url)
+
+
+def test_a_cold_start_whose_first_batch_lands_whole_lists_before_it(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Few shards for the batch: they are fetched whole, so the listing is not held for them.
+
+    A shard that lands before the listing is recorded as of no known version and fetched
+    again at the next start: the proxy holds every shard's GET, the listing runs meanwhile,
+    and the record vouches for every shard.
+    """
+    url, local, samples = s3_env.url("cold-forked-whole"), tmp_path / "cache", 48
+    with MDSWriter(out=str(tmp_path / "aaa"), columns=COLUMNS, size_limit=200) as writer:
+        for i in range(samples):
+            writer.write({"id": i, "text": f"aaa-{i:03d}"})
+    store = open_store(url)
+    for name in sorted(os.listdir(tmp_path / "aaa")):
+        store.put_file(str(tmp_path / "aaa" / name), name)
+    with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
+        monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+        # The shards' GETs, not the listing's (which may start after a shard's name).
+        proxy.inject("hold", count=10_000, method="GET", path_contains="-whole/shard.")
+        dataset = StreamingDataset(remote=url, local=str(local), batch_size=8, shuffle=True)
+        loader = StreamingDataLoader(
+            dataset, batch_size=8, num_workers=2, multiprocessing_context="fork"
+        )
+        texts: list[str] = []
+        reader = threading.Thread(
+            target=lambda: texts.extend(t for batch in loader for t in batch["text"]), daemon=True
+        )
+        reader.start()
+        try:
+            deadline = time.monotonic() + 60  # a bound, not a timing
+            while read_record(str(local / ".shardstream")) is None:
+                assert time.monotonic() < deadline, "the listing waited for the first batch"
+                time.sleep(0.02)
+            assert not [name for name in os.listdir(local) if name.endswith(".mds")]
+        finally:
+            proxy.release()
+            reader.join(60)
+        assert sorted(texts) == [f"aaa-{i:03d}" for i in range(samples)]
+    monkeypatch.setenv("S3_ENDPOINT_URL", s3_env.endpoint)
+    assert "" not in _recorded(local, url).values()

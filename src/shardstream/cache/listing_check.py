@@ -29,11 +29,13 @@ waiting for a range, so a read fails rather than go on unchecked.
 
 A start with nothing cached to doubt (a cold cache) has no read that waits for its listing:
 the listing only checks the index's sizes and records the versions for the next start. A
-process about to fork DataLoader workers holds such listings back (:func:`hold_cold_listings`)
-until its first batch is in, so that their requests, XML and record leave the cores to the
-workers' first batches. A held listing still runs before anything waits for it
-(:meth:`~ListingCheck.wait`, and a vouch that needs a range), and a listing with a shard in
-doubt is never held.
+process about to fork DataLoader workers whose first batches read small shards by range holds
+such listings back (:func:`hold_cold_listings`) until its first batch is in, so that their
+requests, XML and record leave the cores to the workers. A held listing still runs before
+anything waits for it (:meth:`~ListingCheck.wait`, and a vouch that needs a range), and a
+listing with a shard in doubt is never held. Shards that land whole before a listing are
+recorded as of no known version (above), so only small uncompressed shards, which a first
+batch reads by range and leaves out of the cache, are held for.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ logger = logging.getLogger(__name__)
 Lister = Callable[[list[str]], tuple[dict[str, str], bool]]
 
 _holding = threading.Condition()  # the holds in force, and a held listing let go
-_holds: dict[int, int] = {}  # process id -> its holds in force (a forked child has none)
+_holds: dict[int, list[int]] = {}  # process id -> the shard size limits of its holds in force
 
 
 def _fresh_hold_state() -> None:
@@ -78,16 +80,17 @@ def _fresh_hold_state() -> None:
 os.register_at_fork(after_in_child=_fresh_hold_state)
 
 
-def hold_cold_listings() -> Callable[[], None]:
-    """Hold back the listings this process starts with nothing cached to doubt; the release.
+def hold_cold_listings(small_bytes: int) -> Callable[[], None]:
+    """Hold back this process's listings of cold starts over small shards; the release.
 
-    Such a listing (:class:`ListingCheck`, of a start on a cold cache) waits, once started,
-    until every hold of this process is released, or until something waits for it. The
-    returned function releases this hold (once; later calls do nothing).
+    Such a listing (:class:`ListingCheck` of a start with nothing cached to doubt, every
+    shard uncompressed and stored in at most ``small_bytes``) waits, once started, until
+    every hold of this process that covers it is released, or until something waits for it.
+    The returned function releases this hold (once; later calls do nothing).
     """
     pid = os.getpid()
     with _holding:
-        _holds[pid] = _holds.get(pid, 0) + 1
+        _holds.setdefault(pid, []).append(small_bytes)
     released = False
 
     def release() -> None:
@@ -96,15 +99,25 @@ def hold_cold_listings() -> Callable[[], None]:
             if released or os.getpid() != pid:
                 return
             released = True
-            _holds[pid] -= 1
+            _holds[pid].remove(small_bytes)
             _holding.notify_all()
 
     return release
 
 
-def _held() -> bool:
-    """Whether this process holds cold listings back (call with ``_holding`` held)."""
-    return _holds.get(os.getpid(), 0) > 0
+def _held(largest: int) -> bool:
+    """Whether a hold of this process covers shards of ``largest`` bytes (``_holding`` held)."""
+    return any(largest <= limit for limit in _holds.get(os.getpid(), ()))
+
+
+def _largest_file(entries: Sequence[ShardEntry]) -> float:
+    """The bytes of the entries' largest stored file (a compressed one counts as unbounded)."""
+    largest = 0
+    for entry in entries:
+        if entry.zip_data is not None:
+            return float("inf")  # read whole, never by range
+        largest = max(largest, entry.raw_data.bytes)
+    return largest
 
 
 @dataclass(frozen=True)
@@ -287,11 +300,12 @@ class ListingCheck:
             _holding.notify_all()
 
     def _wait_while_held(self) -> None:
-        """Wait while this process holds listings back, unless a shard is in doubt."""
+        """Wait while a hold of this process covers this listing (none if a shard is in doubt)."""
         if self._present:  # a read may wait for it: never held
             return
+        largest = _largest_file(self._entries)
         with _holding:
-            _holding.wait_for(lambda: self._wanted_now or not _held())
+            _holding.wait_for(lambda: self._wanted_now or not _held(largest))
 
     def _run(self) -> None:
         self._wait_while_held()

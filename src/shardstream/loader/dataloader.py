@@ -103,12 +103,16 @@ class StreamingDataLoader(DataLoader[Any]):
         dataset = self.dataset
         forks = self._forks_workers()
         # Forked workers read the first batch: a cold start's listing here waits for it.
-        release_listings = hold_cold_listings() if forks else _nothing
+        given = getattr(dataset, "read_policy", None)
+        policy = given if isinstance(given, ReadPolicy) else ReadPolicy()
+        release_listings = hold_cold_listings(policy.range_whole_bytes) if forks else _nothing
         frozen = FrozenHeap()
         try:
             if isinstance(dataset, StreamingDataset):
                 self._leave_obstore_to_workers()
                 dataset.prepare()  # indexes load once, here, and the workers inherit them
+                if not _ranges_small_shards(dataset, policy):
+                    release_listings()  # its shards land whole first: listed before, as ever
                 dataset.batch_mode = self._device_batches
                 dataset.rank_process = os.getpid()  # whose run state the workers share
             self.num_samples_yielded = 0
@@ -269,6 +273,11 @@ def _yields_samples_one_by_one(dataset: Any, args: tuple[Any, ...], kwargs: dict
         and kwargs.get("sampler") is None
         and kwargs.get("batch_sampler") is None
     )
+
+
+def _ranges_small_shards(dataset: StreamingDataset, policy: ReadPolicy) -> bool:
+    """Whether the workers' first batches read small shards by range (none lands whole)."""
+    return policy.ranges_small_shards(dataset.batch_size or 1, dataset.num_shards)
 
 
 def _nothing() -> None:

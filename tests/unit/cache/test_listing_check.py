@@ -20,6 +20,7 @@ from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.storage.key_ranges import KeyRange
 
 INDEX = "9:tag-index"
+SMALL = 1  # the shards' bytes: a hold for shards this small covers them
 
 
 def entry(raw: str) -> ShardEntry:
@@ -348,7 +349,7 @@ def test_a_cold_listing_held_back_lists_nothing_until_released(tmp_path: Path):
     ranges = Ranges(listing, ["index.json"], failing=set())
     for gate in ranges.gates:
         gate.set()
-    first, second = hold_cold_listings(), hold_cold_listings()
+    first, second = hold_cold_listings(SMALL), hold_cold_listings(SMALL)
     try:
         check, entries = make_ranged(tmp_path, names, [], {}, ranges, in_flight=2)
         check.vouch(entries[0])  # nothing cached, nothing to wait for
@@ -376,7 +377,7 @@ def test_waiting_for_a_held_listing_runs_it_now(tmp_path: Path, failing: set[int
     ranges = Ranges(listing, ["index.json"], failing=failing)
     for gate in ranges.gates:
         gate.set()
-    release = hold_cold_listings()
+    release = hold_cold_listings(SMALL)
     try:
         check, entries = make_ranged(tmp_path, names, [], {}, ranges, in_flight=2)
         if failing:
@@ -392,6 +393,23 @@ def test_waiting_for_a_held_listing_runs_it_now(tmp_path: Path, failing: set[int
         release()
 
 
+def test_a_listing_of_larger_shards_than_a_hold_covers_is_not_held(tmp_path: Path):
+    """Larger shards land whole beside a first batch's ranges: listed before, as ever."""
+    listing = {"index.json": INDEX, "a.mds": "1:a"}
+    ranges = Ranges(listing, [], failing=set())
+    ranges.gates[0].set()
+    release = hold_cold_listings(SMALL - 1)
+    try:
+        check, _ = make_ranged(tmp_path, ["a.mds"], [], {}, ranges, in_flight=1)
+        deadline = time.monotonic() + 30
+        while not check.done:  # a bound: it runs, the hold notwithstanding
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        release()
+    check.wait()
+
+
 def test_a_listing_with_a_shard_in_doubt_is_never_held(tmp_path: Path):
     names = ["a.mds", "z.mds"]
     record = {"index.json": INDEX, "a.mds": "1:a", "z.mds": "1:old"}
@@ -399,7 +417,7 @@ def test_a_listing_with_a_shard_in_doubt_is_never_held(tmp_path: Path):
     ranges = Ranges(listing, ["index.json"], failing=set())
     for gate in ranges.gates:
         gate.set()
-    release = hold_cold_listings()
+    release = hold_cold_listings(SMALL)
     try:
         check, (_, z) = make_ranged(tmp_path, names, ["z.mds"], record, ranges, in_flight=2)
         waiting, outcome = vouch_in_thread(check, z)
@@ -416,7 +434,7 @@ def test_a_forked_child_is_not_held_by_its_parent_s_holds(tmp_path: Path):
     ranges = Ranges(record, ["index.json"], failing=set())
     for gate in ranges.gates:
         gate.set()
-    release = hold_cold_listings()
+    release = hold_cold_listings(SMALL)
     try:
         check, _ = make_ranged(tmp_path, names, [], {}, ranges, in_flight=1)
 

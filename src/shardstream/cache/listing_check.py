@@ -105,7 +105,7 @@ def hold_cold_listings(small_bytes: int) -> Callable[[], None]:
     return release
 
 
-def _held(largest: int) -> bool:
+def _held(largest: float) -> bool:
     """Whether a hold of this process covers shards of ``largest`` bytes (``_holding`` held)."""
     return any(largest <= limit for limit in _holds.get(os.getpid(), ()))
 

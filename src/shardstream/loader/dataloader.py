@@ -111,7 +111,7 @@ class StreamingDataLoader(DataLoader[Any]):
             if isinstance(dataset, StreamingDataset):
                 self._leave_obstore_to_workers()
                 dataset.prepare()  # indexes load once, here, and the workers inherit them
-                if not _ranges_small_shards(dataset, policy):
+                if forks and not _ranges_small_shards(dataset, policy):
                     release_listings()  # its shards land whole first: listed before, as ever
                 dataset.batch_mode = self._device_batches
                 dataset.rank_process = os.getpid()  # whose run state the workers share

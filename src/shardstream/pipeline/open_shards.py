@@ -199,7 +199,7 @@ class OpenShards:
         wanted: dict[int, list[int]] = {}
         for shard, index in zip(shards, local, strict=True):
             wanted.setdefault(shard, []).append(index)
-        small = len(wanted) < self.policy.range_shard_share * self.cache.num_shards
+        small = self.policy.ranges_small_shards(len(wanted), self.cache.num_shards)
         readable = {
             shard: indices
             for shard, indices in wanted.items()

@@ -38,7 +38,7 @@ import logging
 import mmap
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import Executor
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -54,8 +54,8 @@ from shardstream.format.index import ShardEntry
 from shardstream.format.mds import MDSSchema, MDSShardView, parse_offsets
 from shardstream.format.shard_view import ShardView
 from shardstream.sampling.distinct import distinct
-from shardstream.storage import ObjectStore
-from shardstream.storage.download import timed_request
+from shardstream.storage import ObjectInfo, ObjectStore
+from shardstream.storage.download import Request, run_requests
 from shardstream.storage.download_options import DownloadOptions
 from shardstream.storage.filesystems import is_local_disk
 
@@ -71,8 +71,8 @@ class SampleRanges:
         cache: The node's shard cache (its streams' stores, index entries and files).
         whole_bytes: A shard up to this size is read in one range, header and samples.
         gap_bytes: Samples of one shard this close are read in one range.
-        in_flight: Requests sent at once, in threads of their own (``0``: as many as the pool
-            handed to :meth:`views` has threads).
+        in_flight: Requests sent at once (``0``: as many as the pool handed to :meth:`views`
+            has threads).
     """
 
     def __init__(
@@ -167,19 +167,21 @@ class SampleRanges:
         schema: Callable[[int], MDSSchema],
         pool: Executor,
     ) -> dict[int, ShardView]:
-        """A view of the samples ``wanted[shard]`` of each shard, read by ranges in ``pool``.
+        """A view of the samples ``wanted[shard]`` of each shard, read by ranges.
 
-        The requests run in ``pool``, as many at once as it has threads (or, with ``in_flight``,
-        in threads of their own, up to that many at once); a shard's offset table comes first
-        (unless the shard is read in one range), then its samples, tied to the version the
-        first read. A shard rewritten in between has no view (its ranges are refused), nor one
-        whose first answer names no tag or another size than the index: their samples are to
-        be read from their whole downloads. Each view's bytes are kept for :meth:`confirm`.
+        Up to ``in_flight`` requests at once (or as many as ``pool`` has threads), all waited
+        for by this thread with their deadlines and retries
+        (:func:`~shardstream.storage.download.run_requests`): no thread is started per request
+        or per batch. A shard's offset table comes first (unless the shard is read in one
+        range), then its samples, tied to the version the first read. A shard rewritten in
+        between has no view (its ranges are refused), nor one whose first answer names no tag
+        or another size than the index: their samples are to be read from their whole
+        downloads. Each view's bytes are kept for :meth:`confirm`.
 
         Args:
             wanted: Shard -> the indices (within it) of the samples to read.
             schema: The columns of a shard (its index entry's, as the reader holds them).
-            pool: Where the requests run (unless ``in_flight``).
+            pool: Its thread count bounds the requests at once when ``in_flight`` is ``0``.
 
         Raises:
             ShardFormatError: A shard's bytes disagree with its index entry (the message names
@@ -191,56 +193,20 @@ class SampleRanges:
         for shard in wanted:
             number, entry = cache.locate(shard)
             reads[shard] = _ShardRead(shard, number, entry, cache, self.whole_bytes, self.gap_bytes)
-        own = None
-        if self.in_flight and reads:
+        changed: set[int] = set()
+        # The node's look-aheads hold back until this batch is handed on (let_go).
+        self._gate.hold()
+        if reads:
             # A round trip for every ``in_flight`` requests: a batch spread over hundreds of
             # shards would otherwise wait one per fetch thread's share of them.
-            threads = min(self.in_flight, len(reads) + sum(map(len, wanted.values())))
-            pool = own = ThreadPoolExecutor(threads, thread_name_prefix="shardstream-ranges")
-        firsts: dict[Future[bytes], _ShardRead] = {}
-        seconds: dict[Future[bytes], tuple[_ShardRead, int, int]] = {}
-        changed: set[int] = set()
-        try:
-            # The node's look-aheads hold back until this batch is handed on (let_go).
-            self._gate.hold()
-            self._read(reads, wanted, pool, firsts, seconds, changed)
-        except BaseException:
-            for future in [*firsts, *seconds]:
-                future.cancel()
-            raise
-        finally:
-            if own is not None:
-                own.shutdown(wait=False, cancel_futures=True)
+            in_flight = self.in_flight or max(1, getattr(pool, "_max_workers", 1))
+            _read(reads, wanted, in_flight, changed)
         views: dict[int, ShardView] = {}
         for shard, read in reads.items():
             if shard not in changed:
                 views[shard] = read.view(schema(shard), wanted[shard])
                 self._handed[shard] = _Handed(read.url, read.tag, read.handed(wanted[shard]))
         return views
-
-    @staticmethod
-    def _read(
-        reads: dict[int, _ShardRead],
-        wanted: Mapping[int, Sequence[int]],
-        pool: Executor,
-        firsts: dict[Future[bytes], _ShardRead],
-        seconds: dict[Future[bytes], tuple[_ShardRead, int, int]],
-        changed: set[int],
-    ) -> None:
-        """Each shard's first range, then its samples' as the first lands."""
-        for read in reads.values():
-            firsts[pool.submit(read.get_first)] = read
-        for future in as_completed(firsts):
-            read = firsts[future]
-            if (head := _unless_changed(future, read, changed)) is None:
-                continue
-            read.take_head(head)
-            for begin, end in read.sample_ranges(wanted[read.shard]):
-                seconds[pool.submit(read.get, begin, end)] = (read, begin, end)
-        for future in as_completed(seconds):
-            read, begin, _ = seconds[future]
-            if (data := _unless_changed(future, read, changed)) is not None:
-                read.take(begin, data)
 
 
 class _Handed(NamedTuple):
@@ -251,16 +217,68 @@ class _Handed(NamedTuple):
     spans: list[tuple[int, bytes]]
 
 
-def _unless_changed(future: Future[bytes], read: _ShardRead, changed: set[int]) -> bytes | None:
-    """A range's bytes; ``None`` once its shard was refused (rewritten, or not identified)."""
-    try:
-        data = future.result()
-    except ObjectChangedError as exc:
-        if read.shard not in changed:
+#: A range's answer: its bytes (a first range's with the version it read), or the refusal of
+#: a range tied to a version the object no longer is.
+_Answer = bytes | tuple[bytes, ObjectInfo | None] | ObjectChangedError
+
+
+def _read(
+    reads: Mapping[int, _ShardRead],
+    wanted: Mapping[int, Sequence[int]],
+    in_flight: int,
+    changed: set[int],
+) -> None:
+    """Each shard's first range, then its samples' as the first lands: ``in_flight`` at once.
+
+    A shard refused (rewritten, or not identified) is added to ``changed``; the rest of its
+    ranges are ignored. Any other failure ends the reading, abandoning what is in flight.
+    """
+    ranges: list[tuple[_ShardRead, int, int]] = []  # request -> (shard, begin, end); first: -1
+
+    def first(read: _ShardRead) -> Request[_Answer]:
+        ranges.append((read, -1, read.first_range()))
+        return read.first_request()
+
+    def deliver(index: int, answer: _Answer) -> list[Request[_Answer]]:
+        read, begin, end = ranges[index]
+        if read.shard in changed:
+            return []
+        try:
+            if isinstance(answer, ObjectChangedError):
+                raise answer
+            if begin < 0:
+                assert isinstance(answer, tuple)
+                read.take_head(read.took_first(*answer))
+            else:
+                assert isinstance(answer, bytes)
+                read.take(begin, read.checked(begin, end, answer))
+        except ObjectChangedError as exc:
             changed.add(read.shard)
             logger.warning("%s (its samples come from the whole shard instead)", exc)
-        return None
-    return None if read.shard in changed else data
+            return []
+        if begin >= 0:
+            return []
+        more = []
+        for start, stop in read.sample_ranges(wanted[read.shard]):
+            ranges.append((read, start, stop))
+            more.append(read.request(start, stop))
+        return more
+
+    run_requests([first(read) for read in reads.values()], deliver, in_flight)
+
+
+def _or_refused(
+    call: Callable[[], bytes | tuple[bytes, ObjectInfo | None]],
+) -> Callable[[], _Answer]:
+    """``call``, whose refusal as a changed object is its answer (the shard's, not the batch's)."""
+
+    def run() -> _Answer:
+        try:
+            return call()
+        except ObjectChangedError as exc:
+            return exc
+
+    return run
 
 
 class _ShardRead:
@@ -290,19 +308,24 @@ class _ShardRead:
         """Where the first range ends: the whole shard if small, else its offset table."""
         return self.size if self.whole else min(self.size, 4 * (self.entry.samples + 2))
 
-    def get_first(self) -> bytes:
-        """The first range, and the version it read (that its size is the index's).
+    def first_request(self) -> Request[_Answer]:
+        """The request for the first range and the version it reads (see :meth:`took_first`)."""
+        end = self.first_range()
+        return Request(
+            _or_refused(
+                lambda: self.store.get_range_info(self.key, 0, end)  # type: ignore[attr-defined]
+            ),
+            self.options,
+            f"reading bytes 0-{end - 1} of {self.url}",
+        )
+
+    def took_first(self, data: bytes, info: ObjectInfo | None) -> bytes:
+        """The first range's bytes, once its answer named the version read and the index's size.
 
         Raises:
             ObjectChangedError: The answer named no version, or another size than the index
                 (the shard is read whole, where a size that disagrees is reported).
         """
-        end = self.first_range()
-        data, info = timed_request(
-            lambda: self.store.get_range_info(self.key, 0, end),  # type: ignore[attr-defined]
-            self.options,
-            f"reading bytes 0-{end - 1} of {self.url}",
-        )
         if info is None or not info.etag or info.size != self.size:
             raise ObjectChangedError(
                 f"{self.url}: its first range's answer named "
@@ -310,22 +333,26 @@ class _ShardRead:
                 f"not the {self.size} bytes of index.json"
             )
         self.tag = info.etag
-        return self._checked(0, end, data)
+        return self.checked(0, self.first_range(), data)
 
-    def get(self, begin: int, end: int) -> bytes:
-        """Bytes ``begin .. end - 1`` of the first range's version, with deadline and retries.
+    def request(self, begin: int, end: int) -> Request[_Answer]:
+        """The request for bytes ``begin .. end - 1`` of the first range's version.
 
-        Raises:
-            ObjectChangedError: The shard was rewritten since its first range.
+        Its answer is :class:`~shardstream.errors.ObjectChangedError` once the shard was
+        rewritten since its first range.
         """
-        data = timed_request(
-            lambda: self.store.get_range(self.key, begin, end, if_match=self.tag),
+        return Request(
+            _or_refused(lambda: self.store.get_range(self.key, begin, end, if_match=self.tag)),
             self.options,
             f"reading bytes {begin}-{end - 1} of {self.url}",
         )
-        return self._checked(begin, end, data)
 
-    def _checked(self, begin: int, end: int, data: bytes) -> bytes:
+    def checked(self, begin: int, end: int, data: bytes) -> bytes:
+        """``data``, the bytes ``begin .. end - 1`` asked for, unless of another length.
+
+        Raises:
+            ShardFormatError: A range of another length.
+        """
         if len(data) != end - begin:  # a store's answer is checked again: it is untrusted
             raise ShardFormatError(
                 f"{self.url}: asked for bytes {begin}-{end - 1} ({end - begin}), got "

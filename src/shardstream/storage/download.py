@@ -2,12 +2,13 @@
 
 Every request runs in a worker thread (a daemon, reused from request to request) and the caller
 waits for it with a deadline, so the timeout holds for every backend, whatever its SDK does with
-its sockets. A request past its deadline counts as a failed attempt; its thread is abandoned (it
-returns to the pool when its socket gives up) and whatever it returns later is ignored. Workers
-only return bytes: the calling thread alone writes into the file, with ``os.pwrite``, so no
-thread ever writes into a file descriptor that may already be closed. The bytes held by
-requests in flight are capped process-wide (:data:`IN_FLIGHT_BYTES`, see
-:mod:`~shardstream.storage._memory_budget`).
+its sockets; one waiting thread serves many requests (:func:`run_requests`), each with its own
+deadline, and starts no thread of its own. A request past its deadline counts as a failed
+attempt; its thread is abandoned (it returns to the pool when its socket gives up) and whatever
+it returns later is ignored. Workers only return bytes: the calling thread alone writes into
+the file, with ``os.pwrite``, so no thread ever writes into a file descriptor that may already
+be closed. The bytes held by requests in flight are capped process-wide
+(:data:`IN_FLIGHT_BYTES`, see :mod:`~shardstream.storage._memory_budget`).
 
 Retries follow :func:`~shardstream.storage.retry.is_transient`: a missing object, refused
 credentials and bad arguments fail at once; network errors, server errors, short bodies and
@@ -22,10 +23,10 @@ import heapq
 import logging
 import os
 import queue
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -36,8 +37,8 @@ from shardstream.errors import (
     StorageError,
 )
 from shardstream.storage import cancel
+from shardstream.storage._attempt import Attempt as _Attempt
 from shardstream.storage._memory_budget import ByteBudget
-from shardstream.storage._workers import WorkerPool
 from shardstream.storage.base import ObjectInfo, ObjectStore
 from shardstream.storage.download_options import DownloadOptions
 from shardstream.storage.filesystems import is_local_disk
@@ -47,10 +48,12 @@ from shardstream.storage.store_base import BaseStore
 
 __all__ = [
     "DownloadOptions",
+    "Request",
     "download_file",
     "fetch_bytes",
     "fetch_info",
     "fetch_listing",
+    "run_requests",
     "timed_request",
 ]
 
@@ -58,7 +61,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_WORKERS = WorkerPool("shardstream-download")
 #: Bytes of response bodies one process holds at once over all its downloads: eight 16 MiB
 #: parts. Without it, eight 64 MiB shards fetched at once would hold 512 MiB.
 IN_FLIGHT_BYTES = 128 << 20
@@ -363,65 +365,6 @@ def _range_reader(store: ObjectStore, key: str, start: int, end: int) -> Callabl
     return lambda: store.get_range(key, start, end)
 
 
-class _Attempt(Generic[T]):
-    """One try of one request, run by a daemon worker; the outcome goes to ``outcomes``.
-
-    The attempt holds ``cost`` bytes of the process's budget from :meth:`start` until the
-    waiting thread is done with its value (:meth:`settle`), or, for an attempt abandoned at its
-    deadline, until it ends.
-    """
-
-    def __init__(
-        self,
-        index: int,
-        call: Callable[[], T],
-        outcomes: queue.SimpleQueue[_Attempt[T] | None],
-        cost: int = 0,
-        budget: ByteBudget | None = None,
-    ) -> None:
-        self.index = index
-        self.value: T | None = None
-        self.error: BaseException | None = None
-        self.cost = cost
-        # Given back where it was taken, however late an abandoned attempt ends.
-        self._budget = _BUDGET if budget is None else budget
-        self._call = call
-        self._outcomes = outcomes
-        self._lock = threading.Lock()
-        self._ended = False
-        self._abandoned = False
-
-    def start(self) -> None:
-        _WORKERS.submit(self._run)
-
-    def _run(self) -> None:
-        try:
-            self.value = self._call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, not lost
-            self.error = exc
-        with self._lock:
-            self._ended = True
-            abandoned = self._abandoned
-        if abandoned:  # nobody waits for it: drop the value and free its share at once
-            self.value = None
-            self._budget.give_back(self.cost)
-            return
-        self._outcomes.put(self)
-
-    def settle(self) -> None:
-        """The waiting thread is done with this outcome: drop its value, free its share."""
-        self.value = None
-        self._budget.give_back(self.cost)
-
-    def abandon(self) -> None:
-        """The waiting thread gives up on this attempt; its share is freed when it ends."""
-        with self._lock:
-            self._abandoned = True
-            ended = self._ended
-        if ended:  # ended already, its outcome queued and never to be read: free it here
-            self.settle()
-
-
 def _gather(
     requests: Sequence[Callable[[], T]],
     deliver: Callable[[int, T], None],
@@ -440,31 +383,78 @@ def _gather(
         The first non-transient error as it is; after the last retry of a request,
         DownloadTimeoutError when that attempt timed out, else StorageError.
     """
+    listed = [
+        Request(call, options, action, 0 if costs is None else costs[index])
+        for index, call in enumerate(requests)
+    ]
+    run_requests(listed, deliver, options.concurrency)
+
+
+@dataclass(frozen=True)
+class Request(Generic[T]):
+    """One request for :func:`run_requests`: the call, its deadline and retries, its name.
+
+    Attributes:
+        call: The request, e.g. ``lambda: store.info(key)``; run in a worker thread.
+        options: Its retries and timeout (``concurrency`` is :func:`run_requests`'s).
+        action: What it does, naming the URL, for messages.
+        cost: The bytes it returns, taken from the process's budget while it is in flight.
+    """
+
+    call: Callable[[], T]
+    options: DownloadOptions
+    action: str
+    cost: int = 0
+
+
+def run_requests(
+    requests: Sequence[Request[T]],
+    deliver: Callable[[int, T], Sequence[Request[T]] | None],
+    concurrency: int,
+) -> None:
+    """Run many requests, ``concurrency`` at a time, each with its own deadline and retries.
+
+    One loop in the calling thread waits for them all: each request crosses one hand-off to
+    a reused worker thread (see :func:`timed_request`), and no thread waits per request.
+    ``deliver(index, value)`` runs in the calling thread as request ``index`` succeeds and
+    may return more requests, which run too (numbered after those before them); if it
+    raises a :class:`~shardstream.errors.StorageError`, that counts as a failed attempt of
+    the request, any other error ends the run. When the run ends on an error, the requests
+    in flight are abandoned and those not started never are.
+
+    Raises:
+        The first non-transient error as it is; after the last retry of a request,
+        DownloadTimeoutError when that attempt timed out, else StorageError.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency={concurrency!r} must be at least 1")
+    listed = list(requests)
     outcomes: queue.SimpleQueue[_Attempt[T] | None] = queue.SimpleQueue()
     budget = _BUDGET
-    ready: deque[int] = deque(range(len(requests)))
+    ready: deque[int] = deque(range(len(listed)))
     waiting: list[tuple[float, int]] = []  # (when, index): retries sleeping off their backoff
     in_flight: dict[_Attempt[T], float] = {}  # attempt -> deadline
-    failures = [0] * len(requests)
+    failures: dict[int, int] = {}
     # Each request's backoff is drawn on its first failure: fresh entropy costs more than a
     # download of a tiny shard that never fails should pay.
     delays: dict[int, list[float]] = {}
 
     def failed(index: int, error: BaseException) -> None:
-        failures[index] += 1
+        failures[index] = count = failures.get(index, 0) + 1
+        request = listed[index]
         if not is_transient(error):
             raise error
-        if failures[index] > options.retry:
-            raise _final_error(action, failures[index], error, options) from error
+        if count > request.options.retry:
+            raise _final_error(request.action, count, error, request.options) from error
         if index not in delays:
-            delays[index] = backoff_delays(options.retry, _rng())
-        delay = delays[index][failures[index] - 1]
+            delays[index] = backoff_delays(request.options.retry, _rng())
+        delay = delays[index][count - 1]
         logger.warning(
             "%s failed (%s); retry %d of %d in %.2f s",
-            action,
+            request.action,
             _describe(error),
-            failures[index],
-            options.retry,
+            count,
+            request.options.retry,
             delay,
         )
         heapq.heappush(waiting, (time.monotonic() + delay, index))
@@ -479,15 +469,15 @@ def _gather(
                 while waiting and waiting[0][0] <= now:
                     ready.append(heapq.heappop(waiting)[1])
                 short = False  # a ready request waits for room in the memory budget
-                while ready and len(in_flight) < options.concurrency:
+                while ready and len(in_flight) < concurrency:
                     index = ready[0]
-                    cost = 0 if costs is None else costs[index]
-                    if cost and not budget.try_take(cost):
+                    request = listed[index]
+                    if request.cost and not budget.try_take(request.cost):
                         short = True
                         break
                     ready.popleft()
-                    attempt = _Attempt(index, requests[index], outcomes, cost, budget)
-                    in_flight[attempt] = time.monotonic() + options.timeout
+                    attempt = _Attempt(index, request.call, outcomes, request.cost, budget)
+                    in_flight[attempt] = time.monotonic() + request.options.timeout
                     attempt.start()
                 if short and not in_flight:  # only others' requests hold the budget
                     budget.wait(_BUDGET_POLL_S)
@@ -502,9 +492,10 @@ def _gather(
                         if deadline <= now:
                             del in_flight[attempt]  # its late outcome is ignored below
                             attempt.abandon()
+                            timeout = listed[attempt.index].options.timeout
                             failed(
                                 attempt.index,
-                                TimeoutError(f"no answer within the {options.timeout:g} s timeout"),
+                                TimeoutError(f"no answer within the {timeout:g} s timeout"),
                             )
                     continue
                 if done not in in_flight:
@@ -515,9 +506,13 @@ def _gather(
                         failed(done.index, done.error)
                         continue
                     try:
-                        deliver(done.index, done.value)  # type: ignore[arg-type]
+                        more = deliver(done.index, done.value)  # type: ignore[arg-type]
                     except StorageError as exc:
                         failed(done.index, exc)
+                        continue
+                    if more:
+                        ready.extend(range(len(listed), len(listed) + len(more)))
+                        listed.extend(more)
                 finally:
                     done.settle()
         finally:

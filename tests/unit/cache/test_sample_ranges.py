@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from shardstream.format.index import parse_index
 from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.format.shard_view import ShardView
 from shardstream.pipeline.policy import ReadPolicy
+from shardstream.storage._workers import WorkerPool
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.filesystems import is_local_disk
 from shardstream.storage.local import LocalStore
@@ -320,3 +323,63 @@ def test_a_shard_read_in_one_range_is_confirmed_by_the_samples_handed_out(tmp_pa
     ranges.confirm(0)  # its last sample was read, never handed out: nothing mixed
     with pytest.raises(ObjectChangedError, match="rewritten while this epoch read it"):
         ranges.confirm(1)  # handed out, and the file now holds another
+
+
+class _TogetherStore(LocalStore):
+    """A folder store whose first ranges answer only once ``together`` of them are in flight."""
+
+    def __init__(self, root: str, together: int) -> None:
+        super().__init__(root)
+        self.barrier = threading.Barrier(together, timeout=60)
+
+    def get_range_info(self, key: str, start: int, end: int) -> tuple[bytes, ObjectInfo | None]:
+        self.barrier.wait()  # every first range of the batch out at once, as over a distant link
+        return super().get_range_info(key, start, end)
+
+
+def _download_workers() -> WorkerPool:
+    """The download's shared, reused worker threads (whichever module holds them)."""
+    for name in ("shardstream.storage._attempt", "shardstream.storage.download"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "_WORKERS"):
+            workers: WorkerPool = module._WORKERS
+            return workers
+    raise AssertionError("no download worker pool")
+
+
+def test_a_batch_of_many_ranges_starts_no_thread_per_range(tmp_path, monkeypatch):
+    # A batch of N shards in one range each, all in flight at once (the store answers none
+    # before all are out). The requests run in the download's reused worker threads, waited
+    # for by the caller: a second batch starts (almost) no thread, rather than one per range.
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    with MDSWriter(out=str(remote), columns={"pad": "bytes"}, size_limit=3000) as writer:
+        for i in range(96):
+            writer.write({"pad": bytes([i]) * 1000})
+    store = _TogetherStore(str(remote), together=1)
+    cache = _cache(remote, local, store)
+    shards = cache.num_shards
+    assert shards >= 40
+    half = shards // 2
+    store.barrier = threading.Barrier(half, timeout=60)
+    ranges = SampleRanges(cache, whole_bytes=1 << 30, gap_bytes=0, in_flight=128)
+    workers = _download_workers()
+    with ThreadPoolExecutor(2) as pool:
+        assert len(ranges.views({s: [0] for s in range(half)}, _schema(cache), pool)) == half
+        # The first batch's workers go idle (a wait for a state, not a timing).
+        deadline = time.monotonic() + 30
+        while workers._idle < half and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started: list[str] = []
+        start = threading.Thread.start
+
+        def counted(thread: threading.Thread) -> None:
+            started.append(thread.name)
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", counted)
+        second = {s: [0] for s in range(half, 2 * half)}
+        views = ranges.views(second, _schema(cache), pool)
+        monkeypatch.undo()
+    assert set(views) == set(second)
+    assert bytes(views[half].get(0)["pad"]) == bytes(_whole(remote, cache, half).get(0)["pad"])
+    assert len(started) <= 4, f"{len(started)} threads started for {half} ranges: {started[:5]}"

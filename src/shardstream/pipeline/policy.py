@@ -107,9 +107,9 @@ class ReadPolicy:
         range_shard_share: ... and small shards not at all when the first batch needs this
             share of the dataset's shards or more: the epoch needs them whole at once, and a
             range would make each cross the link twice.
-        range_requests: ... with up to this many requests in flight at once, in threads of
-            their own: a batch spread over a few hundred shards then waits about one round
-            trip, not one for each fetch thread's share of them.
+        range_requests: ... with up to this many requests in flight at once, waited for by
+            one thread (not the fetch pool's): a batch spread over a few hundred shards then
+            waits about one round trip, not one for each fetch thread's share of them.
         range_bytes_share: ... and large shards not at all when the batch's samples of them
             hold this share of their bytes or more: ranged bytes cross the link twice, since
             the whole shard follows.

@@ -187,16 +187,23 @@ def test_the_report_rates_each_row_against_the_link_and_the_peer(tmp_path: Path)
         "cold_epoch": {"small-1KiB": {"params": {"samples": 10}, "limit_seconds": 1.0, "runs": {
             "workers=0": {"shardstream": _side(1.1), "reference": _side(3.0)},
             "workers=2": {"shardstream": _side(2.0), "reference": _side(3.0)},
+            "workers=4": {"shardstream": _side(1.1), "litdata": _side(1.0)},
         }}},
         "first_batch": {"100 shards": {"shards": 100, "limit_seconds": 0.2, "runs": {
-            "workers=0": {"shardstream": _side(0.15), "reference": _side(1.0)},
+            "workers=0": {"shardstream": _side(0.15), "reference": _side(2.0)},
+            "workers=2": {"shardstream": _side(0.15), "reference": _side(2.0),
+                          "litdata": _side(0.25)},
+            "workers=4": {"shardstream": _side(0.15), "reference": _side(1.0)},
         }}},
     }  # fmt: skip
     rows = table_rows(report)["rows"]
-    assert [(row["met"], round(row["ratio"], 2)) for row in rows] == [
-        (True, 2.73),  # 91% of the link, 2.7x the peer
+    assert [(row["met"], round(row["ratio"], 3)) for row in rows] == [
+        (True, 2.727),  # 91% of the link, 2.7x the peer
         (False, 1.5),  # 50% of the link
-        (True, 0.15),  # within the link's limit, 0.15x the peer's time
+        (False, 0.909),  # 91% of the link, but slower than litdata
+        (True, 0.075),  # 0.075x the reference's time
+        (False, 0.6),  # 0.6x litdata's: more than half
+        (False, 0.15),  # 0.15x the reference's: more than a tenth
     ]
     section = docs_section(report)
     assert section.startswith(BEGIN)

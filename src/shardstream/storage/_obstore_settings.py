@@ -6,6 +6,8 @@ retry settings, and the first line of its messages.
 
 from __future__ import annotations
 
+import os
+import threading
 from datetime import timedelta
 from types import ModuleType
 from typing import Any
@@ -44,8 +46,27 @@ AZURE_HELP = (
 )
 
 
+# A fork while another thread imports obstore leaves the child half of the extension (its
+# exceptions module without the classes), so a fork waits for an import under way.
+_IMPORTING = threading.Lock()
+_IMPORTED: dict[str, ModuleType] = {}
+os.register_at_fork(
+    before=_IMPORTING.acquire,
+    after_in_parent=_IMPORTING.release,
+    after_in_child=_IMPORTING.release,
+)
+
+
 def import_obstore(module: str, extra: str) -> ModuleType:
     """Import ``module`` of obstore, or say which extra (each has a literal name) installs it."""
+    found = _IMPORTED.get(module)
+    if found is None:
+        with _IMPORTING:
+            found = _IMPORTED[module] = _require(module, extra)
+    return found
+
+
+def _require(module: str, extra: str) -> ModuleType:
     if extra == "gcs":
         return require(module, extra="gcs", purpose=PURPOSE)
     if extra == "azure":

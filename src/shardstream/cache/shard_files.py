@@ -189,6 +189,21 @@ class ShardFiles:
         assert not isinstance(meta, ShardFile)
         return SplitShardView(data, meta, entry, source=source)
 
+    def whole_in_place(self, entry: ShardEntry, shared_bytes: int | None) -> bool:
+        """Whether the policy reads ``entry``'s data file whole only as its dataset is small.
+
+        A shard of small samples of a dataset read in place whose MDS data files total
+        ``shared_bytes`` (as :meth:`open` takes it), over ``read_whole_bytes``: without the
+        dataset's size it would be read with ``pread``. Judged from the index entry: nothing
+        is read.
+        """
+        if not self.in_place or entry.format != "mds" or entry.zip_data is not None:
+            return False
+        size, samples, opening = entry.raw_data.bytes, entry.samples, self.policy.opening
+        alone = opening(size, samples, can_pread=CAN_PREAD, shared=True)
+        small = opening(size, samples, can_pread=CAN_PREAD, shared=True, shared_bytes=shared_bytes)
+        return alone == "pread" and small == "whole"
+
     def materialize(self, entry: ShardEntry, *, keep_zip: bool = True) -> None:
         """Make sure the shard's uncompressed files exist, decompressing (and checking) them.
 

@@ -190,6 +190,26 @@ class LocalDataset:
             view = self._open(shard)
         return view
 
+    def first_view(self, shard: int) -> ShardView | None:
+        """A view of ``shard`` for an epoch's first batch, not kept (``None``: :meth:`shard_view`).
+
+        A shard that is read whole only because this dataset, read in place, is small
+        (``ReadPolicy.in_place_whole_bytes``) and is not open yet: a first batch reads its
+        samples with ``pread`` rather than wait for whole shards, which are opened behind it.
+
+        Raises:
+            ShardNotFoundError, ShardFormatError: As :meth:`shard_view`.
+        """
+        if self._entries is None:
+            self._load()
+        assert self._entries is not None
+        entry = self._entries[shard]
+        if self._views[shard] is not None or not self._files.whole_in_place(
+            entry, self._shared_bytes
+        ):
+            return None
+        return self._files.open(entry, self._schemas[shard])  # its size not given: pread
+
     def schema(self, shard: int) -> MDSSchema | None:
         """Shard ``shard``'s columns (``None`` for a shard of another format than MDS)."""
         if self._entries is None:

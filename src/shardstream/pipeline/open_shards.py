@@ -199,12 +199,15 @@ class OpenShards:
         wanted: dict[int, list[int]] = {}
         for shard, index in zip(shards, local, strict=True):
             wanted.setdefault(shard, []).append(index)
+        # Shards of a small dataset read in place, read whole when opened: read with pread.
+        firsts = {shard: self._first_view(shard) for shard in wanted if shard not in self._open}
+        first = {shard: view for shard, view in firsts.items() if view is not None}
         small = len(wanted) < self.policy.range_shard_share * self.cache.num_shards
         readable = {
             shard: indices
             for shard, indices in wanted.items()
-            if shard not in self._open and self._schema(shard) is not None
-            and self._ranges.readable(shard, small=small)
+            if shard not in self._open and shard not in first
+            and self._schema(shard) is not None and self._ranges.readable(shard, small=small)
         }  # fmt: skip
         large = [shard for shard in readable if self._bytes(shard) > self.policy.range_whole_bytes]
         if large:
@@ -213,8 +216,8 @@ class OpenShards:
                 for shard in large:  # fetched whole: a range would carry much of it again
                     del readable[shard]
         if not readable:
-            return {}
-        return self._ranges.views(readable, self._checked_schema, pool)
+            return first
+        return {**first, **self._ranges.views(readable, self._checked_schema, pool)}
 
     def wait_for_ranges(self) -> None:
         """Wait for the node's first-batch ranges, up to the policy's ``range_hold_s``.
@@ -258,6 +261,15 @@ class OpenShards:
         self.held -= self._sizes.pop(shard, 0)
         stream = self._stream_of_shard[shard]
         self.datasets[stream].release(shard - self._first_shard[stream])
+
+    def _first_view(self, shard: int) -> ShardView | None:
+        stream = self._stream_of_shard[shard]
+        # Only an MDS source read in place (``LocalDataset``) has views for a first batch.
+        first_view = getattr(self.datasets[stream], "first_view", None)
+        if first_view is None:
+            return None
+        view: ShardView | None = first_view(shard - self._first_shard[stream])
+        return view
 
     def _schema(self, shard: int) -> MDSSchema | None:
         stream = self._stream_of_shard[shard]

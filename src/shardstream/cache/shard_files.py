@@ -181,6 +181,7 @@ class ShardFiles:
                 source=source,
                 zero_copy=self.zero_copy,
                 path=self.uncompressed_path(entry.raw_data, entry.zip_data),
+                shared=isinstance(data, bytes) and self.whole_in_place(entry, shared_bytes),
             )
         data = self._buffer(entry, entry.raw_data, entry.zip_data)
         assert entry.raw_meta is not None

@@ -104,6 +104,7 @@ class LocalDataset:
         self._check_empty = check_empty
         # The MDS data files read in place, in all: the policy reads them whole up to a bound.
         self._shared_bytes: int | None = None
+        self._whole = True  # that bound is weighed (read_whole_in_place)
 
     @property
     def zero_copy(self) -> bool:
@@ -204,11 +205,20 @@ class LocalDataset:
             self._load()
         assert self._entries is not None
         entry = self._entries[shard]
-        if self._views[shard] is not None or not self._files.whole_in_place(
-            entry, self._shared_bytes
-        ):
+        if self._views[shard] is not None or not self._files.whole_in_place(entry, self._shared()):
             return None
         return self._files.open(entry, self._schemas[shard])  # its size not given: pread
+
+    def read_whole_in_place(self, whole: bool) -> None:
+        """Whether shards opened from now on may be read whole as the dataset is small.
+
+        ``False`` in a DataLoader worker that hands batches over by id: the loader's process
+        reads them (``Route.read_whole``).
+        """
+        self._whole = whole
+
+    def _shared(self) -> int | None:
+        return self._shared_bytes if self._whole else None
 
     def schema(self, shard: int) -> MDSSchema | None:
         """Shard ``shard``'s columns (``None`` for a shard of another format than MDS)."""
@@ -316,7 +326,7 @@ class LocalDataset:
         # dropped (opening only reads and maps; a decompression is renamed into place whole).
         assert self._entries is not None
         view = self._files.open(
-            self._entries[shard], self._schemas[shard], shared_bytes=self._shared_bytes
+            self._entries[shard], self._schemas[shard], shared_bytes=self._shared()
         )
         with self._lock:
             known = self._views[shard]

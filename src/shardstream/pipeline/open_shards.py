@@ -96,6 +96,16 @@ class OpenShards:
         """The open shards, least recently used first."""
         return list(self._open)
 
+    def read_whole_in_place(self, whole: bool) -> None:
+        """Whether sources read in place open a small dataset's shards whole (the route's choice).
+
+        Shards open already stay as they are.
+        """
+        for source in self.datasets:
+            setting = getattr(source, "read_whole_in_place", None)  # only ``LocalDataset``'s
+            if setting is not None:
+                setting(whole)
+
     def new_epoch(self) -> None:
         """Forget which shards were marked as used: mark each again on its first use."""
         self._marked.clear()

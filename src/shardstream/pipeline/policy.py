@@ -58,6 +58,9 @@ class Route:
         gather: A batch drawn from several shards is gathered in one pass by the sources'
             own gatherer (every stream a table: its row groups' columns are arrays), not
             decoded shard by shard and put back into batch order.
+        read_whole: Shards of a small dataset read in place are read whole when opened
+            (``in_place_whole_bytes``); not by a worker that hands batches over by id, whose
+            loader's process reads them.
     """
 
     decode: Entrance
@@ -67,6 +70,7 @@ class Route:
     read_ahead: bool
     first_rows: int
     gather: bool = False
+    read_whole: bool = True
 
 
 @dataclass(frozen=True)
@@ -271,14 +275,16 @@ class ReadPolicy:
             gathers: Every stream's source gathers batches across its shards (tables).
         """
         columns = decode == "columns"
+        by_id = columns and hand_over and self.hands_over_ids(mean_sample_bytes, width)
         return Route(
             decode=decode,
             hand_over=columns and hand_over,
-            by_id=columns and hand_over and self.hands_over_ids(mean_sample_bytes, width),
+            by_id=by_id,
             file_reads=columns and not self.zero_copy and not gathers,
             read_ahead=self.read_ahead,
             first_rows=max(1, self.first_rows),
             gather=columns and gathers,
+            read_whole=not by_id,
         )
 
     def replace(self, **changes: object) -> ReadPolicy:

@@ -592,3 +592,27 @@ def test_a_released_shard_is_freed_at_once_not_by_the_cycle_collector(
         assert freed() is None
     finally:
         gc.enable()
+
+
+def test_a_small_dataset_read_in_place_is_read_whole_unless_the_route_says_not(tmp_path: Path):
+    # Shards over read_whole_bytes of small samples: read whole (a dataset this small), as
+    # bytes another process reads as cheaply (so a batch of them may go by id); with pread
+    # once a route says not (a worker whose loader reads its batches by id).
+    root = tmp_path / "ds"
+    with MDSWriter(out=root, columns={"blob": "bytes", "n": "int"}, size_limit=1 << 16) as writer:
+        for k in range(400):
+            writer.write({"blob": bytes([k % 256]) * 1000, "n": k})
+    ds = LocalDataset(root, policy=ReadPolicy(read_whole_bytes=0))
+    whole = ds.shard_view(0)
+    assert type(whole).__name__ == "MDSShardView"
+    assert not whole.in_memory
+    ds.read_whole_in_place(False)
+    assert ds.shard_view(0) is whole  # open already: kept as it is
+    assert ds.first_view(1) is None  # nothing read whole: nothing to read with pread first
+    by_pread = ds.shard_view(1)
+    assert type(by_pread).__name__ == "MDSFileView"
+    ds.read_whole_in_place(True)
+    first = ds.first_view(2)
+    assert type(first).__name__ == "MDSFileView"  # a first batch's, not kept
+    assert type(ds.shard_view(2)).__name__ == "MDSShardView"
+    assert [ds[i]["n"] for i in range(400)] == list(range(400))

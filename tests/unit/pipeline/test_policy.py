@@ -89,6 +89,18 @@ def test_a_routes_stages_are_picked_once_from_the_settings():
     assert (samples.by_id, samples.hand_over, samples.file_reads) == (False, False, False)
 
 
+def test_a_worker_handing_batches_over_by_id_reads_no_shard_whole():
+    # Its loader's process reads them (whole, once, where the dataset read in place is small).
+    by_id = POLICY.route("columns", hand_over=True, mean_sample_bytes=100 << 10, width=64)
+    assert by_id.by_id
+    assert not by_id.read_whole
+    packed = POLICY.route("columns", hand_over=True, mean_sample_bytes=1 << 10, width=64)
+    assert not packed.by_id
+    assert packed.read_whole  # the worker decodes: from memory
+    assert POLICY.route("columns", mean_sample_bytes=100 << 10, width=64).read_whole
+    assert POLICY.route("samples", hand_over=True, mean_sample_bytes=100 << 10).read_whole
+
+
 def test_a_tables_route_gathers_batches_and_reads_no_files():
     assert not POLICY.route("columns").gather  # MDS: decoded shard by shard
     table = POLICY.route("columns", hand_over=True, gathers=True)

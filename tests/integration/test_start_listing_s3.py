@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shardstream import MDSWriter, ReadPolicy, StreamingDataset
+from shardstream import MDSWriter, ReadPolicy, StreamingDataLoader, StreamingDataset
 from shardstream.cache.provenance import read_record
 from shardstream.storage import open_store, store_base
 
@@ -197,3 +197,95 @@ def test_a_shard_of_an_early_range_is_read_while_the_last_range_is_held(
     assert [*first, *rest] == [f"{'bbb' if i in last else 'aaa'}-{i:03d}" for i in range(SAMPLES)]
     monkeypatch.setenv("S3_ENDPOINT_URL", s3_env.endpoint)
     assert _recorded(local, url)[shards[0]] != ""  # confirmed by its range: a known version
+
+
+def test_a_cold_start_s_listing_waits_for_the_forked_workers_first_batch(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing cached, workers forked: the loader's process lists once the first batch is in.
+
+    The proxy holds the workers' range requests, so that no first batch can be read: until it
+    lets them go, the loader's process has sent no listing request (on a cold cache no read
+    waits for the listing, and its pages would take the cores the workers need). Then the
+    epoch is whole and the listing runs, and records the remote for the next start.
+    """
+    url, local, samples = s3_env.url("cold-forked"), tmp_path / "cache", 240
+    with MDSWriter(out=str(tmp_path / "aaa"), columns=COLUMNS, size_limit=200) as writer:
+        for i in range(samples):
+            writer.write({"id": i, "text": f"aaa-{i:03d}"})
+    store = open_store(url)
+    for name in sorted(os.listdir(tmp_path / "aaa")):
+        store.put_file(str(tmp_path / "aaa" / name), name)
+    with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
+        monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+        proxy.inject("hold", count=10_000, method="GET", ranged=True)
+        dataset = StreamingDataset(remote=url, local=str(local), batch_size=4, shuffle=True)
+        loader = StreamingDataLoader(
+            dataset, batch_size=4, num_workers=2, multiprocessing_context="fork"
+        )
+        batches = iter(loader)
+        first: list[Any] = []
+        reader = threading.Thread(target=lambda: first.append(next(batches)), daemon=True)
+        reader.start()
+        try:
+            deadline = time.monotonic() + 60  # a bound, not a timing
+            while not proxy.holding:
+                assert time.monotonic() < deadline, "no first batch was read by ranges"
+                time.sleep(0.02)
+            assert proxy.count("GET", "list-type=2") == 0  # nothing listed yet
+        finally:
+            proxy.release()
+            reader.join(60)
+        assert len(first) == 1
+        texts = list(first[0]["text"]) + [text for batch in batches for text in batch["text"]]
+        assert sorted(texts) == [f"aaa-{i:03d}" for i in range(samples)]
+        deadline = time.monotonic() + 60
+        while read_record(str(local / ".shardstream")) is None:  # written once listed
+            assert time.monotonic() < deadline, "the held listing never ran"
+            time.sleep(0.05)
+        assert proxy.count("GET", "list-type=2") > 0
+    monkeypatch.setenv("S3_ENDPOINT_URL", s3_env.endpoint)
+    _recorded(local, url)
+
+
+def test_a_cold_start_whose_first_batch_lands_whole_lists_before_it(
+    s3_env: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Few shards for the batch: they are fetched whole, so the listing is not held for them.
+
+    A shard that lands before the listing is recorded as of no known version and fetched
+    again at the next start: the proxy holds every shard's GET, the listing runs meanwhile,
+    and the record vouches for every shard.
+    """
+    url, local, samples = s3_env.url("cold-forked-whole"), tmp_path / "cache", 48
+    with MDSWriter(out=str(tmp_path / "aaa"), columns=COLUMNS, size_limit=200) as writer:
+        for i in range(samples):
+            writer.write({"id": i, "text": f"aaa-{i:03d}"})
+    store = open_store(url)
+    for name in sorted(os.listdir(tmp_path / "aaa")):
+        store.put_file(str(tmp_path / "aaa" / name), name)
+    with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
+        monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
+        # The shards' GETs, not the listing's (which may start after a shard's name).
+        proxy.inject("hold", count=10_000, method="GET", path_contains="-whole/shard.")
+        dataset = StreamingDataset(remote=url, local=str(local), batch_size=8, shuffle=True)
+        loader = StreamingDataLoader(
+            dataset, batch_size=8, num_workers=2, multiprocessing_context="fork"
+        )
+        texts: list[str] = []
+        reader = threading.Thread(
+            target=lambda: texts.extend(t for batch in loader for t in batch["text"]), daemon=True
+        )
+        reader.start()
+        try:
+            deadline = time.monotonic() + 60  # a bound, not a timing
+            while read_record(str(local / ".shardstream")) is None:
+                assert time.monotonic() < deadline, "the listing waited for the first batch"
+                time.sleep(0.02)
+            assert not [name for name in os.listdir(local) if name.endswith(".mds")]
+        finally:
+            proxy.release()
+            reader.join(60)
+        assert sorted(texts) == [f"aaa-{i:03d}" for i in range(samples)]
+    monkeypatch.setenv("S3_ENDPOINT_URL", s3_env.endpoint)
+    assert "" not in _recorded(local, url).values()

@@ -26,6 +26,16 @@ listing and fetches it again, rather than trust bytes no listing vouched for.
 An error of the listing (a range that failed after its retries, or an index the listing
 contradicts) is raised by the next :meth:`~ListingCheck.vouch` of any shard, and by every vouch
 waiting for a range, so a read fails rather than go on unchecked.
+
+A start with nothing cached to doubt (a cold cache) has no read that waits for its listing:
+the listing only checks the index's sizes and records the versions for the next start. A
+process about to fork DataLoader workers whose first batches read small shards by range holds
+such listings back (:func:`hold_cold_listings`) until its first batch is in, so that their
+requests, XML and record leave the cores to the workers. A held listing still runs before
+anything waits for it (:meth:`~ListingCheck.wait`, and a vouch that needs a range), and a
+listing with a shard in doubt is never held. Shards that land whole before a listing are
+recorded as of no known version (above), so only small uncompressed shards, which a first
+batch reads by range and leaves out of the cache, are held for.
 """
 
 from __future__ import annotations
@@ -49,12 +59,65 @@ from shardstream.errors import StorageError
 from shardstream.format.index import INDEX_BASENAME, ShardEntry
 from shardstream.storage.key_ranges import KeyRange, range_index, upper_bounds
 
-__all__ = ["ListingCheck", "RangedListing"]
+__all__ = ["ListingCheck", "RangedListing", "hold_cold_listings"]
 
 logger = logging.getLogger(__name__)
 
 #: Lists the remote: each object's identity, and whether that is every object.
 Lister = Callable[[list[str]], tuple[dict[str, str], bool]]
+
+_holding = threading.Condition()  # the holds in force, and a held listing let go
+_holds: dict[int, list[int]] = {}  # process id -> the shard size limits of its holds in force
+
+
+def _fresh_hold_state() -> None:
+    """A forked child's own lock: another thread may have held the parent's at the fork."""
+    global _holding
+    _holding = threading.Condition()
+    _holds.clear()
+
+
+os.register_at_fork(after_in_child=_fresh_hold_state)
+
+
+def hold_cold_listings(small_bytes: int) -> Callable[[], None]:
+    """Hold back this process's listings of cold starts over small shards; the release.
+
+    Such a listing (:class:`ListingCheck` of a start with nothing cached to doubt, every
+    shard uncompressed and stored in at most ``small_bytes``) waits, once started, until
+    every hold of this process that covers it is released, or until something waits for it.
+    The returned function releases this hold (once; later calls do nothing).
+    """
+    pid = os.getpid()
+    with _holding:
+        _holds.setdefault(pid, []).append(small_bytes)
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        with _holding:
+            if released or os.getpid() != pid:
+                return
+            released = True
+            _holds[pid].remove(small_bytes)
+            _holding.notify_all()
+
+    return release
+
+
+def _held(largest: float) -> bool:
+    """Whether a hold of this process covers shards of ``largest`` bytes (``_holding`` held)."""
+    return any(largest <= limit for limit in _holds.get(os.getpid(), ()))
+
+
+def _largest_file(entries: Sequence[ShardEntry]) -> float:
+    """The bytes of the entries' largest stored file (a compressed one counts as unbounded)."""
+    largest = 0
+    for entry in entries:
+        if entry.zip_data is not None:
+            return float("inf")  # read whole, never by range
+        largest = max(largest, entry.raw_data.bytes)
+    return largest
 
 
 @dataclass(frozen=True)
@@ -133,6 +196,7 @@ class ListingCheck:
         self._uppers = upper_bounds(self._ranges)
         self._check_part = check_part
         self._thread: threading.Thread | None = None
+        self._wanted_now = False  # something waits for a listing held back: it runs now
         self._reset()
 
     def _reset(self) -> None:
@@ -150,7 +214,7 @@ class ListingCheck:
         self._confirmed: dict[str, str | None] = {}  # doubted names a range confirmed, as listed
 
     def start(self) -> ListingCheck:
-        """Begin the listing in a thread of its own."""
+        """Begin the listing in a thread of its own (held back by :func:`hold_cold_listings`)."""
         self._thread = threading.Thread(
             target=self._run, name="shardstream-start-listing", daemon=True
         )
@@ -195,6 +259,7 @@ class ListingCheck:
         Raises:
             The listing's error (of any range, or of the whole).
         """
+        self._let_go()
         with self._changed:
             while self._error is None and not needed <= self._listed.keys():
                 if self._done.is_set():
@@ -215,6 +280,7 @@ class ListingCheck:
             # of its own: the parent's threads may have held them at the fork).
             self._reset()
             self._run()
+        self._let_go()
         self._done.wait()
         if self._error is not None:
             raise self._error
@@ -227,7 +293,22 @@ class ListingCheck:
         sources = {(zipped or raw).basename for raw, zipped in shard_file_pairs(entry)}
         return sources & present
 
+    def _let_go(self) -> None:
+        """Something waits for this listing: held back or not, it runs now."""
+        with _holding:
+            self._wanted_now = True
+            _holding.notify_all()
+
+    def _wait_while_held(self) -> None:
+        """Wait while a hold of this process covers this listing (none if a shard is in doubt)."""
+        if self._present:  # a read may wait for it: never held
+            return
+        largest = _largest_file(self._entries)
+        with _holding:
+            _holding.wait_for(lambda: self._wanted_now or not _held(largest))
+
     def _run(self) -> None:
+        self._wait_while_held()
         with self._run_lock:
             if self._done.is_set():
                 return

@@ -9,10 +9,12 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from shardstream._torch import as_tensor, default_collate, default_convert, require_torch
+from shardstream.cache.listing_check import hold_cold_listings
 from shardstream.dataset.streaming import StreamingDataset, reads_through_getitem
 from shardstream.errors import ConfigurationError
 from shardstream.loader.batch_count import Counted, CountingCollate, samples_in
 from shardstream.loader.direct_batches import direct_batches
+from shardstream.loader.frozen_heap import FrozenHeap
 from shardstream.loader.result_pipe import widen_result_pipe
 from shardstream.loader.worker_watchdog import EndWithMain, MainProcess
 from shardstream.pipeline.column_batch import BatchRefs, ColumnBatch
@@ -99,21 +101,34 @@ class StreamingDataLoader(DataLoader[Any]):
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         dataset = self.dataset
-        if isinstance(dataset, StreamingDataset):
-            self._leave_obstore_to_workers()
-            dataset.prepare()  # indexes load once, here, and the workers inherit them
-            dataset.batch_mode = self._device_batches
-            dataset.rank_process = os.getpid()  # whose run state the workers share
-        self.num_samples_yielded = 0
-        collate = default_collate() if self._device_batches else None
-        to_tensor = as_tensor() if self._device_batches else None
+        forks = self._forks_workers()
+        # Forked workers read the first batch: a cold start's listing here waits for it.
+        given = getattr(dataset, "read_policy", None)
+        policy = given if isinstance(given, ReadPolicy) else ReadPolicy()
+        release_listings = hold_cold_listings(policy.range_whole_bytes) if forks else _nothing
+        frozen = FrozenHeap()
         try:
+            if isinstance(dataset, StreamingDataset):
+                self._leave_obstore_to_workers()
+                dataset.prepare()  # indexes load once, here, and the workers inherit them
+                if forks and not _ranges_small_shards(dataset, policy):
+                    release_listings()  # its shards land whole first: listed before, as ever
+                dataset.batch_mode = self._device_batches
+                dataset.rank_process = os.getpid()  # whose run state the workers share
+            self.num_samples_yielded = 0
+            collate = default_collate() if self._device_batches else None
+            to_tensor = as_tensor() if self._device_batches else None
+            if forks:  # no full collection of this heap in the workers (frozen_heap)
+                frozen.freeze()
             iterator = self._workers_ending_with_this_process()
             widen_result_pipe(
                 iterator, self._pipe_bytes
             )  # a whole batch crosses from a worker in one write
             direct = direct_batches(iterator, _pass_through) if self._device_batches else None
             for batch in iterator if direct is None else direct:
+                # The first batch is in: this process collects and lists as before.
+                frozen.thaw()
+                release_listings()
                 # Counted as batch_count says: the samples handed over, not the collated shape.
                 if isinstance(batch, Counted) and batch.items:  # no batching: sample by sample
                     for item in batch.batch:
@@ -138,6 +153,8 @@ class StreamingDataLoader(DataLoader[Any]):
                 self.num_samples_yielded += samples
                 yield batch
         finally:
+            frozen.thaw()
+            release_listings()
             if isinstance(dataset, StreamingDataset):
                 dataset.batch_mode = False
 
@@ -149,9 +166,12 @@ class StreamingDataLoader(DataLoader[Any]):
         CPU a request. This process makes its few requests (the index, the listing) through
         the other client instead, and the workers, who make the rest, through obstore.
         """
-        forked = self.num_workers and _start_method(self.multiprocessing_context) == "fork"
-        if forked and isinstance(self.dataset, StreamingDataset):
+        if self._forks_workers() and isinstance(self.dataset, StreamingDataset):
             leave_to_forked_children()
+
+    def _forks_workers(self) -> bool:
+        """Whether this loader's workers are forked from this process."""
+        return bool(self.num_workers) and _start_method(self.multiprocessing_context) == "fork"
 
     def _workers_ending_with_this_process(self) -> Iterator[Any]:
         """Torch's iterator, its workers started with a watchdog that ends them with us.
@@ -253,6 +273,15 @@ def _yields_samples_one_by_one(dataset: Any, args: tuple[Any, ...], kwargs: dict
         and kwargs.get("sampler") is None
         and kwargs.get("batch_sampler") is None
     )
+
+
+def _ranges_small_shards(dataset: StreamingDataset, policy: ReadPolicy) -> bool:
+    """Whether the workers' first batches read small shards by range (none lands whole)."""
+    return policy.ranges_small_shards(dataset.batch_size or 1, dataset.num_shards)
+
+
+def _nothing() -> None:
+    """Nothing to release."""
 
 
 def _pass_through(batch: Any) -> Any:

@@ -212,7 +212,7 @@ class OpenShards:
         # Shards of a small dataset read in place, read whole when opened: read with pread.
         firsts = {shard: self._first_view(shard) for shard in wanted if shard not in self._open}
         first = {shard: view for shard, view in firsts.items() if view is not None}
-        small = len(wanted) < self.policy.range_shard_share * self.cache.num_shards
+        small = self.policy.ranges_small_shards(len(wanted), self.cache.num_shards)
         readable = {
             shard: indices
             for shard, indices in wanted.items()

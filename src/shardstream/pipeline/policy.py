@@ -247,6 +247,13 @@ class ReadPolicy:
         wanted = min(download_concurrency * share, self.max_fetch_threads)
         return max(download_concurrency, wanted)
 
+    def ranges_small_shards(self, batch_shards: int, shards: int) -> bool:
+        """Whether a first batch over ``batch_shards`` of ``shards`` reads small ones by range.
+
+        Not where it needs ``range_shard_share`` of them or more: they are fetched whole.
+        """
+        return self.first_batch_ranges and batch_shards < self.range_shard_share * shards
+
     def release_before(self, rows: int) -> int:
         """Of an epoch's ``rows`` batches, those after whose last use a shard is let go."""
         tail = max(1, self.keep_open_tail)

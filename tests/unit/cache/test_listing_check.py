@@ -11,14 +11,16 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from tests.forked import in_forked_child
 
-from shardstream.cache.listing_check import ListingCheck, RangedListing
+from shardstream.cache.listing_check import ListingCheck, RangedListing, hold_cold_listings
 from shardstream.cache.provenance import SourceRecord, present_sources, read_record
 from shardstream.errors import ShardFormatError, StorageError
 from shardstream.format.index import FileInfo, ShardEntry
 from shardstream.storage.key_ranges import KeyRange
 
 INDEX = "9:tag-index"
+SMALL = 1  # the shards' bytes: a hold for shards this small covers them
 
 
 def entry(raw: str) -> ShardEntry:
@@ -338,3 +340,110 @@ def test_a_range_that_gives_a_shard_another_size_fails_its_vouch(tmp_path: Path)
         check.vouch(entries[1])
     with pytest.raises(ShardFormatError):
         check.wait()
+
+
+def test_a_cold_listing_held_back_lists_nothing_until_released(tmp_path: Path):
+    """Nothing cached: the listing waits for the process's holds, then runs and records."""
+    names = ["a.mds", "z.mds"]
+    listing = {"index.json": INDEX, "a.mds": "1:a", "z.mds": "1:z"}
+    ranges = Ranges(listing, ["index.json"], failing=set())
+    for gate in ranges.gates:
+        gate.set()
+    first, second = hold_cold_listings(SMALL), hold_cold_listings(SMALL)
+    try:
+        check, entries = make_ranged(tmp_path, names, [], {}, ranges, in_flight=2)
+        check.vouch(entries[0])  # nothing cached, nothing to wait for
+        (tmp_path / "cache" / "a.mds").write_bytes(b"x")  # fetched while the listing is held
+        first()
+        first()  # a release counts once
+        time.sleep(0.2)  # a bound on a listing that must not start: a hold is still in force
+        assert ranges.order == []
+        assert not check.done
+    finally:
+        first()
+        second()
+    check.wait()
+    assert sorted(ranges.order) == [0, 1]
+    written = read_record(str(tmp_path / "cache" / ".shardstream"))
+    assert written is not None
+    assert written.objects == {**listing, "a.mds": ""}  # fetched before its listing: checked again
+
+
+@pytest.mark.parametrize("failing", [set(), {1}])
+def test_waiting_for_a_held_listing_runs_it_now(tmp_path: Path, failing: set[int]):
+    """A hold never outlasts a wait: the listing runs, and its error is raised, not hung on."""
+    names = ["a.mds", "z.mds"]
+    listing = {"index.json": INDEX, "a.mds": "1:a", "z.mds": "1:z"}
+    ranges = Ranges(listing, ["index.json"], failing=failing)
+    for gate in ranges.gates:
+        gate.set()
+    release = hold_cold_listings(SMALL)
+    try:
+        check, entries = make_ranged(tmp_path, names, [], {}, ranges, in_flight=2)
+        if failing:
+            with pytest.raises(StorageError, match="range 1"):
+                check.wait()
+            with pytest.raises(StorageError, match="range 1"):
+                check.vouch(entries[0])  # a failed listing fails the reads that follow
+        else:
+            check.wait()
+            assert check.done
+        assert sorted(ranges.order) == [0, 1]
+    finally:
+        release()
+
+
+def test_a_listing_of_larger_shards_than_a_hold_covers_is_not_held(tmp_path: Path):
+    """Larger shards land whole beside a first batch's ranges: listed before, as ever."""
+    listing = {"index.json": INDEX, "a.mds": "1:a"}
+    ranges = Ranges(listing, [], failing=set())
+    ranges.gates[0].set()
+    release = hold_cold_listings(SMALL - 1)
+    try:
+        check, _ = make_ranged(tmp_path, ["a.mds"], [], {}, ranges, in_flight=1)
+        deadline = time.monotonic() + 30
+        while not check.done:  # a bound: it runs, the hold notwithstanding
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        release()
+    check.wait()
+
+
+def test_a_listing_with_a_shard_in_doubt_is_never_held(tmp_path: Path):
+    names = ["a.mds", "z.mds"]
+    record = {"index.json": INDEX, "a.mds": "1:a", "z.mds": "1:old"}
+    listing = {**record, "z.mds": "1:new"}
+    ranges = Ranges(listing, ["index.json"], failing=set())
+    for gate in ranges.gates:
+        gate.set()
+    release = hold_cold_listings(SMALL)
+    try:
+        check, (_, z) = make_ranged(tmp_path, names, ["z.mds"], record, ranges, in_flight=2)
+        waiting, outcome = vouch_in_thread(check, z)
+        waiting.join(30)  # a bound: listed at once, the hold notwithstanding
+        assert outcome == [True]
+        assert not (tmp_path / "cache" / "z.mds").exists()  # changed: gone before its hand-over
+    finally:
+        release()
+
+
+def test_a_forked_child_is_not_held_by_its_parent_s_holds(tmp_path: Path):
+    names = ["a.mds"]
+    record = {"index.json": INDEX, "a.mds": "1:a"}
+    ranges = Ranges(record, ["index.json"], failing=set())
+    for gate in ranges.gates:
+        gate.set()
+    release = hold_cold_listings(SMALL)
+    try:
+        check, _ = make_ranged(tmp_path, names, [], {}, ranges, in_flight=1)
+
+        def child() -> str:
+            check.wait()  # lists itself: the parent's hold is not the child's
+            return "listed"
+
+        assert in_forked_child(child) == "listed"
+        assert not check.done  # the parent's listing is still held
+    finally:
+        release()
+    check.wait()

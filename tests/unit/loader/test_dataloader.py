@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import gc
 import itertools
 import multiprocessing
+import os
 from pathlib import Path
 from typing import Any
 
@@ -513,3 +516,38 @@ def test_the_default_start_method_is_the_platforms(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(multiprocessing, "get_start_method", lambda allow_none=False: "spawn")
     assert dataloader_module._start_method(None) == "spawn"
     assert dataloader_module._start_method(multiprocessing.get_context("fork")) == "fork"
+
+
+def _record_freeze_count(folder: Path, worker: int) -> None:
+    (folder / f"worker-{os.getpid()}").write_text(str(gc.get_freeze_count()))
+
+
+@pytest.mark.parametrize(("context", "frozen_in_workers"), [("fork", True), ("spawn", False)])
+def test_forked_workers_start_with_the_loader_s_heap_frozen_and_the_loader_thaws_it(
+    tmp_path: Path, context: str, frozen_in_workers: bool
+):
+    # A forked worker's first full collection would walk (and copy) every object it
+    # inherited, on the cores its first batch needs (loader/frozen_heap.py).
+    gc.unfreeze()
+    remote, seen = tmp_path / "ds", tmp_path / "seen"
+    seen.mkdir()
+    with MDSWriter(out=str(remote), columns={"id": "int"}, size_limit=100) as writer:
+        for i in range(64):
+            writer.write({"id": i})
+    dataset = StreamingDataset(remote=str(remote), local=str(tmp_path / "c"), batch_size=8)
+    loader = StreamingDataLoader(
+        dataset,
+        batch_size=8,
+        num_workers=2,
+        multiprocessing_context=context,
+        worker_init_fn=functools.partial(_record_freeze_count, seen),
+    )
+    batches = iter(loader)
+    ids = next(batches)["id"].tolist()
+    assert gc.get_freeze_count() == 0  # the first batch is in: this process collects as before
+    ids += [i for batch in batches for i in batch["id"].tolist()]
+    assert sorted(ids) == list(range(64))
+    counts = [int(path.read_text()) for path in seen.iterdir()]
+    assert len(counts) == 2
+    assert all((count > 0) is frozen_in_workers for count in counts)
+    assert gc.get_freeze_count() == 0

@@ -113,3 +113,10 @@ def test_in_order_is_a_span_under_twice_the_samples():
     spans = np.array([0, 5, 6, 100])
     counts = np.array([1, 3, 3, 3])
     assert POLICY.in_order(spans, counts).tolist() == [True, True, False, False]
+
+
+def test_small_shards_are_read_by_range_below_the_share_of_the_dataset_s_shards():
+    policy = ReadPolicy(range_shard_share=0.25)
+    assert policy.ranges_small_shards(24, 100)
+    assert not policy.ranges_small_shards(25, 100)  # the epoch needs them whole at once
+    assert not ReadPolicy(first_batch_ranges=False).ranges_small_shards(1, 100)

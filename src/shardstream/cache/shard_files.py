@@ -48,9 +48,19 @@ class FileOpening(Protocol):
         ...
 
     def opening(
-        self, file_bytes: int, samples: int, *, can_pread: bool, shared: bool = False
+        self,
+        file_bytes: int,
+        samples: int,
+        *,
+        can_pread: bool,
+        shared: bool = False,
+        shared_bytes: int | None = None,
     ) -> ShardOpening:
-        """How to open a file of ``file_bytes`` holding ``samples`` samples (0: not MDS data)."""
+        """How to open a file of ``file_bytes`` holding ``samples`` samples (0: not MDS data).
+
+        ``shared``: the file is the dataset's, read in place; ``shared_bytes``: that dataset's
+        MDS data files total this many bytes (``None``: not known).
+        """
         ...
 
     def reads_runs(self, file_bytes: int, samples: int) -> bool:
@@ -68,7 +78,13 @@ class _Unread:
     zero_copy = False
 
     def opening(
-        self, file_bytes: int, samples: int, *, can_pread: bool, shared: bool = False
+        self,
+        file_bytes: int,
+        samples: int,
+        *,
+        can_pread: bool,
+        shared: bool = False,
+        shared_bytes: int | None = None,
     ) -> ShardOpening:
         if shared and can_pread:
             return "pread" if samples else "whole"
@@ -132,8 +148,13 @@ class ShardFiles:
             self._cache_root = in_place_cache(self.root)
         return self._cache_root
 
-    def open(self, entry: ShardEntry, schema: MDSSchema | None) -> ShardView:
+    def open(
+        self, entry: ShardEntry, schema: MDSSchema | None, *, shared_bytes: int | None = None
+    ) -> ShardView:
         """Return a random-access view of a shard's samples.
+
+        ``shared_bytes``: the MDS data files of the dataset read in place total this many
+        bytes, which the policy weighs against reading them whole (``None``: not known).
 
         Raises:
             ShardNotFoundError: A file the index names is missing.
@@ -143,7 +164,10 @@ class ShardFiles:
         source = os.path.join(self.root, entry.data_file.basename)
         if entry.format == "mds":
             assert schema is not None
-            data = self._buffer(entry, entry.raw_data, entry.zip_data, samples=entry.samples)
+            data = self._buffer(
+                entry, entry.raw_data, entry.zip_data, samples=entry.samples,
+                shared_bytes=shared_bytes,
+            )  # fmt: skip
             if isinstance(data, ShardFile):
                 runs = self.policy.reads_runs(len(data), entry.samples)
                 return MDSFileView(
@@ -157,6 +181,7 @@ class ShardFiles:
                 source=source,
                 zero_copy=self.zero_copy,
                 path=self.uncompressed_path(entry.raw_data, entry.zip_data),
+                shared=isinstance(data, bytes) and self.whole_in_place(entry, shared_bytes),
             )
         data = self._buffer(entry, entry.raw_data, entry.zip_data)
         assert entry.raw_meta is not None
@@ -164,6 +189,21 @@ class ShardFiles:
         assert not isinstance(data, ShardFile)  # opened for pread only when samples are given
         assert not isinstance(meta, ShardFile)
         return SplitShardView(data, meta, entry, source=source)
+
+    def whole_in_place(self, entry: ShardEntry, shared_bytes: int | None) -> bool:
+        """Whether the policy reads ``entry``'s data file whole only as its dataset is small.
+
+        A shard of small samples of a dataset read in place whose MDS data files total
+        ``shared_bytes`` (as :meth:`open` takes it), over ``read_whole_bytes``: without the
+        dataset's size it would be read with ``pread``. Judged from the index entry: nothing
+        is read.
+        """
+        if not self.in_place or entry.format != "mds" or entry.zip_data is not None:
+            return False
+        size, samples, opening = entry.raw_data.bytes, entry.samples, self.policy.opening
+        alone = opening(size, samples, can_pread=CAN_PREAD, shared=True)
+        small = opening(size, samples, can_pread=CAN_PREAD, shared=True, shared_bytes=shared_bytes)
+        return alone == "pread" and small == "whole"
 
     def materialize(self, entry: ShardEntry, *, keep_zip: bool = True) -> None:
         """Make sure the shard's uncompressed files exist, decompressing (and checking) them.
@@ -188,7 +228,13 @@ class ShardFiles:
                     os.remove(os.path.join(self.root, zipped.basename))
 
     def _buffer(
-        self, entry: ShardEntry, raw: FileInfo, zipped: FileInfo | None, *, samples: int = 0
+        self,
+        entry: ShardEntry,
+        raw: FileInfo,
+        zipped: FileInfo | None,
+        *,
+        samples: int = 0,
+        shared_bytes: int | None = None,
     ) -> Opened:
         """The uncompressed file, decompressed first if need be, opened as the policy says.
 
@@ -196,7 +242,7 @@ class ShardFiles:
         """
         path = self.uncompressed_path(raw, zipped)
         if zipped is None:
-            buffer = self._map(path, samples, shared=self.in_place)
+            buffer = self._map(path, samples, shared=self.in_place, shared_bytes=shared_bytes)
             self._check(entry, raw, buffer, path)
             return buffer
         try:
@@ -226,17 +272,26 @@ class ShardFiles:
             ) from exc
         return self._map(path, samples)
 
-    def _map(self, path: str, samples: int = 0, *, shared: bool = False) -> Opened:
+    def _map(
+        self,
+        path: str,
+        samples: int = 0,
+        *,
+        shared: bool = False,
+        shared_bytes: int | None = None,
+    ) -> Opened:
         """A whole file, read-only: read into memory, memory-mapped, or open for ``pread``.
 
         ``shared``: the file is the dataset's, read in place, and never mapped
-        (the read policy's ``opening`` says why).
+        (the read policy's ``opening`` says why); ``shared_bytes``: as :meth:`open`'s.
         """
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             try:
                 size = os.fstat(fd).st_size
-                how = self.policy.opening(size, samples, can_pread=CAN_PREAD, shared=shared)
+                how = self.policy.opening(
+                    size, samples, can_pread=CAN_PREAD, shared=shared, shared_bytes=shared_bytes
+                )
                 if how == "whole":
                     return _read_whole(fd, size)
                 if how == "pread":

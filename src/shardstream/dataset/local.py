@@ -31,9 +31,10 @@ __all__ = ["LocalDataset", "check_empty_shards"]
 class LocalDataset:
     """A map-style dataset over a local MDS dataset (``index.json`` plus shards).
 
-    Shards are opened on first use: read whole up to 8 MiB, else read with ``pread`` (the
-    folder is read in place, and another process may cut a file short while it is open: a
-    mapped file would then kill the process with ``SIGBUS``); compressed shards are
+    Shards are opened on first use: read whole up to 8 MiB, or when the dataset's shards of
+    small samples total at most the policy's ``in_place_whole_bytes``; else read with
+    ``pread`` (the folder is read in place, and another process may cut a file short while it
+    is open: a mapped file would then kill the process with ``SIGBUS``); compressed shards are
     decompressed once into ``cache_dir``, and those copies are memory-mapped. The dataset
     folder is only read, never written to (it may be read-only). ``len(ds)`` is the total
     sample count, ``ds[i]`` a sample dict, and ``ds[a:b]`` or ``ds[[i, j]]`` a list of them.
@@ -101,6 +102,9 @@ class LocalDataset:
         self._read: Callable[[int], dict[str, Any]] = self._read_after_load
         self._parsed = None if entries is None else list(entries)
         self._check_empty = check_empty
+        # The MDS data files read in place, in all: the policy reads them whole up to a bound.
+        self._shared_bytes: int | None = None
+        self._whole = True  # that bound is weighed (read_whole_in_place)
 
     @property
     def zero_copy(self) -> bool:
@@ -186,6 +190,35 @@ class LocalDataset:
         if view is None:
             view = self._open(shard)
         return view
+
+    def first_view(self, shard: int) -> ShardView | None:
+        """A view of ``shard`` for an epoch's first batch, not kept (``None``: :meth:`shard_view`).
+
+        A shard that is read whole only because this dataset, read in place, is small
+        (``ReadPolicy.in_place_whole_bytes``) and is not open yet: a first batch reads its
+        samples with ``pread`` rather than wait for whole shards, which are opened behind it.
+
+        Raises:
+            ShardNotFoundError, ShardFormatError: As :meth:`shard_view`.
+        """
+        if self._entries is None:
+            self._load()
+        assert self._entries is not None
+        entry = self._entries[shard]
+        if self._views[shard] is not None or not self._files.whole_in_place(entry, self._shared()):
+            return None
+        return self._files.open(entry, self._schemas[shard])  # its size not given: pread
+
+    def read_whole_in_place(self, whole: bool) -> None:
+        """Whether shards opened from now on may be read whole as the dataset is small.
+
+        ``False`` in a DataLoader worker that hands batches over by id: the loader's process
+        reads them (``Route.read_whole``).
+        """
+        self._whole = whole
+
+    def _shared(self) -> int | None:
+        return self._shared_bytes if self._whole else None
 
     def schema(self, shard: int) -> MDSSchema | None:
         """Shard ``shard``'s columns (``None`` for a shard of another format than MDS)."""
@@ -278,6 +311,12 @@ class LocalDataset:
         self._views = [None] * len(entries)
         self._getters = [None] * len(entries)
         self._read = self._locate_stage(IdPlan()).read
+        if self._files.in_place:
+            self._shared_bytes = sum(
+                entry.raw_data.bytes
+                for entry in entries
+                if entry.format == "mds" and entry.zip_data is None
+            )
         self._entries = entries
         return entries
 
@@ -286,7 +325,9 @@ class LocalDataset:
         # threads that open the same shard, the first to finish wins and the other's view is
         # dropped (opening only reads and maps; a decompression is renamed into place whole).
         assert self._entries is not None
-        view = self._files.open(self._entries[shard], self._schemas[shard])
+        view = self._files.open(
+            self._entries[shard], self._schemas[shard], shared_bytes=self._shared()
+        )
         with self._lock:
             known = self._views[shard]
             if known is not None:

@@ -326,6 +326,9 @@ class MDSShardView(ShardSamples):
         zero_copy: Return ``bytes`` columns as read-only memoryviews of ``buffer``.
         path: The file ``buffer`` maps, if it is a mapping (for reading runs of its samples
             with ``pread``: :meth:`sample_file`).
+        shared: ``buffer`` was read whole from a file another process reads as cheaply (a
+            dataset read in place, which each process reads whole once): not
+            :attr:`in_memory`, so that a batch of it may be handed over by id.
 
     Raises:
         ShardFormatError: The header or offset table is truncated or inconsistent.
@@ -340,6 +343,7 @@ class MDSShardView(ShardSamples):
         source: str,
         zero_copy: bool = False,
         path: str | None = None,
+        shared: bool = False,
     ) -> None:
         view = memoryview(buffer)
         offsets = parse_offsets(view, len(view), samples, source)
@@ -357,6 +361,7 @@ class MDSShardView(ShardSamples):
         self.mapped = buffer if isinstance(buffer, mmap.mmap) else None
         #: The mapped file's path (``None`` if not mapped, or not known).
         self.path = path if self.mapped is not None else None
+        self._shared = shared
         self._size = len(view)
         self._file: SampleFile | None = None
         positions = self._offsets
@@ -397,8 +402,8 @@ class MDSShardView(ShardSamples):
 
     @property
     def in_memory(self) -> bool:
-        """Whether the shard was read into this process's memory (not mapped)."""
-        return self.mapped is None
+        """Whether the shard was read into this process's memory (not mapped, not ``shared``)."""
+        return self.mapped is None and not self._shared
 
     def read_columns(self, indices: Sequence[int], *, views: bool = False) -> list[ColumnValues]:
         """Samples ``indices`` as columns (:meth:`get_many`, or :meth:`get_many_views`)."""

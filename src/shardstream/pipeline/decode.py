@@ -116,6 +116,7 @@ class Columns(_Decode):
     def _run(self, start: int) -> Iterator[Batch]:
         self.fetch.reset({"batch": start})
         route = self.route
+        self._opened.read_whole_in_place(route.read_whole)
         raw_views = route.hand_over
         pending: list[LocatedBatch] = []
         pending_names: set[tuple[str, ...]] = set()  # the one schema of the pending batches

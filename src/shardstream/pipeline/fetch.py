@@ -198,7 +198,11 @@ class _LookAhead:
         opened, pending = self._opened, self._pending
         while self._next < len(self._needed) and self._needed_at[self._next] < horizon:
             shard = self._needed[self._next]
-            if shard not in opened and shard not in pending and shard not in self._whole_later:
+            if shard in self._whole_later:
+                # Present already (read in place): opened, read whole, behind the batch at hand.
+                if shard not in opened and shard not in pending and self._cache.is_present(shard):
+                    pending[shard] = self._pool.submit(self._scope.run, opened.open_in_pool, shard)
+            elif shard not in opened and shard not in pending:
                 if self._needed_at[self._next] < current:
                     pending[shard] = self._pool.submit(self._scope.run, opened.open_in_pool, shard)
                 elif not self._cache.is_present(shard):  # a stat, not a task

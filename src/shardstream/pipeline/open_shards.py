@@ -96,6 +96,16 @@ class OpenShards:
         """The open shards, least recently used first."""
         return list(self._open)
 
+    def read_whole_in_place(self, whole: bool) -> None:
+        """Whether sources read in place open a small dataset's shards whole (the route's choice).
+
+        Shards open already stay as they are.
+        """
+        for source in self.datasets:
+            setting = getattr(source, "read_whole_in_place", None)  # only ``LocalDataset``'s
+            if setting is not None:
+                setting(whole)
+
     def new_epoch(self) -> None:
         """Forget which shards were marked as used: mark each again on its first use."""
         self._marked.clear()
@@ -199,12 +209,15 @@ class OpenShards:
         wanted: dict[int, list[int]] = {}
         for shard, index in zip(shards, local, strict=True):
             wanted.setdefault(shard, []).append(index)
+        # Shards of a small dataset read in place, read whole when opened: read with pread.
+        firsts = {shard: self._first_view(shard) for shard in wanted if shard not in self._open}
+        first = {shard: view for shard, view in firsts.items() if view is not None}
         small = self.policy.ranges_small_shards(len(wanted), self.cache.num_shards)
         readable = {
             shard: indices
             for shard, indices in wanted.items()
-            if shard not in self._open and self._schema(shard) is not None
-            and self._ranges.readable(shard, small=small)
+            if shard not in self._open and shard not in first
+            and self._schema(shard) is not None and self._ranges.readable(shard, small=small)
         }  # fmt: skip
         large = [shard for shard in readable if self._bytes(shard) > self.policy.range_whole_bytes]
         if large:
@@ -213,8 +226,8 @@ class OpenShards:
                 for shard in large:  # fetched whole: a range would carry much of it again
                     del readable[shard]
         if not readable:
-            return {}
-        return self._ranges.views(readable, self._checked_schema, pool)
+            return first
+        return {**first, **self._ranges.views(readable, self._checked_schema, pool)}
 
     def wait_for_ranges(self) -> None:
         """Wait for the node's first-batch ranges, up to the policy's ``range_hold_s``.
@@ -258,6 +271,15 @@ class OpenShards:
         self.held -= self._sizes.pop(shard, 0)
         stream = self._stream_of_shard[shard]
         self.datasets[stream].release(shard - self._first_shard[stream])
+
+    def _first_view(self, shard: int) -> ShardView | None:
+        stream = self._stream_of_shard[shard]
+        # Only an MDS source read in place (``LocalDataset``) has views for a first batch.
+        first_view = getattr(self.datasets[stream], "first_view", None)
+        if first_view is None:
+            return None
+        view: ShardView | None = first_view(shard - self._first_shard[stream])
+        return view
 
     def _schema(self, shard: int) -> MDSSchema | None:
         stream = self._stream_of_shard[shard]

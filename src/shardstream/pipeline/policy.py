@@ -58,6 +58,9 @@ class Route:
         gather: A batch drawn from several shards is gathered in one pass by the sources'
             own gatherer (every stream a table: its row groups' columns are arrays), not
             decoded shard by shard and put back into batch order.
+        read_whole: Shards of a small dataset read in place are read whole when opened
+            (``in_place_whole_bytes``); not by a worker that hands batches over by id, whose
+            loader's process reads them.
     """
 
     decode: Entrance
@@ -67,6 +70,7 @@ class Route:
     read_ahead: bool
     first_rows: int
     gather: bool = False
+    read_whole: bool = True
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,14 @@ class ReadPolicy:
             count in the reader's resident memory until the shard is let go.
         mapped_read_bytes: Shuffled batches are read from the mappings while the reader's
             open shards total this many bytes or fewer, and from the files beyond.
+        in_place_whole_bytes: A dataset read in place (never mapped) whose MDS data files
+            total this many bytes or fewer has its shards of small samples (under
+            ``pread_mean_bytes``) read whole into memory as each is opened, not read with
+            ``pread``: decoded straight from memory, as from a mapping, a shuffled batch costs
+            no read a sample or a run and no hand-off to a reading thread. The bound is
+            ``mapped_read_bytes``': what shuffled reads from mappings may hold resident. A
+            copy read whole is the process's own (each DataLoader worker holds one), so a
+            larger dataset is read from its files.
         read_ahead: Read the next group of shuffled samples from their files in a thread
             (io_uring) while this one is decoded.
         open_shards: The most shards a reader keeps open.
@@ -177,6 +189,7 @@ class ReadPolicy:
     max_fetch_threads: int = 32
     idle_fetch_threads: int = 4
     result_pipe_bytes: int = 1 * _MIB
+    in_place_whole_bytes: int = 256 * _MIB  # last: the fields before keep their positions
 
     @classmethod
     def for_settings(
@@ -269,14 +282,16 @@ class ReadPolicy:
             gathers: Every stream's source gathers batches across its shards (tables).
         """
         columns = decode == "columns"
+        by_id = columns and hand_over and self.hands_over_ids(mean_sample_bytes, width)
         return Route(
             decode=decode,
             hand_over=columns and hand_over,
-            by_id=columns and hand_over and self.hands_over_ids(mean_sample_bytes, width),
+            by_id=by_id,
             file_reads=columns and not self.zero_copy and not gathers,
             read_ahead=self.read_ahead,
             first_rows=max(1, self.first_rows),
             gather=columns and gathers,
+            read_whole=not by_id,
         )
 
     def replace(self, **changes: object) -> ReadPolicy:
@@ -286,22 +301,34 @@ class ReadPolicy:
     # --- opening a shard --------------------------------------------------------------------
 
     def opening(
-        self, file_bytes: int, samples: int, *, can_pread: bool, shared: bool = False
+        self,
+        file_bytes: int,
+        samples: int,
+        *,
+        can_pread: bool,
+        shared: bool = False,
+        shared_bytes: int | None = None,
     ) -> ShardOpening:
         """How to open an MDS shard file of ``samples`` samples (0: not an MDS data file).
 
         ``shared``: the file is not the reader's own copy but the dataset's, read in place,
         which another process may cut short or rewrite while it is open (``cp`` over it
         truncates it first). Such a file is never mapped: touching a mapped page past a file's
-        new end kills the process with ``SIGBUS``, where a ``pread`` comes back short and is
-        reported as a ``ShardFormatError`` naming the file. An MDS data file is read with
-        ``pread``, any other file whole. Where there is no ``pread`` (Windows), a mapped
+        new end kills the process with ``SIGBUS``, where a short read is reported as a
+        ``ShardFormatError`` naming the file. A file of small samples of a dataset whose MDS
+        data files total ``shared_bytes``, at most :attr:`in_place_whole_bytes`, is read
+        whole (what it held when opened is what is read); any other MDS data file is read
+        with ``pread``, any other file whole. Where there is no ``pread`` (Windows), a mapped
         file cannot be truncated, and mapping stays.
         """
         if file_bytes <= self.read_whole_bytes:
             return "whole"
         if shared and can_pread:
-            return "pread" if samples else "whole"
+            if not samples:
+                return "whole"
+            small = file_bytes < self.pread_mean_bytes * samples
+            fits = shared_bytes is not None and shared_bytes <= self.in_place_whole_bytes
+            return "whole" if small and fits else "pread"
         if (
             can_pread
             and samples
@@ -316,8 +343,8 @@ class ReadPolicy:
 
         A run of adjacent samples takes one ``pread`` into a buffer decoded at once (as
         :meth:`reads_files` does for mapped shards). Shards of small samples are opened for
-        ``pread`` only when shared (:meth:`opening`); a system call per sample would cost
-        them more than decoding does.
+        ``pread`` only when shared, of a dataset too large to read whole (:meth:`opening`); a
+        system call per sample would cost them more than decoding does.
         """
         return not self.zero_copy and file_bytes < self.pread_mean_bytes * samples
 

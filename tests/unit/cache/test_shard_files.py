@@ -9,8 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.memory import HAS_PROC_STATUS, rss_file_kib
 from tests.streaming_data import write_dataset
 
@@ -440,7 +443,8 @@ import os, sys
 from shardstream import ReadPolicy, StreamingDataset
 from shardstream.errors import ShardFormatError
 root, shard, shuffle, zero_copy = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
-policy = ReadPolicy(read_whole_bytes=0, zero_copy=zero_copy)  # as shards over 8 MiB are opened
+# As shards over 8 MiB of a dataset too large to read whole are opened:
+policy = ReadPolicy(read_whole_bytes=0, in_place_whole_bytes=0, zero_copy=zero_copy)
 ds = StreamingDataset(local=root, batch_size=8, shuffle=shuffle, read_policy=policy)
 samples = iter(ds)
 next(samples)
@@ -468,3 +472,97 @@ def test_a_shard_cut_short_while_read_in_place_is_a_format_error_not_sigbus(
     assert child.returncode == 0, (child.returncode, child.stderr[-2000:])  # -7: SIGBUS
     assert f"ShardFormatError: {shard}" in child.stdout, child.stdout
     assert "cut short" in child.stdout
+
+
+#: As :data:`CUT_SHORT_READER`, in order, with the policy's own bound: each shard is read
+#: whole when opened. Cuts every shard short after the first sample and prints each sample
+#: read after (id, and whether its blob is right), then the error.
+CUT_SHORT_WHOLE_READER = """
+import os, sys
+from shardstream import ReadPolicy, StreamingDataset
+from shardstream.errors import ShardFormatError
+root, shards = sys.argv[1], sys.argv[2:]
+# As shards over 8 MiB of a small dataset are opened; the first batch too (not with pread, so
+# that the first shard is read whole before it is cut short, not by a thread at some point):
+policy = ReadPolicy(read_whole_bytes=0, first_batch_ranges=False)
+ds = StreamingDataset(local=root, batch_size=8, shuffle=False, read_policy=policy)
+samples = iter(ds)
+next(samples)
+for shard in shards:
+    os.truncate(shard, 100)
+try:
+    for sample in samples:
+        good = bytes(sample["blob"]) == bytes([sample["id"] % 256]) * 1000
+        print("sample", sample["id"], good)
+except ShardFormatError as exc:
+    print("ShardFormatError:", exc)
+"""
+
+
+def test_a_small_dataset_read_in_place_is_read_whole_and_a_cut_short_shard_is_an_error(
+    tmp_path: Path,
+):
+    root = tmp_path / "ds"
+    with MDSWriter(out=root, columns={"id": "int", "blob": "bytes"}, size_limit=1 << 20) as w:
+        for i in range(2000):
+            w.write({"id": i, "blob": bytes([i % 256]) * 1000})
+    shards = sorted(root.glob("shard.*.mds"))
+    assert len(shards) >= 2
+    first = parse_index((root / "index.json").read_bytes(), source="index.json")[0].samples
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-c", CUT_SHORT_WHOLE_READER, str(root), *map(str, shards)]
+    child = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120,
+                           check=False)  # fmt: skip
+    assert child.returncode == 0, (child.returncode, child.stderr[-2000:])  # -7: SIGBUS
+    lines = child.stdout.splitlines()
+    # The first shard was read whole when opened: each sample of it comes out, exact, up to
+    # the batch (of 8) that needs the next shard too.
+    assert lines[:-1] == [f"sample {i} True" for i in range(1, first // 8 * 8)], lines[-3:]
+    # The next one is opened after it was cut short: its whole read comes back short.
+    assert lines[-1].startswith(f"ShardFormatError: {shards[1]} is 100 bytes but index.json")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_shard_read_whole_in_place_gives_each_samples_bytes(
+    data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # A real shard over read_whole_bytes, of small samples of random sizes and bytes: read
+    # whole, and read as runs with pread, each batch gives each sample's bytes, in order.
+    folder = tmp_path_factory.mktemp("whole")
+    payloads = _random_payloads(data.draw(st.integers(0, 2**32 - 1)))
+    with MDSWriter(out=folder, columns={"blob": "bytes", "id": "int"}) as writer:
+        for index, payload in enumerate(payloads):
+            writer.write({"blob": payload, "id": index})
+    entry = parse_index((folder / "index.json").read_bytes(), source="index.json")[0]
+    schema = MDSSchema(entry.columns, sort=False)
+    raw = (folder / entry.data_file.basename).read_bytes()
+    offsets = np.frombuffer(raw, np.uint32, entry.samples + 1, 4).tolist()
+    size = entry.raw_data.bytes
+    views = {  # the dataset within the policy's bound, and over it
+        whole: ShardFiles(
+            str(folder), policy=ReadPolicy(read_whole_bytes=0, in_place_whole_bytes=size * whole)
+        ).open(entry, schema, shared_bytes=size)
+        for whole in (True, False)
+    }
+    whole = views[True]
+    assert isinstance(whole, MDSShardView)
+    assert whole.mapped is None  # read whole, never mapped
+    assert not whole.in_memory  # another process reads it as cheaply: may go by id
+    assert type(views[False]) is MDSFileView
+    assert views[False].reads_runs
+    for index in range(entry.samples):  # the whole read holds the file's bytes
+        assert whole.sample_bytes(index) == raw[offsets[index] : offsets[index + 1]]
+    batches = st.lists(st.integers(0, entry.samples - 1), min_size=1, max_size=300)
+    for batch in data.draw(st.lists(batches, min_size=1, max_size=4)):
+        for view in views.values():
+            blobs, ids = view.read_columns(batch)
+            assert list(ids) == batch
+            assert [bytes(blob) for blob in blobs] == [payloads[index] for index in batch]
+
+
+def _random_payloads(seed: int) -> list[bytes]:
+    """Between 200 and 800 samples of 0-1500 random bytes each."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 1500, rng.integers(200, 800)).tolist()
+    return [rng.bytes(size) for size in sizes]

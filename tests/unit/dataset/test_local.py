@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shardstream import LocalDataset, MDSWriter
+from shardstream import LocalDataset, MDSWriter, ReadPolicy
 from shardstream.cache.layout import in_place_cache
 from shardstream.errors import (
     ChecksumError,
@@ -555,18 +555,20 @@ def test_a_sample_count_past_the_int64_range_is_an_index_format_error(tmp_path: 
 
 
 @pytest.mark.parametrize(
-    ("size", "count", "zero_copy", "kind", "copy"),
+    ("size", "count", "zero_copy", "kind", "copy", "whole"),
     [
-        (1 << 10, 100, False, "MDSShardView", False),  # read whole into bytes
-        (1 << 10, 9000, False, "MDSShardView", True),  # a cache's copy over 8 MiB: mapped
-        (1 << 10, 9000, True, "MDSShardView", True),
-        (1 << 10, 9000, False, "MDSFileView", False),  # read in place: never mapped
-        (1 << 10, 9000, True, "MDSFileView", False),
-        (40 << 10, 220, False, "MDSFileView", True),  # large samples: read with pread
+        (1 << 10, 100, False, "MDSShardView", False, True),  # read whole into bytes
+        (1 << 10, 9000, False, "MDSShardView", True, True),  # a cache's copy over 8 MiB: mapped
+        (1 << 10, 9000, True, "MDSShardView", True, True),
+        (1 << 10, 9000, False, "MDSShardView", False, True),  # in place, small: read whole
+        (1 << 10, 9000, True, "MDSShardView", False, True),
+        (1 << 10, 9000, False, "MDSFileView", False, False),  # in place, over the bound
+        (1 << 10, 9000, True, "MDSFileView", False, False),
+        (40 << 10, 220, False, "MDSFileView", True, True),  # large samples: read with pread
     ],
 )
 def test_a_released_shard_is_freed_at_once_not_by_the_cycle_collector(
-    tmp_path: Path, size: int, count: int, zero_copy: bool, kind: str, copy: bool
+    tmp_path: Path, size: int, count: int, zero_copy: bool, kind: str, copy: bool, whole: bool
 ):
     # A view in a reference cycle kept its shard mapped after release until Python's cycle
     # collector happened to run: each epoch mapped its shards again, and resident memory grew.
@@ -574,7 +576,9 @@ def test_a_released_shard_is_freed_at_once_not_by_the_cycle_collector(
     with MDSWriter(out=root, columns={"blob": "bytes", "n": "int"}, size_limit=1 << 26) as writer:
         for k in range(count):
             writer.write({"blob": bytes([k % 256]) * size, "n": k})
-    ds = LocalDataset(root, zero_copy=zero_copy, cache_dir=root if copy else None)
+    bound = ReadPolicy.in_place_whole_bytes * whole  # 0: the dataset is over it
+    policy = ReadPolicy(zero_copy=zero_copy, in_place_whole_bytes=bound)
+    ds = LocalDataset(root, cache_dir=root if copy else None, policy=policy)
     view = ds.shard_view(0)
     assert type(view).__name__ == kind
     assert view.get(2)["n"] == 2
@@ -588,3 +592,27 @@ def test_a_released_shard_is_freed_at_once_not_by_the_cycle_collector(
         assert freed() is None
     finally:
         gc.enable()
+
+
+def test_a_small_dataset_read_in_place_is_read_whole_unless_the_route_says_not(tmp_path: Path):
+    # Shards over read_whole_bytes of small samples: read whole (a dataset this small), as
+    # bytes another process reads as cheaply (so a batch of them may go by id); with pread
+    # once a route says not (a worker whose loader reads its batches by id).
+    root = tmp_path / "ds"
+    with MDSWriter(out=root, columns={"blob": "bytes", "n": "int"}, size_limit=1 << 16) as writer:
+        for k in range(400):
+            writer.write({"blob": bytes([k % 256]) * 1000, "n": k})
+    ds = LocalDataset(root, policy=ReadPolicy(read_whole_bytes=0))
+    whole = ds.shard_view(0)
+    assert type(whole).__name__ == "MDSShardView"
+    assert not whole.in_memory
+    ds.read_whole_in_place(False)
+    assert ds.shard_view(0) is whole  # open already: kept as it is
+    assert ds.first_view(1) is None  # nothing read whole: nothing to read with pread first
+    by_pread = ds.shard_view(1)
+    assert type(by_pread).__name__ == "MDSFileView"
+    ds.read_whole_in_place(True)
+    first = ds.first_view(2)
+    assert type(first).__name__ == "MDSFileView"  # a first batch's, not kept
+    assert type(ds.shard_view(2)).__name__ == "MDSShardView"
+    assert [ds[i]["n"] for i in range(400)] == list(range(400))

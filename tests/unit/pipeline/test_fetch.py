@@ -16,6 +16,7 @@ from tests.streaming_data import write_dataset
 from shardstream import ReadPolicy, StreamingDataset
 from shardstream.cache.range_gate import RangeGate
 from shardstream.cache.shard_cache import ShardCache
+from shardstream.cache.shard_files import ShardFiles
 from shardstream.pipeline.fetch import last_uses, locate
 
 
@@ -127,3 +128,36 @@ def test_the_rest_of_an_epoch_waits_for_the_nodes_first_batch_ranges(tmp_path):
     reader.join(120)
     assert sorted(got) == list(range(200))
     assert len(list(local.glob("**/shard.*.mds"))) > fetched
+
+
+@pytest.mark.parametrize("ranges", [True, False])
+def test_a_small_dataset_read_in_place_has_its_first_batch_read_with_pread(
+    tmp_path, monkeypatch, ranges
+):
+    # Its shards are read whole when opened (in_place_whole_bytes); a first batch reads its
+    # samples with pread instead of waiting for whole shards, which are opened behind it.
+    root = write_dataset(tmp_path / "ds", 600, size_limit=4096, payload=100)
+    opened: list[tuple[int, str]] = []
+    open_files = ShardFiles.open
+
+    def recording(self, entry, schema, *, shared_bytes=None):
+        view = open_files(self, entry, schema, shared_bytes=shared_bytes)
+        opened.append((int(entry.data_file.basename.split(".")[1]), type(view).__name__))
+        return view
+
+    monkeypatch.setattr(ShardFiles, "open", recording)
+    policy = ReadPolicy(read_whole_bytes=0, first_batch_ranges=ranges)
+    dataset = StreamingDataset(local=str(root), shuffle=True, batch_size=16, read_policy=policy)
+    samples = list(dataset)
+    assert sorted(sample["id"] for sample in samples) == list(range(600))
+    assert all(bytes(s["payload"]) == bytes([s["id"] % 251]) * 100 for s in samples)
+    shards = len(list(root.glob("shard.*.mds")))
+    first = [shard for shard, kind in opened if kind == "MDSFileView"]
+    whole = [shard for shard, kind in opened if kind == "MDSShardView"]
+    assert sorted(whole) == list(range(shards))  # each shard read whole once
+    if ranges:  # the first batch's shards, with pread, each once, before any read whole
+        assert 1 <= len(first) == len(set(first)) <= 16
+        assert [kind for _, kind in opened[: len(first)]] == ["MDSFileView"] * len(first)
+    else:
+        assert first == []
+    assert sorted(sample["id"] for sample in dataset) == list(range(600))  # the next epoch

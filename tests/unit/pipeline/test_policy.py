@@ -28,6 +28,28 @@ def test_a_shared_file_is_never_mapped(
     assert POLICY.opening(size, samples, can_pread=can_pread, shared=shared) == how
 
 
+@pytest.mark.parametrize(
+    ("size", "samples", "dataset", "how"),
+    [
+        (64 * MIB, 65536, 256 * MIB, "whole"),  # small samples, a dataset within the bound
+        (64 * MIB, 65536, 256 * MIB + 1, "pread"),  # a larger dataset: read from the files
+        (64 * MIB, 100, 64 * MIB, "pread"),  # large samples: read one by one, into place
+        (64 * MIB, 65536, None, "pread"),  # the dataset's size not known: as a large one
+        (64 * MIB, 0, 10 * MIB**2, "whole"),  # not an MDS data file: read whole
+    ],
+)
+def test_a_small_dataset_read_in_place_is_read_whole_never_mapped(
+    size: int, samples: int, dataset: int | None, how: str
+):
+    opening = POLICY.opening(size, samples, can_pread=True, shared=True, shared_bytes=dataset)
+    assert opening == how
+    # A dataset's own copy in a cache is mapped as before, whatever the dataset's size.
+    assert POLICY.opening(size, 65536, can_pread=True, shared_bytes=dataset) == "map"
+    assert ReadPolicy(in_place_whole_bytes=0).opening(
+        size, samples, can_pread=True, shared=True, shared_bytes=dataset
+    ) == ("whole" if not samples else "pread")
+
+
 def test_a_shared_file_of_small_samples_is_read_as_runs_of_them():
     assert POLICY.reads_runs(64 * MIB, 65536)  # 1 KiB samples: a call each would cost
     assert not POLICY.reads_runs(64 * MIB, 100)  # large samples: one read each, into place
@@ -65,6 +87,18 @@ def test_a_routes_stages_are_picked_once_from_the_settings():
     assert not ReadPolicy(read_ahead=False).route("columns").read_ahead
     samples = POLICY.route("samples", hand_over=True, mean_sample_bytes=1 << 20, width=64)
     assert (samples.by_id, samples.hand_over, samples.file_reads) == (False, False, False)
+
+
+def test_a_worker_handing_batches_over_by_id_reads_no_shard_whole():
+    # Its loader's process reads them (whole, once, where the dataset read in place is small).
+    by_id = POLICY.route("columns", hand_over=True, mean_sample_bytes=100 << 10, width=64)
+    assert by_id.by_id
+    assert not by_id.read_whole
+    packed = POLICY.route("columns", hand_over=True, mean_sample_bytes=1 << 10, width=64)
+    assert not packed.by_id
+    assert packed.read_whole  # the worker decodes: from memory
+    assert POLICY.route("columns", mean_sample_bytes=100 << 10, width=64).read_whole
+    assert POLICY.route("samples", hand_over=True, mean_sample_bytes=100 << 10).read_whole
 
 
 def test_a_tables_route_gathers_batches_and_reads_no_files():

@@ -267,10 +267,13 @@ def test_a_cold_start_whose_first_batch_lands_whole_lists_before_it(
     with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
         monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
         # The shards' GETs, not the listing's (which may start after a shard's name).
-        proxy.inject("hold", count=10_000, method="GET", path_contains="-whole/shard.")
-        dataset = StreamingDataset(remote=url, local=str(local), batch_size=8, shuffle=True)
+        prefix = url.split("/", 3)[3]  # the test's own key prefix, its unique suffix included
+        proxy.inject("hold", count=10_000, method="GET", path_contains=f"{prefix}/shard.")
+        # A batch of 16 of the 48 one-sample shards: over the policy's share, fetched whole.
+        dataset = StreamingDataset(remote=url, local=str(local), batch_size=16, shuffle=True)
+        assert not ReadPolicy().ranges_small_shards(16, samples)
         loader = StreamingDataLoader(
-            dataset, batch_size=8, num_workers=2, multiprocessing_context="fork"
+            dataset, batch_size=16, num_workers=2, multiprocessing_context="fork"
         )
         texts: list[str] = []
         reader = threading.Thread(

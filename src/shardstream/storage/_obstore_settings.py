@@ -49,7 +49,6 @@ AZURE_HELP = (
 # A fork while another thread imports obstore leaves the child half of the extension (its
 # exceptions module without the classes), so a fork waits for an import under way.
 _IMPORTING = threading.Lock()
-_IMPORTED: dict[str, ModuleType] = {}
 os.register_at_fork(
     before=_IMPORTING.acquire,
     after_in_parent=_IMPORTING.release,
@@ -59,11 +58,8 @@ os.register_at_fork(
 
 def import_obstore(module: str, extra: str) -> ModuleType:
     """Import ``module`` of obstore, or say which extra (each has a literal name) installs it."""
-    found = _IMPORTED.get(module)
-    if found is None:
-        with _IMPORTING:
-            found = _IMPORTED[module] = _require(module, extra)
-    return found
+    with _IMPORTING:
+        return _require(module, extra)
 
 
 def _require(module: str, extra: str) -> ModuleType:

@@ -24,13 +24,14 @@ COLUMNS = {"id": "int", "text": "str"}
 SAMPLES = 24
 
 
-def _regenerate(url: str, folder: Path, label: str) -> bytes:
+def _regenerate(url: str, folder: Path, label: str, samples: int = SAMPLES) -> bytes:
     """The dataset under ``url``, written anew in place: same names, sizes and index.
 
-    Written locally and copied up file by file, as the reference or a sync tool does.
+    Written locally and copied up file by file, as the reference or a sync tool does; a
+    shard holds a sample.
     """
     with MDSWriter(out=str(folder), columns=COLUMNS, size_limit=200) as writer:
-        for i in range(SAMPLES):
+        for i in range(samples):
             writer.write({"id": i, "text": f"{label}-{i:03d}"})
     store = open_store(url)
     for name in sorted(os.listdir(folder)):
@@ -210,12 +211,7 @@ def test_a_cold_start_s_listing_waits_for_the_forked_workers_first_batch(
     epoch is whole and the listing runs, and records the remote for the next start.
     """
     url, local, samples = s3_env.url("cold-forked"), tmp_path / "cache", 240
-    with MDSWriter(out=str(tmp_path / "aaa"), columns=COLUMNS, size_limit=200) as writer:
-        for i in range(samples):
-            writer.write({"id": i, "text": f"aaa-{i:03d}"})
-    store = open_store(url)
-    for name in sorted(os.listdir(tmp_path / "aaa")):
-        store.put_file(str(tmp_path / "aaa" / name), name)
+    _regenerate(url, tmp_path / "aaa", "aaa", samples)
     with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
         monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
         proxy.inject("hold", count=10_000, method="GET", ranged=True)
@@ -258,12 +254,7 @@ def test_a_cold_start_whose_first_batch_lands_whole_lists_before_it(
     and the record vouches for every shard.
     """
     url, local, samples = s3_env.url("cold-forked-whole"), tmp_path / "cache", 48
-    with MDSWriter(out=str(tmp_path / "aaa"), columns=COLUMNS, size_limit=200) as writer:
-        for i in range(samples):
-            writer.write({"id": i, "text": f"aaa-{i:03d}"})
-    store = open_store(url)
-    for name in sorted(os.listdir(tmp_path / "aaa")):
-        store.put_file(str(tmp_path / "aaa" / name), name)
+    _regenerate(url, tmp_path / "aaa", "aaa", samples)
     with FaultProxy(int(s3_env.endpoint.rsplit(":", 1)[1])) as proxy:
         monkeypatch.setenv("S3_ENDPOINT_URL", proxy.endpoint)
         # The shards' GETs, not the listing's (which may start after a shard's name).

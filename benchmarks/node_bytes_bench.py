@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -115,11 +116,15 @@ def run_nodes(
             MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONHASHSEED="0", TMPDIR=tmpdir,
         )  # fmt: skip
         log = open(os.path.join(folder, "log"), "w", encoding="utf-8")  # noqa: SIM115
-        processes.append((subprocess.Popen(command, env=env, stdout=log, stderr=log), log, paths))
+        # A session of its own: a node killed below takes its DataLoader workers with it.
+        node_process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=log, start_new_session=True
+        )
+        processes.append((node_process, log, paths))
     failed = wait_for_nodes([process for process, _, _ in processes], args.timeout)
     for process, log, _ in processes:
         if process.poll() is None:  # one node failed: the others would wait in a barrier
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         log.close()
     if failed is not None:

@@ -97,6 +97,7 @@ class StreamingDataLoader(DataLoader[Any]):
             policy if isinstance(policy, ReadPolicy) else ReadPolicy()
         ).result_pipe_bytes
         self.num_samples_yielded = 0
+        self._heap = FrozenHeap()  # frozen while workers fork (one for the loader's life)
         self._leave_obstore_to_workers()  # before anything reads (len() may load the index)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
@@ -108,7 +109,7 @@ class StreamingDataLoader(DataLoader[Any]):
         release_listings = hold_cold_listings(policy.range_whole_bytes) if forks else _nothing
         # Workers forked anew each epoch inherit the shards this process holds for them.
         holds = policy.inherits(forks=forks, persistent=self.persistent_workers)
-        frozen = FrozenHeap()
+        frozen = self._heap
         try:
             if isinstance(dataset, StreamingDataset):
                 self._leave_obstore_to_workers()

@@ -19,7 +19,12 @@ import numpy as np
 
 from shardstream.cache import ShardCache
 from shardstream.cache.sample_ranges import SampleRanges
-from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
+from shardstream.errors import (
+    ChecksumError,
+    ShardFormatError,
+    ShardNotFoundError,
+    ShardstreamError,
+)
 from shardstream.format.mds import MDSSchema
 from shardstream.format.shard_view import ShardView
 from shardstream.pipeline.batch_assembly import Gather
@@ -125,7 +130,7 @@ class OpenShards:
                     continue
                 if self.held + self._bytes(shard) > self.policy.open_bytes:
                     return
-                with contextlib.suppress(ShardNotFoundError, ShardFormatError, ChecksumError):
+                with contextlib.suppress(ShardstreamError, OSError):
                     self.view(shard)
 
     def drop_changed(self) -> None:

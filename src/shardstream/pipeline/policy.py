@@ -92,8 +92,8 @@ class ReadPolicy:
             ``pread``: decoded straight from memory, as from a mapping, a shuffled batch costs
             no read a sample or a run and no hand-off to a reading thread. The bound is
             ``mapped_read_bytes``': what shuffled reads from mappings may hold resident. A
-            copy read whole is the process's own (each DataLoader worker holds one), so a
-            larger dataset is read from its files.
+            copy read whole is the process's own (each DataLoader worker holds one, unless
+            inherited: :attr:`inherit_whole`), so a larger dataset is read from its files.
         inherit_whole: A loader whose DataLoader workers are forked anew each epoch holds,
             once an epoch is done, the shards of a small dataset read in place that each
             worker would read whole (:meth:`holds_for_workers`): the next epoch's workers

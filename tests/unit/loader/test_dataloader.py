@@ -589,13 +589,18 @@ def _epoch_blobs(loader: StreamingDataLoader, shift: int = 0) -> None:
     assert sorted(ids) == list(range(IN_PLACE_SAMPLES))
 
 
+def _bytes_read() -> int:
+    """The bytes this process read with system calls so far (Linux's /proc/self/io)."""
+    io = Path("/proc/self/io").read_text()
+    return int(next(line.split()[1] for line in io.splitlines() if line.startswith("rchar:")))
+
+
 def _report_reads(folder: Path, worker: int) -> None:
-    """As the worker exits, write the bytes it read with system calls (/proc/self/io)."""
+    """As the worker exits, write the bytes it read since torch started it (not torch's own)."""
+    started = _bytes_read()
 
     def report() -> None:
-        io = Path("/proc/self/io").read_text()
-        read = next(line.split()[1] for line in io.splitlines() if line.startswith("rchar:"))
-        (folder / str(os.getpid())).write_text(read)
+        (folder / str(os.getpid())).write_text(str(_bytes_read() - started))
 
     multiprocessing.util.Finalize(None, report, exitpriority=10)
 
@@ -617,7 +622,7 @@ def test_forked_workers_inherit_the_shards_the_loader_holds_and_read_none_whole(
     assert [len(epoch) for epoch in by_epoch] == [2, 2, 2]
     # The first epoch's workers read the shards (each reads from all of a shuffled epoch's)...
     assert all(read >= total // 2 for read in by_epoch[0]), (by_epoch, total)
-    # ... the next epochs' read none of them: a few pipe messages at most.
+    # ... the next epochs' read none of them: a few small files and pipe messages at most.
     assert all(read < total // 8 for epoch in by_epoch[1:] for read in epoch), (by_epoch, total)
 
 

@@ -41,7 +41,7 @@ from .faults import FaultProxy
 pytestmark = pytest.mark.s3
 
 
-@pytest.fixture(params=["obstore", "botocore"])
+@pytest.fixture(params=["obstore", "botocore", "plain"])
 def lister(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The client of the test's listings (``SHARDSTREAM_S3_CLIENT``)."""
     monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", request.param)

@@ -158,15 +158,6 @@ class PlainS3Client(BaseStore):
         size = int(answer.headers.get("Content-Length", "0"))
         return ObjectInfo(size=size, etag=tag(answer.headers.get("ETag")))
 
-    def list_page(
-        self, prefix: str, start_after: str | None, token: str | None
-    ) -> tuple[dict[str, ObjectInfo], str | None]:
-        """:meth:`_list_page` at the boundary, as the store's listing asks it."""
-        if prefix:
-            self._key(prefix)
-        with self._boundary("listing", prefix):
-            return self._list_page(prefix, start_after, token)
-
     def _list_page(
         self, prefix: str, start_after: str | None, token: str | None
     ) -> tuple[dict[str, ObjectInfo], str | None]:

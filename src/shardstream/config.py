@@ -141,7 +141,8 @@ def s3_client(environ: Mapping[str, str] | None = None) -> str:
 
     ``auto`` (the default: obstore when the ``obstore`` package is installed, else botocore;
     ``shardstream.storage.s3`` settles it), ``obstore`` (``shardstream.storage.obstore_client``,
-    an error naming the extra if it is missing) or ``botocore``.
+    an error naming the extra if it is missing), ``botocore``, or ``plain``
+    (``shardstream.storage.plain_s3``, where the settings allow it, else botocore).
 
     Args:
         environ: The environment to read (default: ``os.environ``).
@@ -151,9 +152,10 @@ def s3_client(environ: Mapping[str, str] | None = None) -> str:
     """
     environ = os.environ if environ is None else environ
     text = environ.get("SHARDSTREAM_S3_CLIENT", "").strip().lower() or "auto"
-    if text not in ("auto", "botocore", "obstore"):
+    if text not in ("auto", "botocore", "obstore", "plain"):
         raise ConfigurationError(
-            f"SHARDSTREAM_S3_CLIENT={text!r} (environment) is none of auto, botocore and obstore"
+            f"SHARDSTREAM_S3_CLIENT={text!r} (environment) is none of auto, botocore, obstore "
+            "and plain"
         )
     return text
 

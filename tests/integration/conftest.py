@@ -37,6 +37,7 @@ from .store_factories import (  # noqa: F401 (the local, s3 and http conformance
     store_factory_s3,
     store_factory_s3_botocore,
     store_factory_s3_obstore,
+    store_factory_s3_plain,
 )
 
 __all__ = ["S3Server"]  # for the tests that type their fixtures with it

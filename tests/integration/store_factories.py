@@ -35,6 +35,7 @@ __all__ = [
     "store_factory_s3",
     "store_factory_s3_botocore",
     "store_factory_s3_obstore",
+    "store_factory_s3_plain",
 ]
 
 StoreFactory = Callable[[], ObjectStore]
@@ -65,6 +66,13 @@ def store_factory_s3_botocore(s3_env: S3Server, monkeypatch: pytest.MonkeyPatch)
     """S3Store with its reads through botocore (``SHARDSTREAM_S3_CLIENT=botocore``)."""
     monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "botocore")
     return lambda: _reading_through(S3Store(s3_env.url("conformance")), "botocore")
+
+
+@pytest.fixture
+def store_factory_s3_plain(s3_env: S3Server, monkeypatch: pytest.MonkeyPatch) -> StoreFactory:
+    """S3Store with its reads through the standard library's client (``plain``)."""
+    monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "plain")
+    return lambda: _reading_through(S3Store(s3_env.url("conformance")), "plain")
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ BACKENDS = [
     "local",
     "s3_obstore",  # S3Store's reads through each client: the same contract, the same errors
     "s3_botocore",
+    "s3_plain",
     "http",
     "gcs",
     "azure",  # reads through obstore when installed
@@ -51,6 +52,7 @@ READ_ONLY = {"http"}
 MARKS: dict[str, list[Any]] = {
     "s3_obstore": [pytest.mark.s3],
     "s3_botocore": [pytest.mark.s3],
+    "s3_plain": [pytest.mark.s3],
     "gcs": [pytest.mark.gcs],
     "azure": [pytest.mark.azure],
     "azure_adlfs": [pytest.mark.azure],

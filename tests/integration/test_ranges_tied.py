@@ -31,7 +31,7 @@ from shardstream.storage import DownloadOptions, ObjectStore
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.store_base import BaseStore
 
-TIED = ["local", "s3_obstore", "s3_botocore", "gcs", "azure"]
+TIED = ["local", "s3_obstore", "s3_botocore", "s3_plain", "gcs", "azure"]
 
 
 def _store(request: pytest.FixtureRequest, name: str) -> BaseStore:
@@ -70,7 +70,7 @@ def test_a_range_tied_to_the_listed_version_refuses_a_rewritten_object(request, 
     assert store.get_range("shard.00000.mds", 100, 300, if_match=now) == new[100:300]
 
 
-@pytest.mark.parametrize("name", ["s3_obstore", "gcs", "azure"])
+@pytest.mark.parametrize("name", ["s3_obstore", "s3_plain", "gcs", "azure"])
 def test_a_tied_range_past_the_end_is_still_a_range_error(request, tmp_path, name):
     store = _store(request, name)
     _put(store, tmp_path, "a.bin", b"x" * 100)

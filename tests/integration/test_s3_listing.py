@@ -41,7 +41,7 @@ from .faults import FaultProxy
 pytestmark = pytest.mark.s3
 
 
-@pytest.fixture(params=["obstore", "botocore"])
+@pytest.fixture(params=["obstore", "botocore", "plain"])
 def lister(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The client of the test's listings (``SHARDSTREAM_S3_CLIENT``)."""
     monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", request.param)
@@ -205,13 +205,19 @@ def split_url(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def _no_folder(key: str) -> bool:
-    """Whether ``key`` names no folder of the stored keys (``zz`` of ``zz/last.bin``).
+    """Whether ``key`` sorts neither at a folder of the stored keys nor between it and its keys.
 
-    SeaweedFS's filer, asked for the keys after a folder's own name, skips the folder's keys
-    too (S3 and GCS list after it in byte order, the folder's keys first). A start splits at
-    the names of objects, which on a filer are files, never folders.
+    SeaweedFS's filer, asked for the keys after a folder's own name (``zz`` of ``zz/last.bin``)
+    or after a name between it and its keys (``zz.``, as ``.`` sorts before ``/``), skips the
+    folder's keys too: it compares whole names, where S3 and GCS list after the key in byte
+    order, the folder's keys first. A start splits at the names of objects, which on a filer
+    are files, never folders.
     """
-    return not any(stored.startswith(f"{key}/") for stored in SPLIT_KEYS)
+    folders = {
+        stored[:at] for stored in SPLIT_KEYS for at, char in enumerate(stored) if char == "/"
+    }
+    return not any(key.startswith(folder) and key[len(folder) : len(folder) + 1] < "/"
+                   for folder in folders)  # fmt: skip
 
 
 SPLIT_POINTS = st.one_of(
@@ -224,6 +230,7 @@ SPLIT_POINTS = st.one_of(
 # "." or ".." parts) are never split at.
 @example(splits=["/"])
 @example(splits=["shard.00010.mds/", "a//b", "./x", "shard.00050.mds"])
+@example(splits=["zz0", "shard.00010.mds"])
 @given(splits=st.lists(SPLIT_POINTS, max_size=20))
 def test_a_split_listing_of_seaweedfs_is_exactly_the_serial_one(
     s3_server: S3Server, split_url: str, splits: list[str], lister: str

@@ -1,8 +1,10 @@
-"""S3Store's two read clients against SeaweedFS: obstore by default, botocore when asked.
+"""S3Store's read clients against SeaweedFS: obstore by default, botocore or plain when asked.
 
 The same credential chain (variables, profiles, refreshable credentials), the same region
 (a bucket in another region found from the server's answer), the same errors with no secret in
-them or in the logs, and DataLoader workers under ``fork``, ``spawn`` and ``forkserver``.
+them or in the logs, and DataLoader workers under ``fork``, ``spawn`` and ``forkserver``. The
+plain client (the standard library's) serves where its settings allow (static keys) and hands
+the rest to botocore.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from shardstream import MDSWriter, StreamingDataLoader, StreamingDataset
 from shardstream.errors import CredentialsError, ObjectNotFoundError, StorageError
 from shardstream.storage import S3Store, _aws_chain
 from shardstream.storage.obstore_client import ObstoreClient
+from shardstream.storage.plain_s3 import PlainS3Client
 
 from .conftest import S3Server
 from .region_proxy import RegionProxy
@@ -29,7 +32,7 @@ from .tls_proxy import TLSProxy
 
 pytestmark = pytest.mark.s3
 
-CLIENTS = ["obstore", "botocore"]
+CLIENTS = ["obstore", "botocore", "plain"]
 
 
 @pytest.fixture(params=CLIENTS)
@@ -49,13 +52,26 @@ def _seeded(server: S3Server, tmp_path: Path, data: bytes = b"0123456789") -> st
     return url
 
 
-def _reads_through(store: S3Store, client: str) -> None:
+def _reads_through(store: S3Store, client: str, *, static: bool = True) -> None:
+    """``client`` served the reads (``static``: keys the plain client can sign with)."""
     if client == "obstore":
         assert isinstance(store._obstore, ObstoreClient)
         assert store._client is None  # botocore's reading client was never made
-    else:
+    elif client == "plain" and static:
+        assert isinstance(store._plain, PlainS3Client)
+        assert store._obstore is None
+        assert store._client is None
+    else:  # botocore, asked or as the plain client's stand-in
         assert store._obstore is None
         assert store._client is not None
+        assert not isinstance(store._plain, PlainS3Client)
+
+
+def _client_of(agent: str) -> str:
+    """Which client sent a request, from its ``User-Agent``."""
+    if "Botocore" in agent:
+        return "botocore"
+    return "plain" if agent.startswith("shardstream") else "obstore"
 
 
 def _no_aws_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -81,7 +97,7 @@ def test_credentials_from_a_profile_file(
     store = S3Store(url)
     assert store.get_range("k.bin", 1, 4) == b"123"
     assert store.info("k.bin").size == 10
-    _reads_through(store, client)
+    _reads_through(store, client, static=False)
 
 
 def test_refreshable_credentials_keep_refreshing(
@@ -111,7 +127,7 @@ def test_refreshable_credentials_keep_refreshing(
     store = S3Store(url)
     for _ in range(3):
         assert store.get_range("k.bin", 0, 2) == b"01"
-    _reads_through(store, client)
+    _reads_through(store, client, static=False)
     assert len(calls.read_text()) >= 3  # asked again as they near their expiry
 
 
@@ -142,7 +158,7 @@ def test_refused_credentials_name_the_url_and_never_show_a_secret(
             chain = chain.__cause__ or chain.__context__
     # botocore's own DEBUG log prints a request's headers, the session token among them: the
     # old path's, beyond shardstream's reach. obstore's path logs nothing of its requests.
-    records = [r for r in caplog.records if client == "obstore" or r.name.startswith("shard")]
+    records = [r for r in caplog.records if client != "botocore" or r.name.startswith("shard")]
     logged = "\n".join(f"{record.getMessage()} {record.args}" for record in records)
     assert secret not in logged
     assert token not in logged
@@ -259,11 +275,11 @@ def test_dataloader_workers_read_under_every_start_method(
     elsewhere: RegionProxy,
     context: str,
 ) -> None:
-    """Each worker builds its own client; a forked one whose parent used obstore, botocore's.
+    """Each worker builds its own client; a forked one whose parent used obstore, the plain one.
 
     The main process reads through obstore before the workers start. Spawned and forkserver
-    workers read through obstore too; forked ones through botocore, as obstore's runtime does
-    not survive ``fork()`` (a request there would hang).
+    workers read through obstore too; forked ones through the standard library's client, as
+    obstore's runtime does not survive ``fork()`` (a request there would hang).
     """
     monkeypatch.delenv("SHARDSTREAM_S3_CLIENT", raising=False)  # the default
     url = s3_env.url(f"loader-{context}")
@@ -283,8 +299,8 @@ def test_dataloader_workers_read_under_every_start_method(
     shard_reads = [agent for method, path, agent in elsewhere.agents
                    if method == "GET" and "shard." in path]  # fmt: skip
     assert shard_reads
-    clients = {"botocore" if "Botocore" in agent else "obstore" for agent in shard_reads}
-    assert clients == ({"botocore"} if context == "fork" else {"obstore"})
+    clients = {_client_of(agent) for agent in shard_reads}
+    assert clients == ({"plain"} if context == "fork" else {"obstore"})
 
 
 _LOADER_IN_A_FRESH_PROCESS = """
@@ -293,7 +309,9 @@ from shardstream import StreamingDataLoader, StreamingDataset
 dataset = StreamingDataset(remote=sys.argv[1], local=sys.argv[2], batch_size=4)
 loader = StreamingDataLoader(dataset, batch_size=4, num_workers=2, timeout=120,
                              multiprocessing_context="fork")
-print(sorted(int(i) for batch in loader for i in batch["id"]))
+ids = sorted(int(i) for batch in loader for i in batch["id"])
+assert not [name for name in sys.modules if name.startswith("botocore")], "botocore imported"
+print(ids)
 """
 
 
@@ -303,8 +321,8 @@ def test_forked_workers_of_a_loader_read_through_obstore(
     """A loader that forks its workers keeps its process off obstore, so that they can use it.
 
     In a fresh interpreter (this one has started obstore's runtime in earlier tests): the main
-    process reads the index through botocore, and every worker's shard read goes through
-    obstore.
+    process reads the index through the standard library's client, never importing botocore,
+    and every worker's shard read goes through obstore.
     """
     monkeypatch.delenv("SHARDSTREAM_S3_CLIENT", raising=False)  # the default
     url = s3_env.url("loader-fresh")
@@ -323,10 +341,11 @@ def test_forked_workers_of_a_loader_read_through_obstore(
     def clients(part: str) -> set[str]:
         gets = [agent for method, path, agent in elsewhere.agents
                 if method == "GET" and part in path]  # fmt: skip
-        return {"botocore" if "Botocore" in agent else "obstore" for agent in gets}
+        return {_client_of(agent) for agent in gets}
 
-    assert clients("index.json") == {"botocore"}  # the main process's (workers inherit it)
+    assert clients("index.json") == {"plain"}  # the main process's (workers inherit it)
     assert clients("shard.") == {"obstore"}  # the workers'
+    assert clients("list-type=2") <= {"plain"}  # the start's listing, if it ran before the end
 
 
 # --- start-up -------------------------------------------------------------------------------------

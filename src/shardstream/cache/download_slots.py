@@ -27,8 +27,8 @@ import threading
 import weakref
 from collections.abc import Iterator
 
+from shardstream.cache.polling import Backoff
 from shardstream.cache.safe_paths import open_file
-from shardstream.storage import cancel
 
 try:  # POSIX; elsewhere slots exclude only the threads of one process (as locks.py says)
     import fcntl
@@ -37,7 +37,6 @@ except ImportError:  # pragma: no cover - not on the platforms CI runs
 
 __all__ = ["DownloadSlots"]
 
-_POLL_S = 0.02  # a slot frees within a round trip to the store: look soon
 
 _instances: weakref.WeakSet[DownloadSlots] = weakref.WeakSet()
 
@@ -78,6 +77,7 @@ class DownloadSlots:
         Args:
             share: Downloads like this one that a slot carries at once (1: it fills a slot).
         """
+        backoff = Backoff()
         while True:
             with self._mutex:
                 place = self._take(share)
@@ -88,7 +88,7 @@ class DownloadSlots:
                     with self._mutex:
                         self._give_back(place)
                 return
-            cancel.pause(_POLL_S)  # a reader that stopped early does not wait for a slot
+            backoff.pause()  # a reader that stopped early does not wait for a slot
 
     def _take(self, share: int) -> tuple[int, str | None] | None:
         """A free place, ``(slot, lane)`` (``lane`` ``None``: the whole slot), taken; or none."""

@@ -15,9 +15,9 @@ import os
 import time
 from collections.abc import Iterator
 
+from shardstream.cache.polling import Backoff
 from shardstream.cache.safe_paths import open_file
 from shardstream.errors import CacheTimeoutError
-from shardstream.storage import cancel
 
 try:  # POSIX; Windows gets a lock that only excludes threads of one process (documented)
     import fcntl
@@ -25,9 +25,6 @@ except ImportError:  # pragma: no cover - not on the platforms CI runs
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["FileLock", "try_lock_file"]
-
-_POLL_S = 0.005
-_MAX_POLL_S = 0.05
 
 # The descriptors of the locks this process holds. An ``flock`` belongs to the open file, and a
 # forked child (a DataLoader worker started while a fetch thread held a shard's lock) shares it:
@@ -81,7 +78,7 @@ class FileLock:
         """
         fd = open_file(self.path, os.O_RDWR | os.O_CREAT)
         deadline = None if timeout is None else time.monotonic() + timeout
-        delay = _POLL_S
+        backoff = Backoff()
         try:
             while not _flock(fd, blocking=False):
                 if deadline is not None and time.monotonic() >= deadline:
@@ -90,8 +87,7 @@ class FileLock:
                         f"another process holds; if that process is stuck, stop it (a killed "
                         f"process releases its locks by itself)"
                     )
-                cancel.pause(delay)  # a reader that stopped early does not wait for the lock
-                delay = min(delay * 2, _MAX_POLL_S)
+                backoff.pause()  # a reader that stopped early does not wait for the lock
         except BaseException:
             os.close(fd)
             raise

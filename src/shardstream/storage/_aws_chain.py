@@ -22,11 +22,13 @@ from shardstream._optional import require
 __all__ = [
     "SESSIONS",
     "ChainCredentials",
+    "StaticKeys",
     "bucket_region",
     "configured",
     "credential_sources",
     "obstore_lacks",
     "says_wrong_region",
+    "static_keys",
 ]
 
 _PURPOSE = "Reading and writing s3:// URLs"
@@ -161,7 +163,7 @@ class ChainCredentials:
         """
         with self._lock:
             if self._found is None:
-                self._found = _from_variables() or _resolved()
+                self._found = static_keys() or _resolved()
             found = self._found
         if found is None:
             raise PermissionError("no credentials were found in the AWS chain")
@@ -184,18 +186,18 @@ class ChainCredentials:
 
 
 @dataclass(frozen=True)
-class _Static:
+class StaticKeys:
     """Keys from the variables, as botocore's first provider reads them (no expiry)."""
 
     access_key: str
     secret_key: str
     token: str | None
 
-    def get_frozen_credentials(self) -> _Static:
+    def get_frozen_credentials(self) -> StaticKeys:
         return self
 
 
-def _from_variables() -> _Static | None:
+def static_keys() -> StaticKeys | None:
     """The ``AWS_*`` keys, where botocore's chain would stop at them, without importing it.
 
     Only with no config file or profile (which could change what the chain reads) and no
@@ -204,7 +206,7 @@ def _from_variables() -> _Static | None:
     key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
     if not (key and secret) or os.environ.get("AWS_CREDENTIAL_EXPIRATION") or _profiles():
         return None
-    return _Static(key, secret, os.environ.get("AWS_SESSION_TOKEN") or None)
+    return StaticKeys(key, secret, os.environ.get("AWS_SESSION_TOKEN") or None)
 
 
 def _resolved() -> Any:

@@ -66,9 +66,7 @@ class S3Settings:
             PermissionError: The chain holds no credentials.
         """
         checked = self.checked
-        if self.region is None:
-            self.region = self._first_region()
-        settings: dict[str, Any] = {"region": self.region}
+        settings: dict[str, Any] = {"region": self.settled_region()}
         if self.endpoint is not None:
             settings.update(endpoint=self.endpoint, virtual_hosted_style_request=False)
         if checked.requester_pays:
@@ -91,6 +89,12 @@ class S3Settings:
         return store.S3Store(checked.bucket, prefix=checked.prefix or None, config=settings,
                              client_options=client, retry_config=NO_RETRIES,
                              credential_provider=provider)  # fmt: skip
+
+    def settled_region(self) -> str:
+        """The region requests are signed for, settled on the first call."""
+        if self.region is None:
+            self.region = self._first_region()
+        return self.region
 
     def relocate(self, error: str) -> bool:
         """Whether ``error`` said the bucket lies in another region, now learned and set.

@@ -323,21 +323,6 @@ class ObstoreClient(WritableStore):
         self._check_writable("writing", key)
         self._call(lambda obstore, store: obstore.put(store, key, Path(local_path)))
 
-    def list_page(
-        self, prefix: str, start_after: str | None, token: str | None
-    ) -> tuple[dict[str, ObjectInfo], str | None]:
-        """:meth:`_list_page` at the boundary: a store that lists through this client pages here.
-
-        Raises:
-            UnsupportedURLError: The store has no listing (HTTP).
-            CredentialsError: The store refused the credentials, or none were found.
-            StorageError: Any other failure of the request.
-        """
-        if prefix:
-            self._key(prefix)
-        with self._boundary("listing", prefix):
-            return self._list_page(prefix, start_after, token)
-
     def _list_page(
         self, prefix: str, start_after: str | None, token: str | None
     ) -> tuple[dict[str, ObjectInfo], str | None]:

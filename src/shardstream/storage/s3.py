@@ -23,11 +23,12 @@ from typing import Any
 from shardstream import config
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError, ObjectChangedError
-from shardstream.storage import _aws_chain
+from shardstream.storage import _aws_chain, plain_s3
 from shardstream.storage.answers import range_header, range_info, tag
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
 from shardstream.storage.obstore_client import ObstoreClient, installed, usable_here
+from shardstream.storage.plain_s3 import PlainS3Client
 from shardstream.storage.s3_listing import RAW_LISTING, keep_raw_listing, page_objects
 from shardstream.storage.store_base import Failure, Kind, WritableStore
 
@@ -97,7 +98,7 @@ class S3Store(WritableStore):
     _lists_from_key = True  # ListObjectsV2's StartAfter
     _identifies_reads = True  # a GET's ETag and Content-Length
     _ties_ranges = True  # a ranged GET's If-Match
-    _clients = ("_fs", "_client", "_obstore")  # a forked child settles its own
+    _clients = ("_fs", "_client", "_obstore", "_plain")  # a forked child settles its own
     _default_endpoint = "AWS (no S3_ENDPOINT_URL)"
     _credentials_text = _CREDENTIALS_HELP
     _fs: Any
@@ -145,6 +146,7 @@ class S3Store(WritableStore):
         self._storage_options = dict(storage_options or {})
         self._read_client = config.s3_client()  # "auto" until the first read settles it
         self._obstore: ObstoreClient | bool | None = None  # False: reads through botocore
+        self._plain: PlainS3Client | bool | None = None  # where obstore cannot send requests
         super().__init__()
 
     def __repr__(self) -> str:
@@ -292,17 +294,22 @@ class S3Store(WritableStore):
     def _request_options(self) -> dict[str, str]:
         return {"RequestPayer": "requester"} if self.requester_pays else {}
 
-    def _fast_reader(self) -> ObstoreClient | None:
-        """The obstore transport of reads, or ``None`` where botocore serves them.
+    def _fast_reader(self) -> ObstoreClient | PlainS3Client | None:
+        """The transport of reads, or ``None`` where botocore serves them.
 
         Settled on the first read: obstore when asked (``SHARDSTREAM_S3_CLIENT=obstore``) or,
         by default, when it is installed; botocore when asked, and wherever obstore lacks what
-        the configuration needs (:func:`~shardstream.storage._aws_chain.obstore_lacks`). In a
-        process forked after its parent read through obstore, botocore: obstore's runtime does
-        not survive ``fork()``.
+        the configuration needs (:func:`~shardstream.storage._aws_chain.obstore_lacks`). Where
+        obstore cannot send requests (a process that forks readers, or one forked after its
+        parent read through obstore: obstore's runtime does not survive ``fork()``), or when
+        asked (``plain``), the standard library's client
+        (:class:`~shardstream.storage.plain_s3.PlainS3Client`) where the settings allow it,
+        else botocore.
         """
-        if self._read_client == "botocore" or not usable_here():
+        if self._read_client == "botocore":
             return None
+        if self._read_client == "plain" or not usable_here():
+            return self._lazy("_plain", self._settle_plain_client) or None
         return self._lazy("_obstore", self._settle_read_client) or None
 
     def _settle_read_client(self) -> ObstoreClient | bool:
@@ -316,6 +323,18 @@ class S3Store(WritableStore):
                        self.url(""), lacking)  # fmt: skip
             return False
         return ObstoreClient.of_s3_store(self)
+
+    def _settle_plain_client(self) -> PlainS3Client | bool:
+        """The standard library's transport, or ``False`` where reads go through botocore."""
+        if self._read_client == "auto" and not installed():
+            return False  # botocore serves every process alike, as it would obstore's
+        lacking = plain_s3.unsupported(self)
+        if lacking is not None:
+            level = logging.WARNING if self._read_client == "plain" else logging.DEBUG
+            logger.log(level, "%s: reads go through botocore, as the plain client does not "
+                       "support %s", self.url(""), lacking)  # fmt: skip
+            return False
+        return PlainS3Client.of_s3_store(self)
 
     def _region(self) -> str | None:
         return self.region or ("us-east-1" if self.endpoint_url is not None else None)

@@ -25,7 +25,7 @@ from xml.etree import ElementTree
 from shardstream.errors import StorageError
 from shardstream.storage.base import ObjectInfo
 
-__all__ = ["RAW_LISTING", "keep_raw_listing", "page_objects", "parsed_objects"]
+__all__ = ["RAW_LISTING", "keep_raw_listing", "page_objects", "page_of_xml", "parsed_objects"]
 
 #: Where a listing page's own XML travels, in botocore's parsed answer.
 RAW_LISTING = "shardstream-raw-listing"
@@ -50,6 +50,31 @@ def keep_raw_listing(
         return
     customized_response_dict[RAW_LISTING] = body
     response_dict["body"] = _without_contents(body)
+
+
+def page_of_xml(body: bytes, url: str) -> dict[str, Any]:
+    """A ListObjectsV2 answer's XML as :func:`page_objects` takes it, with its continuation.
+
+    What a page says beside its objects (truncated or not, the next page's token, whether
+    keys come URL-encoded) is read with ElementTree from the page without its objects.
+
+    Raises:
+        StorageError: The ``200 OK`` answer is no listing page (see :func:`page_objects`).
+    """
+    try:
+        root = ElementTree.fromstring(_without_contents(body))  # noqa: S314 (expat)
+    except ElementTree.ParseError as exc:
+        raise _not_a_listing(url, body, f"not XML ({exc})") from exc
+    if (name := root.tag.rpartition("}")[2]) != "ListBucketResult":
+        raise _not_a_listing(url, body, f"a <{name}> document")
+    fields = {child.tag.rpartition("}")[2]: child.text or "" for child in root}
+    truncated = fields.get("IsTruncated", "").lower() == "true"
+    page: dict[str, Any] = {RAW_LISTING: body, "IsTruncated": truncated}
+    if token := fields.get("NextContinuationToken"):
+        page["NextContinuationToken"] = token
+    if encoding := fields.get("EncodingType"):
+        page["EncodingType"] = encoding
+    return page
 
 
 def page_objects(page: dict[str, Any], root: str, url: str) -> dict[str, ObjectInfo]:

@@ -419,6 +419,15 @@ class BaseStore:
         keys = [key for key in split_at if key.startswith(prefix) and _plain(key)]
         return split_ranges(keys, KEYS_PER_RANGE)
 
+    def list_page(
+        self, prefix: str, start_after: str | None, token: str | None
+    ) -> tuple[dict[str, ObjectInfo], str | None]:
+        """One page of :meth:`_list_page`, at the boundary (a store may list through this one)."""
+        if prefix:
+            self._key(prefix)
+        with self._boundary("listing", prefix):
+            return self._list_page(prefix, start_after, token)
+
     def list_range(self, prefix: str, key_range: KeyRange) -> dict[str, ObjectInfo]:
         """The objects under ``prefix`` in ``key_range`` (one of :meth:`key_ranges`), page by page.
 

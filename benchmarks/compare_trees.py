@@ -10,9 +10,10 @@ The rows (each a job run in a fresh process per measurement, the method of ``abb
 
 * ``epoch``: warm epochs of ``StreamingDataset`` + ``StreamingDataLoader`` over the suite's
   workloads (``small-1KiB``, ``large-100KiB``, ``tokens-2048``; fewer samples than the suite's,
-  the same read routes), shuffled and in order, 0 and 2 workers (the hand-over), every sample
-  checked; a process reads ``--epochs`` epochs, drops the first ``--drop`` and keeps its best
-  epoch's CPU time (this process and its reaped workers) and, apart, its best wall time;
+  the same read routes), shuffled and in order, 0 and 2 workers (the hand-over), and shuffled
+  read in place (no cache), 0 and 2 workers; every sample checked; a process reads
+  ``--epochs`` epochs, drops the first ``--drop`` and keeps its best epoch's CPU time (this
+  process and its reaped workers) and, apart, its best wall time;
 * ``first batch``: a cold start (an empty cache) over 100 and 10,000 shards, 0 and 2 workers,
   ``streaming_worker.py ttfb``: the main process's CPU time and wall time to the first batch;
 * ``resume``: at 50% of ``small-1KiB``, 0 and 2 workers, ``streaming_worker.py resume``: each
@@ -177,7 +178,7 @@ def epoch_jobs(driver: Driver, args: argparse.Namespace) -> list[Job]:
         data = driver.fresh(f"{name}-mds")
         cache = driver.fresh(f"{name}-cache")
         driver.execute(worker_command("write", params, out=data, result=os.devnull), "after")
-        for workers, shuffle, in_place in [*settings, (0, True, True)]:
+        for workers, shuffle, in_place in [*settings, (0, True, True), (2, True, True)]:
             label = f"{name}, {workers} workers, {'shuffled' if shuffle else 'in order'}"
             label += ", read in place" if in_place else ""
             child = {

@@ -25,6 +25,7 @@ from shardstream.format.mds import MDSSchema, MDSShardView
 from shardstream.format.mds_file import CAN_PREAD, MDSFileView, ShardFile
 from shardstream.format.shard_view import ShardView
 from shardstream.format.split import SplitShardView
+from shardstream.storage.local import file_identity
 
 __all__ = ["FileOpening", "ShardFiles", "ShardOpening", "shard_file_pairs"]
 
@@ -135,6 +136,8 @@ class ShardFiles:
         self.in_place = cache_root is None or os.path.realpath(cache_root) != os.path.realpath(root)
         self.validate_hash = validate_hash
         self.policy: FileOpening = policy or _Unread()
+        # Each file of the dataset read whole in place: its identity when last read.
+        self._read_as: dict[str, str] = {}
 
     @property
     def zero_copy(self) -> bool:
@@ -204,6 +207,22 @@ class ShardFiles:
         alone = opening(size, samples, can_pread=CAN_PREAD, shared=True)
         small = opening(size, samples, can_pread=CAN_PREAD, shared=True, shared_bytes=shared_bytes)
         return alone == "pread" and small == "whole"
+
+    def changed_since_read(self, entry: ShardEntry) -> bool:
+        """Whether ``entry``'s data file, read whole in place, changed since it was last read.
+
+        Judged by the file's identity (``file_identity``: inode, size, modification and change
+        times), taken as it was opened: any write or replacement after that shows, and a file
+        gone counts as changed. ``False`` for a file never read whole here.
+        """
+        path = self.uncompressed_path(entry.raw_data, entry.zip_data)
+        known = self._read_as.get(path)
+        if known is None:
+            return False
+        try:
+            return file_identity(os.stat(path)) != known
+        except OSError:
+            return True
 
     def materialize(self, entry: ShardEntry, *, keep_zip: bool = True) -> None:
         """Make sure the shard's uncompressed files exist, decompressing (and checking) them.
@@ -288,11 +307,14 @@ class ShardFiles:
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             try:
-                size = os.fstat(fd).st_size
+                status = os.fstat(fd)
+                size = status.st_size
                 how = self.policy.opening(
                     size, samples, can_pread=CAN_PREAD, shared=shared, shared_bytes=shared_bytes
                 )
                 if how == "whole":
+                    if shared:  # what is read is at least as new as this (changed_since_read)
+                        self._read_as[path] = file_identity(status)
                     return _read_whole(fd, size)
                 if how == "pread":
                     file, fd = ShardFile(fd, size), -1  # it owns the descriptor now

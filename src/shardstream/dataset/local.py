@@ -87,6 +87,7 @@ class LocalDataset:
         if cache_root is not None and split:
             cache_root = os.path.join(cache_root, split)
         policy = policy or ReadPolicy(zero_copy=zero_copy)
+        self._policy = policy
         self._files = ShardFiles(root, cache_root, validate_hash, policy=policy)
         self._allow_unsafe_types = allow_unsafe_types
         self._lock = threading.Lock()
@@ -105,6 +106,7 @@ class LocalDataset:
         # The MDS data files read in place, in all: the policy reads them whole up to a bound.
         self._shared_bytes: int | None = None
         self._whole = True  # that bound is weighed (read_whole_in_place)
+        self._held: list[int] | None = None  # held_for_workers, once the index is loaded
 
     @property
     def zero_copy(self) -> bool:
@@ -216,6 +218,36 @@ class LocalDataset:
         reads them (``Route.read_whole``).
         """
         self._whole = whole
+
+    def held_for_workers(self) -> list[int]:
+        """The shards a loader's process holds for the DataLoader workers it forks.
+
+        Those the policy holds (``ReadPolicy.holds_for_workers``): shards of this dataset,
+        read in place and small, that every process reads whole. None of a dataset read from
+        a cache's copies, or of compressed shards.
+        """
+        if self._held is None:
+            entries, shared = self._load(), self._shared_bytes
+            holds = self._policy.holds_for_workers
+            self._held = [
+                shard
+                for shard, entry in enumerate(entries)
+                if shared is not None
+                and entry.format == "mds"
+                and entry.zip_data is None
+                and holds(entry.raw_data.bytes, entry.samples, shared_bytes=shared)
+            ]
+        return self._held
+
+    def changed(self, shard: int) -> bool:
+        """Whether shard ``shard`` is open from a whole read its file no longer matches.
+
+        A shard read whole in place holds what its file held then; the file rewritten or cut
+        short since (``ShardFiles.changed_since_read``), the bytes held are not the dataset's.
+        """
+        if self._entries is None or self._views[shard] is None:
+            return False
+        return self._files.changed_since_read(self._entries[shard])
 
     def _shared(self) -> int | None:
         return self._shared_bytes if self._whole else None

@@ -424,6 +424,26 @@ class StreamingDataset(Introspection, IterableDataset[dict[str, Any]]):
         """Fetch and load every stream's index now (else the first use does it)."""
         self._prepare()
 
+    def hold_for_workers(self) -> None:
+        """Read now, and keep in this process, what forked DataLoader workers each read whole.
+
+        The read policy's choice (``ReadPolicy.inherit_whole``): the shards of a small dataset
+        read in place. Workers forked from this process afterwards inherit those bytes
+        instead of each reading them. :class:`~shardstream.StreamingDataLoader` calls it as
+        an epoch ends, where its workers are forked anew each epoch.
+        """
+        self._reader().hold_for_workers()
+
+    def before_fork(self) -> None:
+        """Let go of the shards held here whose files changed since they were read.
+
+        :class:`~shardstream.StreamingDataLoader` calls it before its workers fork: they read
+        such a shard themselves, as the file is then, rather than inherit what it was.
+        """
+        reader = self._prepare().reader
+        if reader is not None:
+            reader.before_fork()
+
     def _prepare(self) -> PreparedDataset:
         loaded, settings = self._loaded, self.settings
         if loaded is not None and loaded[0] is settings:  # the usual case: once per sample read

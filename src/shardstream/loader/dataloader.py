@@ -97,6 +97,7 @@ class StreamingDataLoader(DataLoader[Any]):
             policy if isinstance(policy, ReadPolicy) else ReadPolicy()
         ).result_pipe_bytes
         self.num_samples_yielded = 0
+        self._heap = FrozenHeap()  # frozen while workers fork (one for the loader's life)
         self._leave_obstore_to_workers()  # before anything reads (len() may load the index)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
@@ -106,11 +107,15 @@ class StreamingDataLoader(DataLoader[Any]):
         given = getattr(dataset, "read_policy", None)
         policy = given if isinstance(given, ReadPolicy) else ReadPolicy()
         release_listings = hold_cold_listings(policy.range_whole_bytes) if forks else _nothing
-        frozen = FrozenHeap()
+        # Workers forked anew each epoch inherit the shards this process holds for them.
+        holds = policy.inherits(forks=forks, persistent=self.persistent_workers)
+        frozen = self._heap
         try:
             if isinstance(dataset, StreamingDataset):
                 self._leave_obstore_to_workers()
                 dataset.prepare()  # indexes load once, here, and the workers inherit them
+                if forks:  # they inherit what the files hold now
+                    dataset.before_fork()
                 if forks and not _ranges_small_shards(dataset, policy):
                     release_listings()  # its shards land whole first: listed before, as ever
                 dataset.batch_mode = self._device_batches
@@ -152,6 +157,8 @@ class StreamingDataLoader(DataLoader[Any]):
                         )
                 self.num_samples_yielded += samples
                 yield batch
+            if holds and isinstance(dataset, StreamingDataset):
+                dataset.hold_for_workers()  # after the epoch: its first batch waits for none
         finally:
             frozen.thaw()
             release_listings()

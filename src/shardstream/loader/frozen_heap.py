@@ -24,20 +24,39 @@ __all__ = ["FrozenHeap"]
 
 
 class FrozenHeap:
-    """The objects alive now, frozen until :meth:`thaw` (at most once; again after a thaw)."""
+    """The objects alive now, frozen until :meth:`thaw` (at most once; again after a thaw).
+
+    Kept by a loader for its life: :func:`gc.get_freeze_count` walks every frozen object
+    (tens of milliseconds under a program that froze a million), so a program's own freeze,
+    once seen, is taken to hold and not counted again; this heap then never freezes (and so
+    never unfreezes what the program froze, whatever it does later).
+    """
 
     def __init__(self) -> None:
         self._frozen = False
+        self._program_froze = False
 
     def freeze(self) -> None:
         """Freeze every tracked object, unless something is frozen already."""
-        if self._frozen or gc.get_freeze_count():
+        global _frozen_here
+        if self._frozen or self._program_froze:
+            return
+        if gc.get_freeze_count():
+            # Frozen by the program, not by a heap of this process's (another loader's).
+            self._program_froze = not _frozen_here
             return
         gc.freeze()
         self._frozen = True
+        _frozen_here += 1
 
     def thaw(self) -> None:
         """Unfreeze what :meth:`freeze` froze (a no-op otherwise)."""
+        global _frozen_here
         if self._frozen:
             self._frozen = False
+            _frozen_here -= 1
             gc.unfreeze()
+
+
+#: Heaps of this process frozen now (their objects are not the program's own freeze).
+_frozen_here = 0

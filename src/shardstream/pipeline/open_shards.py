@@ -8,6 +8,7 @@ marked as used once an epoch (its files' times), for the cache's least-recently-
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -18,7 +19,12 @@ import numpy as np
 
 from shardstream.cache import ShardCache
 from shardstream.cache.sample_ranges import SampleRanges
-from shardstream.errors import ChecksumError, ShardFormatError, ShardNotFoundError
+from shardstream.errors import (
+    ChecksumError,
+    ShardFormatError,
+    ShardNotFoundError,
+    ShardstreamError,
+)
 from shardstream.format.mds import MDSSchema
 from shardstream.format.shard_view import ShardView
 from shardstream.pipeline.batch_assembly import Gather
@@ -105,6 +111,39 @@ class OpenShards:
             setting = getattr(source, "read_whole_in_place", None)  # only ``LocalDataset``'s
             if setting is not None:
                 setting(whole)
+
+    def hold_for_workers(self) -> None:
+        """Open and keep the shards each DataLoader worker forked from here would read whole.
+
+        Those of each source read in place that the policy holds
+        (``LocalDataset.held_for_workers``, ``ReadPolicy.holds_for_workers``), within
+        ``open_bytes``: workers forked next inherit the views and read nothing. A shard that
+        fails to open is left to the workers, whose read of it says why.
+        """
+        for stream, source in enumerate(self.datasets):
+            held = getattr(source, "held_for_workers", None)  # only ``LocalDataset``'s
+            if held is None:
+                continue
+            first = self._first_shard[stream]
+            for shard in (first + local for local in held()):
+                if shard in self._open:
+                    continue
+                if self.held + self._bytes(shard) > self.policy.open_bytes:
+                    return
+                with contextlib.suppress(ShardstreamError, OSError):
+                    self.view(shard)
+
+    def drop_changed(self) -> None:
+        """Let go of each open shard read whole in place whose file changed since it was read.
+
+        Before DataLoader workers fork, so that what they inherit is what the files hold
+        (``LocalDataset.changed``): they read a shard let go again.
+        """
+        for shard in list(self._open):
+            stream = self._stream_of_shard[shard]
+            changed = getattr(self.datasets[stream], "changed", None)  # only ``LocalDataset``'s
+            if changed is not None and changed(shard - self._first_shard[stream]):
+                self.release(shard)
 
     def new_epoch(self) -> None:
         """Forget which shards were marked as used: mark each again on its first use."""

@@ -92,8 +92,14 @@ class ReadPolicy:
             ``pread``: decoded straight from memory, as from a mapping, a shuffled batch costs
             no read a sample or a run and no hand-off to a reading thread. The bound is
             ``mapped_read_bytes``': what shuffled reads from mappings may hold resident. A
-            copy read whole is the process's own (each DataLoader worker holds one), so a
-            larger dataset is read from its files.
+            copy read whole is the process's own (each DataLoader worker holds one, unless
+            inherited: :attr:`inherit_whole`), so a larger dataset is read from its files.
+        inherit_whole: A loader whose DataLoader workers are forked anew each epoch holds,
+            once an epoch is done, the shards of a small dataset read in place that each
+            worker would read whole (:meth:`holds_for_workers`): the next epoch's workers
+            inherit those bytes copy-on-write instead of each reading every shard again.
+            Before each fork, a held shard whose file changed since it was read is let go:
+            the workers read what the file holds then.
         read_ahead: Read the next group of shuffled samples from their files in a thread
             (io_uring) while this one is decoded.
         open_shards: The most shards a reader keeps open.
@@ -190,6 +196,7 @@ class ReadPolicy:
     idle_fetch_threads: int = 4
     result_pipe_bytes: int = 1 * _MIB
     in_place_whole_bytes: int = 256 * _MIB  # last: the fields before keep their positions
+    inherit_whole: bool = True
 
     @classmethod
     def for_settings(
@@ -337,6 +344,29 @@ class ReadPolicy:
         ):
             return "pread"
         return "map"
+
+    def holds_for_workers(self, file_bytes: int, samples: int, *, shared_bytes: int) -> bool:
+        """Whether the loader's process holds a shard read in place for the workers it forks.
+
+        A file of ``samples`` samples (0: not MDS data) of a dataset read in place whose MDS
+        data files total ``shared_bytes``: held where every process would read it whole
+        (:meth:`opening`; workers are forked only where there is ``pread``) and the dataset
+        is within :attr:`in_place_whole_bytes`, the bound on what the loader's process then
+        keeps resident (see :attr:`inherit_whole`).
+        """
+        opening = self.opening(file_bytes, samples, can_pread=True, shared=True,
+                               shared_bytes=shared_bytes)  # fmt: skip
+        return (
+            self.inherit_whole and shared_bytes <= self.in_place_whole_bytes and opening == "whole"
+        )
+
+    def inherits(self, *, forks: bool, persistent: bool) -> bool:
+        """Whether a loader holds shards for its workers (:attr:`inherit_whole`).
+
+        Only where they are forked (``forks``) anew each epoch: persistent workers read each
+        shard once in all, and spawned ones inherit nothing.
+        """
+        return self.inherit_whole and forks and not persistent
 
     def reads_runs(self, file_bytes: int, samples: int) -> bool:
         """Whether a shard opened for ``pread`` reads each batch's samples as runs.

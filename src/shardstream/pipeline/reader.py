@@ -202,6 +202,17 @@ class SampleReader:
         )
         return drain(stage)
 
+    def hold_for_workers(self) -> None:
+        """Read and keep what DataLoader workers forked from here would each read whole.
+
+        The open stage's ``OpenShards.hold_for_workers`` (the read policy's ``inherit_whole``).
+        """
+        self.open.hold_for_workers()
+
+    def before_fork(self) -> None:
+        """Let go of held shards whose files changed, before DataLoader workers fork."""
+        self.open.drop_changed()
+
     def read_batch(self, ids: NDArray[np.int64]) -> ColumnBatch | list[dict[str, Any]]:
         """The device batch of ``ids`` (a ``BatchRefs``), decoded as :meth:`columns` would."""
         return self._by_ids.read(ids)

@@ -616,3 +616,33 @@ def test_a_small_dataset_read_in_place_is_read_whole_unless_the_route_says_not(t
     assert type(first).__name__ == "MDSFileView"  # a first batch's, not kept
     assert type(ds.shard_view(2)).__name__ == "MDSShardView"
     assert [ds[i]["n"] for i in range(400)] == list(range(400))
+
+
+def test_a_loader_holds_a_small_in_place_dataset_s_shards_and_knows_when_a_file_changed(
+    tmp_path: Path,
+):
+    root = tmp_path / "ds"
+    with MDSWriter(out=root, columns={"blob": "bytes", "n": "int"}, size_limit=1 << 16) as writer:
+        for k in range(400):
+            writer.write({"blob": bytes([k % 256]) * 1000, "n": k})
+    ds = LocalDataset(root, policy=ReadPolicy(read_whole_bytes=0))
+    shards = len(ds.shards)
+    assert ds.held_for_workers() == list(range(shards))  # each read whole by every process
+    # Over the bound, from a cache's copies, or told not to: none is held.
+    assert LocalDataset(root, policy=ReadPolicy(in_place_whole_bytes=0)).held_for_workers() == []
+    assert LocalDataset(root, cache_dir=root).held_for_workers() == []
+    off = ReadPolicy(read_whole_bytes=0, inherit_whole=False)
+    assert LocalDataset(root, policy=off).held_for_workers() == []
+    assert not ds.changed(0)  # not open: nothing held
+    path = root / ds.shards[0].raw_data.basename
+    os.utime(path, ns=(10**18, 10**18))  # the rewrite below shows whatever the clock's grain
+    view = ds.shard_view(0)
+    assert not ds.changed(0)
+    data = path.read_bytes()
+    path.write_bytes(data[:1000] + bytes(1) + data[1001:])  # same size and inode, one byte
+    assert ds.changed(0)  # what the view holds is not what the file holds
+    ds.release(0)
+    assert ds.shard_view(0) is not view
+    assert not ds.changed(0)  # read again: what the file holds now
+    path.unlink()
+    assert ds.changed(0)  # gone

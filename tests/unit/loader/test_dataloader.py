@@ -6,7 +6,9 @@ import functools
 import gc
 import itertools
 import multiprocessing
+import multiprocessing.util
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from tests.forked import in_forked_child
 from torch.utils.data import DataLoader
 
 from shardstream import MDSWriter, StreamingDataLoader, StreamingDataset
-from shardstream.errors import ConfigurationError
+from shardstream.errors import ConfigurationError, ShardFormatError
 from shardstream.loader import dataloader as dataloader_module
 from shardstream.loader.result_pipe import RESULT_PIPE_BYTES, widen_result_pipe
 from shardstream.pipeline.policy import ReadPolicy
@@ -551,3 +553,106 @@ def test_forked_workers_start_with_the_loader_s_heap_frozen_and_the_loader_thaws
     assert len(counts) == 2
     assert all((count > 0) is frozen_in_workers for count in counts)
     assert gc.get_freeze_count() == 0
+
+
+# --- a small dataset read in place, under workers forked anew each epoch ----------------------
+
+IN_PLACE_SAMPLES = 2000
+
+
+def _write_in_place(root: Path, shift: int = 0) -> list[Path]:
+    """2,000 samples of 1,000 bytes in shards of about 512 KiB; each blob tells its id."""
+    columns = {"id": "int", "blob": "bytes"}
+    with MDSWriter(out=str(root), columns=columns, size_limit=1 << 19) as writer:
+        for i in range(IN_PLACE_SAMPLES):
+            writer.write({"id": i, "blob": bytes([(i + shift) % 256]) * 1000})
+    return sorted(root.glob("shard.*.mds"))
+
+
+def _in_place_loader(root: Path, **kwargs: Any) -> StreamingDataLoader:
+    # Shards over read_whole_bytes, of small samples, of a dataset within in_place_whole_bytes:
+    # each is read whole when opened, as the suite's small-1KiB shard of 51 MB is.
+    policy = ReadPolicy(read_whole_bytes=0)
+    dataset = StreamingDataset(local=str(root), batch_size=50, shuffle=True, read_policy=policy)
+    return StreamingDataLoader(
+        dataset, batch_size=50, num_workers=2, multiprocessing_context="fork", **kwargs
+    )
+
+
+def _epoch_blobs(loader: StreamingDataLoader, shift: int = 0) -> None:
+    """One epoch: every sample once, each blob the one its id was written with."""
+    ids = []
+    for batch in loader:
+        for sample_id, blob in zip(batch["id"].tolist(), batch["blob"], strict=True):
+            assert blob == bytes([(sample_id + shift) % 256]) * 1000, sample_id
+            ids.append(sample_id)
+    assert sorted(ids) == list(range(IN_PLACE_SAMPLES))
+
+
+def _bytes_read() -> int:
+    """The bytes this process read with system calls so far (Linux's /proc/self/io)."""
+    io = Path("/proc/self/io").read_text()
+    return int(next(line.split()[1] for line in io.splitlines() if line.startswith("rchar:")))
+
+
+def _report_reads(folder: Path, worker: int) -> None:
+    """As the worker exits, write the bytes it read since torch started it (not torch's own)."""
+    started = _bytes_read()
+
+    def report() -> None:
+        (folder / str(os.getpid())).write_text(str(_bytes_read() - started))
+
+    multiprocessing.util.Finalize(None, report, exitpriority=10)
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux's /proc/<pid>/io")
+def test_forked_workers_inherit_the_shards_the_loader_holds_and_read_none_whole(tmp_path: Path):
+    # Each worker forked anew read every shard whole each epoch (about 20 ms a worker and
+    # epoch for the suite's 51 MB): the loader's process now reads them once, at the end of
+    # an epoch, and the next epoch's workers inherit its bytes.
+    root, reads = tmp_path / "ds", tmp_path / "reads"
+    reads.mkdir()
+    total = sum(path.stat().st_size for path in _write_in_place(root))
+    loader = _in_place_loader(root, worker_init_fn=functools.partial(_report_reads, reads))
+    by_epoch = []
+    for _ in range(3):
+        seen = set(reads.iterdir())
+        _epoch_blobs(loader)
+        by_epoch.append([int(path.read_text()) for path in set(reads.iterdir()) - seen])
+    assert [len(epoch) for epoch in by_epoch] == [2, 2, 2]
+    # The first epoch's workers read the shards (each reads from all of a shuffled epoch's)...
+    assert all(read >= total // 2 for read in by_epoch[0]), (by_epoch, total)
+    # ... the next epochs' read none of them: a few small files and pipe messages at most.
+    assert all(read < total // 8 for epoch in by_epoch[1:] for read in epoch), (by_epoch, total)
+
+
+def test_forked_workers_read_a_shard_rewritten_in_place_as_it_is_now(tmp_path: Path):
+    # The loader holds the shards read at an epoch's end; the dataset is then rewritten in
+    # place (cp over each file: same inode, same sizes, other bytes). The next epoch's
+    # workers must yield the new bytes, not inherit the old ones.
+    root, other = tmp_path / "ds", tmp_path / "other"
+    shards = _write_in_place(root)
+    rewritten = _write_in_place(other, shift=7)
+    assert [path.name for path in rewritten] == [path.name for path in shards]
+    loader = _in_place_loader(root)
+    _epoch_blobs(loader)
+    inodes = [path.stat().st_ino for path in shards]
+    for path, new in zip(shards, rewritten, strict=True):
+        with open(path, "r+b") as file:  # in place, as cp does: truncated, then written
+            file.truncate(0)
+            file.write(new.read_bytes())
+    assert [path.stat().st_ino for path in shards] == inodes
+    _epoch_blobs(loader, shift=7)
+    _epoch_blobs(loader, shift=7)  # held again after that epoch: the new bytes
+
+
+def test_a_shard_cut_short_between_epochs_is_a_format_error_under_forked_workers(
+    tmp_path: Path,
+):
+    root = tmp_path / "ds"
+    shards = _write_in_place(root)
+    loader = _in_place_loader(root)
+    _epoch_blobs(loader)  # the loader's process holds every shard now
+    os.truncate(shards[1], 100)
+    with pytest.raises(ShardFormatError, match=re.escape(f"{shards[1]} is 100 bytes but index")):
+        _epoch_blobs(loader)

@@ -47,3 +47,28 @@ def test_a_program_that_froze_objects_itself_keeps_them_frozen():
     assert not _tracked(mine)
     gc.unfreeze()
     assert _tracked(mine)
+
+
+def test_a_program_s_own_freeze_is_counted_once_and_then_left_alone():
+    # Counting frozen objects walks them all (tens of milliseconds an epoch under a program
+    # that froze a million): a program's freeze, once seen, is not counted again, and this
+    # heap never freezes, so never unfreezes the program's objects behind its back.
+    frozen = FrozenHeap()
+    gc.freeze()
+    frozen.freeze()
+    frozen.thaw()
+    gc.unfreeze()  # the program's own choice, later
+    frozen.freeze()
+    assert gc.get_freeze_count() == 0  # not counted again: nothing frozen by this heap
+    frozen.thaw()
+
+
+def test_another_loader_s_frozen_heap_is_not_taken_for_the_program_s_freeze():
+    first, second = FrozenHeap(), FrozenHeap()
+    first.freeze()
+    second.freeze()  # frozen already, by a heap of this process: nothing to do now
+    first.thaw()
+    second.freeze()  # the next time, nothing is frozen: it freezes
+    assert gc.get_freeze_count() > 0
+    second.thaw()
+    assert gc.get_freeze_count() == 0

@@ -50,6 +50,31 @@ def test_a_small_dataset_read_in_place_is_read_whole_never_mapped(
     ) == ("whole" if not samples else "pread")
 
 
+@pytest.mark.parametrize(
+    ("size", "samples", "dataset", "held"),
+    [
+        (64 * MIB, 65536, 256 * MIB, True),  # read whole by every process: held for them
+        (1 * MIB, 1024, 256 * MIB, True),  # a small file, read whole anyway
+        (1 * MIB, 1024, 256 * MIB + 1, False),  # its dataset over the bound: not held
+        (64 * MIB, 65536, 256 * MIB + 1, False),  # read from the files (pread): not held
+        (64 * MIB, 100, 64 * MIB, False),  # large samples: read with pread
+    ],
+)
+def test_the_loader_holds_for_forked_workers_what_each_would_read_whole(
+    size: int, samples: int, dataset: int, held: bool
+):
+    assert POLICY.holds_for_workers(size, samples, shared_bytes=dataset) is held
+    off = POLICY.replace(inherit_whole=False)
+    assert not off.holds_for_workers(size, samples, shared_bytes=dataset)
+
+
+def test_only_workers_forked_anew_each_epoch_inherit_held_shards():
+    assert POLICY.inherits(forks=True, persistent=False)
+    assert not POLICY.inherits(forks=True, persistent=True)  # each reads its shards once
+    assert not POLICY.inherits(forks=False, persistent=False)  # spawned: nothing inherited
+    assert not POLICY.replace(inherit_whole=False).inherits(forks=True, persistent=False)
+
+
 def test_a_shared_file_of_small_samples_is_read_as_runs_of_them():
     assert POLICY.reads_runs(64 * MIB, 65536)  # 1 KiB samples: a call each would cost
     assert not POLICY.reads_runs(64 * MIB, 100)  # large samples: one read each, into place

@@ -32,7 +32,6 @@ from shardstream.storage import (
     store_base,
 )
 from shardstream.storage import download as download_module
-from shardstream.storage import s3 as s3_module
 from shardstream.storage.key_ranges import range_index, upper_bounds
 
 from .conftest import S3Server
@@ -49,8 +48,7 @@ def lister(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 
 
 def _page_keys(patch: pytest.MonkeyPatch, keys: int) -> None:
-    """Pages of ``keys`` keys, whichever client lists."""
-    patch.setattr(s3_module, "_PAGE_KEYS", keys)
+    """Pages of ``keys`` keys, whichever client lists (S3's page size, one for every client)."""
     patch.setattr(obstore_client, "PAGE_KEYS", keys)
 
 
@@ -265,7 +263,7 @@ def test_seaweedfs_pages_are_scanned_and_read_as_a_parser_reads_them(
         return objects
 
     monkeypatch.setattr(s3_listing, "_scanned_objects", spied)
-    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 10)
+    monkeypatch.setattr(obstore_client, "PAGE_KEYS", 10)
     store = S3Store(
         split_url, endpoint_url=s3_server.endpoint, key=s3_server.key, secret=s3_server.secret
     )
@@ -281,7 +279,7 @@ def test_a_split_listing_asks_each_range_from_its_first_key(
 ) -> None:
     """Server pages counted: botocore's, whose page size is set (obstore's are 1,000 keys)."""
     monkeypatch.setenv("SHARDSTREAM_S3_CLIENT", "botocore")
-    monkeypatch.setattr(s3_module, "_PAGE_KEYS", 10)
+    monkeypatch.setattr(obstore_client, "PAGE_KEYS", 10)
     monkeypatch.setattr(store_base, "KEYS_PER_RANGE", 30)
     with FaultProxy(int(s3_server.endpoint.rsplit(":", 1)[1])) as proxy:
         store = S3Store(

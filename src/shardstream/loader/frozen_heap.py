@@ -27,7 +27,7 @@ class FrozenHeap:
     """The objects alive now, frozen until :meth:`thaw` (at most once; again after a thaw).
 
     Kept by a loader for its life: :func:`gc.get_freeze_count` walks every frozen object
-    (tens of milliseconds under a program that froze a million), so a program's own freeze,
+    (costly under a program that froze a large heap), so a program's own freeze,
     once seen, is taken to hold and not counted again; this heap then never freezes (and so
     never unfreezes what the program froze, whatever it does later).
     """

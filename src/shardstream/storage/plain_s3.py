@@ -25,7 +25,7 @@ from xml.etree import ElementTree
 
 from shardstream._version import __version__
 from shardstream.errors import ObjectChangedError
-from shardstream.storage import _aws_chain
+from shardstream.storage import _aws_chain, obstore_client
 from shardstream.storage._obstore_s3 import S3Settings
 from shardstream.storage.answers import range_header, range_info, ranged_body, tag
 from shardstream.storage.base import ObjectInfo
@@ -36,17 +36,26 @@ from shardstream.storage.store_base import BaseStore, Failure, Kind
 if TYPE_CHECKING:
     from shardstream.storage.s3 import S3Store
 
-__all__ = ["PlainS3Client", "unsupported"]
+__all__ = ["AUTH_CODES", "NOT_FOUND_CODES", "PlainS3Client", "unsupported"]
 
-_PAGE_KEYS = 1000  # S3's largest listing page
 _AGENT = f"shardstream/{__version__} (plain)"
 _IDLE_CONNECTIONS = 8  # kept open per client for the next request
 _PROXIES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
-# S3 error codes that mean "who you are" rather than "what you asked for".
-_AUTH_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
-                         "ExpiredToken", "InvalidToken", "TokenRefreshRequired", "403",
-                         "Forbidden", "401"})  # fmt: skip
-_NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "404", "NotFound"})
+# S3 error codes that mean "who you are" rather than "what you asked for" (S3Store's too).
+AUTH_CODES = frozenset(
+    {
+        "AccessDenied",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "TokenRefreshRequired",
+        "Forbidden",
+        "403",  # a HEAD's refusal has no body: its status alone
+    }
+)
+NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "404", "NotFound"})
+_REFUSED = AUTH_CODES | {"401"}  # a bodiless 401 here names no code but its status
 _CHANGED = 412  # If-Match refused
 _PAST_END = 416
 _MOVED = 301  # the bucket lies in another region
@@ -163,7 +172,7 @@ class PlainS3Client(BaseStore):
     ) -> tuple[dict[str, ObjectInfo], str | None]:
         root = f"{self.checked.prefix}/" if self.checked.prefix else ""
         query = {"list-type": "2", "prefix": root + prefix, "encoding-type": "url",
-                 "max-keys": str(_PAGE_KEYS)}  # fmt: skip
+                 "max-keys": str(obstore_client.PAGE_KEYS)}  # fmt: skip
         if token is not None:
             query["continuation-token"] = token
         elif start_after is not None:
@@ -177,9 +186,9 @@ class PlainS3Client(BaseStore):
     def _classify(self, exc: Exception) -> Failure | None:
         detail = f"{type(exc).__name__}: {exc}"
         code = exc.code if isinstance(exc, Refused) else ""
-        if isinstance(exc, PermissionError) or code in _AUTH_CODES:
+        if isinstance(exc, PermissionError) or code in _REFUSED:
             return Failure(Kind.CREDENTIALS, detail)
-        if isinstance(exc, FileNotFoundError) or code in _NOT_FOUND_CODES:
+        if isinstance(exc, FileNotFoundError) or code in NOT_FOUND_CODES:
             return Failure(Kind.NOT_FOUND, detail)
         if isinstance(exc, Refused) and (exc.status == _PAST_END or code == "InvalidRange"):
             return Failure(Kind.PAST_END, detail)  # the base then names the size

@@ -23,12 +23,12 @@ from typing import Any
 from shardstream import config
 from shardstream._optional import require
 from shardstream.errors import ConfigurationError, ObjectChangedError
-from shardstream.storage import _aws_chain, plain_s3
+from shardstream.storage import _aws_chain, obstore_client
 from shardstream.storage.answers import range_header, range_info, tag
 from shardstream.storage.base import ObjectInfo
 from shardstream.storage.keys import split_store_url
 from shardstream.storage.obstore_client import ObstoreClient, installed, usable_here
-from shardstream.storage.plain_s3 import PlainS3Client
+from shardstream.storage.plain_s3 import AUTH_CODES, NOT_FOUND_CODES, PlainS3Client, unsupported
 from shardstream.storage.s3_listing import RAW_LISTING, keep_raw_listing, page_objects
 from shardstream.storage.store_base import Failure, Kind, WritableStore
 
@@ -38,23 +38,6 @@ logger = logging.getLogger(__name__)
 
 _PURPOSE = "Reading and writing s3:// URLs"
 _POOL = 32  # pooled connections of the reading client: parallel ranges of a few downloads
-_PAGE_KEYS = 1000  # S3's largest listing page
-
-# S3 error codes that mean "who you are" rather than "what you asked for".
-_AUTH_CODES = frozenset(
-    {
-        "AccessDenied",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "InvalidToken",
-        "TokenRefreshRequired",
-        "403",  # a HEAD request's refusal has no body, so no code but the status
-        "Forbidden",
-    }
-)
-
-_NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "404", "NotFound"})
 _CHANGED_CODES = frozenset({"PreconditionFailed", "412"})  # If-Match refused
 
 _CREDENTIALS_HELP = (
@@ -244,7 +227,8 @@ class S3Store(WritableStore):
         # Keys come URL-encoded (so that any key survives XML), decoded here: the raw page
         # bypasses botocore's own decoding (see storage/s3_listing.py).
         request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": root + prefix,
-                                   "EncodingType": "url", "MaxKeys": _PAGE_KEYS}  # fmt: skip
+                                   "EncodingType": "url",
+                                   "MaxKeys": obstore_client.PAGE_KEYS}  # fmt: skip
         request.update(self._request_options())
         if token is not None:
             request["ContinuationToken"] = token
@@ -262,9 +246,9 @@ class S3Store(WritableStore):
         if isinstance(exc, botocore.ClientError):
             code = str(exc.response.get("Error", {}).get("Code", ""))
         refused = (PermissionError, botocore.NoCredentialsError, botocore.PartialCredentialsError)
-        if isinstance(exc, refused) or code in _AUTH_CODES:
+        if isinstance(exc, refused) or code in AUTH_CODES:
             return Failure(Kind.CREDENTIALS, detail)
-        if isinstance(exc, FileNotFoundError) or code in _NOT_FOUND_CODES:
+        if isinstance(exc, FileNotFoundError) or code in NOT_FOUND_CODES:
             return Failure(Kind.NOT_FOUND, detail)
         if code == "InvalidRange":  # a 416: the base then names the size
             return Failure(Kind.PAST_END, detail)
@@ -328,7 +312,7 @@ class S3Store(WritableStore):
         """The standard library's transport, or ``False`` where reads go through botocore."""
         if self._read_client == "auto" and not installed():
             return False  # botocore serves every process alike, as it would obstore's
-        lacking = plain_s3.unsupported(self)
+        lacking = unsupported(self)
         if lacking is not None:
             level = logging.WARNING if self._read_client == "plain" else logging.DEBUG
             logger.log(level, "%s: reads go through botocore, as the plain client does not "

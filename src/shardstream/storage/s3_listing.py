@@ -61,12 +61,7 @@ def page_of_xml(body: bytes, url: str) -> dict[str, Any]:
     Raises:
         StorageError: The ``200 OK`` answer is no listing page (see :func:`page_objects`).
     """
-    try:
-        root = ElementTree.fromstring(_without_contents(body))  # noqa: S314 (expat)
-    except ElementTree.ParseError as exc:
-        raise _not_a_listing(url, body, f"not XML ({exc})") from exc
-    if (name := root.tag.rpartition("}")[2]) != "ListBucketResult":
-        raise _not_a_listing(url, body, f"a <{name}> document")
+    root = _listing_root(_without_contents(body), body, url)
     fields = {child.tag.rpartition("}")[2]: child.text or "" for child in root}
     truncated = fields.get("IsTruncated", "").lower() == "true"
     page: dict[str, Any] = {RAW_LISTING: body, "IsTruncated": truncated}
@@ -168,23 +163,32 @@ def _tree_objects(page: bytes, encoded: bool, url: str) -> list[tuple[str, int, 
     Raises:
         StorageError: The page is no listing page (see :func:`page_objects`).
     """
-    # The page comes from the store the caller named, parsed as botocore parses it (expat
-    # refuses entity expansion attacks).
-    try:
-        root = ElementTree.fromstring(page)  # noqa: S314
-    except ElementTree.ParseError as exc:
-        raise _not_a_listing(url, page, f"not XML ({exc})") from exc
-    name = root.tag.rpartition("}")[2]
-    if name != "ListBucketResult":
-        raise _not_a_listing(url, page, f"a <{name}> document")
     objects = []
-    for element in root:
+    for element in _listing_root(page, page, url):
         if element.tag.rpartition("}")[2] != "Contents":
             continue
         fields = {child.tag.rpartition("}")[2]: child.text or "" for child in element}
         key = unquote_plus(fields["Key"]) if encoded else fields["Key"]
         objects.append((key, int(fields["Size"]), fields.get("ETag") or None))
     return objects
+
+
+def _listing_root(xml: bytes, page: bytes, url: str) -> ElementTree.Element:
+    """The ``ListBucketResult`` element of ``xml`` (all or part of ``page``).
+
+    Raises:
+        StorageError: The page is no listing page (see :func:`page_objects`).
+    """
+    # The page comes from the store the caller named, parsed as botocore parses it (expat
+    # refuses entity expansion attacks).
+    try:
+        root = ElementTree.fromstring(xml)  # noqa: S314
+    except ElementTree.ParseError as exc:
+        raise _not_a_listing(url, page, f"not XML ({exc})") from exc
+    name = root.tag.rpartition("}")[2]
+    if name != "ListBucketResult":
+        raise _not_a_listing(url, page, f"a <{name}> document")
+    return root
 
 
 def _not_a_listing(url: str, page: bytes, what: str) -> StorageError:
